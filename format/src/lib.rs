@@ -1,0 +1,713 @@
+//! The jtrace on-disk record format, shared by the producers (the JVMTI agent
+//! and the kernel recorder) and the reader (the merge crate).
+//!
+//! A trace is a directory. Each event stream in it (`kernel.bin`, one
+//! `jvm-<pid>.bin` per traced JVM) is a [`FileHeader`] followed by records.
+//! Every record starts with a 16-byte [`RecordHeader`] and is padded to a
+//! multiple of 8 bytes, so a reader can skip kinds it does not know. All
+//! integers are little-endian; all timestamps are CLOCK_MONOTONIC nanoseconds.
+//! docs/FORMAT.md is the prose version of this file.
+
+#![forbid(unsafe_code)]
+
+/// Format version written into every stream header; bumped on incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+/// Magic of the kernel event stream.
+pub const KERNEL_MAGIC: [u8; 8] = *b"JTRACEK\0";
+/// Magic of a JVM event stream.
+pub const JVM_MAGIC: [u8; 8] = *b"JTRACEJ\0";
+/// Size of the stream header in bytes.
+pub const FILE_HEADER_LEN: usize = 16;
+/// Size of the record header in bytes.
+pub const RECORD_HEADER_LEN: usize = 16;
+/// Name of the kernel stream inside a trace directory.
+pub const KERNEL_FILE: &str = "kernel.bin";
+/// Name of the metadata file inside a trace directory.
+pub const META_FILE: &str = "meta.json";
+/// Prefix of JVM stream file names (`jvm-<pid>.bin`).
+pub const JVM_FILE_PREFIX: &str = "jvm-";
+/// Name of the agent's configuration file inside a trace directory.
+pub const AGENT_CONFIG_FILE: &str = "agent.conf";
+
+/// Record kinds. Kernel kinds are below 100, JVM kinds from 100 on.
+pub mod kind {
+    /// Kernel: the thread in the header was switched out. Payload: [`super::SwitchOut`].
+    pub const SWITCH_OUT: u16 = 1;
+    /// Kernel: the thread in the header was switched in. Payload: [`super::SwitchIn`].
+    pub const SWITCH_IN: u16 = 2;
+    /// Kernel: the thread in the header was woken (sched_waking / sched_wakeup_new).
+    /// Payload: [`super::Wakeup`].
+    pub const WAKEUP: u16 = 3;
+    /// Kernel: the thread in the header was created. Payload: [`super::Fork`].
+    pub const FORK: u16 = 4;
+    /// Kernel: the thread in the header exited. Payload: [`super::TaskInfo`].
+    pub const EXIT: u16 = 5;
+    /// Kernel: name (comm) of the thread in the header, at first sight or rename.
+    /// Payload: [`super::TaskInfo`].
+    pub const COMM: u16 = 6;
+    /// Kernel: the thread in the header called exec. Payload: [`super::TaskInfo`].
+    pub const EXEC: u16 = 7;
+
+    /// JVM: the agent started in this JVM. Payload: [`super::JvmStart`].
+    pub const JVM_START: u16 = 100;
+    /// JVM: a Java thread started (or was first seen). Payload: [`super::ThreadStart`].
+    pub const THREAD_START: u16 = 101;
+    /// JVM: a Java thread ended. No payload.
+    pub const THREAD_END: u16 = 102;
+    /// JVM: definition of a method id, written once before its first use.
+    /// Payload: [`super::MethodDef`].
+    pub const METHOD_DEF: u16 = 103;
+    /// JVM: a traced method was entered. Payload: [`super::MethodEvent`].
+    pub const METHOD_ENTRY: u16 = 104;
+    /// JVM: a traced method returned or threw. Payload: [`super::MethodEvent`].
+    pub const METHOD_EXIT: u16 = 105;
+    /// JVM: the JVM is shutting down; loss counters of the agent.
+    /// Payload: [`super::JvmEnd`].
+    pub const JVM_END: u16 = 106;
+    /// JVM: the agent reports a problem (bad option, internal error).
+    /// Payload: one string.
+    pub const AGENT_ERROR: u16 = 107;
+}
+
+/// `prev_state` value of a task that was preempted while runnable.
+pub const TASK_RUNNING: u32 = 0;
+
+/// Flag in [`MethodEvent::flags`]: the method exited by an exception.
+pub const EXIT_BY_EXCEPTION: u32 = 1;
+
+/// The 16 bytes at the start of every stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileHeader {
+    /// [`KERNEL_MAGIC`] or [`JVM_MAGIC`].
+    pub magic: [u8; 8],
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// Reserved, zero.
+    pub flags: u32,
+}
+
+impl FileHeader {
+    /// A header for a stream with the given magic, at the current version.
+    pub fn new(magic: [u8; 8]) -> Self {
+        FileHeader { magic, version: FORMAT_VERSION, flags: 0 }
+    }
+
+    /// Serialises the header.
+    pub fn to_bytes(&self) -> [u8; FILE_HEADER_LEN] {
+        let mut b = [0u8; FILE_HEADER_LEN];
+        b[..8].copy_from_slice(&self.magic);
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        b
+    }
+
+    /// Parses a header; `None` if `b` is too short.
+    pub fn parse(b: &[u8]) -> Option<Self> {
+        if b.len() < FILE_HEADER_LEN {
+            return None;
+        }
+        Some(FileHeader {
+            magic: b[..8].try_into().ok()?,
+            version: u32::from_le_bytes(b[8..12].try_into().ok()?),
+            flags: u32::from_le_bytes(b[12..16].try_into().ok()?),
+        })
+    }
+}
+
+/// The 16 bytes at the start of every record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// One of the [`kind`] constants.
+    pub kind: u16,
+    /// Total record length in bytes, header and padding included; a multiple of 8.
+    pub len: u16,
+    /// Kernel thread id the record is about.
+    pub tid: u32,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts: u64,
+}
+
+/// Kernel payload of [`kind::SWITCH_OUT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchOut {
+    /// Thread group (process) id of the thread.
+    pub tgid: u32,
+    /// Kernel `prev_state`: [`TASK_RUNNING`] (0) means preempted (involuntary).
+    pub prev_state: u32,
+    /// CPU the thread left.
+    pub cpu: u32,
+    /// Thread that got the CPU.
+    pub next_tid: u32,
+}
+
+/// Kernel payload of [`kind::SWITCH_IN`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchIn {
+    /// Thread group (process) id of the thread.
+    pub tgid: u32,
+    /// CPU the thread got.
+    pub cpu: u32,
+    /// Thread that left the CPU.
+    pub prev_tid: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Kernel payload of [`kind::WAKEUP`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wakeup {
+    /// Thread group of the woken thread.
+    pub tgid: u32,
+    /// Thread that did the waking (the current task at sched_waking).
+    pub waker_tid: u32,
+    /// Process of the waker.
+    pub waker_tgid: u32,
+    /// CPU the woken thread is queued on.
+    pub target_cpu: u32,
+    /// 0 = sched_waking, 1 = sched_wakeup_new (a new thread's first wakeup).
+    pub new_task: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Kernel payload of [`kind::FORK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fork {
+    /// Thread group of the new thread (== tid for a new process).
+    pub tgid: u32,
+    /// Thread that created it.
+    pub parent_tid: u32,
+    /// Process of the creator.
+    pub parent_tgid: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Name (comm) inherited at creation, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// Kernel payload of [`kind::EXIT`], [`kind::COMM`] and [`kind::EXEC`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// Thread group of the thread.
+    pub tgid: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Name (comm), NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// JVM payload of [`kind::JVM_START`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JvmStart {
+    /// Process id of the JVM.
+    pub pid: u32,
+    /// `java.vm.version` or similar, as the agent could learn it.
+    pub vm_version: String,
+}
+
+/// JVM payload of [`kind::THREAD_START`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadStart {
+    /// 1 if the thread is a daemon thread.
+    pub daemon: u32,
+    /// Java thread name.
+    pub name: String,
+    /// Thread group name ("" if unknown).
+    pub group: String,
+    /// Name of the thread that started it ("" if unknown).
+    pub parent: String,
+}
+
+/// JVM payload of [`kind::METHOD_DEF`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodDef {
+    /// Identifier used by [`MethodEvent::method`] in this stream.
+    pub method: u64,
+    /// Fully qualified class name with dots (`com.acme.Foo`).
+    pub class: String,
+    /// Method name (`bar`, `<init>`).
+    pub name: String,
+    /// JVM signature (`(I)V`).
+    pub signature: String,
+}
+
+/// JVM payload of [`kind::METHOD_ENTRY`] and [`kind::METHOD_EXIT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodEvent {
+    /// Method id, defined by an earlier [`MethodDef`].
+    pub method: u64,
+    /// [`EXIT_BY_EXCEPTION`] on an exceptional exit, else 0.
+    pub flags: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// JVM payload of [`kind::JVM_END`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmEnd {
+    /// Events the agent could not record (buffer or write failures).
+    pub lost_events: u64,
+}
+
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// See [`kind::SWITCH_OUT`].
+    SwitchOut(SwitchOut),
+    /// See [`kind::SWITCH_IN`].
+    SwitchIn(SwitchIn),
+    /// See [`kind::WAKEUP`].
+    Wakeup(Wakeup),
+    /// See [`kind::FORK`].
+    Fork(Fork),
+    /// See [`kind::EXIT`].
+    Exit(TaskInfo),
+    /// See [`kind::COMM`].
+    Comm(TaskInfo),
+    /// See [`kind::EXEC`].
+    Exec(TaskInfo),
+    /// See [`kind::JVM_START`].
+    JvmStart(JvmStart),
+    /// See [`kind::THREAD_START`].
+    ThreadStart(ThreadStart),
+    /// See [`kind::THREAD_END`].
+    ThreadEnd,
+    /// See [`kind::METHOD_DEF`].
+    MethodDef(MethodDef),
+    /// See [`kind::METHOD_ENTRY`].
+    MethodEntry(MethodEvent),
+    /// See [`kind::METHOD_EXIT`].
+    MethodExit(MethodEvent),
+    /// See [`kind::JVM_END`].
+    JvmEnd(JvmEnd),
+    /// See [`kind::AGENT_ERROR`].
+    AgentError(String),
+    /// A kind this reader does not know (skipped by length).
+    Unknown(u16),
+}
+
+/// A decoded record: header fields plus payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts: u64,
+    /// What happened.
+    pub payload: Payload,
+}
+
+/// Appends records to a byte buffer in the on-disk encoding.
+#[derive(Debug, Default, Clone)]
+pub struct Encoder {
+    /// The encoded bytes so far.
+    pub buf: Vec<u8>,
+}
+
+impl Encoder {
+    /// An empty encoder.
+    pub fn new() -> Self {
+        Encoder { buf: Vec::new() }
+    }
+
+    fn begin(&mut self, kind: u16, tid: u32, ts: u64) -> usize {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&kind.to_le_bytes());
+        self.buf.extend_from_slice(&0u16.to_le_bytes());
+        self.buf.extend_from_slice(&tid.to_le_bytes());
+        self.buf.extend_from_slice(&ts.to_le_bytes());
+        start
+    }
+
+    fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Strings are a u16 byte length then UTF-8 bytes, cut at 4096 bytes.
+    fn str(&mut self, s: &str) {
+        let mut n = s.len().min(4096);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.buf.extend_from_slice(&(n as u16).to_le_bytes());
+        self.buf.extend_from_slice(&s.as_bytes()[..n]);
+    }
+
+    fn end(&mut self, start: usize) {
+        while (self.buf.len() - start) % 8 != 0 {
+            self.buf.push(0);
+        }
+        let len = (self.buf.len() - start) as u16;
+        self.buf[start + 2..start + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Encodes one record.
+    pub fn record(&mut self, r: &Record) {
+        let kind = payload_kind(&r.payload);
+        let s = self.begin(kind, r.tid, r.ts);
+        match &r.payload {
+            Payload::SwitchOut(p) => {
+                self.u32(p.tgid);
+                self.u32(p.prev_state);
+                self.u32(p.cpu);
+                self.u32(p.next_tid);
+            }
+            Payload::SwitchIn(p) => {
+                self.u32(p.tgid);
+                self.u32(p.cpu);
+                self.u32(p.prev_tid);
+                self.u32(p.reserved);
+            }
+            Payload::Wakeup(p) => {
+                self.u32(p.tgid);
+                self.u32(p.waker_tid);
+                self.u32(p.waker_tgid);
+                self.u32(p.target_cpu);
+                self.u32(p.new_task);
+                self.u32(p.reserved);
+            }
+            Payload::Fork(p) => {
+                self.u32(p.tgid);
+                self.u32(p.parent_tid);
+                self.u32(p.parent_tgid);
+                self.u32(p.reserved);
+                self.buf.extend_from_slice(&p.comm);
+            }
+            Payload::Exit(p) | Payload::Comm(p) | Payload::Exec(p) => {
+                self.u32(p.tgid);
+                self.u32(p.reserved);
+                self.buf.extend_from_slice(&p.comm);
+            }
+            Payload::JvmStart(p) => {
+                self.u32(p.pid);
+                self.str(&p.vm_version);
+            }
+            Payload::ThreadStart(p) => {
+                self.u32(p.daemon);
+                self.str(&p.name);
+                self.str(&p.group);
+                self.str(&p.parent);
+            }
+            Payload::ThreadEnd => {}
+            Payload::MethodDef(p) => {
+                self.u64(p.method);
+                self.str(&p.class);
+                self.str(&p.name);
+                self.str(&p.signature);
+            }
+            Payload::MethodEntry(p) | Payload::MethodExit(p) => {
+                self.u64(p.method);
+                self.u32(p.flags);
+                self.u32(p.reserved);
+            }
+            Payload::JvmEnd(p) => self.u64(p.lost_events),
+            Payload::AgentError(s) => self.str(s),
+            Payload::Unknown(_) => {}
+        }
+        self.end(s);
+    }
+}
+
+fn payload_kind(p: &Payload) -> u16 {
+    match p {
+        Payload::SwitchOut(_) => kind::SWITCH_OUT,
+        Payload::SwitchIn(_) => kind::SWITCH_IN,
+        Payload::Wakeup(_) => kind::WAKEUP,
+        Payload::Fork(_) => kind::FORK,
+        Payload::Exit(_) => kind::EXIT,
+        Payload::Comm(_) => kind::COMM,
+        Payload::Exec(_) => kind::EXEC,
+        Payload::JvmStart(_) => kind::JVM_START,
+        Payload::ThreadStart(_) => kind::THREAD_START,
+        Payload::ThreadEnd => kind::THREAD_END,
+        Payload::MethodDef(_) => kind::METHOD_DEF,
+        Payload::MethodEntry(_) => kind::METHOD_ENTRY,
+        Payload::MethodExit(_) => kind::METHOD_EXIT,
+        Payload::JvmEnd(_) => kind::JVM_END,
+        Payload::AgentError(_) => kind::AGENT_ERROR,
+        Payload::Unknown(k) => *k,
+    }
+}
+
+/// Why a stream could not be decoded further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The stream ends inside a record: a writer was cut off. Everything
+    /// before `offset` is valid.
+    Truncated {
+        /// Byte offset of the incomplete record.
+        offset: usize,
+    },
+    /// A record header is malformed (length 0, not a multiple of 8, or a
+    /// payload shorter than its kind needs).
+    Corrupt {
+        /// Byte offset of the bad record.
+        offset: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Truncated { offset } => {
+                write!(f, "stream ends inside a record at byte {offset}")
+            }
+            DecodeError::Corrupt { offset, what } => {
+                write!(f, "corrupt record at byte {offset}: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Iterates over the records of a stream body (the bytes after the file header).
+pub struct Decoder<'a> {
+    data: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Decoder<'a> {
+    /// Decodes `data`; `base` is the offset of `data` in the file, for messages.
+    pub fn new(data: &'a [u8], base: usize) -> Self {
+        Decoder { data, pos: 0, base }
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn u32(&mut self) -> Option<u32> {
+        let v = u32::from_le_bytes(self.b.get(self.at..self.at + 4)?.try_into().ok()?);
+        self.at += 4;
+        Some(v)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
+        self.at += 8;
+        Some(v)
+    }
+    fn comm(&mut self) -> Option<[u8; 16]> {
+        let v: [u8; 16] = self.b.get(self.at..self.at + 16)?.try_into().ok()?;
+        self.at += 16;
+        Some(v)
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = u16::from_le_bytes(self.b.get(self.at..self.at + 2)?.try_into().ok()?) as usize;
+        self.at += 2;
+        let s = String::from_utf8_lossy(self.b.get(self.at..self.at + n)?).into_owned();
+        self.at += n;
+        Some(s)
+    }
+}
+
+fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
+    let mut c = Cursor { b, at: 0 };
+    Some(match kind {
+        kind::SWITCH_OUT => Payload::SwitchOut(SwitchOut {
+            tgid: c.u32()?,
+            prev_state: c.u32()?,
+            cpu: c.u32()?,
+            next_tid: c.u32()?,
+        }),
+        kind::SWITCH_IN => Payload::SwitchIn(SwitchIn {
+            tgid: c.u32()?,
+            cpu: c.u32()?,
+            prev_tid: c.u32()?,
+            reserved: c.u32()?,
+        }),
+        kind::WAKEUP => Payload::Wakeup(Wakeup {
+            tgid: c.u32()?,
+            waker_tid: c.u32()?,
+            waker_tgid: c.u32()?,
+            target_cpu: c.u32()?,
+            new_task: c.u32()?,
+            reserved: c.u32()?,
+        }),
+        kind::FORK => Payload::Fork(Fork {
+            tgid: c.u32()?,
+            parent_tid: c.u32()?,
+            parent_tgid: c.u32()?,
+            reserved: c.u32()?,
+            comm: c.comm()?,
+        }),
+        kind::EXIT | kind::COMM | kind::EXEC => {
+            let t = TaskInfo { tgid: c.u32()?, reserved: c.u32()?, comm: c.comm()? };
+            match kind {
+                kind::EXIT => Payload::Exit(t),
+                kind::COMM => Payload::Comm(t),
+                _ => Payload::Exec(t),
+            }
+        }
+        kind::JVM_START => Payload::JvmStart(JvmStart { pid: c.u32()?, vm_version: c.str()? }),
+        kind::THREAD_START => Payload::ThreadStart(ThreadStart {
+            daemon: c.u32()?,
+            name: c.str()?,
+            group: c.str()?,
+            parent: c.str()?,
+        }),
+        kind::THREAD_END => Payload::ThreadEnd,
+        kind::METHOD_DEF => Payload::MethodDef(MethodDef {
+            method: c.u64()?,
+            class: c.str()?,
+            name: c.str()?,
+            signature: c.str()?,
+        }),
+        kind::METHOD_ENTRY | kind::METHOD_EXIT => {
+            let e = MethodEvent { method: c.u64()?, flags: c.u32()?, reserved: c.u32()? };
+            if kind == kind::METHOD_ENTRY {
+                Payload::MethodEntry(e)
+            } else {
+                Payload::MethodExit(e)
+            }
+        }
+        kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
+        kind::AGENT_ERROR => Payload::AgentError(c.str()?),
+        other => Payload::Unknown(other),
+    })
+}
+
+impl<'a> Iterator for Decoder<'a> {
+    type Item = Result<Record, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = &self.data[self.pos..];
+        if rest.is_empty() {
+            return None;
+        }
+        let offset = self.base + self.pos;
+        if rest.len() < RECORD_HEADER_LEN {
+            self.pos = self.data.len();
+            return Some(Err(DecodeError::Truncated { offset }));
+        }
+        let kind = u16::from_le_bytes([rest[0], rest[1]]);
+        let len = u16::from_le_bytes([rest[2], rest[3]]) as usize;
+        let tid = u32::from_le_bytes(rest[4..8].try_into().unwrap());
+        let ts = u64::from_le_bytes(rest[8..16].try_into().unwrap());
+        if kind == 0 && len == 0 {
+            // Zero fill: a preallocated or mmap'd file that was not written
+            // to the end. Treat as the end of the stream.
+            self.pos = self.data.len();
+            return None;
+        }
+        if len < RECORD_HEADER_LEN || len % 8 != 0 {
+            self.pos = self.data.len();
+            return Some(Err(DecodeError::Corrupt { offset, what: "bad record length" }));
+        }
+        if rest.len() < len {
+            self.pos = self.data.len();
+            return Some(Err(DecodeError::Truncated { offset }));
+        }
+        self.pos += len;
+        match decode_payload(kind, &rest[RECORD_HEADER_LEN..len]) {
+            Some(payload) => Some(Ok(Record { tid, ts, payload })),
+            None => {
+                self.pos = self.data.len();
+                Some(Err(DecodeError::Corrupt { offset, what: "payload shorter than its kind" }))
+            }
+        }
+    }
+}
+
+/// Turns a NUL-padded comm into a string.
+pub fn comm_str(comm: &[u8; 16]) -> String {
+    let n = comm.iter().position(|&c| c == 0).unwrap_or(16);
+    String::from_utf8_lossy(&comm[..n]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_kind() {
+        let mut comm = [0u8; 16];
+        comm[..4].copy_from_slice(b"java");
+        let records = vec![
+            Payload::SwitchOut(SwitchOut { tgid: 1, prev_state: 1, cpu: 0, next_tid: 9 }),
+            Payload::SwitchIn(SwitchIn { tgid: 1, cpu: 1, prev_tid: 0, reserved: 0 }),
+            Payload::Wakeup(Wakeup {
+                tgid: 1,
+                waker_tid: 3,
+                waker_tgid: 1,
+                target_cpu: 1,
+                new_task: 0,
+                reserved: 0,
+            }),
+            Payload::Fork(Fork { tgid: 1, parent_tid: 1, parent_tgid: 1, reserved: 0, comm }),
+            Payload::Exit(TaskInfo { tgid: 1, reserved: 0, comm }),
+            Payload::Comm(TaskInfo { tgid: 1, reserved: 0, comm }),
+            Payload::Exec(TaskInfo { tgid: 1, reserved: 0, comm }),
+            Payload::JvmStart(JvmStart { pid: 7, vm_version: "17.0.15".into() }),
+            Payload::ThreadStart(ThreadStart {
+                daemon: 1,
+                name: "main".into(),
+                group: "main".into(),
+                parent: "".into(),
+            }),
+            Payload::ThreadEnd,
+            Payload::MethodDef(MethodDef {
+                method: 0xdead_beef,
+                class: "com.acme.Foo".into(),
+                name: "bär".into(),
+                signature: "(I)V".into(),
+            }),
+            Payload::MethodEntry(MethodEvent { method: 5, flags: 0, reserved: 0 }),
+            Payload::MethodExit(MethodEvent { method: 5, flags: EXIT_BY_EXCEPTION, reserved: 0 }),
+            Payload::JvmEnd(JvmEnd { lost_events: 3 }),
+            Payload::AgentError("bad line 3".into()),
+        ];
+        let mut enc = Encoder::new();
+        for (i, p) in records.iter().enumerate() {
+            enc.record(&Record { tid: i as u32, ts: 1000 + i as u64, payload: p.clone() });
+        }
+        assert_eq!(enc.buf.len() % 8, 0);
+        let decoded: Vec<Record> = Decoder::new(&enc.buf, 16).map(|r| r.unwrap()).collect();
+        assert_eq!(decoded.len(), records.len());
+        for (i, (d, p)) in decoded.iter().zip(&records).enumerate() {
+            assert_eq!(d.tid, i as u32);
+            assert_eq!(d.ts, 1000 + i as u64);
+            assert_eq!(&d.payload, p);
+        }
+    }
+
+    #[test]
+    fn truncated_stream_keeps_prefix() {
+        let mut enc = Encoder::new();
+        let p = Payload::MethodEntry(MethodEvent { method: 1, flags: 0, reserved: 0 });
+        enc.record(&Record { tid: 1, ts: 1, payload: p.clone() });
+        enc.record(&Record { tid: 1, ts: 2, payload: p });
+        let cut = &enc.buf[..enc.buf.len() - 3];
+        let out: Vec<_> = Decoder::new(cut, 0).collect();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].is_ok());
+        assert_eq!(out[1], Err(DecodeError::Truncated { offset: 32 }));
+    }
+
+    #[test]
+    fn unknown_kind_is_skipped() {
+        let mut enc = Encoder::new();
+        enc.record(&Record { tid: 1, ts: 1, payload: Payload::Unknown(999) });
+        enc.record(&Record { tid: 1, ts: 2, payload: Payload::ThreadEnd });
+        let out: Vec<_> = Decoder::new(&enc.buf, 0).map(|r| r.unwrap().payload).collect();
+        assert_eq!(out, vec![Payload::Unknown(999), Payload::ThreadEnd]);
+    }
+
+    #[test]
+    fn zero_fill_ends_stream() {
+        let mut enc = Encoder::new();
+        enc.record(&Record { tid: 1, ts: 1, payload: Payload::ThreadEnd });
+        enc.buf.extend_from_slice(&[0u8; 64]);
+        assert_eq!(Decoder::new(&enc.buf, 0).count(), 1);
+    }
+}
