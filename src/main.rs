@@ -1,1 +1,127 @@
-fn main() {}
+//! `jtrace`: trace a Java program together with the kernel, then read the
+//! merged per-thread result.
+
+mod run;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use jtrace_merge::{build_report, ReportFilter, Trace};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "jtrace", version, about = "Kernel-assisted tracer for Java programs: where did the time go?")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command under the tracer (needs root: CAP_BPF + CAP_PERFMON).
+    Run(run::RunArgs),
+    /// Print the merged per-thread text trace.
+    Text {
+        /// Trace directory.
+        trace: PathBuf,
+        /// Also show off-CPU intervals outside traced methods and every thread in full.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Print the gap-attribution report.
+    Report {
+        /// Trace directory.
+        trace: PathBuf,
+        /// Emit JSON (schema jtrace.report.v1).
+        #[arg(long)]
+        json: bool,
+        /// Only threads whose name (glob) or tid matches.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only methods whose `class.method` matches (glob).
+        #[arg(long)]
+        method: Option<String>,
+        /// Rows in the method tables.
+        #[arg(long, default_value_t = 25)]
+        top: usize,
+    },
+    /// Print a trace's metadata, event counts and losses.
+    Info {
+        /// Trace directory.
+        trace: PathBuf,
+    },
+}
+
+fn open(path: &std::path::Path) -> anyhow::Result<Trace> {
+    Trace::open(path).with_context(|| format!("cannot open trace {}", path.display()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run(args) => return run::run(args),
+        Cmd::Text { trace, all } => open(&trace).and_then(|t| {
+            let stdout = std::io::stdout().lock();
+            jtrace_timeline::write_text(&t, std::io::BufWriter::new(stdout), &jtrace_timeline::TextOptions { all_events: all })
+                .map_err(Into::into)
+        }),
+        Cmd::Report { trace, json, thread, method, top } => open(&trace).and_then(|t| {
+            let r = build_report(&t, &ReportFilter { thread, method });
+            let mut out = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer_pretty(&mut out, &r)?;
+                writeln!(out)?;
+            } else {
+                out.write_all(jtrace_timeline::render_report(&r, top).as_bytes())?;
+            }
+            Ok(())
+        }),
+        Cmd::Info { trace } => open(&trace).map(|t| print_info(&t)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A closed pipe (`jtrace text t | head`) is not an error worth a message.
+            if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("jtrace: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print_info(t: &Trace) {
+    let m = &t.meta;
+    println!("trace      {}", t.dir.display());
+    println!("format     v{}  (written by jtrace {})", m.version, m.jtrace_version);
+    println!("complete   {}", if m.complete { "yes" } else { "NO: recording was cut off; this is a readable prefix" });
+    println!("command    {}", m.command.join(" "));
+    println!("pid        {}", m.pid);
+    if let Some(c) = m.exit_code {
+        println!("exit code  {c}");
+    }
+    println!("kernel     {}", m.kernel);
+    println!("started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns));
+    println!("duration   {} ms", jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns)));
+    if !m.methods.is_empty() {
+        println!("methods    {}", m.methods.join(" "));
+    }
+    println!("threads    {} ({} known to the JVM)", t.threads.len(), t.threads.values().filter(|x| x.java_name.is_some()).count());
+    println!("JVMs       {:?}", t.jvm_pids);
+    println!("methods    {} traced", t.methods.len());
+    println!("events     kernel {}  jvm {}", t.kernel_records, t.jvm_records);
+    println!("lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm);
+    for (k, v) in &m.kernel_lost {
+        if *v > 0 {
+            println!("  kernel lost {k}: {v}");
+        }
+    }
+    for p in &t.losses.truncated {
+        println!("problem    {p}");
+    }
+    for p in &t.losses.agent_errors {
+        println!("agent      {p}");
+    }
+}

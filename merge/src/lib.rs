@@ -1,1 +1,29 @@
-//! placeholder
+//! jtrace's event trace API: read a trace directory, merge the JVM and kernel
+//! streams per thread, and split every method invocation's wall time exactly
+//! into CPU time and named off-CPU causes.
+//!
+//! ```no_run
+//! use jtrace_merge::{Trace, analyze, Visitor, Invocation, ThreadInfo};
+//! struct Slowest(u64);
+//! impl Visitor for Slowest {
+//!     fn exit(&mut self, _t: &ThreadInfo, _depth: usize, inv: &Invocation) {
+//!         self.0 = self.0.max(inv.breakdown.wall);
+//!     }
+//! }
+//! let trace = Trace::open("demo.jtrace".as_ref()).unwrap();
+//! let mut v = Slowest(0);
+//! analyze(&trace, &mut v);
+//! println!("slowest invocation: {} ns", v.0);
+//! ```
+
+pub mod analyze;
+pub mod cause;
+pub mod meta;
+pub mod read;
+pub mod report;
+
+pub use analyze::{analyze, analyze_thread, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
+pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
+pub use meta::Meta;
+pub use read::{Event, MethodIdx, MethodInfo, ThreadInfo, Timed, Trace};
+pub use report::{build_report, glob_match, Report, ReportFilter};

@@ -1,1 +1,16 @@
-//! placeholder
+//! jtrace's views of a merged trace: the JPMT-style text trace and the
+//! human-readable report table.
+
+pub mod table;
+pub mod text;
+
+pub use table::render_report;
+pub use text::{write_text, TextOptions};
+
+/// Formats CLOCK_REALTIME nanoseconds as an ISO 8601 UTC date.
+pub fn fmt_realtime(ns: u64) -> String {
+    match chrono::DateTime::from_timestamp((ns / 1_000_000_000) as i64, (ns % 1_000_000_000) as u32) {
+        Some(d) => d.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        None => format!("{ns} ns"),
+    }
+}

@@ -1,0 +1,335 @@
+//! Aggregation into the `jtrace.report.v1` report (DESIGN.md).
+
+use crate::analyze::{analyze, Invocation, ThreadTotals, Visitor};
+use crate::cause::{Breakdown, OffCpu};
+use crate::read::{MethodIdx, ThreadInfo, Trace};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Schema name of the JSON report.
+pub const SCHEMA: &str = "jtrace.report.v1";
+
+/// Per-method statistics (JaViz-style: count, min, max, mean, stddev of wall).
+#[derive(Debug, Clone, Default)]
+pub struct MethodStats {
+    /// Invocations counted (outermost ones only, see [`Invocation::outermost`]).
+    pub calls: u64,
+    /// Summed breakdown.
+    pub total: Breakdown,
+    /// Shortest wall.
+    pub wall_min: u64,
+    /// Longest wall.
+    pub wall_max: u64,
+    /// Σ wall², for the standard deviation.
+    wall_sq: f64,
+}
+
+impl MethodStats {
+    fn add(&mut self, inv: &Invocation) {
+        let w = inv.breakdown.wall;
+        if self.calls == 0 || w < self.wall_min {
+            self.wall_min = w;
+        }
+        self.wall_max = self.wall_max.max(w);
+        self.calls += 1;
+        self.total += inv.breakdown;
+        self.wall_sq += (w as f64) * (w as f64);
+    }
+
+    /// Mean wall ns.
+    pub fn wall_mean(&self) -> u64 {
+        if self.calls == 0 {
+            0
+        } else {
+            self.total.wall / self.calls
+        }
+    }
+
+    /// Population standard deviation of wall ns.
+    pub fn wall_stddev(&self) -> u64 {
+        if self.calls == 0 {
+            return 0;
+        }
+        let n = self.calls as f64;
+        let mean = self.total.wall as f64 / n;
+        (self.wall_sq / n - mean * mean).max(0.0).sqrt().round() as u64
+    }
+}
+
+/// A method entry of the JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodJson {
+    /// Class.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature.
+    pub signature: String,
+    /// Calls.
+    pub calls: u64,
+    /// Σ wall.
+    pub wall_ns: u64,
+    /// Σ CPU.
+    pub cpu_ns: u64,
+    /// Σ off-CPU by cause (non-zero only).
+    pub off_cpu_ns: OffCpu,
+    /// Voluntary switches inside.
+    pub voluntary_switches: u64,
+    /// Involuntary switches inside.
+    pub involuntary_switches: u64,
+    /// Min wall.
+    pub wall_min_ns: u64,
+    /// Max wall.
+    pub wall_max_ns: u64,
+    /// Mean wall.
+    pub wall_mean_ns: u64,
+    /// Stddev of wall.
+    pub wall_stddev_ns: u64,
+}
+
+/// A thread entry of the JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadJson {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Java name, or the kernel's.
+    pub name: String,
+    /// Known to the JVM agent.
+    pub java: bool,
+    /// Process id.
+    pub pid: u32,
+    /// Wall over the thread's traced life.
+    pub wall_ns: u64,
+    /// CPU.
+    pub cpu_ns: u64,
+    /// Off-CPU by cause.
+    pub off_cpu_ns: OffCpu,
+    /// Voluntary switches.
+    pub voluntary_switches: u64,
+    /// Involuntary switches.
+    pub involuntary_switches: u64,
+    /// Events inconsistent with the thread's state (lost events).
+    pub anomalies: u64,
+    /// This thread's methods.
+    pub methods: Vec<MethodJson>,
+}
+
+/// Losses as the report shows them.
+#[derive(Debug, Clone, Serialize)]
+pub struct LostJson {
+    /// Kernel records lost.
+    pub kernel: u64,
+    /// JVM events lost.
+    pub jvm: u64,
+}
+
+/// The `trace` object of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceJson {
+    /// Trace directory.
+    pub path: String,
+    /// CLOCK_REALTIME at start.
+    pub start_realtime_ns: u64,
+    /// Recording duration.
+    pub duration_ns: u64,
+    /// Traced process.
+    pub pid: u32,
+    /// Command line.
+    pub command: String,
+    /// Losses.
+    pub lost_events: LostJson,
+    /// Recording finished cleanly.
+    pub complete: bool,
+    /// Streams cut off inside a record, agent errors.
+    pub problems: Vec<String>,
+}
+
+/// The whole `jtrace.report.v1` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// About the trace.
+    pub trace: TraceJson,
+    /// Threads, by tid.
+    pub threads: Vec<ThreadJson>,
+    /// Methods over all threads.
+    pub methods: Vec<MethodJson>,
+}
+
+/// Filters applied while building a report (JPMT's offline filtering).
+#[derive(Debug, Clone, Default)]
+pub struct ReportFilter {
+    /// Keep threads whose tid or name matches (glob).
+    pub thread: Option<String>,
+    /// Keep methods whose `class.name` matches (glob).
+    pub method: Option<String>,
+}
+
+/// Glob match: `*` any run, `?` one character.
+pub fn glob_match(pat: &str, s: &str) -> bool {
+    let (p, s): (Vec<char>, Vec<char>) = (pat.chars().collect(), s.chars().collect());
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[derive(Default)]
+struct Aggregate {
+    per_thread: BTreeMap<u32, (ThreadTotals, BTreeMap<MethodIdx, MethodStats>)>,
+    all: BTreeMap<MethodIdx, MethodStats>,
+}
+
+impl Visitor for Aggregate {
+    fn exit(&mut self, thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
+        if !inv.outermost {
+            return;
+        }
+        let t = self.per_thread.entry(thread.tid).or_default();
+        t.1.entry(inv.method).or_default().add(inv);
+        self.all.entry(inv.method).or_default().add(inv);
+    }
+    fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
+        self.per_thread.entry(thread.tid).or_default().0 = *totals;
+    }
+}
+
+fn method_json(trace: &Trace, m: MethodIdx, s: &MethodStats) -> MethodJson {
+    let info = &trace.methods[m as usize];
+    MethodJson {
+        class: info.class.clone(),
+        name: info.name.clone(),
+        signature: info.signature.clone(),
+        calls: s.calls,
+        wall_ns: s.total.wall,
+        cpu_ns: s.total.cpu,
+        off_cpu_ns: s.total.off,
+        voluntary_switches: s.total.voluntary,
+        involuntary_switches: s.total.involuntary,
+        wall_min_ns: s.wall_min,
+        wall_max_ns: s.wall_max,
+        wall_mean_ns: s.wall_mean(),
+        wall_stddev_ns: s.wall_stddev(),
+    }
+}
+
+fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter: &ReportFilter) -> Vec<MethodJson> {
+    let mut v: Vec<MethodJson> = map
+        .iter()
+        .filter(|(m, _)| {
+            filter.method.as_deref().is_none_or(|p| glob_match(p, &trace.methods[**m as usize].qualified()))
+        })
+        .map(|(m, s)| method_json(trace, *m, s))
+        .collect();
+    v.sort_by(|a, b| b.wall_ns.cmp(&a.wall_ns).then_with(|| a.class.cmp(&b.class)).then_with(|| a.name.cmp(&b.name)));
+    v
+}
+
+/// Builds the report of a trace.
+pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
+    let mut agg = Aggregate::default();
+    analyze(trace, &mut agg);
+    let keep_thread = |t: &ThreadInfo| {
+        filter
+            .thread
+            .as_deref()
+            .is_none_or(|p| glob_match(p, t.display_name()) || p == t.tid.to_string())
+    };
+    let mut all = BTreeMap::new();
+    let mut threads = Vec::new();
+    for (tid, (totals, methods)) in &agg.per_thread {
+        let info = &trace.threads[tid];
+        if !keep_thread(info) {
+            continue;
+        }
+        for (m, s) in methods {
+            let e: &mut MethodStats = all.entry(*m).or_default();
+            merge_stats(e, s);
+        }
+        let b = totals.breakdown;
+        threads.push(ThreadJson {
+            tid: *tid,
+            name: info.display_name().to_string(),
+            java: info.java_name.is_some(),
+            pid: info.tgid,
+            wall_ns: b.wall,
+            cpu_ns: b.cpu,
+            off_cpu_ns: b.off,
+            voluntary_switches: b.voluntary,
+            involuntary_switches: b.involuntary,
+            anomalies: totals.anomalies,
+            methods: sorted_methods(trace, methods, filter),
+        });
+    }
+    if filter.thread.is_none() {
+        all = agg.all;
+    }
+    let meta = &trace.meta;
+    let mut problems = trace.losses.truncated.clone();
+    problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
+    if !meta.complete {
+        problems.push("recording did not finish cleanly: this is a readable prefix".into());
+    }
+    Report {
+        schema: SCHEMA,
+        trace: TraceJson {
+            path: trace.dir.display().to_string(),
+            start_realtime_ns: meta.start_realtime_ns,
+            duration_ns: meta.end_monotonic_ns.saturating_sub(meta.start_monotonic_ns),
+            pid: meta.pid,
+            command: meta.command.join(" "),
+            lost_events: LostJson { kernel: trace.losses.kernel, jvm: trace.losses.jvm },
+            complete: meta.complete,
+            problems,
+        },
+        threads,
+        methods: sorted_methods(trace, &all, filter),
+    }
+}
+
+fn merge_stats(into: &mut MethodStats, s: &MethodStats) {
+    if s.calls == 0 {
+        return;
+    }
+    if into.calls == 0 || s.wall_min < into.wall_min {
+        into.wall_min = s.wall_min;
+    }
+    into.wall_max = into.wall_max.max(s.wall_max);
+    into.calls += s.calls;
+    into.total += s.total;
+    into.wall_sq += s.wall_sq;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("Demo.*", "Demo.spin"));
+        assert!(!glob_match("Demo.*", "Demo$Inner.run"));
+        assert!(glob_match("com.acme.*", "com.acme.sub.Foo.bar"));
+        assert!(glob_match("*.run", "Demo$Worker.run"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(glob_match("*", ""));
+    }
+}

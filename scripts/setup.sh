@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what jtrace needs to build and run on a fresh Debian machine:
+# clang + libbpf build deps for the eBPF programs, libclang for bindgen,
+# bpftool for vmlinux.h, taskset for the tests. Idempotent; needs root.
+set -euo pipefail
+pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "setup: missing packages ${missing[*]}; run as root (sudo) to install them" >&2
+        exit 2
+    fi
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 2; }
+command -v javac >/dev/null || { echo "setup: a JDK (javac) is required" >&2; exit 2; }
+[ -r /sys/kernel/btf/vmlinux ] || { echo "setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); jtrace needs CONFIG_DEBUG_INFO_BTF" >&2; exit 2; }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Every test, including the root / eBPF / real-JVM ones: run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ "$(id -u)" != 0 ]; then
+    echo "test: the eBPF and JVM tests need root; run: sudo $0" >&2
+    exit 2
+fi
+cargo build --release --workspace
+cargo test --release --workspace -- --test-threads=2

@@ -1,0 +1,375 @@
+//! `jtrace run`: record the kernel and the JVM while a command runs.
+//!
+//! Order matters: the BPF programs are loaded and told to follow every process
+//! forked by jtrace before the command is started, so its first instruction
+//! is already traced; the command runs as the user who invoked sudo; the
+//! trace's metadata is written first as incomplete and rewritten as complete
+//! only when everything is flushed.
+
+use anyhow::{bail, Context};
+use jtrace_bpf::{KernelRecorder, RecorderConfig};
+use jtrace_merge::Meta;
+use std::ffi::CString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Exit code for usage and permission errors.
+const EXIT_USAGE: u8 = 2;
+
+/// Arguments of `jtrace run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Methods to trace, comma-separated globs over `class.method`
+    /// (`com.acme.*`, `Demo.*`, `*.run`); default: none.
+    #[arg(long, value_delimiter = ',')]
+    methods: Vec<String>,
+    /// JPMT-style configuration file (output, include_method, exclude_method,
+    /// include_thread, exclude_thread, method_invocation, ...).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Trace directory to write.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Kernel ring buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 16)]
+    ringbuf_mb: usize,
+    /// The command to run, after `--`.
+    #[arg(required = true, last = true)]
+    command: Vec<String>,
+}
+
+static CHILD_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // A signal from the terminal (si_pid 0, sent by the kernel) already
+    // reached the child, which shares our process group; forward only the
+    // ones sent to jtrace alone (kill, systemd, a supervisor).
+    let from_kernel = info.is_null() || unsafe { (*info).si_pid() } == 0;
+    let child = CHILD_PID.load(Ordering::SeqCst);
+    if child > 0 && !from_kernel {
+        unsafe { libc::kill(child, sig) };
+    }
+}
+
+fn install_signal_forwarding() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward_signal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// The user the command runs as: the one who invoked sudo, else ourselves.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+fn invoking_user() -> anyhow::Result<Owner> {
+    let parse = |k: &str| -> anyhow::Result<Option<u32>> {
+        match std::env::var(k) {
+            Ok(v) => Ok(Some(v.parse().with_context(|| format!("{k}={v} is not a number"))?)),
+            Err(_) => Ok(None),
+        }
+    };
+    match (parse("SUDO_UID")?, parse("SUDO_GID")?) {
+        (Some(uid), Some(gid)) => Ok(Owner { uid, gid }),
+        _ => Ok(Owner { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }),
+    }
+}
+
+/// Finds libjtrace_agent.so: $JTRACE_AGENT, else next to the jtrace binary.
+fn agent_path() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("JTRACE_AGENT") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("JTRACE_AGENT={} is not a file", p.display());
+        }
+        return Ok(p.canonicalize()?);
+    }
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("jtrace binary has no directory")?;
+    for cand in [dir.join("libjtrace_agent.so"), dir.join("../libjtrace_agent.so")] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize()?);
+        }
+    }
+    bail!(
+        "cannot find the JVM agent libjtrace_agent.so next to {} (build it with `cargo build --workspace`, or set JTRACE_AGENT)",
+        exe.display()
+    )
+}
+
+/// The JVM runs as `owner` and must be able to read the agent.
+fn check_readable_by(path: &Path, owner: Owner) -> anyhow::Result<()> {
+    if owner.uid == 0 {
+        return Ok(());
+    }
+    let mut p = Some(path);
+    let mut first = true;
+    while let Some(cur) = p {
+        let md = std::fs::metadata(cur)?;
+        let mode = md.permissions().mode();
+        let need = if first { 0o4 } else { 0o1 };
+        let ok = if md.uid() == owner.uid {
+            mode & (need << 6) != 0
+        } else if md.gid() == owner.gid {
+            mode & (need << 3) != 0
+        } else {
+            mode & need != 0
+        };
+        if !ok {
+            bail!(
+                "the traced command runs as uid {} and cannot {} {} (needed to load the agent {}); \
+                 install jtrace where other users can read it, or set JTRACE_AGENT",
+                owner.uid,
+                if first { "read" } else { "enter" },
+                cur.display(),
+                path.display()
+            );
+        }
+        first = false;
+        p = cur.parent();
+    }
+    Ok(())
+}
+
+/// Prepares the output directory: creates it, or empties an earlier trace.
+fn prepare_output(dir: &Path, owner: Owner) -> anyhow::Result<()> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("output {} exists and is not a directory", dir.display());
+        }
+        let entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
+        let is_trace = dir.join(jtrace_format::META_FILE).exists();
+        if !entries.is_empty() && !is_trace {
+            bail!("output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it", dir.display());
+        }
+        for e in entries {
+            let p = e.path();
+            if p.is_dir() {
+                bail!("output {} contains a directory {}; refusing to overwrite it", dir.display(), p.display());
+            }
+            std::fs::remove_file(&p)?;
+        }
+    } else {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    chown(dir, owner)?;
+    Ok(())
+}
+
+fn chown(p: &Path, owner: Owner) -> anyhow::Result<()> {
+    std::os::unix::fs::chown(p, Some(owner.uid), Some(owner.gid))
+        .with_context(|| format!("cannot hand {} to uid {}", p.display(), owner.uid))
+}
+
+/// Hands every file of the trace to the user, readable by them only.
+fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
+        chown(&p, owner)?;
+    }
+    chown(dir, owner)
+}
+
+/// The agent's configuration: the user's JPMT file (minus `output`), then
+/// `--methods` rules, then the output directory.
+fn agent_config(args: &RunArgs, out: &Path) -> anyhow::Result<String> {
+    let mut conf = String::from("# written by jtrace run\n");
+    if let Some(path) = &args.config {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+        for line in text.lines() {
+            if line.split_whitespace().next() == Some("output") {
+                conf.push_str("# (output set by jtrace) ");
+            }
+            conf.push_str(line);
+            conf.push('\n');
+        }
+    }
+    for m in &args.methods {
+        let m = m.trim();
+        if m.is_empty() || m.chars().any(char::is_whitespace) {
+            bail!("--methods pattern {m:?} is empty or contains white space");
+        }
+        conf.push_str(&format!("include_method {m}\n"));
+    }
+    conf.push_str(&format!("output {}\n", out.display()));
+    Ok(conf)
+}
+
+/// The `output` directive of a config file, if any (used when -o is absent).
+fn config_output(path: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some("output")).then(|| w.next().map(PathBuf::from)).flatten()
+    })
+}
+
+/// Runs `jtrace run`; returns the command's exit status as ours.
+pub fn run(args: RunArgs) -> ExitCode {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "jtrace: `jtrace run` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match run_inner(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let owner = invoking_user()?;
+    let agent = agent_path()?;
+    if agent.to_string_lossy().chars().any(char::is_whitespace) {
+        bail!("agent path {} contains white space, which JAVA_TOOL_OPTIONS cannot carry", agent.display());
+    }
+    check_readable_by(&agent, owner)?;
+    if !args.ringbuf_mb.is_power_of_two() {
+        bail!("--ringbuf-mb must be a power of two, not {}", args.ringbuf_mb);
+    }
+    jtrace_bpf::required_kernel_features()?;
+    let out = args
+        .output
+        .clone()
+        .or_else(|| args.config.as_deref().and_then(config_output))
+        .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
+    if out.to_string_lossy().chars().any(char::is_whitespace) {
+        bail!("output path {:?} contains white space, which JAVA_TOOL_OPTIONS cannot carry", out);
+    }
+    let out = std::path::absolute(&out)?;
+    // Build the agent's configuration before touching the disk, so bad
+    // input leaves nothing behind.
+    let conf = agent_config(&args, &out)?;
+    prepare_output(&out, owner)?;
+    let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
+    std::fs::write(&conf_path, conf)?;
+
+    let mut meta = Meta {
+        format: "jtrace".into(),
+        version: jtrace_format::FORMAT_VERSION,
+        complete: false,
+        jtrace_version: env!("CARGO_PKG_VERSION").into(),
+        start_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+        start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        command: args.command.clone(),
+        kernel: kernel_release(),
+        methods: args.methods.clone(),
+        ..Default::default()
+    };
+    meta.store(&out)?;
+
+    let recorder = KernelRecorder::start(RecorderConfig {
+        out: out.join(jtrace_format::KERNEL_FILE),
+        launcher_tgid: Some(std::process::id()),
+        pids: Vec::new(),
+        ringbuf_bytes: args.ringbuf_mb << 20,
+    });
+    let recorder = match recorder {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e.context("cannot start kernel tracing"));
+        }
+    };
+    hand_over(&out, owner)?;
+
+    let mut tool_opts = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
+    if !tool_opts.is_empty() {
+        tool_opts.push(' ');
+    }
+    tool_opts.push_str(&format!("-agentpath:{}={}", agent.display(), conf_path.display()));
+
+    install_signal_forwarding();
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]).env("JAVA_TOOL_OPTIONS", &tool_opts);
+    if owner.uid != unsafe { libc::getuid() } || owner.gid != unsafe { libc::getgid() } {
+        cmd.uid(owner.uid).gid(owner.gid);
+        // std drops supplementary groups when changing uid as root; give the
+        // user theirs back, as a login would.
+        if let Some(name) = user_name(owner.uid) {
+            let gid = owner.gid;
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::initgroups(name.as_ptr(), gid);
+                    Ok(())
+                });
+            }
+        }
+    }
+    let status = match cmd.spawn() {
+        Ok(mut child) => {
+            CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
+            meta.pid = child.id();
+            let s = child.wait();
+            CHILD_PID.store(0, Ordering::SeqCst);
+            s
+        }
+        Err(e) => {
+            let _ = recorder.stop();
+            let _ = std::fs::remove_dir_all(&out);
+            eprintln!("jtrace: cannot run {}: {e}", args.command[0]);
+            return Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 }));
+        }
+    };
+    // Let in-flight kernel events of the last exits reach the ring buffer.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    meta.end_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
+    let stats = recorder.stop().context("stopping kernel tracing")?;
+    meta.kernel_records = stats.records;
+    meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let code = match &status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 1,
+    };
+    meta.exit_code = Some(code);
+    meta.complete = true;
+    meta.store(&out)?;
+    hand_over(&out, owner)?;
+    let lost = stats.lost_total;
+    eprintln!(
+        "jtrace: trace written to {} ({} kernel events{}); read it with `jtrace text {}` or `jtrace report {}`",
+        out.display(),
+        stats.records,
+        if lost > 0 { format!(", {lost} LOST") } else { String::new() },
+        out.display(),
+        out.display()
+    );
+    status.context("waiting for the command")?;
+    Ok(ExitCode::from((code & 0xff) as u8))
+}
+
+fn user_name(uid: u32) -> Option<CString> {
+    let pw = unsafe { libc::getpwuid(uid) };
+    if pw.is_null() {
+        return None;
+    }
+    Some(unsafe { std::ffi::CStr::from_ptr((*pw).pw_name) }.to_owned())
+}

@@ -1,0 +1,135 @@
+//! Shared set-up of the end-to-end tests: the JDKs, compiled Java test
+//! programs, the agent library next to the jtrace binary, and helpers to run
+//! `jtrace run` and check the merged result.
+#![allow(dead_code)]
+
+use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The JDKs every JVM test runs on: Debian's OpenJDK 17 and Temurin 25.
+pub const JDKS: [&str; 2] = ["/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/temurin-25-jdk-amd64"];
+
+pub fn java(jdk: &str) -> PathBuf {
+    let p = Path::new(jdk).join("bin/java");
+    assert!(p.is_file(), "JDK missing: {} (the tests need both JDK 17 and JDK 25)", p.display());
+    p
+}
+
+pub fn jtrace() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_jtrace"))
+}
+
+/// Builds the agent cdylib in the same profile as the jtrace binary, once.
+pub fn ensure_agent() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let release = jtrace().components().any(|c| c.as_os_str() == "release");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "jtrace-agent"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).status().expect("run cargo");
+        assert!(st.success(), "building the agent failed");
+        let so = jtrace().parent().unwrap().join("libjtrace_agent.so");
+        assert!(so.is_file(), "agent not at {}", so.display());
+    });
+}
+
+/// A fresh directory under the system temp dir, readable by other users.
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jtrace-test-{}-{}-{}", name, std::process::id(), rand_suffix()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn rand_suffix() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_nsec as u64
+}
+
+/// The Java test programs of tests/java and the demo, compiled once for Java 17.
+pub fn classes() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = tempdir("classes");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut srcs: Vec<PathBuf> = std::fs::read_dir(root.join("tests/java"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "java"))
+            .collect();
+        srcs.push(root.join("examples/demo/Demo.java"));
+        let javac = Path::new(JDKS[0]).join("bin/javac");
+        let st = Command::new(javac).arg("-d").arg(&out).args(&srcs).status().expect("run javac");
+        assert!(st.success(), "javac failed");
+        out
+    })
+    .clone()
+}
+
+/// Runs `jtrace run <args> -- <cmd>` and returns its output.
+pub fn jtrace_run(out: &Path, args: &[&str], cmd: &[&str]) -> Output {
+    ensure_agent();
+    let o = Command::new(jtrace())
+        .arg("run")
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("run jtrace");
+    eprintln!("--- jtrace stdout\n{}", String::from_utf8_lossy(&o.stdout));
+    eprintln!("--- jtrace stderr\n{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+/// Every invocation of a trace, with its thread.
+#[derive(Default)]
+pub struct Invocations(pub Vec<(ThreadInfo, Invocation)>);
+
+impl Visitor for Invocations {
+    fn exit(&mut self, t: &ThreadInfo, _depth: usize, inv: &Invocation) {
+        self.0.push((t.clone(), *inv));
+    }
+}
+
+pub fn invocations(trace: &Trace) -> Vec<(ThreadInfo, Invocation)> {
+    let mut v = Invocations::default();
+    analyze(trace, &mut v);
+    v.0
+}
+
+/// Checks DESIGN.md invariant 3 on every invocation and thread of a trace.
+pub fn assert_exact(trace: &Trace) {
+    for (t, inv) in invocations(trace) {
+        let b = inv.breakdown;
+        assert!(
+            b.is_exact(),
+            "wall {} != cpu {} + off {} for {} on tid {}",
+            b.wall,
+            b.cpu,
+            b.off.total(),
+            trace.methods[inv.method as usize].qualified(),
+            t.tid
+        );
+        assert_eq!(b.wall, inv.exit - inv.entry);
+    }
+    let r = jtrace_merge::build_report(trace, &Default::default());
+    for th in &r.threads {
+        assert_eq!(th.wall_ns, th.cpu_ns + th.off_cpu_ns.total(), "thread {} not exact", th.tid);
+    }
+}
+
+pub fn text(trace_dir: &Path) -> String {
+    let o = Command::new(jtrace()).arg("text").arg(trace_dir).output().unwrap();
+    assert!(o.status.success(), "jtrace text failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}

@@ -1,0 +1,198 @@
+//! End-to-end tests of `jtrace run`: real JVMs (17 and 25) under real eBPF
+//! programs, asserting on the merged result. They need root, as CI has.
+
+mod common;
+
+use common::*;
+use jtrace_merge::{Cause, Trace};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const MS: u64 = 1_000_000;
+
+/// Two threads pinned to one CPU each burn 300 ms of CPU inside Spin.burn:
+/// both invocations must show involuntary switches, CPU ≈ 300 ms, and
+/// `runqueue` must explain most of wall − CPU.
+#[test]
+fn preempted_spinners_on_one_cpu() {
+    let classes = classes();
+    for jdk in JDKS {
+        let out = tempdir("spin").join("spin.jtrace");
+        let o = jtrace_run(
+            &out,
+            &["--methods", "Spin.burn"],
+            &["taskset", "-c", "0", java(jdk).to_str().unwrap(), "-cp", classes.to_str().unwrap(), "Spin", "300"],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let trace = Trace::open(&out).unwrap();
+        assert!(trace.meta.complete);
+        assert_eq!(trace.losses.kernel + trace.losses.jvm, 0, "{jdk}: events lost");
+        assert_exact(&trace);
+        let burns: Vec<_> = invocations(&trace)
+            .into_iter()
+            .filter(|(_, inv)| trace.methods[inv.method as usize].qualified() == "Spin.burn")
+            .collect();
+        let names: Vec<_> = burns.iter().map(|(t, _)| t.display_name().to_string()).collect();
+        assert_eq!(burns.len(), 2, "{jdk}: one burn per thread, got {names:?}");
+        assert!(names.contains(&"spin-a".to_string()) && names.contains(&"spin-b".to_string()), "{names:?}");
+        for (t, inv) in &burns {
+            let b = inv.breakdown;
+            eprintln!(
+                "{jdk} {}: wall {} cpu {} runqueue {} unknown {} invol {} vol {}",
+                t.display_name(),
+                b.wall / MS,
+                b.cpu / MS,
+                b.off.get(Cause::Runqueue) / MS,
+                b.off.get(Cause::Unknown) / MS,
+                b.involuntary,
+                b.voluntary
+            );
+            assert!(b.involuntary > 0, "{jdk}: no involuntary switch inside burn on {}", t.display_name());
+            assert!((270 * MS..=330 * MS).contains(&b.cpu), "{jdk}: burn CPU {} ms not within 10% of 300", b.cpu / MS);
+            let gap = b.wall - b.cpu;
+            assert!(
+                b.off.get(Cause::Runqueue) * 10 >= gap * 8,
+                "{jdk}: runqueue {} ms is not most of wall-cpu {} ms",
+                b.off.get(Cause::Runqueue) / MS,
+                gap / MS
+            );
+        }
+        // The text trace shows the involuntary switches inside the method.
+        let txt = text(&out);
+        let inside = txt
+            .split("→ Spin.burn")
+            .skip(1)
+            .map(|s| s.split("← Spin.burn").next().unwrap())
+            .filter(|s| s.contains("preempted (involuntary)"))
+            .count();
+        assert_eq!(inside, 2, "{jdk}: text trace lacks preemptions inside burn:\n{txt}");
+    }
+}
+
+/// A method that sleeps 100 ms: wall ≥ 100 ms, CPU < 10 ms, the off-CPU
+/// interval nested inside it; an exception exit is recorded; the exit code
+/// of the command becomes jtrace's.
+#[test]
+fn sleeping_method_and_exit_code() {
+    let classes = classes();
+    for jdk in JDKS {
+        let out = tempdir("sleep").join("sleep.jtrace");
+        let o = jtrace_run(
+            &out,
+            &["--methods", "Sleeper.nap,Sleeper.fail"],
+            &[java(jdk).to_str().unwrap(), "-cp", classes.to_str().unwrap(), "Sleeper", "100", "3"],
+        );
+        assert_eq!(o.status.code(), Some(3), "{jdk}: exit code not propagated");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let invs = invocations(&trace);
+        let nap = invs.iter().find(|(_, i)| trace.methods[i.method as usize].name == "nap").expect("nap traced");
+        let b = nap.1.breakdown;
+        eprintln!("{jdk}: nap wall {} µs cpu {} µs", b.wall / 1000, b.cpu / 1000);
+        assert!(b.wall >= 100 * MS, "{jdk}: nap wall {} < 100 ms", b.wall);
+        assert!(b.cpu < 10 * MS, "{jdk}: nap CPU {} >= 10 ms", b.cpu);
+        assert!(b.voluntary >= 1);
+        assert_eq!(nap.0.display_name(), "main");
+        let fail = invs.iter().find(|(_, i)| trace.methods[i.method as usize].name == "fail").expect("fail traced");
+        assert!(fail.1.exception, "{jdk}: exit by exception not recorded");
+        let txt = text(&out);
+        let body = txt.split("→ Sleeper.nap").nth(1).unwrap().split("← Sleeper.nap").next().unwrap();
+        assert!(body.contains("⇣ switch-out blocked (voluntary"), "{jdk}: no blocked interval inside nap:\n{txt}");
+        assert!(txt.contains("[threw]"));
+    }
+}
+
+/// Without root: a clear message, exit 2, and no trace left behind.
+#[test]
+fn not_root_is_refused() {
+    let dir = tempdir("noroot");
+    let out = dir.join("t.jtrace");
+    let o = Command::new(jtrace())
+        .args(["run", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains("CAP_BPF") && err.contains("CAP_PERFMON"), "{err}");
+    assert!(!out.exists(), "a trace was left behind");
+}
+
+/// Under sudo the command runs as the invoking user, who owns the trace.
+#[test]
+fn command_runs_as_invoking_user_who_owns_the_trace() {
+    let out = tempdir("sudo").join("t.jtrace");
+    ensure_agent();
+    let o = Command::new(jtrace())
+        .args(["run", "-o"])
+        .arg(&out)
+        .args(["--", "id", "-u"])
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "65534");
+    let md = std::fs::metadata(&out).unwrap();
+    assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o700));
+    for e in std::fs::read_dir(&out).unwrap() {
+        let md = e.unwrap().metadata().unwrap();
+        assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o600));
+    }
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    // The short-lived `id` process was traced: it has kernel events.
+    assert!(trace.threads.values().any(|t| t.comm == "id"), "no events of the traced command");
+}
+
+/// Ctrl-C (SIGINT to jtrace) stops the command and still leaves a complete,
+/// readable trace.
+#[test]
+fn sigint_stops_the_command_and_finalises_the_trace() {
+    let classes = classes();
+    let out = tempdir("sigint").join("t.jtrace");
+    ensure_agent();
+    let mut child = Command::new(jtrace())
+        .args(["run", "--methods", "Sleeper.nap", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(java(JDKS[0]))
+        .args(["-cp", classes.to_str().unwrap(), "Sleeper", "60000"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "jtrace did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "the JVM's exit on SIGINT is 130");
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    assert!(trace.threads.values().any(|t| t.java_name.as_deref() == Some("main")));
+    // nap never returned: it shows as an unfinished invocation, still exact.
+    assert_exact(&trace);
+    assert!(text(&out).contains("[no exit recorded]"));
+}
+
+/// Bad input: an unknown command gives a clear error, not a panic.
+#[test]
+fn missing_command_is_a_clear_error() {
+    let out = tempdir("nocmd").join("t.jtrace");
+    let o = jtrace_run(&out, &[], &["/nonexistent/command"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/command"));
+    assert!(!out.exists());
+    let o = Command::new(jtrace()).args(["text", "/nonexistent.jtrace"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a jtrace trace directory"));
+}

@@ -1,0 +1,136 @@
+//! The report as a readable table (`jtrace report` without `--json`).
+
+use crate::text::ms;
+use jtrace_merge::report::{MethodJson, Report};
+use jtrace_merge::{Cause, OffCpu};
+use std::fmt::Write as _;
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// Causes that are non-zero anywhere in `rows`, in column order.
+fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
+    let mut any = [false; jtrace_merge::N_CAUSES];
+    for r in rows {
+        for (c, _) in r.nonzero() {
+            any[c as usize] = true;
+        }
+    }
+    Cause::ALL.into_iter().filter(|c| any[*c as usize]).collect()
+}
+
+fn method_table(s: &mut String, methods: &[MethodJson], top: usize) {
+    let rows: Vec<&MethodJson> = methods.iter().take(top).collect();
+    let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
+    let _ = write!(s, "{:<44} {:>7} {:>11} {:>11} {:>11}", "method", "calls", "wall ms", "cpu ms", "off ms");
+    for c in &cols {
+        let _ = write!(s, " {:>13}", c.name());
+    }
+    let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
+    for m in rows {
+        let off = m.off_cpu_ns.total();
+        let name = format!("{}.{}", m.class, m.name);
+        let _ = write!(
+            s,
+            "{:<44} {:>7} {:>11} {:>11} {:>11}",
+            truncate(&name, 44),
+            m.calls,
+            ms(m.wall_ns),
+            ms(m.cpu_ns),
+            ms(off)
+        );
+        for c in &cols {
+            let v = m.off_cpu_ns.get(*c);
+            let cell = if v == 0 { "-".to_string() } else { format!("{} {}", ms(v), pct(v, off)) };
+            let _ = write!(s, " {:>13}", truncate(&cell, 13));
+        }
+        let _ = writeln!(s, " {:>9} {:>9}", m.voluntary_switches, m.involuntary_switches);
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().rev().take(n - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("…{tail}")
+    }
+}
+
+/// Renders the report: method table, per-method wall statistics, threads, losses.
+pub fn render_report(r: &Report, top: usize) -> String {
+    let mut s = String::new();
+    let t = &r.trace;
+    let _ = writeln!(s, "jtrace report: {}", t.path);
+    let _ = writeln!(
+        s,
+        "command: {}   pid {}   started {}   duration {} ms",
+        t.command,
+        t.pid,
+        crate::fmt_realtime(t.start_realtime_ns),
+        ms(t.duration_ns)
+    );
+    let _ = writeln!(s, "lost events: kernel {}, jvm {}", t.lost_events.kernel, t.lost_events.jvm);
+    for p in &t.problems {
+        let _ = writeln!(s, "WARNING: {p}");
+    }
+
+    let _ = writeln!(s, "\n== Methods by wall time (inclusive; off-CPU by cause, % of off-CPU)");
+    if r.methods.is_empty() {
+        let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
+    } else {
+        method_table(&mut s, &r.methods, top);
+        let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
+        let _ = writeln!(
+            s,
+            "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11}",
+            "method", "calls", "min", "max", "mean", "stddev"
+        );
+        for m in r.methods.iter().take(top) {
+            let name = format!("{}.{}", m.class, m.name);
+            let _ = writeln!(
+                s,
+                "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11}",
+                truncate(&name, 44),
+                m.calls,
+                ms(m.wall_min_ns),
+                ms(m.wall_max_ns),
+                ms(m.wall_mean_ns),
+                ms(m.wall_stddev_ns)
+            );
+        }
+    }
+
+    let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
+    let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
+    let _ = write!(s, "{:>8} {:<28} {:>11} {:>11} {:>11}", "tid", "name", "wall ms", "cpu ms", "off ms");
+    for c in &cols {
+        let _ = write!(s, " {:>13}", c.name());
+    }
+    let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
+    for th in &r.threads {
+        let off = th.off_cpu_ns.total();
+        let name = if th.java { th.name.clone() } else { format!("[{}]", th.name) };
+        let _ = write!(
+            s,
+            "{:>8} {:<28} {:>11} {:>11} {:>11}",
+            th.tid,
+            truncate(&name, 28),
+            ms(th.wall_ns),
+            ms(th.cpu_ns),
+            ms(off)
+        );
+        for c in &cols {
+            let v = th.off_cpu_ns.get(*c);
+            let _ = write!(s, " {:>13}", if v == 0 { "-".to_string() } else { ms(v) });
+        }
+        let _ = writeln!(s, " {:>9} {:>9}", th.voluntary_switches, th.involuntary_switches);
+    }
+    let _ = writeln!(s, "([name] = thread not known to the JVM agent: native or outside the JVM)");
+    s
+}

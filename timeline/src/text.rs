@@ -1,0 +1,267 @@
+//! The merged text trace (`jtrace text`), in the spirit of JPMT's: a system
+//! header, then per thread its header, the indented call tree with wall and
+//! CPU per invocation, and the off-CPU intervals nested where they occurred.
+
+use jtrace_merge::{
+    analyze, Breakdown, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor,
+};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// What to include in the text trace.
+#[derive(Debug, Clone, Default)]
+pub struct TextOptions {
+    /// Also list off-CPU intervals outside traced invocations, and threads
+    /// without any traced invocation.
+    pub all_events: bool,
+}
+
+/// Formats nanoseconds as microseconds with one decimal.
+pub fn us(ns: u64) -> String {
+    format!("{}.{}", ns / 1000, (ns % 1000) / 100)
+}
+
+/// Formats nanoseconds as milliseconds with three decimals.
+pub fn ms(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000, (ns % 1_000_000) / 1000)
+}
+
+/// `runqueue 4.012 ms, unknown 1.000 ms` (largest first).
+pub fn causes(b: &Breakdown) -> String {
+    let mut v: Vec<_> = b.off.nonzero().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.iter().map(|(c, n)| format!("{} {} ms", c.name(), ms(*n))).collect::<Vec<_>>().join(", ")
+}
+
+/// Kernel task state letter of a prev_state value, as `ps` shows it.
+fn state_letter(prev_state: u32) -> &'static str {
+    match prev_state & 0xff {
+        0 => "R",
+        0x01 => "S",
+        0x02 => "D",
+        0x04 => "T",
+        0x08 => "t",
+        0x10 => "X",
+        0x20 => "Z",
+        0x40 => "P",
+        0x80 => "I",
+        _ => "?",
+    }
+}
+
+struct TextWriter<'a, W: Write> {
+    trace: &'a Trace,
+    out: W,
+    opts: TextOptions,
+    t0: u64,
+    thread_buf: String,
+    thread_has_calls: bool,
+    err: Option<io::Error>,
+}
+
+impl<'a, W: Write> TextWriter<'a, W> {
+    fn rel(&self, ts: u64) -> String {
+        if ts >= self.t0 {
+            format!("+{}", ms(ts - self.t0))
+        } else {
+            format!("-{}", ms(self.t0 - ts))
+        }
+    }
+
+    fn name(&self, m: MethodIdx) -> String {
+        self.trace.methods[m as usize].qualified()
+    }
+
+    fn thread_name(&self, tid: u32) -> String {
+        match self.trace.threads.get(&tid) {
+            Some(t) if !t.display_name().is_empty() => format!("tid {tid} \"{}\"", t.display_name()),
+            _ => format!("tid {tid}"),
+        }
+    }
+
+    fn line(&mut self, ts: u64, depth: usize, text: &str) {
+        let rel = self.rel(ts);
+        let _ = writeln!(self.thread_buf, "{rel:>14} {:indent$}{text}", "", indent = depth * 2);
+    }
+}
+
+impl<'a, W: Write> Visitor for TextWriter<'a, W> {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.thread_buf.clear();
+        self.thread_has_calls = false;
+        let mut kind = Vec::new();
+        if t.java_name.is_some() {
+            kind.push("java".to_string());
+            if !t.group.is_empty() {
+                kind.push(format!("group {}", t.group));
+            }
+            if !t.parent.is_empty() {
+                kind.push(format!("parent {}", t.parent));
+            }
+            if t.daemon {
+                kind.push("daemon".into());
+            }
+            if !t.comm.is_empty() && Some(&t.comm) != t.java_name.as_ref() {
+                kind.push(format!("comm {}", t.comm));
+            }
+        } else {
+            kind.push("native".into());
+        }
+        let start = t.started_ts.map(|s| format!("start {} ms", self.rel(s))).unwrap_or_else(|| {
+            format!("first event {} ms", self.rel(t.first_ts))
+        });
+        let end = t
+            .exited_ts
+            .map(|s| format!("exit {} ms", self.rel(s)))
+            .unwrap_or_else(|| format!("last event {} ms", self.rel(t.last_ts)));
+        let _ = writeln!(
+            self.thread_buf,
+            "\n== Thread \"{}\" tid {} pid {} [{}]  {start}, {end}",
+            t.display_name(),
+            t.tid,
+            t.tgid,
+            kind.join(", ")
+        );
+    }
+
+    fn enter(&mut self, _t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
+        self.thread_has_calls = true;
+        let text = format!("→ {}", self.name(m));
+        self.line(ts, depth, &text);
+    }
+
+    fn exit(&mut self, _t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        let b = &inv.breakdown;
+        let mut text = format!(
+            "← {}  wall {} µs  CPU {} µs",
+            self.name(inv.method),
+            us(b.wall),
+            us(b.cpu)
+        );
+        if b.off.total() > 0 {
+            let _ = write!(text, "  off {} µs ({})", us(b.off.total()), causes(b));
+        }
+        if b.voluntary + b.involuntary > 0 {
+            let _ = write!(text, "  switches {} vol / {} invol", b.voluntary, b.involuntary);
+        }
+        if inv.exception {
+            text.push_str("  [threw]");
+        }
+        if inv.unfinished {
+            text.push_str("  [no exit recorded]");
+        }
+        self.line(inv.exit, depth, &text);
+    }
+
+    fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        if depth == 0 && !self.opts.all_events {
+            return;
+        }
+        let how = if iv.preempted {
+            "preempted (involuntary)".to_string()
+        } else {
+            format!("blocked (voluntary, state {})", state_letter(iv.prev_state))
+        };
+        let mut text = format!("⇣ switch-out {how}, off CPU {} ms: {}", ms(iv.end - iv.start), causes(&iv.split));
+        if let Some(w) = iv.wake {
+            let _ = write!(text, "; woken by {} at {} ms", self.thread_name(w.waker_tid), self.rel(w.ts));
+        }
+        self.line(iv.start, depth, &text);
+        self.line(iv.end, depth, "⇡ switch-in");
+    }
+
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        if !self.thread_has_calls && !self.opts.all_events {
+            // Keep threads without traced methods to one line.
+            let b = &totals.breakdown;
+            let _ = writeln!(
+                self.out,
+                "-- thread \"{}\" tid {}: wall {} ms, CPU {} ms, off {} ms, switches {} vol / {} invol",
+                t.display_name(),
+                t.tid,
+                ms(b.wall),
+                ms(b.cpu),
+                ms(b.off.total()),
+                b.voluntary,
+                b.involuntary
+            );
+            return;
+        }
+        let b = &totals.breakdown;
+        let _ = writeln!(
+            self.thread_buf,
+            "   thread total: wall {} ms, CPU {} ms, off {} ms ({}), switches {} vol / {} invol{}",
+            ms(b.wall),
+            ms(b.cpu),
+            ms(b.off.total()),
+            causes(b),
+            b.voluntary,
+            b.involuntary,
+            if totals.anomalies > 0 { format!(", {} anomalies (lost events?)", totals.anomalies) } else { String::new() }
+        );
+        if let Err(e) = self.out.write_all(self.thread_buf.as_bytes()) {
+            self.err.get_or_insert(e);
+        }
+    }
+}
+
+/// The system header of a text trace.
+pub fn header(trace: &Trace) -> String {
+    let m = &trace.meta;
+    let mut s = String::new();
+    let _ = writeln!(s, "# jtrace merged trace (format v{})", m.version);
+    let _ = writeln!(s, "# trace     : {}", trace.dir.display());
+    let _ = writeln!(s, "# command   : {}", m.command.join(" "));
+    let _ = writeln!(s, "# pid       : {}   kernel {}   jtrace {}", m.pid, m.kernel, m.jtrace_version);
+    let _ = writeln!(
+        s,
+        "# started   : {} (realtime ns {}), CLOCK_MONOTONIC {} ns",
+        crate::fmt_realtime(m.start_realtime_ns),
+        m.start_realtime_ns,
+        m.start_monotonic_ns
+    );
+    let _ = writeln!(
+        s,
+        "# duration  : {} ms{}",
+        ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns)),
+        m.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default()
+    );
+    let _ = writeln!(
+        s,
+        "# events    : kernel {} (lost {}), jvm {} (lost {}), JVMs {:?}",
+        trace.kernel_records, trace.losses.kernel, trace.jvm_records, trace.losses.jvm, trace.jvm_pids
+    );
+    if !m.methods.is_empty() {
+        let _ = writeln!(s, "# methods   : {}", m.methods.join(" "));
+    }
+    if !m.complete {
+        let _ = writeln!(s, "# WARNING   : recording did not finish cleanly; this is a readable prefix");
+    }
+    for p in &trace.losses.truncated {
+        let _ = writeln!(s, "# WARNING   : {p}");
+    }
+    for p in &trace.losses.agent_errors {
+        let _ = writeln!(s, "# AGENT     : {p}");
+    }
+    let _ = writeln!(s, "# columns   : ms since start; → entry, ← exit with wall/CPU µs; ⇣ off-CPU interval");
+    s
+}
+
+/// Writes the merged text trace of `trace` to `out`.
+pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Result<()> {
+    let mut w = TextWriter {
+        trace,
+        out,
+        opts: opts.clone(),
+        t0: trace.meta.start_monotonic_ns,
+        thread_buf: String::new(),
+        thread_has_calls: false,
+        err: None,
+    };
+    w.out.write_all(header(trace).as_bytes())?;
+    analyze(trace, &mut w);
+    if let Some(e) = w.err {
+        return Err(e);
+    }
+    w.out.flush()
+}
