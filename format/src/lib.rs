@@ -47,6 +47,20 @@ pub mod kind {
     pub const COMM: u16 = 6;
     /// Kernel: the thread in the header called exec. Payload: [`super::TaskInfo`].
     pub const EXEC: u16 = 7;
+    /// Kernel: a syscall of the thread, from entry (header ts) to exit.
+    /// Payload: [`super::Syscall`].
+    pub const SYSCALL: u16 = 8;
+    /// Kernel: a user page fault of the thread. Payload: [`super::PageFault`].
+    pub const PAGE_FAULT: u16 = 9;
+    /// Kernel: a block I/O request the thread issued (header ts = issue), with
+    /// its completion. Payload: [`super::BlockIo`].
+    pub const BLOCK_IO: u16 = 10;
+    /// Kernel: an interposed library call (uprobe/uretprobe pair), header ts =
+    /// entry. Payload: [`super::LibCall`].
+    pub const LIB_CALL: u16 = 11;
+    /// Kernel stream: the name of a library-call probe id, written once by the
+    /// recorder at start (tid 0). Payload: [`super::ProbeDef`].
+    pub const PROBE_DEF: u16 = 12;
 
     /// JVM: the agent started in this JVM. Payload: [`super::JvmStart`].
     pub const JVM_START: u16 = 100;
@@ -67,6 +81,40 @@ pub mod kind {
     /// JVM: the agent reports a problem (bad option, internal error).
     /// Payload: one string.
     pub const AGENT_ERROR: u16 = 107;
+    /// JVM: the thread starts blocking on a contended monitor.
+    /// Payload: [`super::JvmBlock`] (`arg` unused).
+    pub const MONITOR_CONTENDED_ENTER: u16 = 108;
+    /// JVM: the thread entered the contended monitor. Payload: [`super::JvmBlock`].
+    pub const MONITOR_CONTENDED_ENTERED: u16 = 109;
+    /// JVM: Object.wait begins. Payload: [`super::JvmBlock`] (`arg` = timeout ms).
+    pub const MONITOR_WAIT: u16 = 110;
+    /// JVM: Object.wait ended. Payload: [`super::JvmBlock`] (`arg` = 1 if timed out).
+    pub const MONITOR_WAITED: u16 = 111;
+    /// JVM: LockSupport/Unsafe.park begins. Payload: [`super::JvmBlock`]
+    /// (`arg` = timeout ns or deadline, `class` = blocker class or "").
+    pub const PARK_BEGIN: u16 = 112;
+    /// JVM: park returned. Payload: [`super::JvmBlock`].
+    pub const PARK_END: u16 = 113;
+    /// JVM: Thread.sleep begins. Payload: [`super::JvmBlock`] (`arg` = ms).
+    pub const SLEEP_BEGIN: u16 = 114;
+    /// JVM: Thread.sleep returned. Payload: [`super::JvmBlock`].
+    pub const SLEEP_END: u16 = 115;
+    /// JVM: a stop-the-world garbage collection starts (all Java threads of
+    /// the JVM are stopped until GC_END). Payload: [`super::JvmBlock`].
+    pub const GC_START: u16 = 116;
+    /// JVM: the garbage collection finished. Payload: [`super::JvmBlock`].
+    pub const GC_END: u16 = 117;
+    /// JVM: a non-GC safepoint / VM operation starts. Payload: [`super::JvmBlock`].
+    pub const SAFEPOINT_BEGIN: u16 = 118;
+    /// JVM: the safepoint ended. Payload: [`super::JvmBlock`].
+    pub const SAFEPOINT_END: u16 = 119;
+    /// JVM: a method was JIT-compiled. Payload: [`super::CompiledMethod`].
+    pub const COMPILED_METHOD_LOAD: u16 = 120;
+    /// JVM: compiled code was unloaded. Payload: [`super::CompiledMethod`].
+    pub const COMPILED_METHOD_UNLOAD: u16 = 121;
+    /// JVM: a sampled object allocation. Payload: [`super::JvmBlock`]
+    /// (`arg` = size in bytes, `class` = allocated class).
+    pub const ALLOC_SAMPLE: u16 = 122;
 }
 
 /// `prev_state` value of a task that was preempted while runnable.
@@ -196,6 +244,154 @@ pub struct TaskInfo {
     pub comm: [u8; 16],
 }
 
+/// Kind of the file behind an fd, resolved in the kernel at the syscall.
+pub mod fd_kind {
+    /// No fd, or not resolved.
+    pub const NONE: u32 = 0;
+    /// A socket.
+    pub const SOCKET: u32 = 1;
+    /// A regular file.
+    pub const FILE: u32 = 2;
+    /// A pipe or FIFO.
+    pub const PIPE: u32 = 3;
+    /// A block device.
+    pub const BLOCK: u32 = 4;
+    /// A character device.
+    pub const CHAR: u32 = 5;
+    /// An anonymous inode (eventfd, epoll, timerfd, ...).
+    pub const ANON: u32 = 6;
+    /// A directory.
+    pub const DIR: u32 = 7;
+    /// Anything else.
+    pub const OTHER: u32 = 8;
+
+    /// Name of an fd kind.
+    pub fn name(k: u32) -> &'static str {
+        match k {
+            SOCKET => "socket",
+            FILE => "file",
+            PIPE => "pipe",
+            BLOCK => "block",
+            CHAR => "char",
+            ANON => "anon",
+            DIR => "dir",
+            OTHER => "other",
+            _ => "none",
+        }
+    }
+}
+
+/// Flag in [`Syscall::flags`]: the thread switched out inside the syscall.
+pub const SYSCALL_BLOCKED: u32 = 1;
+
+/// Kernel payload of [`kind::SYSCALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Syscall {
+    /// Exit time (the header ts is the entry time).
+    pub exit_ts: u64,
+    /// x86-64 syscall number.
+    pub nr: u32,
+    /// [`fd_kind`] of `fd`.
+    pub fd_kind: u32,
+    /// Return value.
+    pub ret: i64,
+    /// The fd argument, or -1.
+    pub fd: i32,
+    /// [`SYSCALL_BLOCKED`], ...
+    pub flags: u32,
+    /// A syscall-specific argument: futex address and op, timeout, ...
+    pub arg: u64,
+    /// Socket address family (AF_INET 2, AF_INET6 10, AF_UNIX 1) or 0.
+    pub family: u16,
+    /// Socket protocol (IPPROTO_TCP 6, IPPROTO_UDP 17) or 0.
+    pub protocol: u16,
+    /// Local port (host order).
+    pub sport: u16,
+    /// Remote port (host order).
+    pub dport: u16,
+    /// Local address (IPv4 in the first 4 bytes).
+    pub saddr: [u8; 16],
+    /// Remote address.
+    pub daddr: [u8; 16],
+    /// File: device number (kernel dev_t).
+    pub dev: u64,
+    /// File: inode number.
+    pub ino: u64,
+}
+
+/// Kernel payload of [`kind::PAGE_FAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageFault {
+    /// Faulting address.
+    pub address: u64,
+    /// User instruction pointer.
+    pub ip: u64,
+    /// Hardware error code.
+    pub error_code: u64,
+}
+
+/// Kernel payload of [`kind::BLOCK_IO`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockIo {
+    /// Completion time (0 if not seen).
+    pub complete_ts: u64,
+    /// Device (kernel dev_t).
+    pub dev: u64,
+    /// First sector.
+    pub sector: u64,
+    /// Bytes.
+    pub bytes: u32,
+    /// 1 = write, 0 = read.
+    pub write: u32,
+}
+
+/// Kernel payload of [`kind::LIB_CALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LibCall {
+    /// Return time (the header ts is the call time).
+    pub exit_ts: u64,
+    /// Probe id, named by a [`ProbeDef`].
+    pub probe: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Return value.
+    pub ret: u64,
+}
+
+/// Kernel payload of [`kind::PROBE_DEF`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeDef {
+    /// Id used by [`LibCall::probe`].
+    pub probe: u32,
+    /// Library as the user named it (`libz.so.1`).
+    pub library: String,
+    /// Symbol (`inflate`).
+    pub symbol: String,
+}
+
+/// JVM payload shared by the blocking, GC and allocation kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JvmBlock {
+    /// Kind-specific number (timeout, timed-out flag, size): see the kind.
+    pub arg: u64,
+    /// Class of the monitor / blocker / allocated object, or "".
+    pub class: String,
+}
+
+/// JVM payload of [`kind::COMPILED_METHOD_LOAD`] / [`kind::COMPILED_METHOD_UNLOAD`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompiledMethod {
+    /// Method id (defined by a METHOD_DEF, which may come later for
+    /// methods that are not traced).
+    pub method: u64,
+    /// Start of the compiled code.
+    pub code_addr: u64,
+    /// Size of the compiled code in bytes.
+    pub code_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
 /// JVM payload of [`kind::JVM_START`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JvmStart {
@@ -282,6 +478,21 @@ pub enum Payload {
     JvmEnd(JvmEnd),
     /// See [`kind::AGENT_ERROR`].
     AgentError(String),
+    /// See [`kind::SYSCALL`].
+    Syscall(Syscall),
+    /// See [`kind::PAGE_FAULT`].
+    PageFault(PageFault),
+    /// See [`kind::BLOCK_IO`].
+    BlockIo(BlockIo),
+    /// See [`kind::LIB_CALL`].
+    LibCall(LibCall),
+    /// See [`kind::PROBE_DEF`].
+    ProbeDef(ProbeDef),
+    /// One of the JVM kinds carrying a [`JvmBlock`] (monitor, wait, park,
+    /// sleep, GC, safepoint, allocation): the kind says which.
+    Jvm(u16, JvmBlock),
+    /// See [`kind::COMPILED_METHOD_LOAD`] (`true`) and `_UNLOAD` (`false`).
+    Compiled(bool, CompiledMethod),
     /// A kind this reader does not know (skipped by length).
     Unknown(u16),
 }
@@ -406,6 +617,55 @@ impl Encoder {
             }
             Payload::JvmEnd(p) => self.u64(p.lost_events),
             Payload::AgentError(s) => self.str(s),
+            Payload::Syscall(p) => {
+                self.u64(p.exit_ts);
+                self.u32(p.nr);
+                self.u32(p.fd_kind);
+                self.u64(p.ret as u64);
+                self.u32(p.fd as u32);
+                self.u32(p.flags);
+                self.u64(p.arg);
+                for v in [p.family, p.protocol, p.sport, p.dport] {
+                    self.buf.extend_from_slice(&v.to_le_bytes());
+                }
+                self.buf.extend_from_slice(&p.saddr);
+                self.buf.extend_from_slice(&p.daddr);
+                self.u64(p.dev);
+                self.u64(p.ino);
+            }
+            Payload::PageFault(p) => {
+                self.u64(p.address);
+                self.u64(p.ip);
+                self.u64(p.error_code);
+            }
+            Payload::BlockIo(p) => {
+                self.u64(p.complete_ts);
+                self.u64(p.dev);
+                self.u64(p.sector);
+                self.u32(p.bytes);
+                self.u32(p.write);
+            }
+            Payload::LibCall(p) => {
+                self.u64(p.exit_ts);
+                self.u32(p.probe);
+                self.u32(p.reserved);
+                self.u64(p.ret);
+            }
+            Payload::ProbeDef(p) => {
+                self.u32(p.probe);
+                self.str(&p.library);
+                self.str(&p.symbol);
+            }
+            Payload::Jvm(_, p) => {
+                self.u64(p.arg);
+                self.str(&p.class);
+            }
+            Payload::Compiled(_, p) => {
+                self.u64(p.method);
+                self.u64(p.code_addr);
+                self.u32(p.code_size);
+                self.u32(p.reserved);
+            }
             Payload::Unknown(_) => {}
         }
         self.end(s);
@@ -429,6 +689,14 @@ fn payload_kind(p: &Payload) -> u16 {
         Payload::MethodExit(_) => kind::METHOD_EXIT,
         Payload::JvmEnd(_) => kind::JVM_END,
         Payload::AgentError(_) => kind::AGENT_ERROR,
+        Payload::Syscall(_) => kind::SYSCALL,
+        Payload::PageFault(_) => kind::PAGE_FAULT,
+        Payload::BlockIo(_) => kind::BLOCK_IO,
+        Payload::LibCall(_) => kind::LIB_CALL,
+        Payload::ProbeDef(_) => kind::PROBE_DEF,
+        Payload::Jvm(k, _) => *k,
+        Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
+        Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
         Payload::Unknown(k) => *k,
     }
 }
@@ -495,6 +763,11 @@ impl<'a> Cursor<'a> {
     fn u64(&mut self) -> Option<u64> {
         let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
         self.at += 8;
+        Some(v)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        let v = u16::from_le_bytes(self.b.get(self.at..self.at + 2)?.try_into().ok()?);
+        self.at += 2;
         Some(v)
     }
     fn comm(&mut self) -> Option<[u8; 16]> {
@@ -573,6 +846,42 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
         }
         kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
         kind::AGENT_ERROR => Payload::AgentError(c.str()?),
+        kind::SYSCALL => Payload::Syscall(Syscall {
+            exit_ts: c.u64()?,
+            nr: c.u32()?,
+            fd_kind: c.u32()?,
+            ret: c.u64()? as i64,
+            fd: c.u32()? as i32,
+            flags: c.u32()?,
+            arg: c.u64()?,
+            family: c.u16()?,
+            protocol: c.u16()?,
+            sport: c.u16()?,
+            dport: c.u16()?,
+            saddr: c.comm()?,
+            daddr: c.comm()?,
+            dev: c.u64()?,
+            ino: c.u64()?,
+        }),
+        kind::PAGE_FAULT => Payload::PageFault(PageFault { address: c.u64()?, ip: c.u64()?, error_code: c.u64()? }),
+        kind::BLOCK_IO => Payload::BlockIo(BlockIo {
+            complete_ts: c.u64()?,
+            dev: c.u64()?,
+            sector: c.u64()?,
+            bytes: c.u32()?,
+            write: c.u32()?,
+        }),
+        kind::LIB_CALL => {
+            Payload::LibCall(LibCall { exit_ts: c.u64()?, probe: c.u32()?, reserved: c.u32()?, ret: c.u64()? })
+        }
+        kind::PROBE_DEF => Payload::ProbeDef(ProbeDef { probe: c.u32()?, library: c.str()?, symbol: c.str()? }),
+        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::ALLOC_SAMPLE => {
+            Payload::Jvm(kind, JvmBlock { arg: c.u64()?, class: c.str()? })
+        }
+        kind::COMPILED_METHOD_LOAD | kind::COMPILED_METHOD_UNLOAD => Payload::Compiled(
+            kind == kind::COMPILED_METHOD_LOAD,
+            CompiledMethod { method: c.u64()?, code_addr: c.u64()?, code_size: c.u32()?, reserved: c.u32()? },
+        ),
         other => Payload::Unknown(other),
     })
 }
@@ -666,6 +975,31 @@ mod tests {
             Payload::MethodExit(MethodEvent { method: 5, flags: EXIT_BY_EXCEPTION, reserved: 0 }),
             Payload::JvmEnd(JvmEnd { lost_events: 3 }),
             Payload::AgentError("bad line 3".into()),
+            Payload::Syscall(Syscall {
+                exit_ts: 99,
+                nr: 0,
+                fd_kind: fd_kind::SOCKET,
+                ret: -11,
+                fd: 5,
+                flags: SYSCALL_BLOCKED,
+                arg: 7,
+                family: 2,
+                protocol: 6,
+                sport: 1234,
+                dport: 80,
+                saddr: [1; 16],
+                daddr: [2; 16],
+                dev: 3,
+                ino: 4,
+            }),
+            Payload::PageFault(PageFault { address: 1, ip: 2, error_code: 3 }),
+            Payload::BlockIo(BlockIo { complete_ts: 5, dev: 6, sector: 7, bytes: 4096, write: 1 }),
+            Payload::LibCall(LibCall { exit_ts: 9, probe: 1, reserved: 0, ret: 42 }),
+            Payload::ProbeDef(ProbeDef { probe: 1, library: "libz.so.1".into(), symbol: "inflate".into() }),
+            Payload::Jvm(kind::MONITOR_WAIT, JvmBlock { arg: 100, class: "java.lang.Object".into() }),
+            Payload::Jvm(kind::GC_END, JvmBlock { arg: 0, class: String::new() }),
+            Payload::Compiled(true, CompiledMethod { method: 1, code_addr: 2, code_size: 3, reserved: 0 }),
+            Payload::Compiled(false, CompiledMethod { method: 1, code_addr: 2, code_size: 3, reserved: 0 }),
         ];
         let mut enc = Encoder::new();
         for (i, p) in records.iter().enumerate() {

@@ -18,11 +18,13 @@
 
 pub mod analyze;
 pub mod cause;
+pub mod index;
 pub mod meta;
 pub mod read;
 pub mod report;
 
 pub use analyze::{analyze, analyze_thread, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
+pub use index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use meta::Meta;
 pub use read::{Event, MethodIdx, MethodInfo, ThreadInfo, Timed, Trace};

@@ -3,7 +3,7 @@
 //! CPU per invocation, and the off-CPU intervals nested where they occurred.
 
 use jtrace_merge::{
-    analyze, Breakdown, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor,
+    analyze, Breakdown, CallIndex, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor,
 };
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -51,6 +51,7 @@ fn state_letter(prev_state: u32) -> &'static str {
 
 struct TextWriter<'a, W: Write> {
     trace: &'a Trace,
+    index: CallIndex,
     out: W,
     opts: TextOptions,
     t0: u64,
@@ -70,13 +71,6 @@ impl<'a, W: Write> TextWriter<'a, W> {
 
     fn name(&self, m: MethodIdx) -> String {
         self.trace.methods[m as usize].qualified()
-    }
-
-    fn thread_name(&self, tid: u32) -> String {
-        match self.trace.threads.get(&tid) {
-            Some(t) if !t.display_name().is_empty() => format!("tid {tid} \"{}\"", t.display_name()),
-            _ => format!("tid {tid}"),
-        }
     }
 
     fn line(&mut self, ts: u64, depth: usize, text: &str) {
@@ -164,7 +158,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         };
         let mut text = format!("⇣ switch-out {how}, off CPU {} ms: {}", ms(iv.end - iv.start), causes(&iv.split));
         if let Some(w) = iv.wake {
-            let _ = write!(text, "; woken by {} at {} ms", self.thread_name(w.waker_tid), self.rel(w.ts));
+            let _ = write!(text, "; woken by {} at {} ms", self.index.describe_waker(self.trace, &w), self.rel(w.ts));
         }
         self.line(iv.start, depth, &text);
         self.line(iv.end, depth, "⇡ switch-in");
@@ -251,6 +245,7 @@ pub fn header(trace: &Trace) -> String {
 pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Result<()> {
     let mut w = TextWriter {
         trace,
+        index: CallIndex::build(trace),
         out,
         opts: opts.clone(),
         t0: trace.meta.start_monotonic_ns,
