@@ -8,8 +8,176 @@
 //! difference of those totals between its exit and its entry.
 
 use crate::cause::{Breakdown, Cause};
-use crate::read::{Event, MethodIdx, ThreadInfo, Timed, Trace};
+use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
 use std::collections::HashMap;
+
+/// x86-64 syscall numbers the attribution distinguishes.
+pub mod nr {
+    #![allow(missing_docs)]
+    pub const READ: u32 = 0;
+    pub const WRITE: u32 = 1;
+    pub const OPEN: u32 = 2;
+    pub const POLL: u32 = 7;
+    pub const PREAD64: u32 = 17;
+    pub const PWRITE64: u32 = 18;
+    pub const READV: u32 = 19;
+    pub const WRITEV: u32 = 20;
+    pub const SELECT: u32 = 23;
+    pub const NANOSLEEP: u32 = 35;
+    pub const CONNECT: u32 = 42;
+    pub const ACCEPT: u32 = 43;
+    pub const SENDTO: u32 = 44;
+    pub const RECVFROM: u32 = 45;
+    pub const SENDMSG: u32 = 46;
+    pub const RECVMSG: u32 = 47;
+    pub const FSYNC: u32 = 74;
+    pub const FDATASYNC: u32 = 75;
+    pub const FUTEX: u32 = 202;
+    pub const CLOCK_NANOSLEEP: u32 = 230;
+    pub const EPOLL_WAIT: u32 = 232;
+    pub const OPENAT: u32 = 257;
+    pub const PSELECT6: u32 = 270;
+    pub const PPOLL: u32 = 271;
+    pub const SYNC_FILE_RANGE: u32 = 277;
+    pub const EPOLL_PWAIT: u32 = 281;
+    pub const ACCEPT4: u32 = 288;
+    pub const PREADV: u32 = 295;
+    pub const PWRITEV: u32 = 296;
+    pub const RECVMMSG: u32 = 299;
+    pub const SENDMMSG: u32 = 307;
+    pub const EPOLL_PWAIT2: u32 = 441;
+}
+
+/// Name of an x86-64 syscall number (the ones jtrace records by name).
+pub fn syscall_name(n: u32) -> String {
+    let s = match n {
+        nr::READ => "read",
+        nr::WRITE => "write",
+        nr::OPEN => "open",
+        3 => "close",
+        nr::POLL => "poll",
+        nr::PREAD64 => "pread64",
+        nr::PWRITE64 => "pwrite64",
+        nr::READV => "readv",
+        nr::WRITEV => "writev",
+        nr::SELECT => "select",
+        24 => "sched_yield",
+        nr::NANOSLEEP => "nanosleep",
+        nr::CONNECT => "connect",
+        nr::ACCEPT => "accept",
+        nr::SENDTO => "sendto",
+        nr::RECVFROM => "recvfrom",
+        nr::SENDMSG => "sendmsg",
+        nr::RECVMSG => "recvmsg",
+        61 => "wait4",
+        nr::FSYNC => "fsync",
+        nr::FDATASYNC => "fdatasync",
+        nr::FUTEX => "futex",
+        nr::CLOCK_NANOSLEEP => "clock_nanosleep",
+        nr::EPOLL_WAIT => "epoll_wait",
+        nr::OPENAT => "openat",
+        nr::PSELECT6 => "pselect6",
+        nr::PPOLL => "ppoll",
+        nr::SYNC_FILE_RANGE => "sync_file_range",
+        nr::EPOLL_PWAIT => "epoll_pwait",
+        nr::ACCEPT4 => "accept4",
+        nr::PREADV => "preadv",
+        nr::PWRITEV => "pwritev",
+        nr::RECVMMSG => "recvmmsg",
+        nr::SENDMMSG => "sendmmsg",
+        nr::EPOLL_PWAIT2 => "epoll_pwait2",
+        _ => return format!("syscall_{n}"),
+    };
+    s.to_string()
+}
+
+/// The cause a block inside syscall `sc` gets from the kernel's evidence.
+/// (JVM-level evidence, when present, wins over this.)
+pub fn syscall_cause(sc: &SyscallInfo) -> Cause {
+    use jtrace_format::fd_kind;
+    match sc.rec.nr {
+        nr::FUTEX => return Cause::LockNative,
+        nr::NANOSLEEP | nr::CLOCK_NANOSLEEP => return Cause::Sleep,
+        nr::ACCEPT | nr::ACCEPT4 | nr::CONNECT | nr::SENDTO | nr::RECVFROM | nr::SENDMSG | nr::RECVMSG
+        | nr::RECVMMSG | nr::SENDMMSG => return Cause::Socket,
+        nr::FSYNC | nr::FDATASYNC | nr::SYNC_FILE_RANGE | nr::OPEN | nr::OPENAT => return Cause::File,
+        _ => {}
+    }
+    match sc.rec.fd_kind {
+        fd_kind::SOCKET => Cause::Socket,
+        fd_kind::FILE | fd_kind::BLOCK | fd_kind::DIR => Cause::File,
+        _ => Cause::SyscallOther,
+    }
+}
+
+/// The evidence that named an off-CPU interval's blocked part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// Nothing explained it.
+    None,
+    /// Preempted while runnable.
+    Preempted,
+    /// A JVM-level state (monitor, wait, park, sleep); `detail` indexes
+    /// [`Trace::details`] (monitor or blocker class).
+    Jvm {
+        /// The state.
+        cause: Cause,
+        /// Index into [`Trace::details`].
+        detail: u32,
+    },
+    /// A JVM-wide stop (GC or safepoint).
+    Window(Cause),
+    /// The syscall in flight (index into [`Trace::syscalls`]).
+    Syscall(u32),
+    /// A page fault.
+    PageFault,
+}
+
+/// What the thread was inside of, besides methods: the evidence for a block.
+#[derive(Default)]
+struct Context {
+    /// JVM-level blocking states, innermost last: (cause, detail).
+    jvm: Vec<(Cause, u32)>,
+    /// Open GC / safepoint windows.
+    gc: u32,
+    safepoint: u32,
+    /// The syscall in flight.
+    syscall: Option<u32>,
+    /// A page fault happened since the thread last entered a syscall or
+    /// came back on CPU.
+    fault: bool,
+}
+
+impl Context {
+    /// The most specific explanation of a block now: JVM-level states first,
+    /// then a non-futex syscall (threads in native code keep waiting on their
+    /// socket or file whatever the JVM does), then a JVM-wide stop, then a
+    /// futex, then a page fault.
+    fn evidence(&self, trace: &Trace) -> (Cause, Evidence) {
+        if let Some(&(cause, detail)) = self.jvm.last() {
+            return (cause, Evidence::Jvm { cause, detail });
+        }
+        let sc = self.syscall.map(|i| (i, syscall_cause(&trace.syscalls[i as usize])));
+        if let Some((i, c)) = sc {
+            if c != Cause::LockNative {
+                return (c, Evidence::Syscall(i));
+            }
+        }
+        if self.gc > 0 {
+            return (Cause::Gc, Evidence::Window(Cause::Gc));
+        }
+        if self.safepoint > 0 {
+            return (Cause::Safepoint, Evidence::Window(Cause::Safepoint));
+        }
+        if let Some((i, c)) = sc {
+            return (c, Evidence::Syscall(i));
+        }
+        if self.fault {
+            return (Cause::PageFault, Evidence::PageFault);
+        }
+        (Cause::Unknown, Evidence::None)
+    }
+}
 
 /// Who woke a thread, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +205,8 @@ pub struct OffCpuInterval {
     pub wake: Option<Wake>,
     /// The interval split by cause (sums to `end - start`).
     pub split: Breakdown,
+    /// What explained the blocked part, as it stood at switch-out.
+    pub evidence: Evidence,
 }
 
 /// A finished method invocation.
@@ -89,7 +259,7 @@ pub trait Visitor {
 #[derive(Debug, Clone, Copy)]
 enum CpuState {
     On,
-    Off { since: u64, preempted: bool, prev_state: u32, wake: Option<Wake>, at_out: Breakdown },
+    Off { since: u64, preempted: bool, prev_state: u32, wake: Option<Wake>, at_out: Breakdown, evidence: Evidence },
 }
 
 struct Frame {
@@ -100,7 +270,8 @@ struct Frame {
 }
 
 /// Walks one thread's events (already sorted by time) and drives `v`.
-pub fn analyze_thread(thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor) -> ThreadTotals {
+/// `trace` supplies the side tables (syscalls) the events refer to.
+pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor) -> ThreadTotals {
     let mut totals = ThreadTotals::default();
     let Some(first) = events.first() else {
         v.thread_begin(thread);
@@ -114,16 +285,18 @@ pub fn analyze_thread(thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor
     let mut seen_switch = false;
     let mut stack: Vec<Frame> = Vec::new();
     let mut open_count: HashMap<MethodIdx, u32> = HashMap::new();
+    let mut ctx = Context::default();
 
     for e in events {
-        // Attribute [last, e.ts) to the state the thread was in.
+        // Attribute [last, e.ts) to the state the thread was in. The context
+        // only changes at events, so one cause covers the whole segment.
         let d = e.ts - last;
         acc.wall += d;
         match state {
             CpuState::On => acc.cpu += d,
             CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
             CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
-            CpuState::Off { .. } => acc.off.add(Cause::Unknown, d),
+            CpuState::Off { .. } => acc.off.add(ctx.evidence(trace).0, d),
         }
         last = e.ts;
 
@@ -138,7 +311,8 @@ pub fn analyze_thread(thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor
                 } else {
                     acc.voluntary += 1;
                 }
-                state = CpuState::Off { since: e.ts, preempted, prev_state, wake: None, at_out: acc };
+                let evidence = if preempted { Evidence::Preempted } else { ctx.evidence(trace).1 };
+                state = CpuState::Off { since: e.ts, preempted, prev_state, wake: None, at_out: acc, evidence };
             }
             Event::Wakeup { waker_tid, waker_tgid, .. } => {
                 let w = Wake { ts: e.ts, waker_tid, waker_tgid };
@@ -148,11 +322,12 @@ pub fn analyze_thread(thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor
                 v.wakeup(thread, stack.len(), &w);
             }
             Event::SwitchIn { .. } => match state {
-                CpuState::Off { since, preempted, prev_state, wake, at_out } => {
+                CpuState::Off { since, preempted, prev_state, wake, at_out, evidence } => {
                     let split = acc - at_out;
-                    let iv = OffCpuInterval { start: since, end: e.ts, preempted, prev_state, wake, split };
+                    let iv = OffCpuInterval { start: since, end: e.ts, preempted, prev_state, wake, split, evidence };
                     v.off_cpu(thread, stack.len(), &iv);
                     state = CpuState::On;
+                    ctx.fault = false;
                 }
                 CpuState::On => {
                     // The first switch-in of a thread seen mid-life is normal;
@@ -166,8 +341,35 @@ pub fn analyze_thread(thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor
             Event::ThreadStart => {
                 // A new thread is not running until its first switch-in.
                 if !seen_switch && stack.is_empty() {
-                    state = CpuState::Off { since: e.ts, preempted: false, prev_state: 0, wake: None, at_out: acc };
+                    state = CpuState::Off {
+                        since: e.ts,
+                        preempted: false,
+                        prev_state: 0,
+                        wake: None,
+                        at_out: acc,
+                        evidence: Evidence::None,
+                    };
                 }
+            }
+            Event::Syscall { idx, enter } => {
+                if enter {
+                    ctx.syscall = Some(idx);
+                    ctx.fault = false;
+                } else if ctx.syscall == Some(idx) {
+                    ctx.syscall = None;
+                }
+            }
+            Event::PageFault { .. } => ctx.fault = true,
+            Event::Block { cause, begin, detail } => {
+                if begin {
+                    ctx.jvm.push((cause, detail));
+                } else if let Some(p) = ctx.jvm.iter().rposition(|&(c, _)| c == cause) {
+                    ctx.jvm.truncate(p);
+                }
+            }
+            Event::Window { cause, begin } => {
+                let n = if cause == Cause::Gc { &mut ctx.gc } else { &mut ctx.safepoint };
+                *n = if begin { *n + 1 } else { n.saturating_sub(1) };
             }
             Event::Enter(m) => {
                 let n = open_count.entry(m).or_insert(0);
@@ -234,7 +436,7 @@ pub fn analyze(trace: &Trace, v: &mut dyn Visitor) {
     let empty = Vec::new();
     for (tid, info) in &trace.threads {
         let evs = trace.events.get(tid).unwrap_or(&empty);
-        analyze_thread(info, evs, v);
+        analyze_thread(trace, info, evs, v);
     }
 }
 
@@ -286,7 +488,7 @@ mod tests {
             ev(700, Event::Exit { method: 0, exception: false }),
         ];
         let mut c = Collect::default();
-        analyze_thread(&th, &evs, &mut c);
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
         assert_eq!(c.invs.len(), 2);
         let inner = c.invs[0];
         assert_eq!(inner.breakdown.wall, 100);
@@ -312,6 +514,87 @@ mod tests {
         assert_eq!(t.anomalies, 0);
     }
 
+    fn syscall(trace: &mut Trace, nr: u32, fd_kind: u32) -> u32 {
+        let rec = jtrace_format::Syscall {
+            exit_ts: 0,
+            nr,
+            fd_kind,
+            ret: 0,
+            fd: 3,
+            flags: 0,
+            arg: 0,
+            family: 0,
+            protocol: 0,
+            sport: 0,
+            dport: 0,
+            saddr: [0; 16],
+            daddr: [0; 16],
+            dev: 0,
+            ino: 0,
+        };
+        trace.syscalls.push(SyscallInfo { tid: 1, enter: 0, rec });
+        (trace.syscalls.len() - 1) as u32
+    }
+
+    /// JVM states beat the futex under them; a socket wait stays a socket
+    /// wait during a GC, while a futex wait inside a GC window is the GC.
+    #[test]
+    fn evidence_precedence() {
+        use jtrace_format::fd_kind;
+        let mut trace = Trace::default();
+        let futex = syscall(&mut trace, nr::FUTEX, fd_kind::NONE);
+        let sock = syscall(&mut trace, nr::READ, fd_kind::SOCKET);
+        let futex2 = syscall(&mut trace, nr::FUTEX, fd_kind::NONE);
+        let th = ThreadInfo { tid: 1, ..Default::default() };
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            // contended monitor over a futex: 100 ns monitor, 10 runqueue
+            ev(10, Event::Block { cause: Cause::Monitor, begin: true, detail: 0 }),
+            ev(11, Event::Syscall { idx: futex, enter: true }),
+            ev(20, out(false)),
+            ev(120, wake()),
+            ev(130, IN),
+            ev(131, Event::Syscall { idx: futex, enter: false }),
+            ev(132, Event::Block { cause: Cause::Monitor, begin: false, detail: 0 }),
+            // a socket read spanning a GC: all socket
+            ev(200, Event::Syscall { idx: sock, enter: true }),
+            ev(210, out(false)),
+            ev(250, Event::Window { cause: Cause::Gc, begin: true }),
+            ev(300, Event::Window { cause: Cause::Gc, begin: false }),
+            ev(310, wake()),
+            ev(310, IN),
+            ev(311, Event::Syscall { idx: sock, enter: false }),
+            // a futex wait partly inside a GC window: gc inside, lock_native outside
+            ev(400, Event::Syscall { idx: futex2, enter: true }),
+            ev(410, out(false)),
+            ev(450, Event::Window { cause: Cause::Gc, begin: true }),
+            ev(480, Event::Window { cause: Cause::Gc, begin: false }),
+            ev(500, wake()),
+            ev(500, IN),
+            ev(501, Event::Syscall { idx: futex2, enter: false }),
+            // a page fault that blocks outside any syscall
+            ev(600, Event::PageFault { address: 0x1000 }),
+            ev(601, out(false)),
+            ev(700, wake()),
+            ev(700, IN),
+            ev(800, Event::Exit { method: 0, exception: false }),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&trace, &th, &evs, &mut c);
+        let b = c.invs[0].breakdown;
+        assert!(b.is_exact());
+        assert_eq!(b.off.get(Cause::Monitor), 100);
+        assert_eq!(b.off.get(Cause::Runqueue), 10);
+        assert_eq!(b.off.get(Cause::Socket), 100);
+        assert_eq!(b.off.get(Cause::Gc), 30);
+        assert_eq!(b.off.get(Cause::LockNative), 60);
+        assert_eq!(b.off.get(Cause::PageFault), 99);
+        assert_eq!(b.off.get(Cause::Unknown), 0);
+        assert_eq!(c.ivs[0].evidence, Evidence::Jvm { cause: Cause::Monitor, detail: 0 });
+        assert_eq!(c.ivs[1].evidence, Evidence::Syscall(sock));
+        assert_eq!(c.ivs[3].evidence, Evidence::PageFault);
+    }
+
     #[test]
     fn recursion_marks_inner_not_outermost_and_missing_exits_close() {
         let th = ThreadInfo { tid: 1, ..Default::default() };
@@ -325,7 +608,7 @@ mod tests {
             ev(50, Event::Enter(2)),
         ];
         let mut c = Collect::default();
-        analyze_thread(&th, &evs, &mut c);
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
         let outer: Vec<bool> = c.invs.iter().map(|i| i.outermost).collect();
         // order of exits: 1 (closed), inner 0, outer 0, 2 (unfinished)
         assert_eq!(outer, vec![true, false, true, true]);

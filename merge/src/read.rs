@@ -1,7 +1,8 @@
 //! Reading a trace directory into per-thread, time-ordered event lists.
 
+use crate::cause::Cause;
 use crate::meta::Meta;
-use jtrace_format::{self as fmt, Decoder, FileHeader, Payload};
+use jtrace_format::{self as fmt, kind, Decoder, FileHeader, Payload};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -15,8 +16,10 @@ pub struct MethodInfo {
     pub class: String,
     /// Method name.
     pub name: String,
-    /// JVM signature.
+    /// JVM signature; empty for a native library call.
     pub signature: String,
+    /// An interposed library call (uprobe span), not a Java method.
+    pub native: bool,
 }
 
 impl MethodInfo {
@@ -103,6 +106,47 @@ pub enum Event {
     ThreadStart,
     /// Thread ended (kernel exit or JVM thread end).
     ThreadEnd,
+    /// A syscall entered (`enter`) or returned; details in [`Trace::syscalls`].
+    Syscall {
+        /// Index into [`Trace::syscalls`].
+        idx: u32,
+        /// Entry (true) or exit (false).
+        enter: bool,
+    },
+    /// A user page fault.
+    PageFault {
+        /// Faulting address.
+        address: u64,
+    },
+    /// The thread begins or ends a JVM-level blocking state (monitor enter,
+    /// Object.wait, park, sleep).
+    Block {
+        /// The cause the state stands for.
+        cause: Cause,
+        /// Begin (true) or end (false).
+        begin: bool,
+        /// Index into [`Trace::details`] (monitor or blocker class).
+        detail: u32,
+    },
+    /// A JVM-wide stop (GC or safepoint) begins or ends; copied into every
+    /// Java thread of that JVM.
+    Window {
+        /// [`Cause::Gc`] or [`Cause::Safepoint`].
+        cause: Cause,
+        /// Begin (true) or end (false).
+        begin: bool,
+    },
+}
+
+/// A syscall with its arguments and result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyscallInfo {
+    /// The thread.
+    pub tid: u32,
+    /// Entry time.
+    pub enter: u64,
+    /// The kernel's record.
+    pub rec: fmt::Syscall,
 }
 
 /// An event with its timestamp.
@@ -148,6 +192,14 @@ pub struct Trace {
     pub jvm_records: u64,
     /// JVM process ids with an agent stream.
     pub jvm_pids: Vec<u32>,
+    /// Syscalls referenced by [`Event::Syscall`].
+    pub syscalls: Vec<SyscallInfo>,
+    /// Strings referenced by [`Event::Block`] (index 0 is "").
+    pub details: Vec<String>,
+    /// Library-call probe names by probe id.
+    probes: HashMap<u32, MethodIdx>,
+    /// GC / safepoint windows per JVM pid, copied into threads after reading.
+    windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
 }
 
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
@@ -176,7 +228,7 @@ impl Trace {
             anyhow::bail!("{} is not a jtrace trace directory", dir.display());
         }
         let meta = Meta::load(dir)?;
-        let mut t = Trace { dir: dir.to_path_buf(), meta, ..Default::default() };
+        let mut t = Trace { dir: dir.to_path_buf(), meta, details: vec![String::new()], ..Default::default() };
         t.losses.kernel = t.meta.kernel_lost_total();
 
         let kpath = dir.join(fmt::KERNEL_FILE);
@@ -197,6 +249,7 @@ impl Trace {
             let data = read_stream(&p, fmt::JVM_MAGIC)?;
             t.read_jvm(&p, &data);
         }
+        t.spread_windows();
         for (tid, evs) in t.events.iter_mut() {
             // Stable sort: records of one thread from one stream keep their
             // order when timestamps tie.
@@ -208,6 +261,39 @@ impl Trace {
             }
         }
         Ok(t)
+    }
+
+    /// A JVM-wide stop applies to every Java thread of that JVM.
+    fn spread_windows(&mut self) {
+        for (pid, wins) in std::mem::take(&mut self.windows) {
+            let tids: Vec<u32> = self
+                .threads
+                .values()
+                .filter(|t| t.java_name.is_some() && t.tgid == pid)
+                .map(|t| t.tid)
+                .collect();
+            for tid in tids {
+                for &(ts, cause, begin) in &wins {
+                    self.push(tid, ts, Event::Window { cause, begin });
+                }
+            }
+        }
+    }
+
+    fn intern_method(&mut self, info: MethodInfo) -> MethodIdx {
+        if let Some(i) = self.methods.iter().position(|m| *m == info) {
+            return i as MethodIdx;
+        }
+        self.methods.push(info);
+        (self.methods.len() - 1) as MethodIdx
+    }
+
+    fn detail(&mut self, s: String) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        self.details.push(s);
+        (self.details.len() - 1) as u32
     }
 
     fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
@@ -274,6 +360,35 @@ impl Trace {
                     th.tgid = p.tgid;
                     th.comm = fmt::comm_str(&p.comm);
                 }
+                Payload::Syscall(rec) => {
+                    let idx = self.syscalls.len() as u32;
+                    self.syscalls.push(SyscallInfo { tid, enter: ts, rec });
+                    self.push(tid, ts, Event::Syscall { idx, enter: true });
+                    self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
+                }
+                Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),
+                Payload::ProbeDef(p) => {
+                    let m = self.intern_method(MethodInfo {
+                        class: p.library,
+                        name: p.symbol,
+                        signature: String::new(),
+                        native: true,
+                    });
+                    self.probes.insert(p.probe, m);
+                }
+                Payload::LibCall(p) => {
+                    let m = match self.probes.get(&p.probe) {
+                        Some(&m) => m,
+                        None => self.intern_method(MethodInfo {
+                            class: "?".into(),
+                            name: format!("probe{}", p.probe),
+                            signature: String::new(),
+                            native: true,
+                        }),
+                    };
+                    self.push(tid, ts, Event::Enter(m));
+                    self.push(tid, p.exit_ts.max(ts), Event::Exit { method: m, exception: false });
+                }
                 _ => {}
             }
         }
@@ -314,7 +429,7 @@ impl Trace {
                     th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.min(ts)));
                 }
                 Payload::MethodDef(d) => {
-                    let info = MethodInfo { class: d.class, name: d.name, signature: d.signature };
+                    let info = MethodInfo { class: d.class, name: d.name, signature: d.signature, native: false };
                     let next = self.methods.len() as MethodIdx;
                     let idx = *interned.entry(info.clone()).or_insert_with(|| {
                         self.methods.push(info);
@@ -344,6 +459,32 @@ impl Trace {
                 },
                 Payload::JvmEnd(p) => self.losses.jvm += p.lost_events,
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
+                Payload::Jvm(k, b) => {
+                    let block = match k {
+                        kind::MONITOR_CONTENDED_ENTER => Some((Cause::Monitor, true)),
+                        kind::MONITOR_CONTENDED_ENTERED => Some((Cause::Monitor, false)),
+                        kind::MONITOR_WAIT => Some((Cause::Wait, true)),
+                        kind::MONITOR_WAITED => Some((Cause::Wait, false)),
+                        kind::PARK_BEGIN => Some((Cause::Park, true)),
+                        kind::PARK_END => Some((Cause::Park, false)),
+                        kind::SLEEP_BEGIN => Some((Cause::Sleep, true)),
+                        kind::SLEEP_END => Some((Cause::Sleep, false)),
+                        _ => None,
+                    };
+                    let window = match k {
+                        kind::GC_START => Some((Cause::Gc, true)),
+                        kind::GC_END => Some((Cause::Gc, false)),
+                        kind::SAFEPOINT_BEGIN => Some((Cause::Safepoint, true)),
+                        kind::SAFEPOINT_END => Some((Cause::Safepoint, false)),
+                        _ => None,
+                    };
+                    if let Some((cause, begin)) = block {
+                        let detail = self.detail(b.class);
+                        self.push(tid, ts, Event::Block { cause, begin, detail });
+                    } else if let (Some((cause, begin)), Some(pid)) = (window, jvm_pid.or_else(|| pid_from_name(path))) {
+                        self.windows.entry(pid).or_default().push((ts, cause, begin));
+                    }
+                }
                 _ => {}
             }
         }

@@ -14,3 +14,7 @@ pub fn fmt_realtime(ns: u64) -> String {
         None => format!("{ns} ns"),
     }
 }
+pub mod export;
+pub mod html;
+pub use export::{write_chrome, write_collapsed, write_csv, CollapsedOptions};
+pub use html::{write_html, HtmlOptions};

@@ -154,7 +154,11 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         let how = if iv.preempted {
             "preempted (involuntary)".to_string()
         } else {
-            format!("blocked (voluntary, state {})", state_letter(iv.prev_state))
+            format!(
+                "blocked (voluntary, state {}) {}",
+                state_letter(iv.prev_state),
+                jtrace_merge::describe_evidence(self.trace, &iv.evidence)
+            )
         };
         let mut text = format!("⇣ switch-out {how}, off CPU {} ms: {}", ms(iv.end - iv.start), causes(&iv.split));
         if let Some(w) = iv.wake {

@@ -1,0 +1,82 @@
+//! Human-readable descriptions of evidence, shared by every view.
+
+use crate::analyze::{syscall_name, Evidence};
+use crate::cause::Cause;
+use crate::read::{SyscallInfo, Trace};
+use jtrace_format::fd_kind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+fn addr(family: u16, a: &[u8; 16], port: u16) -> String {
+    let ip = match family {
+        2 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+        10 => IpAddr::V6(Ipv6Addr::from(*a)),
+        _ => return String::new(),
+    };
+    match ip {
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+        v4 => format!("{v4}:{port}"),
+    }
+}
+
+/// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4`.
+pub fn describe_syscall(sc: &SyscallInfo) -> String {
+    let r = &sc.rec;
+    let mut s = syscall_name(r.nr);
+    if r.fd >= 0 {
+        s.push_str(&format!("(fd {}: {}", r.fd, fd_kind::name(r.fd_kind)));
+        if r.fd_kind == fd_kind::SOCKET {
+            match r.family {
+                1 => s.push_str(" unix"),
+                2 | 10 => {
+                    let proto = match r.protocol {
+                        6 => " tcp",
+                        17 => " udp",
+                        _ => "",
+                    };
+                    s.push_str(&format!(
+                        "{proto} {}->{}",
+                        addr(r.family, &r.saddr, r.sport),
+                        addr(r.family, &r.daddr, r.dport)
+                    ));
+                }
+                _ => {}
+            }
+        } else if r.ino != 0 {
+            s.push_str(&format!(" dev {}:{} ino {}", r.dev >> 20, r.dev & 0xfffff, r.ino));
+        }
+        s.push(')');
+    } else if r.nr == crate::analyze::nr::FUTEX {
+        s.push_str(&format!("(uaddr {:#x})", r.arg));
+    } else {
+        s.push_str("()");
+    }
+    s.push_str(&format!(" = {}", r.ret));
+    s
+}
+
+/// "on monitor of java.lang.Object", "in read(fd 5: socket …)", "stopped for GC".
+pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
+    let detail = |d: u32| trace.details.get(d as usize).cloned().unwrap_or_default();
+    match *e {
+        Evidence::None => "no evidence".into(),
+        Evidence::Preempted => "preempted".into(),
+        Evidence::Jvm { cause, detail: d } => {
+            let class = detail(d);
+            match cause {
+                Cause::Monitor => format!("entering contended monitor of {class}"),
+                Cause::Wait => format!("in Object.wait on {class}"),
+                Cause::Park if class.is_empty() => "parked".into(),
+                Cause::Park => format!("parked on {class}"),
+                Cause::Sleep => "in Thread.sleep".into(),
+                c => c.name().into(),
+            }
+        }
+        Evidence::Window(Cause::Gc) => "stopped for GC".into(),
+        Evidence::Window(_) => "stopped at a safepoint".into(),
+        Evidence::Syscall(i) => match trace.syscalls.get(i as usize) {
+            Some(sc) => format!("in {}", describe_syscall(sc)),
+            None => "in a syscall".into(),
+        },
+        Evidence::PageFault => "handling a page fault".into(),
+    }
+}

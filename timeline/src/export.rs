@@ -1,0 +1,494 @@
+//! Exports of a merged trace into formats other tools read:
+//!
+//! * [`write_chrome`]: Chrome trace-event JSON, for Perfetto UI and chrome://tracing;
+//! * [`write_collapsed`]: folded stacks of off-CPU time by cause (flame graphs, speedscope);
+//! * [`write_csv`]: one row per method invocation with the report's columns.
+//!
+//! [`collect`] is the shared model underneath (also used by the HTML timeline):
+//! every thread's invocations and off-CPU intervals, in memory.
+
+use jtrace_merge::{
+    analyze, Breakdown, Cause, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+/// One method invocation of a thread, with its depth on the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// The invocation, as the merge reported it.
+    pub inv: Invocation,
+    /// Frames below it (0 = outermost traced frame).
+    pub depth: usize,
+}
+
+/// One off-CPU interval of a thread, with the traced depth at the time.
+#[derive(Debug, Clone, Copy)]
+pub struct OffSpan {
+    /// The interval, as the merge reported it.
+    pub iv: OffCpuInterval,
+    /// Traced frames open during the interval (0 = outside any traced method).
+    pub depth: usize,
+    /// No switch-in ended it: the thread was still off CPU at its last event.
+    /// Reconstructed from the thread totals so views add up to them exactly.
+    pub open: bool,
+}
+
+/// Everything the views need about one thread.
+#[derive(Debug, Clone)]
+pub struct ThreadData {
+    /// Who the thread is.
+    pub info: ThreadInfo,
+    /// Its invocations, sorted by entry time (parents before children).
+    pub spans: Vec<Span>,
+    /// Its off-CPU intervals, sorted by start.
+    pub offs: Vec<OffSpan>,
+    /// Its totals over its traced life.
+    pub totals: ThreadTotals,
+}
+
+impl ThreadData {
+    /// 0 = application Java thread, 1 = JVM-internal Java thread (group
+    /// "system"), 2 = native thread: the order in which views list threads.
+    pub fn category(&self) -> u8 {
+        match &self.info.java_name {
+            Some(_) if self.info.group != "system" => 0,
+            Some(_) => 1,
+            None => 2,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Collector {
+    threads: Vec<ThreadData>,
+    cur: Option<ThreadData>,
+    off_sum: Breakdown,
+}
+
+impl Visitor for Collector {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.cur = Some(ThreadData { info: t.clone(), spans: Vec::new(), offs: Vec::new(), totals: Default::default() });
+        self.off_sum = Breakdown::default();
+    }
+    fn exit(&mut self, _t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        if let Some(c) = &mut self.cur {
+            c.spans.push(Span { inv: *inv, depth });
+        }
+    }
+    fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.off_sum += iv.split;
+        if let Some(c) = &mut self.cur {
+            c.offs.push(OffSpan { iv: *iv, depth, open: false });
+        }
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        let Some(mut c) = self.cur.take() else { return };
+        c.totals = *totals;
+        // Off-CPU time after the last switch-out has no switch-in to report
+        // it; it is the tail of the thread's life, so rebuild it there.
+        let tail = totals.breakdown.off.total().saturating_sub(self.off_sum.off.total());
+        if tail > 0 && totals.breakdown.off.0.iter().zip(self.off_sum.off.0.iter()).all(|(a, b)| a >= b) {
+            let mut split = Breakdown { wall: tail, ..Default::default() };
+            split.off = totals.breakdown.off - self.off_sum.off;
+            let depth = c.spans.iter().filter(|s| s.inv.unfinished && s.inv.exit == t.last_ts).count();
+            c.offs.push(OffSpan {
+                iv: OffCpuInterval {
+                    start: t.last_ts - tail,
+                    end: t.last_ts,
+                    preempted: false,
+                    prev_state: 0,
+                    wake: None,
+                    split,
+                },
+                depth,
+                open: true,
+            });
+        }
+        c.spans.sort_by_key(|s| (s.inv.entry, s.depth));
+        c.offs.sort_by_key(|o| o.iv.start);
+        self.threads.push(c);
+    }
+}
+
+/// Collects every thread of `trace` (in tid order) with its invocations and
+/// off-CPU intervals.
+pub fn collect(trace: &Trace) -> Vec<ThreadData> {
+    let mut c = Collector::default();
+    analyze(trace, &mut c);
+    c.threads
+}
+
+/// The causes of an interval laid out in time, as `(start, end, cause)`.
+///
+/// The merge gives only the per-cause split of an interval. Its rule
+/// (DESIGN.md) is that the blocked part comes first and the `runqueue` part
+/// (wakeup to switch-in) last, so the non-runqueue causes are laid out from
+/// the start in column order, and `runqueue` at the end. Durations are exact.
+pub fn cause_segments(iv: &OffCpuInterval) -> Vec<(u64, u64, Cause)> {
+    let mut v = Vec::new();
+    let mut t = iv.start;
+    for (c, ns) in iv.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue) {
+        v.push((t, t + ns, c));
+        t += ns;
+    }
+    let rq = iv.split.off.get(Cause::Runqueue);
+    if rq > 0 {
+        v.push((t, t + rq, Cause::Runqueue));
+    }
+    v
+}
+
+/// Order in which views list threads: application threads, then JVM threads,
+/// then native threads; by tid within each group.
+pub fn thread_order(threads: &[ThreadData]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..threads.len()).collect();
+    idx.sort_by_key(|&i| (threads[i].category(), threads[i].info.tid));
+    idx
+}
+
+/// The earliest timestamp of a trace: views show times relative to it.
+pub fn time_origin(trace: &Trace) -> u64 {
+    let first = trace.threads.values().filter(|t| t.first_ts > 0).map(|t| t.first_ts).min();
+    match (trace.meta.start_monotonic_ns, first) {
+        (0, Some(f)) => f,
+        (s, Some(f)) => s.min(f),
+        (s, None) => s,
+    }
+}
+
+/// Formats nanoseconds as microseconds with exact fractional digits, as a
+/// JSON number (Chrome trace timestamps are µs).
+fn us_num(ns: u64) -> String {
+    if ns % 1000 == 0 {
+        format!("{}", ns / 1000)
+    } else {
+        format!("{}.{:03}", ns / 1000, ns % 1000)
+    }
+}
+
+/// Thread ids of the per-thread "state" tracks in the Chrome export: Linux
+/// tids stay below 2^22, so this never collides with a real tid.
+pub const STATE_TID_OFFSET: u32 = 1 << 30;
+
+fn off_args(o: &jtrace_merge::OffCpu) -> serde_json::Map<String, serde_json::Value> {
+    o.nonzero().map(|(c, ns)| (c.name().to_string(), json!(ns))).collect()
+}
+
+/// Writes `trace` as Chrome trace-event JSON (`{"traceEvents": [...]}`).
+///
+/// Per thread: a track with the method invocations as complete (`X`)
+/// events, which nest, and a track "state" (tid + [`STATE_TID_OFFSET`]) with
+/// `running` and off-CPU slices named by cause (category `sched`). Each
+/// wakeup by a traced thread is a flow arrow (`s` → `f`, bound to the
+/// enclosing slices) from the waker's state track to the wakee's.
+/// Timestamps are µs since the trace's start ([`time_origin`]).
+pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
+    let threads = collect(trace);
+    let t0 = time_origin(trace);
+    let rel = |ts: u64| us_num(ts.saturating_sub(t0));
+    let known: HashMap<u32, (u32, String)> =
+        threads.iter().map(|t| (t.info.tid, (pid_of(trace, &t.info), t.info.display_name().to_string()))).collect();
+    let mut first = true;
+    let mut emit = |out: &mut dyn Write, v: String| -> io::Result<()> {
+        out.write_all(if first { b"\n" } else { b",\n" })?;
+        first = false;
+        out.write_all(v.as_bytes())
+    };
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    serde_json::to_writer(
+        &mut out,
+        &json!({
+            "tool": "jtrace",
+            "command": trace.meta.command.join(" "),
+            "start_realtime_ns": trace.meta.start_realtime_ns,
+            "start_monotonic_ns": t0,
+            "lost_events_kernel": trace.losses.kernel,
+            "lost_events_jvm": trace.losses.jvm,
+            "complete": trace.meta.complete,
+        }),
+    )?;
+    out.write_all(b",\"traceEvents\":[")?;
+
+    let mut pids: BTreeMap<u32, ()> = BTreeMap::new();
+    for t in &threads {
+        pids.insert(pid_of(trace, &t.info), ());
+    }
+    for pid in pids.keys() {
+        let name = if *pid == trace.meta.pid && !trace.meta.command.is_empty() {
+            trace.meta.command.join(" ")
+        } else {
+            format!("process {pid}")
+        };
+        let v = json!({"ph":"M","name":"process_name","pid":pid,"tid":0,"args":{"name":name}});
+        emit(&mut out, v.to_string())?;
+    }
+    let mut flow_id = 0u64;
+    for (rank, &i) in thread_order(&threads).iter().enumerate() {
+        let t = &threads[i];
+        let (pid, tid) = (pid_of(trace, &t.info), t.info.tid);
+        let stid = tid + STATE_TID_OFFSET;
+        let name = format!("{} [{}]", t.info.display_name(), tid);
+        for (track, tname, sort) in [(stid, format!("{name} state"), 2 * rank), (tid, name.clone(), 2 * rank + 1)] {
+            emit(&mut out, json!({"ph":"M","name":"thread_name","pid":pid,"tid":track,"args":{"name":tname}}).to_string())?;
+            emit(
+                &mut out,
+                json!({"ph":"M","name":"thread_sort_index","pid":pid,"tid":track,"args":{"sort_index":sort}})
+                    .to_string(),
+            )?;
+        }
+        for s in &t.spans {
+            let m = &trace.methods[s.inv.method as usize];
+            let b = &s.inv.breakdown;
+            let args = json!({
+                "signature": m.signature, "wall_ns": b.wall, "cpu_ns": b.cpu, "off_cpu_ns": off_args(&b.off),
+                "voluntary_switches": b.voluntary, "involuntary_switches": b.involuntary,
+                "exception": s.inv.exception, "unfinished": s.inv.unfinished, "outermost": s.inv.outermost,
+                "depth": s.depth,
+            });
+            emit(
+                &mut out,
+                format!(
+                    "{{\"ph\":\"X\",\"cat\":\"method\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{args}}}",
+                    serde_json::to_string(&m.qualified())?,
+                    rel(s.inv.entry),
+                    us_num(b.wall),
+                ),
+            )?;
+        }
+        // The state track: running between off-CPU intervals, then each
+        // interval's causes in time order.
+        let mut run_from = t.info.first_ts;
+        for o in &t.offs {
+            if o.iv.start > run_from {
+                emit(
+                    &mut out,
+                    format!(
+                        "{{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"running\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{}}}",
+                        rel(run_from),
+                        us_num(o.iv.start - run_from)
+                    ),
+                )?;
+            }
+            run_from = run_from.max(o.iv.end);
+            let mut args = json!({
+                "interval_ns": o.iv.end - o.iv.start,
+                "split_ns": off_args(&o.iv.split.off),
+                "switch": if o.open { "none (still off CPU at end)" } else if o.iv.preempted { "involuntary" } else { "voluntary" },
+            });
+            if let Some(w) = o.iv.wake {
+                args["waker_tid"] = json!(w.waker_tid);
+                args["waker_pid"] = json!(w.waker_tgid);
+                if let Some((_, n)) = known.get(&w.waker_tid) {
+                    args["waker"] = json!(n);
+                }
+                args["wake_ts_us"] = json!(rel(w.ts).parse::<f64>().unwrap_or(0.0));
+            }
+            for (s, e, c) in cause_segments(&o.iv) {
+                emit(
+                    &mut out,
+                    format!(
+                        "{{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"{}\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{},\"args\":{args}}}",
+                        c.name(),
+                        rel(s),
+                        us_num(e - s)
+                    ),
+                )?;
+            }
+            if let Some(w) = o.iv.wake {
+                if let Some((wpid, _)) = known.get(&w.waker_tid).filter(|_| w.waker_tid != 0 && w.waker_tid != tid) {
+                    flow_id += 1;
+                    emit(&mut out, flow(flow_id, "s", *wpid, w.waker_tid + STATE_TID_OFFSET, &rel(w.ts)))?;
+                    emit(&mut out, flow(flow_id, "f", pid, stid, &rel(w.ts)))?;
+                }
+            }
+        }
+        if t.info.last_ts > run_from {
+            emit(
+                &mut out,
+                format!(
+                    "{{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"running\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{}}}",
+                    rel(run_from),
+                    us_num(t.info.last_ts - run_from)
+                ),
+            )?;
+        }
+    }
+    out.write_all(b"\n]}\n")?;
+    out.flush()
+}
+
+fn flow(id: u64, ph: &str, pid: u32, tid: u32, ts: &str) -> String {
+    format!(
+        "{{\"ph\":\"{ph}\",\"cat\":\"wakeup\",\"name\":\"wakeup\",\"id\":{id},\"bp\":\"e\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts}}}"
+    )
+}
+
+fn pid_of(trace: &Trace, t: &ThreadInfo) -> u32 {
+    if t.tgid != 0 {
+        t.tgid
+    } else {
+        trace.meta.pid
+    }
+}
+
+/// What [`write_collapsed`] writes.
+#[derive(Debug, Clone, Default)]
+pub struct CollapsedOptions {
+    /// Put the thread (`name [tid]`) between the cause and the frames.
+    pub thread: bool,
+    /// Also count off-CPU time outside traced methods, under the frame
+    /// `[no traced method]` (then the totals per cause are the threads' totals).
+    pub all: bool,
+}
+
+/// Frame standing for "no traced method open" in the collapsed output.
+pub const NO_METHOD_FRAME: &str = "[no traced method]";
+
+struct Folder<'a> {
+    trace: &'a Trace,
+    opts: &'a CollapsedOptions,
+    stack: Vec<MethodIdx>,
+    /// The stack as it was when the thread's last event closed it.
+    tail_stack: Option<Vec<MethodIdx>>,
+    off_sum: jtrace_merge::OffCpu,
+    folded: BTreeMap<String, u64>,
+}
+
+impl Folder<'_> {
+    fn add(&mut self, t: &ThreadInfo, depth: usize, off: &jtrace_merge::OffCpu) {
+        if depth == 0 && !self.opts.all {
+            return;
+        }
+        let mut frames = String::new();
+        if self.opts.thread {
+            frames.push(';');
+            frames.push_str(&frame(&format!("{} [{}]", t.display_name(), t.tid)));
+        }
+        if depth == 0 {
+            frames.push(';');
+            frames.push_str(NO_METHOD_FRAME);
+        }
+        for m in &self.stack[..depth.min(self.stack.len())] {
+            frames.push(';');
+            frames.push_str(&frame(&self.trace.methods[*m as usize].qualified()));
+        }
+        for (c, ns) in off.nonzero() {
+            *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
+        }
+    }
+}
+
+/// Folded-stack frames cannot contain `;` (separator) or newlines, and the
+/// count is after the last space; Java names have none of these, but be safe.
+fn frame(s: &str) -> String {
+    s.replace([';', '\n', '\r'], "_")
+}
+
+impl Visitor for Folder<'_> {
+    fn thread_begin(&mut self, _t: &ThreadInfo) {
+        self.stack.clear();
+        self.tail_stack = None;
+        self.off_sum = Default::default();
+    }
+    fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
+        self.stack.truncate(depth);
+        self.stack.push(m);
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        if inv.unfinished && inv.exit == t.last_ts && self.tail_stack.is_none() {
+            self.tail_stack = Some(self.stack.clone());
+        }
+        self.stack.truncate(depth);
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.off_sum += iv.split.off;
+        self.add(t, depth, &iv.split.off);
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        // The tail after the last switch-out (see `collect`), at the stack
+        // that was open at the thread's last event.
+        let all = totals.breakdown.off;
+        if all.0.iter().zip(self.off_sum.0.iter()).all(|(a, b)| a >= b) {
+            let tail = all - self.off_sum;
+            if tail.total() > 0 {
+                self.stack = self.tail_stack.take().unwrap_or_default();
+                self.add(t, self.stack.len(), &tail);
+            }
+        }
+    }
+}
+
+/// Writes off-CPU time as folded stacks (Brendan Gregg's collapsed format,
+/// read by flamegraph.pl, inferno and speedscope): one line per distinct
+/// stack, `cause;Outer.method;...;Inner.method N`, where N is **nanoseconds**
+/// off CPU with that cause at that stack, frames outermost first. With
+/// [`CollapsedOptions::thread`] the thread is the second frame.
+pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, mut out: impl Write) -> io::Result<()> {
+    let mut f = Folder { trace, opts, stack: Vec::new(), tail_stack: None, off_sum: Default::default(), folded: BTreeMap::new() };
+    analyze(trace, &mut f);
+    for (k, v) in &f.folded {
+        writeln!(out, "{k} {v}")?;
+    }
+    out.flush()
+}
+
+/// Column names of [`write_csv`], in order.
+pub fn csv_header() -> Vec<String> {
+    let mut h: Vec<String> = ["tid", "thread", "class", "method", "signature", "entry_ns", "exit_ns", "wall_ns", "cpu_ns"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    h.extend(Cause::ALL.iter().map(|c| format!("{}_ns", c.name())));
+    h.extend(["voluntary", "involuntary", "exception", "depth", "outermost", "unfinished"].iter().map(|s| s.to_string()));
+    h
+}
+
+/// Writes one CSV row per method invocation (threads in tid order,
+/// invocations by entry time): the report's columns, one `<cause>_ns` column
+/// per cause in DESIGN.md order, times in CLOCK_MONOTONIC ns, booleans as
+/// `true`/`false`. `outermost` is false for a recursive invocation nested in
+/// another of the same method; the report sums only outermost rows.
+pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(csv_header())?;
+    for t in collect(trace) {
+        let name = t.info.display_name().to_string();
+        for s in &t.spans {
+            let m = &trace.methods[s.inv.method as usize];
+            let b = &s.inv.breakdown;
+            let mut row: Vec<String> = vec![
+                t.info.tid.to_string(),
+                name.clone(),
+                m.class.clone(),
+                m.name.clone(),
+                m.signature.clone(),
+                s.inv.entry.to_string(),
+                s.inv.exit.to_string(),
+                b.wall.to_string(),
+                b.cpu.to_string(),
+            ];
+            row.extend(Cause::ALL.iter().map(|c| b.off.get(*c).to_string()));
+            row.extend([
+                b.voluntary.to_string(),
+                b.involuntary.to_string(),
+                s.inv.exception.to_string(),
+                s.depth.to_string(),
+                s.inv.outermost.to_string(),
+                s.inv.unfinished.to_string(),
+            ]);
+            w.write_record(&row)?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Name of a waker for display: `name [tid]`, or `tid N` if not traced.
+pub fn waker_name(trace: &Trace, w: &Wake) -> String {
+    match trace.threads.get(&w.waker_tid) {
+        Some(t) if !t.display_name().is_empty() => format!("{} [{}]", t.display_name(), w.waker_tid),
+        _ => format!("tid {}", w.waker_tid),
+    }
+}
