@@ -549,7 +549,7 @@ impl Encoder {
     }
 
     fn end(&mut self, start: usize) {
-        while (self.buf.len() - start) % 8 != 0 {
+        while !(self.buf.len() - start).is_multiple_of(8) {
             self.buf.push(0);
         }
         let len = (self.buf.len() - start) as u16;
@@ -909,7 +909,7 @@ impl<'a> Iterator for Decoder<'a> {
             self.pos = self.data.len();
             return None;
         }
-        if len < RECORD_HEADER_LEN || len % 8 != 0 {
+        if len < RECORD_HEADER_LEN || !len.is_multiple_of(8) {
             self.pos = self.data.len();
             return Some(Err(DecodeError::Corrupt { offset, what: "bad record length" }));
         }

@@ -416,6 +416,11 @@ impl Trace {
                 Payload::JvmStart(p) => jvm_pid = Some(p.pid),
                 Payload::ThreadStart(p) => {
                     let th = self.thread(tid);
+                    // HotSpot re-attaches the finished main thread as
+                    // "DestroyJavaVM" on the same tid: keep the first name.
+                    if th.java_name.is_some() {
+                        continue;
+                    }
                     th.java_name = Some(p.name);
                     th.group = p.group;
                     th.parent = p.parent;

@@ -1,0 +1,366 @@
+//! The agent's configuration: a JPMT-style directive file.
+//!
+//! One directive per line; `#` starts a comment; blank lines are ignored.
+//!
+//! | directive | argument |
+//! |---|---|
+//! | `output` | trace directory; the stream goes to `<dir>/jvm-<pid>.bin` |
+//! | `include_method`, `exclude_method` | `<class.method glob>` or `<class glob> <method glob>` |
+//! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
+//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling` | `on` or `off` |
+//!
+//! Rules are tried top to bottom and the first match wins. A method that
+//! matches no rule is not traced; a thread that matches no rule is traced.
+
+use std::fmt;
+
+/// One problem found in the configuration, with its 1-based line number
+/// (0 when it concerns the file as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Line of the problem, 1-based; 0 for the whole file.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// Formats the error as `<file>:<line>: <message>` (or `<file>: <message>`).
+    pub fn located(&self, file: &str) -> String {
+        if self.line == 0 {
+            format!("{file}: {}", self.message)
+        } else {
+            format!("{file}:{}: {}", self.line, self.message)
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// A `*`/`?` wildcard pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    pat: Vec<char>,
+}
+
+impl Glob {
+    /// Compiles `pattern`: `*` matches any run of characters (dots and `$`
+    /// included), `?` exactly one character, everything else itself.
+    pub fn new(pattern: &str) -> Self {
+        Glob {
+            pat: pattern.chars().collect(),
+        }
+    }
+
+    /// Whether the whole of `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        let t: Vec<char> = text.chars().collect();
+        let p = &self.pat;
+        // Classic linear backtracking: remember the last `*` and retry it
+        // with one more character whenever the rest fails to match.
+        let (mut pi, mut ti) = (0usize, 0usize);
+        let mut star: Option<(usize, usize)> = None;
+        while ti < t.len() {
+            if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == t[ti])) {
+                pi += 1;
+                ti += 1;
+            } else if pi < p.len() && p[pi] == '*' {
+                star = Some((pi, ti));
+                pi += 1;
+            } else if let Some((sp, st)) = star {
+                pi = sp + 1;
+                ti = st + 1;
+                star = Some((sp, st + 1));
+            } else {
+                return false;
+            }
+        }
+        p[pi..].iter().all(|&c| c == '*')
+    }
+}
+
+/// What a method rule matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MethodPattern {
+    /// One glob over `class.method` (dotted class name).
+    Full(Glob),
+    /// A class glob and a method-name glob, matched separately.
+    Split(Glob, Glob),
+}
+
+impl MethodPattern {
+    /// Whether the method `name` of class `class` (dotted) matches.
+    pub fn matches(&self, class: &str, name: &str) -> bool {
+        match self {
+            MethodPattern::Full(g) => g.matches(&format!("{class}.{name}")),
+            MethodPattern::Split(c, m) => c.matches(class) && m.matches(name),
+        }
+    }
+}
+
+/// A method include/exclude rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodRule {
+    /// `true` for `include_method`, `false` for `exclude_method`.
+    pub include: bool,
+    /// What it matches.
+    pub pattern: MethodPattern,
+}
+
+/// A thread include/exclude rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRule {
+    /// `true` for `include_thread`, `false` for `exclude_thread`.
+    pub include: bool,
+    /// Glob over the Java thread name.
+    pub pattern: Glob,
+}
+
+/// The parsed configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Trace directory (`output`).
+    pub output: Option<String>,
+    /// `method_invocation` (default on): record method entry/exit.
+    pub method_invocation: bool,
+    /// `bytecode_rewriting` (default off; accepted, not implemented yet).
+    pub bytecode_rewriting: bool,
+    /// `monitor_contention` (default off; accepted, not implemented yet).
+    pub monitor_contention: bool,
+    /// `monitor_waiting` (default off; accepted, not implemented yet).
+    pub monitor_waiting: bool,
+    /// `garbage_collection` (default off; accepted, not implemented yet).
+    pub garbage_collection: bool,
+    /// `object_allocation` (default off; accepted, not implemented yet).
+    pub object_allocation: bool,
+    /// `lt_process_scheduling` (default off; accepted, not implemented yet).
+    pub lt_process_scheduling: bool,
+    /// Method rules in file order.
+    pub method_rules: Vec<MethodRule>,
+    /// Thread rules in file order.
+    pub thread_rules: Vec<ThreadRule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            output: None,
+            method_invocation: true,
+            bytecode_rewriting: false,
+            monitor_contention: false,
+            monitor_waiting: false,
+            garbage_collection: false,
+            object_allocation: false,
+            lt_process_scheduling: false,
+            method_rules: Vec::new(),
+            thread_rules: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a configuration file's text. Returns the configuration read so
+    /// far together with every problem found; any problem means the agent
+    /// must not trace.
+    pub fn parse(text: &str) -> (Config, Vec<ConfigError>) {
+        let mut cfg = Config::default();
+        let mut errors = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let content = match raw.find('#') {
+                Some(p) => &raw[..p],
+                None => raw,
+            };
+            let content = content.trim();
+            if content.is_empty() {
+                continue;
+            }
+            let (directive, rest) = match content.split_once(char::is_whitespace) {
+                Some((d, r)) => (d, r.trim()),
+                None => (content, ""),
+            };
+            if let Err(message) = cfg.apply(directive, rest) {
+                errors.push(ConfigError { line, message });
+            }
+        }
+        (cfg, errors)
+    }
+
+    fn apply(&mut self, directive: &str, rest: &str) -> Result<(), String> {
+        let args: Vec<&str> = rest.split_whitespace().collect();
+        match directive {
+            "output" => {
+                if rest.is_empty() {
+                    return Err("`output` needs a directory".into());
+                }
+                if self.output.is_some() {
+                    return Err("`output` given twice".into());
+                }
+                self.output = Some(rest.to_string());
+            }
+            "include_method" | "exclude_method" => {
+                let pattern = match args.as_slice() {
+                    [full] => MethodPattern::Full(Glob::new(full)),
+                    [class, method] => MethodPattern::Split(Glob::new(class), Glob::new(method)),
+                    _ => {
+                        return Err(format!(
+                            "`{directive}` takes `<class.method>` or `<class> <method>` patterns, got {} arguments",
+                            args.len()
+                        ))
+                    }
+                };
+                self.method_rules.push(MethodRule {
+                    include: directive == "include_method",
+                    pattern,
+                });
+            }
+            "include_thread" | "exclude_thread" => {
+                // Thread names may contain spaces ("Signal Dispatcher"), so the
+                // whole rest of the line is the pattern.
+                if rest.is_empty() {
+                    return Err(format!("`{directive}` needs a thread name pattern"));
+                }
+                self.thread_rules.push(ThreadRule {
+                    include: directive == "include_thread",
+                    pattern: Glob::new(rest),
+                });
+            }
+            "method_invocation"
+            | "bytecode_rewriting"
+            | "monitor_contention"
+            | "monitor_waiting"
+            | "garbage_collection"
+            | "object_allocation"
+            | "lt_process_scheduling" => {
+                let on = match args.as_slice() {
+                    ["on"] => true,
+                    ["off"] => false,
+                    _ => return Err(format!("`{directive}` takes `on` or `off`, got `{rest}`")),
+                };
+                let slot = match directive {
+                    "method_invocation" => &mut self.method_invocation,
+                    "bytecode_rewriting" => &mut self.bytecode_rewriting,
+                    "monitor_contention" => &mut self.monitor_contention,
+                    "monitor_waiting" => &mut self.monitor_waiting,
+                    "garbage_collection" => &mut self.garbage_collection,
+                    "object_allocation" => &mut self.object_allocation,
+                    _ => &mut self.lt_process_scheduling,
+                };
+                *slot = on;
+            }
+            other => return Err(format!("unknown directive `{other}`")),
+        }
+        Ok(())
+    }
+
+    /// Whether any method can be traced at all (saves enabling the costly
+    /// method events when no rule could ever select a method).
+    pub fn traces_methods(&self) -> bool {
+        self.method_invocation && self.method_rules.iter().any(|r| r.include)
+    }
+
+    /// Whether method `name` of class `class` (dotted) is traced: first
+    /// matching rule wins, no match means not traced.
+    pub fn method_traced(&self, class: &str, name: &str) -> bool {
+        self.method_invocation
+            && self
+                .method_rules
+                .iter()
+                .find(|r| r.pattern.matches(class, name))
+                .is_some_and(|r| r.include)
+    }
+
+    /// Whether the thread called `name` is traced: first matching rule wins,
+    /// no match means traced.
+    pub fn thread_traced(&self, name: &str) -> bool {
+        match self.thread_rules.iter().find(|r| r.pattern.matches(name)) {
+            Some(r) => r.include,
+            None => true,
+        }
+    }
+}
+
+/// Converts a JVM class signature (`Lcom/acme/Foo;`, `[I`) to the dotted
+/// name used in rules and records (`com.acme.Foo`, `[I`).
+pub fn class_name_from_signature(sig: &str) -> String {
+    let inner = match sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) {
+        Some(s) => s,
+        None => sig,
+    };
+    inner.replace('/', ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob() {
+        let g = |p: &str, t: &str| Glob::new(p).matches(t);
+        assert!(g("Demo.*", "Demo.main"));
+        assert!(g("com.acme.*", "com.acme.sub.Foo.bar"));
+        assert!(g("*.run", "java.lang.Thread.run"));
+        assert!(!g("*.run", "java.lang.Thread.runx"));
+        assert!(g("Outer$*", "Outer$Inner"));
+        assert!(g("a?c", "abc"));
+        assert!(!g("a?c", "ac"));
+        assert!(g("*", ""));
+        assert!(!g("", "a"));
+        assert!(g("a*b*c", "aXbYbZc"));
+        assert!(!g("a*b*c", "aXbYbZ"));
+        assert!(g("**x", "abx"));
+        assert!(g("wörker-?", "wörker-1"));
+    }
+
+    #[test]
+    fn parse_and_rules() {
+        let text = "# comment\n\noutput /tmp/t dir\nexclude_method Demo untraced  # trailing\n\
+                    include_method Demo.*\ninclude_method com.acme.* get*\n\
+                    exclude_thread Signal Dispatcher\ninclude_thread *\nmonitor_waiting on\n";
+        let (cfg, errs) = Config::parse(text);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(cfg.output.as_deref(), Some("/tmp/t dir"));
+        assert!(cfg.monitor_waiting);
+        assert!(cfg.traces_methods());
+        assert!(!cfg.method_traced("Demo", "untraced"));
+        assert!(cfg.method_traced("Demo", "traced"));
+        assert!(cfg.method_traced("com.acme.x.Foo", "getBar"));
+        assert!(!cfg.method_traced("com.acme.Foo", "setBar"));
+        assert!(!cfg.method_traced("java.lang.String", "length"));
+        assert!(!cfg.thread_traced("Signal Dispatcher"));
+        assert!(cfg.thread_traced("main"));
+    }
+
+    #[test]
+    fn defaults() {
+        let (cfg, errs) = Config::parse("output /x\n");
+        assert!(errs.is_empty());
+        assert!(!cfg.traces_methods());
+        assert!(!cfg.method_traced("Demo", "main"));
+        assert!(cfg.thread_traced("anything"));
+        let (cfg, _) = Config::parse("include_method *\nmethod_invocation off\n");
+        assert!(!cfg.traces_methods());
+        assert!(!cfg.method_traced("Demo", "main"));
+    }
+
+    #[test]
+    fn errors_name_lines() {
+        let (_, errs) = Config::parse(
+            "output /x\n\nbogus 1\ninclude_method a b c\nmonitor_waiting maybe\noutput /y\ninclude_thread\n",
+        );
+        let lines: Vec<usize> = errs.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![3, 4, 5, 6, 7]);
+        assert_eq!(errs[0].located("a.conf"), "a.conf:3: unknown directive `bogus`");
+    }
+
+    #[test]
+    fn class_names() {
+        assert_eq!(class_name_from_signature("Lcom/acme/Foo;"), "com.acme.Foo");
+        assert_eq!(class_name_from_signature("LOuter$Inner;"), "Outer$Inner");
+        assert_eq!(class_name_from_signature("[I"), "[I");
+    }
+}
