@@ -117,6 +117,10 @@ pub mod kind {
     pub const ALLOC_SAMPLE: u16 = 122;
 }
 
+/// [`SwitchIn::prev_tid`] of a switch-in the kernel never reported and the
+/// recorder inferred (from the thread's CPU time at its next switch-out).
+pub const PREV_TID_UNKNOWN: u32 = u32::MAX;
+
 /// `prev_state` value of a task that was preempted while runnable.
 pub const TASK_RUNNING: u32 = 0;
 

@@ -1,0 +1,87 @@
+//! Compiles every `c/*.bpf.c` into a BPF object and a Rust skeleton
+//! (`$OUT_DIR/<name>.skel.rs`), against a `vmlinux.h` generated from the
+//! running kernel's BTF. CO-RE relocations make the objects portable anyway.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use libbpf_cargo::SkeletonBuilder;
+
+const BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// bpftool is often outside a non-root PATH (Debian puts it in /usr/sbin).
+fn find_bpftool() -> PathBuf {
+    if let Some(p) = env::var_os("BPFTOOL") {
+        return PathBuf::from(p);
+    }
+    let path = env::var_os("PATH").unwrap_or_default();
+    env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join("bpftool"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "bpftool not found in PATH, /usr/sbin or /sbin; it is needed to generate \
+                 vmlinux.h (Debian/Ubuntu: apt-get install bpftool, or set BPFTOOL=/path)"
+            )
+        })
+}
+
+fn gen_vmlinux_h(out: &Path) {
+    if !Path::new(BTF).exists() {
+        panic!(
+            "kernel has no BTF at {BTF}; building the BPF programs needs a kernel with \
+             CONFIG_DEBUG_INFO_BTF=y"
+        );
+    }
+    let bpftool = find_bpftool();
+    let output = Command::new(&bpftool)
+        .args(["btf", "dump", "file", BTF, "format", "c"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", bpftool.display()));
+    if !output.status.success() {
+        panic!(
+            "{} btf dump file {BTF} format c failed ({}): {}",
+            bpftool.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    std::fs::write(out.join("vmlinux.h"), &output.stdout).unwrap_or_else(|e| panic!("writing vmlinux.h: {e}"));
+}
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let c_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir")).join("c");
+
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed={}", c_dir.display());
+    println!("cargo:rerun-if-env-changed=BPFTOOL");
+    gen_vmlinux_h(&out);
+
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&c_dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", c_dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    sources.sort();
+    for p in &sources {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    for src in sources.iter().filter(|p| p.to_string_lossy().ends_with(".bpf.c")) {
+        let file = src.file_name().unwrap().to_string_lossy();
+        let name = file.trim_end_matches(".bpf.c");
+        let skel = out.join(format!("{name}.skel.rs"));
+        SkeletonBuilder::new()
+            .source(src)
+            .clang_args([
+                "-Wall".as_ref(),
+                "-I".as_ref(),
+                out.as_os_str(),
+                "-I".as_ref(),
+                c_dir.as_os_str(),
+            ])
+            .build_and_generate(&skel)
+            .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+    }
+}

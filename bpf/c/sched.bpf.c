@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * Scheduler and task-lifecycle events of the traced processes: switches,
+ * wakeups, fork/exit/exec/rename. BTF-enabled tracepoints (tp_btf) read
+ * task_struct directly with CO-RE and need no tracefs.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "jtrace.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Process that launches the traced command (jtrace itself); 0 = none. */
+const volatile __u32 launcher_tgid = 0;
+
+/* Threads that already got their COMM record. LRU: bounded, never full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} seen_tids SEC(".maps");
+
+/* What the last switch record of a traced thread was. */
+#define ST_UNKNOWN 0
+#define ST_IN 1
+#define ST_OUT 2
+
+struct task_state {
+	__u64 out_ts;		/* ts of the last SWITCH_OUT */
+	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
+	__u32 last;		/* ST_* */
+	__u32 pad;
+};
+
+/*
+ * Per-thread switch state, to notice a switch-in the tracepoint never
+ * reported: some kernels and sandboxes run no tracepoint programs while
+ * certain (hidden) tasks are current, so a switch from such a task to a
+ * traced one is invisible, while the later switch-out is seen.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_states SEC(".maps");
+
+static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm,
+				      __u64 ts)
+{
+	struct task_rec *r = rec_reserve(kind, sizeof(*r), tid, ts);
+
+	if (!r)
+		return;
+	r->tgid = tgid;
+	r->reserved = 0;
+	copy_comm(r->comm, comm);
+	rec_submit(r, kind);
+}
+
+/*
+ * A COMM record before the first switch of a thread, so every thread in
+ * kernel.bin has a name even if it existed before recording started.
+ */
+static __always_inline void note_tid(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
+{
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&seen_tids, &tid))
+		return;
+	/* NOEXIST: if two CPUs race, only the one that inserted emits. */
+	if (bpf_map_update_elem(&seen_tids, &tid, &one, BPF_NOEXIST))
+		return;
+	emit_task(K_COMM, tid, tgid, t->comm, ts);
+}
+
+/*
+ * The thread is being switched out but its switch-in was never reported.
+ * Its CPU time since the last switch-out (se.sum_exec_runtime, already
+ * updated by the scheduler at this point) says when it must have been
+ * switched in: emit that SWITCH_IN, with prev_tid unknown.
+ */
+static __always_inline void infer_switch_in(struct task_state *st, __u32 tid, __u32 tgid,
+					    __u32 cpu, __u64 runtime, __u64 ts)
+{
+	__u64 ran = runtime - st->out_runtime;
+	__u64 in_ts = ts - st->out_ts > ran ? ts - ran : st->out_ts;
+	struct switch_in_rec *r;
+
+	count(&emitted, K_INFERRED_SWITCH_IN);
+	r = rec_reserve(K_SWITCH_IN, sizeof(*r), tid, in_ts);
+	if (!r)
+		return;
+	r->tgid = tgid;
+	r->cpu = cpu;
+	r->prev_tid = PREV_TID_UNKNOWN;
+	r->reserved = 0;
+	rec_submit(r, K_SWITCH_IN);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
+	__u64 ts = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 prev_pid = BPF_CORE_READ(prev, pid);
+	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
+	__u32 next_pid = BPF_CORE_READ(next, pid);
+	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	struct task_state *st;
+	__u64 runtime;
+
+	/* pid 0 is the idle task of every CPU; never trace it. */
+	if (prev_pid && tgid_traced(prev_tgid)) {
+		struct switch_out_rec *r;
+
+		note_tid(prev, prev_pid, prev_tgid, ts);
+		st = bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+		if (st && st->last == ST_OUT)
+			infer_switch_in(st, prev_pid, prev_tgid, cpu, runtime, ts);
+		r = rec_reserve(K_SWITCH_OUT, sizeof(*r), prev_pid, ts);
+		if (r) {
+			r->tgid = prev_tgid;
+			/*
+			 * A preempted task stays runnable even if it had already set a
+			 * sleeping state (preempted on its way to schedule()); report it
+			 * as TASK_RUNNING, as the kernel's own trace output does ("R+").
+			 */
+			r->prev_state = preempt ? 0 : prev_state;
+			r->cpu = cpu;
+			r->next_tid = next_pid;
+			rec_submit(r, K_SWITCH_OUT);
+		}
+		if (st) {
+			st->last = ST_OUT;
+			st->out_ts = ts;
+			st->out_runtime = runtime;
+		}
+	}
+	if (next_pid && tgid_traced(next_tgid)) {
+		struct switch_in_rec *r;
+
+		note_tid(next, next_pid, next_tgid, ts);
+		st = bpf_task_storage_get(&task_states, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st)
+			st->last = ST_IN;
+		r = rec_reserve(K_SWITCH_IN, sizeof(*r), next_pid, ts);
+		if (r) {
+			r->tgid = next_tgid;
+			r->cpu = cpu;
+			r->prev_tid = prev_pid;
+			r->reserved = 0;
+			rec_submit(r, K_SWITCH_IN);
+		}
+	}
+	return 0;
+}
+
+static __always_inline void emit_wakeup(struct task_struct *p, __u32 new_task)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u64 waker = bpf_get_current_pid_tgid();
+	struct wakeup_rec *r;
+
+	if (!tgid_traced(tgid))
+		return;
+	r = rec_reserve(K_WAKEUP, sizeof(*r), BPF_CORE_READ(p, pid), ts);
+	if (!r)
+		return;
+	r->tgid = tgid;
+	r->waker_tid = (__u32)waker;
+	r->waker_tgid = waker >> 32;
+	/* task_cpu(p): what the tracepoint itself reports as target_cpu. */
+	r->target_cpu = BPF_CORE_READ(p, thread_info.cpu);
+	r->new_task = new_task;
+	r->reserved = 0;
+	rec_submit(r, K_WAKEUP);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking, struct task_struct *p)
+{
+	emit_wakeup(p, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	emit_wakeup(p, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u32 cpid = BPF_CORE_READ(child, pid);
+	struct fork_rec *r;
+
+	/*
+	 * A new process (not a new thread) of the launcher or of a traced
+	 * process joins the filter: this follows the process tree of the
+	 * command without tracing the launcher's own threads.
+	 */
+	if (ctgid != ptgid && ((launcher_tgid && ptgid == launcher_tgid) || tgid_traced(ptgid))) {
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY))
+			count(&dropped, K_FILTER_FULL);
+	}
+	if (!tgid_traced(ctgid))
+		return 0;
+	/* A recycled tid must get its COMM record again before its first switch. */
+	bpf_map_delete_elem(&seen_tids, &cpid);
+	r = rec_reserve(K_FORK, sizeof(*r), cpid, ts);
+	if (!r)
+		return 0;
+	r->tgid = ctgid;
+	r->parent_tid = BPF_CORE_READ(parent, pid);
+	r->parent_tgid = ptgid;
+	r->reserved = 0;
+	copy_comm(r->comm, child->comm);
+	rec_submit(r, K_FORK);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	/*
+	 * tgid stays in the filter: the dead thread still has its last
+	 * switch-out to come.
+	 */
+	if (tgid_traced(tgid))
+		emit_task(K_EXIT, BPF_CORE_READ(p, pid), tgid, p->comm, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	/* comm already holds the new program's name here. */
+	if (tgid_traced(tgid))
+		emit_task(K_EXEC, BPF_CORE_READ(p, pid), tgid, p->comm, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+
+	/* Fires before task->comm changes: the new name is the argument. */
+	if (tgid_traced(tgid))
+		emit_task(K_COMM, BPF_CORE_READ(task, pid), tgid, comm, bpf_ktime_get_ns());
+	return 0;
+}
