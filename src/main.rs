@@ -113,6 +113,9 @@ fn print_info(t: &Trace) {
     println!("methods    {} traced", t.methods.len());
     println!("events     kernel {}  jvm {}", t.kernel_records, t.jvm_records);
     println!("lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm);
+    if m.kernel_inferred_switch_ins > 0 {
+        println!("inferred   {} switch-ins the kernel did not report", m.kernel_inferred_switch_ins);
+    }
     for (k, v) in &m.kernel_lost {
         if *v > 0 {
             println!("  kernel lost {k}: {v}");

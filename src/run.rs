@@ -345,6 +345,7 @@ fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
     let stats = recorder.stop().context("stopping kernel tracing")?;
     meta.kernel_records = stats.records;
     meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
     let code = match &status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 1,

@@ -36,6 +36,9 @@ pub struct Meta {
     pub kernel_records: u64,
     /// Kernel records lost, by kind (ring buffer full, bad sample).
     pub kernel_lost: BTreeMap<String, u64>,
+    /// Switch-ins the kernel did not report and the recorder inferred.
+    #[serde(default)]
+    pub kernel_inferred_switch_ins: u64,
 }
 
 impl Meta {

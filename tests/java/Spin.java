@@ -5,12 +5,13 @@ import java.lang.management.ThreadMXBean;
 public class Spin {
     static volatile long sink;
 
+    static ThreadMXBean mx;
+
     static long burn(long cpuMillis) {
-        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long target = mx.getCurrentThreadCpuTime() + cpuMillis * 1_000_000L;
         long x = 0;
         while (mx.getCurrentThreadCpuTime() < target) {
-            for (int i = 0; i < 20_000; i++) {
+            for (int i = 0; i < 500; i++) {
                 x += i ^ (x << 1);
             }
         }
@@ -20,6 +21,9 @@ public class Spin {
 
     public static void main(String[] args) throws Exception {
         long ms = Long.parseLong(args[0]);
+        // Initialise the management classes here, not inside the measured method.
+        mx = ManagementFactory.getThreadMXBean();
+        mx.getCurrentThreadCpuTime();
         Thread a = new Thread(() -> burn(ms), "spin-a");
         Thread b = new Thread(() -> burn(ms), "spin-b");
         a.start();

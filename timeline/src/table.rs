@@ -29,7 +29,7 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize) {
     let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
     let _ = write!(s, "{:<44} {:>7} {:>11} {:>11} {:>11}", "method", "calls", "wall ms", "cpu ms", "off ms");
     for c in &cols {
-        let _ = write!(s, " {:>13}", c.name());
+        let _ = write!(s, " {:>15}", c.name());
     }
     let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
     for m in rows {
@@ -47,7 +47,7 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize) {
         for c in &cols {
             let v = m.off_cpu_ns.get(*c);
             let cell = if v == 0 { "-".to_string() } else { format!("{} {}", ms(v), pct(v, off)) };
-            let _ = write!(s, " {:>13}", truncate(&cell, 13));
+            let _ = write!(s, " {:>15}", truncate(&cell, 15));
         }
         let _ = writeln!(s, " {:>9} {:>9}", m.voluntary_switches, m.involuntary_switches);
     }
@@ -110,7 +110,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
     let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
     let _ = write!(s, "{:>8} {:<28} {:>11} {:>11} {:>11}", "tid", "name", "wall ms", "cpu ms", "off ms");
     for c in &cols {
-        let _ = write!(s, " {:>13}", c.name());
+        let _ = write!(s, " {:>15}", c.name());
     }
     let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
     for th in &r.threads {
@@ -127,7 +127,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
         );
         for c in &cols {
             let v = th.off_cpu_ns.get(*c);
-            let _ = write!(s, " {:>13}", if v == 0 { "-".to_string() } else { ms(v) });
+            let _ = write!(s, " {:>15}", if v == 0 { "-".to_string() } else { ms(v) });
         }
         let _ = writeln!(s, " {:>9} {:>9}", th.voluntary_switches, th.involuntary_switches);
     }
