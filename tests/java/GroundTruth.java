@@ -182,7 +182,8 @@ public class GroundTruth {
                 break;
             }
             case "file": {
-                File f = File.createTempFile("jtrace-gt", ".bin");
+                File dir = args.length > 2 ? new File(args[2]) : null;
+                File f = File.createTempFile("jtrace-gt", ".bin", dir);
                 try {
                     writeAndSync(f);
                 } finally {
