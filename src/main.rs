@@ -42,6 +42,11 @@ enum Cmd {
         /// Only methods whose `class.method` matches (glob).
         #[arg(long)]
         method: Option<String>,
+        /// Only methods that were off CPU for this cause, sorted by it
+        /// (runqueue, monitor, wait, park, sleep, gc, safepoint, socket, file,
+        /// page_fault, lock_native, syscall_other, unknown).
+        #[arg(long, value_parser = parse_cause)]
+        cause: Option<jtrace_merge::Cause>,
         /// Rows in the method tables.
         #[arg(long, default_value_t = 25)]
         top: usize,
@@ -51,6 +56,13 @@ enum Cmd {
         /// Trace directory.
         trace: PathBuf,
     },
+}
+
+fn parse_cause(s: &str) -> Result<jtrace_merge::Cause, String> {
+    jtrace_merge::Cause::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = jtrace_merge::Cause::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown cause {s:?}; one of: {}", names.join(", "))
+    })
 }
 
 fn open(path: &std::path::Path) -> anyhow::Result<Trace> {
@@ -66,8 +78,8 @@ fn main() -> ExitCode {
             jtrace_timeline::write_text(&t, std::io::BufWriter::new(stdout), &jtrace_timeline::TextOptions { all_events: all })
                 .map_err(Into::into)
         }),
-        Cmd::Report { trace, json, thread, method, top } => open(&trace).and_then(|t| {
-            let r = build_report(&t, &ReportFilter { thread, method });
+        Cmd::Report { trace, json, thread, method, cause, top } => open(&trace).and_then(|t| {
+            let r = build_report(&t, &ReportFilter { thread, method, cause });
             let mut out = std::io::stdout().lock();
             if json {
                 serde_json::to_writer_pretty(&mut out, &r)?;

@@ -164,6 +164,8 @@ pub struct ReportFilter {
     pub thread: Option<String>,
     /// Keep methods whose `class.name` matches (glob).
     pub method: Option<String>,
+    /// Keep methods with time off CPU for this cause, sorted by it.
+    pub cause: Option<crate::cause::Cause>,
 }
 
 /// Glob match: `*` any run, `?` one character.
@@ -237,9 +239,11 @@ fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter:
         .filter(|(m, _)| {
             filter.method.as_deref().is_none_or(|p| glob_match(p, &trace.methods[**m as usize].qualified()))
         })
+        .filter(|(_, s)| filter.cause.is_none_or(|c| s.total.off.get(c) > 0))
         .map(|(m, s)| method_json(trace, *m, s))
         .collect();
-    v.sort_by(|a, b| b.wall_ns.cmp(&a.wall_ns).then_with(|| a.class.cmp(&b.class)).then_with(|| a.name.cmp(&b.name)));
+    let key = |m: &MethodJson| filter.cause.map_or(m.wall_ns, |c| m.off_cpu_ns.get(c));
+    v.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.class.cmp(&b.class)).then_with(|| a.name.cmp(&b.name)));
     v
 }
 

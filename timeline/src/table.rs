@@ -24,8 +24,12 @@ fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
     Cause::ALL.into_iter().filter(|c| any[*c as usize]).collect()
 }
 
-fn method_table(s: &mut String, methods: &[MethodJson], top: usize) {
-    let rows: Vec<&MethodJson> = methods.iter().take(top).collect();
+fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool) {
+    let mut rows: Vec<&MethodJson> = methods.iter().collect();
+    if by_off {
+        rows.sort_by_key(|m| std::cmp::Reverse(m.off_cpu_ns.total()));
+    }
+    rows.truncate(top);
     let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
     let _ = write!(s, "{:<44} {:>7} {:>11} {:>11} {:>11}", "method", "calls", "wall ms", "cpu ms", "off ms");
     for c in &cols {
@@ -80,11 +84,11 @@ pub fn render_report(r: &Report, top: usize) -> String {
         let _ = writeln!(s, "WARNING: {p}");
     }
 
-    let _ = writeln!(s, "\n== Methods by wall time (inclusive; off-CPU by cause, % of off-CPU)");
+    let _ = writeln!(s, "\n== Methods by time off CPU (inclusive of callees; off-CPU by cause with % of off-CPU)");
     if r.methods.is_empty() {
         let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
     } else {
-        method_table(&mut s, &r.methods, top);
+        method_table(&mut s, &r.methods, top, true);
         let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
         let _ = writeln!(
             s,
