@@ -7,7 +7,11 @@
 //! | `output` | trace directory; the stream goes to `<dir>/jvm-<pid>.bin` |
 //! | `include_method`, `exclude_method` | `<class.method glob>` or `<class glob> <method glob>` |
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
-//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling` | `on` or `off` |
+//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit` | `on` or `off` |
+//!
+//! Monitor contention, monitor waiting, garbage collection, park, sleep and
+//! JIT (compiled method load/unload) events are on by default; sampled object
+//! allocation is off. None of them needs method events.
 //!
 //! Rules are tried top to bottom and the first match wins. A method that
 //! matches no rule is not traced; a thread that matches no rule is traced.
@@ -129,14 +133,20 @@ pub struct Config {
     pub method_invocation: bool,
     /// `bytecode_rewriting` (default off; accepted, not implemented yet).
     pub bytecode_rewriting: bool,
-    /// `monitor_contention` (default off; accepted, not implemented yet).
+    /// `monitor_contention` (default on): contended monitor enter/entered.
     pub monitor_contention: bool,
-    /// `monitor_waiting` (default off; accepted, not implemented yet).
+    /// `monitor_waiting` (default on): Object.wait begin/end.
     pub monitor_waiting: bool,
-    /// `garbage_collection` (default off; accepted, not implemented yet).
+    /// `garbage_collection` (default on): GC start/finish.
     pub garbage_collection: bool,
-    /// `object_allocation` (default off; accepted, not implemented yet).
+    /// `object_allocation` (default off): sampled object allocations.
     pub object_allocation: bool,
+    /// `park` (default on): Unsafe.park (LockSupport) begin/end.
+    pub park: bool,
+    /// `sleep` (default on): Thread.sleep begin/end.
+    pub sleep: bool,
+    /// `jit` (default on): compiled method load/unload.
+    pub jit: bool,
     /// `lt_process_scheduling` (default off; accepted, not implemented yet).
     pub lt_process_scheduling: bool,
     /// Method rules in file order.
@@ -151,10 +161,13 @@ impl Default for Config {
             output: None,
             method_invocation: true,
             bytecode_rewriting: false,
-            monitor_contention: false,
-            monitor_waiting: false,
-            garbage_collection: false,
+            monitor_contention: true,
+            monitor_waiting: true,
+            garbage_collection: true,
             object_allocation: false,
+            park: true,
+            sleep: true,
+            jit: true,
             lt_process_scheduling: false,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
@@ -235,7 +248,10 @@ impl Config {
             | "monitor_waiting"
             | "garbage_collection"
             | "object_allocation"
-            | "lt_process_scheduling" => {
+            | "lt_process_scheduling"
+            | "park"
+            | "sleep"
+            | "jit" => {
                 let on = match args.as_slice() {
                     ["on"] => true,
                     ["off"] => false,
@@ -248,6 +264,9 @@ impl Config {
                     "monitor_waiting" => &mut self.monitor_waiting,
                     "garbage_collection" => &mut self.garbage_collection,
                     "object_allocation" => &mut self.object_allocation,
+                    "park" => &mut self.park,
+                    "sleep" => &mut self.sleep,
+                    "jit" => &mut self.jit,
                     _ => &mut self.lt_process_scheduling,
                 };
                 *slot = on;
@@ -342,6 +361,15 @@ mod tests {
         assert!(!cfg.traces_methods());
         assert!(!cfg.method_traced("Demo", "main"));
         assert!(cfg.thread_traced("anything"));
+        assert!(cfg.monitor_contention && cfg.monitor_waiting && cfg.garbage_collection);
+        assert!(cfg.park && cfg.sleep && cfg.jit && !cfg.object_allocation);
+        let (cfg, errs) = Config::parse("park off
+sleep off
+jit off
+object_allocation on
+");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(!cfg.park && !cfg.sleep && !cfg.jit && cfg.object_allocation);
         let (cfg, _) = Config::parse("include_method *\nmethod_invocation off\n");
         assert!(!cfg.traces_methods());
         assert!(!cfg.method_traced("Demo", "main"));

@@ -7,7 +7,7 @@
 //! written before any thread chunk, so a METHOD_DEF reaches the file before
 //! every METHOD_ENTRY that refers to it, whichever thread flushes first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +38,8 @@ pub type SharedBuf = Arc<Mutex<ThreadBuf>>;
 struct Methods {
     /// Filter decision per jmethodID, for every method seen by any thread.
     traced: HashMap<usize, bool>,
+    /// Methods whose METHOD_DEF is written (or pending), traced or not.
+    described: HashSet<usize>,
     /// METHOD_DEF records not yet in the file.
     pending: Encoder,
     pending_records: u64,
@@ -160,7 +162,7 @@ impl Recorder {
             return t;
         }
         m.traced.insert(def.method as usize, traced);
-        if traced {
+        if traced && m.described.insert(def.method as usize) {
             if self.is_dead() {
                 self.count_lost(1);
             } else {
@@ -173,6 +175,31 @@ impl Recorder {
             }
         }
         traced
+    }
+
+    /// Whether `method` already has its METHOD_DEF (written or pending).
+    pub fn is_described(&self, method: usize) -> bool {
+        lock(&self.methods).described.contains(&method)
+    }
+
+    /// Queues a METHOD_DEF for a method that is referenced other than by a
+    /// method event (JIT code ranges), whether traced or not; at most one per
+    /// method id, shared with [`Recorder::define_method`].
+    pub fn describe_method(&self, tid: u32, ts: u64, def: MethodDef) {
+        let mut m = lock(&self.methods);
+        if !m.described.insert(def.method as usize) {
+            return;
+        }
+        if self.is_dead() {
+            self.count_lost(1);
+            return;
+        }
+        m.pending.record(&Record {
+            tid,
+            ts,
+            payload: Payload::MethodDef(def),
+        });
+        m.pending_records += 1;
     }
 
     /// Final flush at VM death: every thread buffer, then JVM_END with the

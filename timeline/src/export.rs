@@ -23,11 +23,20 @@ pub struct Span {
     pub depth: usize,
 }
 
-/// One off-CPU interval of a thread, with the traced depth at the time.
+/// One off-CPU interval of a thread (switch-out to switch-in), with the
+/// traced depth at the time.
 #[derive(Debug, Clone, Copy)]
 pub struct OffSpan {
-    /// The interval, as the merge reported it.
-    pub iv: OffCpuInterval,
+    /// Switch-out time.
+    pub start: u64,
+    /// Switch-in time.
+    pub end: u64,
+    /// Involuntary (preempted while runnable).
+    pub preempted: bool,
+    /// The wakeup that ended the block, if any.
+    pub wake: Option<Wake>,
+    /// The interval split by cause (sums to `end - start`).
+    pub split: Breakdown,
     /// Traced frames open during the interval (0 = outside any traced method).
     pub depth: usize,
     /// No switch-in ended it: the thread was still off CPU at its last event.
@@ -49,11 +58,12 @@ pub struct ThreadData {
 }
 
 impl ThreadData {
-    /// 0 = application Java thread, 1 = JVM-internal Java thread (group
-    /// "system"), 2 = native thread: the order in which views list threads.
+    /// 0 = application Java thread, 1 = JVM-internal Java thread (groups
+    /// "system" and "InnocuousThreadGroup"), 2 = native thread: the order in
+    /// which views list threads.
     pub fn category(&self) -> u8 {
         match &self.info.java_name {
-            Some(_) if self.info.group != "system" => 0,
+            Some(_) if !matches!(self.info.group.as_str(), "system" | "InnocuousThreadGroup") => 0,
             Some(_) => 1,
             None => 2,
         }
@@ -80,7 +90,15 @@ impl Visitor for Collector {
     fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.off_sum += iv.split;
         if let Some(c) = &mut self.cur {
-            c.offs.push(OffSpan { iv: *iv, depth, open: false });
+            c.offs.push(OffSpan {
+                start: iv.start,
+                end: iv.end,
+                preempted: iv.preempted,
+                wake: iv.wake,
+                split: iv.split,
+                depth,
+                open: false,
+            });
         }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
@@ -94,20 +112,17 @@ impl Visitor for Collector {
             split.off = totals.breakdown.off - self.off_sum.off;
             let depth = c.spans.iter().filter(|s| s.inv.unfinished && s.inv.exit == t.last_ts).count();
             c.offs.push(OffSpan {
-                iv: OffCpuInterval {
-                    start: t.last_ts - tail,
-                    end: t.last_ts,
-                    preempted: false,
-                    prev_state: 0,
-                    wake: None,
-                    split,
-                },
+                start: t.last_ts - tail,
+                end: t.last_ts,
+                preempted: false,
+                wake: None,
+                split,
                 depth,
                 open: true,
             });
         }
         c.spans.sort_by_key(|s| (s.inv.entry, s.depth));
-        c.offs.sort_by_key(|o| o.iv.start);
+        c.offs.sort_by_key(|o| o.start);
         self.threads.push(c);
     }
 }
@@ -126,14 +141,14 @@ pub fn collect(trace: &Trace) -> Vec<ThreadData> {
 /// (DESIGN.md) is that the blocked part comes first and the `runqueue` part
 /// (wakeup to switch-in) last, so the non-runqueue causes are laid out from
 /// the start in column order, and `runqueue` at the end. Durations are exact.
-pub fn cause_segments(iv: &OffCpuInterval) -> Vec<(u64, u64, Cause)> {
+pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
     let mut v = Vec::new();
-    let mut t = iv.start;
-    for (c, ns) in iv.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue) {
+    let mut t = o.start;
+    for (c, ns) in o.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue) {
         v.push((t, t + ns, c));
         t += ns;
     }
-    let rq = iv.split.off.get(Cause::Runqueue);
+    let rq = o.split.off.get(Cause::Runqueue);
     if rq > 0 {
         v.push((t, t + rq, Cause::Runqueue));
     }
@@ -161,10 +176,11 @@ pub fn time_origin(trace: &Trace) -> u64 {
 /// Formats nanoseconds as microseconds with exact fractional digits, as a
 /// JSON number (Chrome trace timestamps are µs).
 fn us_num(ns: u64) -> String {
-    if ns % 1000 == 0 {
-        format!("{}", ns / 1000)
+    let (us, frac) = (ns / 1000, ns % 1000);
+    if frac == 0 {
+        format!("{us}")
     } else {
-        format!("{}.{:03}", ns / 1000, ns % 1000)
+        format!("{us}.{frac:03}")
     }
 }
 
@@ -261,23 +277,23 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         // interval's causes in time order.
         let mut run_from = t.info.first_ts;
         for o in &t.offs {
-            if o.iv.start > run_from {
+            if o.start > run_from {
                 emit(
                     &mut out,
                     format!(
                         "{{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"running\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{}}}",
                         rel(run_from),
-                        us_num(o.iv.start - run_from)
+                        us_num(o.start - run_from)
                     ),
                 )?;
             }
-            run_from = run_from.max(o.iv.end);
+            run_from = run_from.max(o.end);
             let mut args = json!({
-                "interval_ns": o.iv.end - o.iv.start,
-                "split_ns": off_args(&o.iv.split.off),
-                "switch": if o.open { "none (still off CPU at end)" } else if o.iv.preempted { "involuntary" } else { "voluntary" },
+                "interval_ns": o.end - o.start,
+                "split_ns": off_args(&o.split.off),
+                "switch": if o.open { "none (still off CPU at end)" } else if o.preempted { "involuntary" } else { "voluntary" },
             });
-            if let Some(w) = o.iv.wake {
+            if let Some(w) = o.wake {
                 args["waker_tid"] = json!(w.waker_tid);
                 args["waker_pid"] = json!(w.waker_tgid);
                 if let Some((_, n)) = known.get(&w.waker_tid) {
@@ -285,7 +301,7 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 }
                 args["wake_ts_us"] = json!(rel(w.ts).parse::<f64>().unwrap_or(0.0));
             }
-            for (s, e, c) in cause_segments(&o.iv) {
+            for (s, e, c) in cause_segments(o) {
                 emit(
                     &mut out,
                     format!(
@@ -296,7 +312,7 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                     ),
                 )?;
             }
-            if let Some(w) = o.iv.wake {
+            if let Some(w) = o.wake {
                 if let Some((wpid, _)) = known.get(&w.waker_tid).filter(|_| w.waker_tid != 0 && w.waker_tid != tid) {
                     flow_id += 1;
                     emit(&mut out, flow(flow_id, "s", *wpid, w.waker_tid + STATE_TID_OFFSET, &rel(w.ts)))?;
