@@ -2,6 +2,7 @@
 //! merged per-thread result.
 
 mod run;
+mod views;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -11,7 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "jtrace", version, about = "Kernel-assisted tracer for Java programs: where did the time go?")]
+#[command(
+    name = "jtrace",
+    version,
+    about = "Kernel-assisted tracer for Java programs: where did the time go?"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -51,6 +56,10 @@ enum Cmd {
         #[arg(long, default_value_t = 25)]
         top: usize,
     },
+    /// Write the per-thread timeline as one self-contained HTML file.
+    Timeline(views::TimelineArgs),
+    /// Export for other viewers: chrome (Perfetto), collapsed (flame graphs), csv, text.
+    Export(views::ExportArgs),
     /// Print a trace's metadata, event counts and losses.
     Info {
         /// Trace directory.
@@ -75,10 +84,21 @@ fn main() -> ExitCode {
         Cmd::Run(args) => return run::run(args),
         Cmd::Text { trace, all } => open(&trace).and_then(|t| {
             let stdout = std::io::stdout().lock();
-            jtrace_timeline::write_text(&t, std::io::BufWriter::new(stdout), &jtrace_timeline::TextOptions { all_events: all })
-                .map_err(Into::into)
+            jtrace_timeline::write_text(
+                &t,
+                std::io::BufWriter::new(stdout),
+                &jtrace_timeline::TextOptions { all_events: all },
+            )
+            .map_err(Into::into)
         }),
-        Cmd::Report { trace, json, thread, method, cause, top } => open(&trace).and_then(|t| {
+        Cmd::Report {
+            trace,
+            json,
+            thread,
+            method,
+            cause,
+            top,
+        } => open(&trace).and_then(|t| {
             let r = build_report(&t, &ReportFilter { thread, method, cause });
             let mut out = std::io::stdout().lock();
             if json {
@@ -89,13 +109,17 @@ fn main() -> ExitCode {
             }
             Ok(())
         }),
+        Cmd::Timeline(args) => views::timeline(args),
+        Cmd::Export(args) => views::export(args),
         Cmd::Info { trace } => open(&trace).map(|t| print_info(&t)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // A closed pipe (`jtrace text t | head`) is not an error worth a message.
-            if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
                 return ExitCode::SUCCESS;
             }
             eprintln!("jtrace: {e:#}");
@@ -108,7 +132,14 @@ fn print_info(t: &Trace) {
     let m = &t.meta;
     println!("trace      {}", t.dir.display());
     println!("format     v{}  (written by jtrace {})", m.version, m.jtrace_version);
-    println!("complete   {}", if m.complete { "yes" } else { "NO: recording was cut off; this is a readable prefix" });
+    println!(
+        "complete   {}",
+        if m.complete {
+            "yes"
+        } else {
+            "NO: recording was cut off; this is a readable prefix"
+        }
+    );
     println!("command    {}", m.command.join(" "));
     println!("pid        {}", m.pid);
     if let Some(c) = m.exit_code {
@@ -116,17 +147,27 @@ fn print_info(t: &Trace) {
     }
     println!("kernel     {}", m.kernel);
     println!("started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns));
-    println!("duration   {} ms", jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns)));
+    println!(
+        "duration   {} ms",
+        jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns))
+    );
     if !m.methods.is_empty() {
         println!("methods    {}", m.methods.join(" "));
     }
-    println!("threads    {} ({} known to the JVM)", t.threads.len(), t.threads.values().filter(|x| x.java_name.is_some()).count());
+    println!(
+        "threads    {} ({} known to the JVM)",
+        t.threads.len(),
+        t.threads.values().filter(|x| x.java_name.is_some()).count()
+    );
     println!("JVMs       {:?}", t.jvm_pids);
     println!("methods    {} traced", t.methods.len());
     println!("events     kernel {}  jvm {}", t.kernel_records, t.jvm_records);
     println!("lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm);
     if m.kernel_inferred_switch_ins > 0 {
-        println!("inferred   {} switch-ins the kernel did not report", m.kernel_inferred_switch_ins);
+        println!(
+            "inferred   {} switch-ins the kernel did not report",
+            m.kernel_inferred_switch_ins
+        );
     }
     for (k, v) in &m.kernel_lost {
         if *v > 0 {

@@ -99,7 +99,10 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     match args.format {
         ExportFormat::Chrome => export::write_chrome(&trace, out)?,
         ExportFormat::Collapsed => {
-            let opts = export::CollapsedOptions { thread: args.per_thread, all: args.all };
+            let opts = export::CollapsedOptions {
+                thread: args.per_thread,
+                all: args.all,
+            };
             export::write_collapsed(&trace, &opts, out)?
         }
         ExportFormat::Csv => export::write_csv(&trace, out)?,

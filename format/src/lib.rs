@@ -141,7 +141,11 @@ pub struct FileHeader {
 impl FileHeader {
     /// A header for a stream with the given magic, at the current version.
     pub fn new(magic: [u8; 8]) -> Self {
-        FileHeader { magic, version: FORMAT_VERSION, flags: 0 }
+        FileHeader {
+            magic,
+            version: FORMAT_VERSION,
+            flags: 0,
+        }
     }
 
     /// Serialises the header.
@@ -819,14 +823,21 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
             comm: c.comm()?,
         }),
         kind::EXIT | kind::COMM | kind::EXEC => {
-            let t = TaskInfo { tgid: c.u32()?, reserved: c.u32()?, comm: c.comm()? };
+            let t = TaskInfo {
+                tgid: c.u32()?,
+                reserved: c.u32()?,
+                comm: c.comm()?,
+            };
             match kind {
                 kind::EXIT => Payload::Exit(t),
                 kind::COMM => Payload::Comm(t),
                 _ => Payload::Exec(t),
             }
         }
-        kind::JVM_START => Payload::JvmStart(JvmStart { pid: c.u32()?, vm_version: c.str()? }),
+        kind::JVM_START => Payload::JvmStart(JvmStart {
+            pid: c.u32()?,
+            vm_version: c.str()?,
+        }),
         kind::THREAD_START => Payload::ThreadStart(ThreadStart {
             daemon: c.u32()?,
             name: c.str()?,
@@ -841,7 +852,11 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
             signature: c.str()?,
         }),
         kind::METHOD_ENTRY | kind::METHOD_EXIT => {
-            let e = MethodEvent { method: c.u64()?, flags: c.u32()?, reserved: c.u32()? };
+            let e = MethodEvent {
+                method: c.u64()?,
+                flags: c.u32()?,
+                reserved: c.u32()?,
+            };
             if kind == kind::METHOD_ENTRY {
                 Payload::MethodEntry(e)
             } else {
@@ -867,7 +882,11 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
             dev: c.u64()?,
             ino: c.u64()?,
         }),
-        kind::PAGE_FAULT => Payload::PageFault(PageFault { address: c.u64()?, ip: c.u64()?, error_code: c.u64()? }),
+        kind::PAGE_FAULT => Payload::PageFault(PageFault {
+            address: c.u64()?,
+            ip: c.u64()?,
+            error_code: c.u64()?,
+        }),
         kind::BLOCK_IO => Payload::BlockIo(BlockIo {
             complete_ts: c.u64()?,
             dev: c.u64()?,
@@ -875,16 +894,32 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
             bytes: c.u32()?,
             write: c.u32()?,
         }),
-        kind::LIB_CALL => {
-            Payload::LibCall(LibCall { exit_ts: c.u64()?, probe: c.u32()?, reserved: c.u32()?, ret: c.u64()? })
-        }
-        kind::PROBE_DEF => Payload::ProbeDef(ProbeDef { probe: c.u32()?, library: c.str()?, symbol: c.str()? }),
-        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::ALLOC_SAMPLE => {
-            Payload::Jvm(kind, JvmBlock { arg: c.u64()?, class: c.str()? })
-        }
+        kind::LIB_CALL => Payload::LibCall(LibCall {
+            exit_ts: c.u64()?,
+            probe: c.u32()?,
+            reserved: c.u32()?,
+            ret: c.u64()?,
+        }),
+        kind::PROBE_DEF => Payload::ProbeDef(ProbeDef {
+            probe: c.u32()?,
+            library: c.str()?,
+            symbol: c.str()?,
+        }),
+        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::ALLOC_SAMPLE => Payload::Jvm(
+            kind,
+            JvmBlock {
+                arg: c.u64()?,
+                class: c.str()?,
+            },
+        ),
         kind::COMPILED_METHOD_LOAD | kind::COMPILED_METHOD_UNLOAD => Payload::Compiled(
             kind == kind::COMPILED_METHOD_LOAD,
-            CompiledMethod { method: c.u64()?, code_addr: c.u64()?, code_size: c.u32()?, reserved: c.u32()? },
+            CompiledMethod {
+                method: c.u64()?,
+                code_addr: c.u64()?,
+                code_size: c.u32()?,
+                reserved: c.u32()?,
+            },
         ),
         other => Payload::Unknown(other),
     })
@@ -915,7 +950,10 @@ impl<'a> Iterator for Decoder<'a> {
         }
         if len < RECORD_HEADER_LEN || !len.is_multiple_of(8) {
             self.pos = self.data.len();
-            return Some(Err(DecodeError::Corrupt { offset, what: "bad record length" }));
+            return Some(Err(DecodeError::Corrupt {
+                offset,
+                what: "bad record length",
+            }));
         }
         if rest.len() < len {
             self.pos = self.data.len();
@@ -926,7 +964,10 @@ impl<'a> Iterator for Decoder<'a> {
             Some(payload) => Some(Ok(Record { tid, ts, payload })),
             None => {
                 self.pos = self.data.len();
-                Some(Err(DecodeError::Corrupt { offset, what: "payload shorter than its kind" }))
+                Some(Err(DecodeError::Corrupt {
+                    offset,
+                    what: "payload shorter than its kind",
+                }))
             }
         }
     }
@@ -947,8 +988,18 @@ mod tests {
         let mut comm = [0u8; 16];
         comm[..4].copy_from_slice(b"java");
         let records = vec![
-            Payload::SwitchOut(SwitchOut { tgid: 1, prev_state: 1, cpu: 0, next_tid: 9 }),
-            Payload::SwitchIn(SwitchIn { tgid: 1, cpu: 1, prev_tid: 0, reserved: 0 }),
+            Payload::SwitchOut(SwitchOut {
+                tgid: 1,
+                prev_state: 1,
+                cpu: 0,
+                next_tid: 9,
+            }),
+            Payload::SwitchIn(SwitchIn {
+                tgid: 1,
+                cpu: 1,
+                prev_tid: 0,
+                reserved: 0,
+            }),
             Payload::Wakeup(Wakeup {
                 tgid: 1,
                 waker_tid: 3,
@@ -957,11 +1008,32 @@ mod tests {
                 new_task: 0,
                 reserved: 0,
             }),
-            Payload::Fork(Fork { tgid: 1, parent_tid: 1, parent_tgid: 1, reserved: 0, comm }),
-            Payload::Exit(TaskInfo { tgid: 1, reserved: 0, comm }),
-            Payload::Comm(TaskInfo { tgid: 1, reserved: 0, comm }),
-            Payload::Exec(TaskInfo { tgid: 1, reserved: 0, comm }),
-            Payload::JvmStart(JvmStart { pid: 7, vm_version: "17.0.15".into() }),
+            Payload::Fork(Fork {
+                tgid: 1,
+                parent_tid: 1,
+                parent_tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Exit(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Comm(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Exec(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::JvmStart(JvmStart {
+                pid: 7,
+                vm_version: "17.0.15".into(),
+            }),
             Payload::ThreadStart(ThreadStart {
                 daemon: 1,
                 name: "main".into(),
@@ -975,8 +1047,16 @@ mod tests {
                 name: "bär".into(),
                 signature: "(I)V".into(),
             }),
-            Payload::MethodEntry(MethodEvent { method: 5, flags: 0, reserved: 0 }),
-            Payload::MethodExit(MethodEvent { method: 5, flags: EXIT_BY_EXCEPTION, reserved: 0 }),
+            Payload::MethodEntry(MethodEvent {
+                method: 5,
+                flags: 0,
+                reserved: 0,
+            }),
+            Payload::MethodExit(MethodEvent {
+                method: 5,
+                flags: EXIT_BY_EXCEPTION,
+                reserved: 0,
+            }),
             Payload::JvmEnd(JvmEnd { lost_events: 3 }),
             Payload::AgentError("bad line 3".into()),
             Payload::Syscall(Syscall {
@@ -996,18 +1076,69 @@ mod tests {
                 dev: 3,
                 ino: 4,
             }),
-            Payload::PageFault(PageFault { address: 1, ip: 2, error_code: 3 }),
-            Payload::BlockIo(BlockIo { complete_ts: 5, dev: 6, sector: 7, bytes: 4096, write: 1 }),
-            Payload::LibCall(LibCall { exit_ts: 9, probe: 1, reserved: 0, ret: 42 }),
-            Payload::ProbeDef(ProbeDef { probe: 1, library: "libz.so.1".into(), symbol: "inflate".into() }),
-            Payload::Jvm(kind::MONITOR_WAIT, JvmBlock { arg: 100, class: "java.lang.Object".into() }),
-            Payload::Jvm(kind::GC_END, JvmBlock { arg: 0, class: String::new() }),
-            Payload::Compiled(true, CompiledMethod { method: 1, code_addr: 2, code_size: 3, reserved: 0 }),
-            Payload::Compiled(false, CompiledMethod { method: 1, code_addr: 2, code_size: 3, reserved: 0 }),
+            Payload::PageFault(PageFault {
+                address: 1,
+                ip: 2,
+                error_code: 3,
+            }),
+            Payload::BlockIo(BlockIo {
+                complete_ts: 5,
+                dev: 6,
+                sector: 7,
+                bytes: 4096,
+                write: 1,
+            }),
+            Payload::LibCall(LibCall {
+                exit_ts: 9,
+                probe: 1,
+                reserved: 0,
+                ret: 42,
+            }),
+            Payload::ProbeDef(ProbeDef {
+                probe: 1,
+                library: "libz.so.1".into(),
+                symbol: "inflate".into(),
+            }),
+            Payload::Jvm(
+                kind::MONITOR_WAIT,
+                JvmBlock {
+                    arg: 100,
+                    class: "java.lang.Object".into(),
+                },
+            ),
+            Payload::Jvm(
+                kind::GC_END,
+                JvmBlock {
+                    arg: 0,
+                    class: String::new(),
+                },
+            ),
+            Payload::Compiled(
+                true,
+                CompiledMethod {
+                    method: 1,
+                    code_addr: 2,
+                    code_size: 3,
+                    reserved: 0,
+                },
+            ),
+            Payload::Compiled(
+                false,
+                CompiledMethod {
+                    method: 1,
+                    code_addr: 2,
+                    code_size: 3,
+                    reserved: 0,
+                },
+            ),
         ];
         let mut enc = Encoder::new();
         for (i, p) in records.iter().enumerate() {
-            enc.record(&Record { tid: i as u32, ts: 1000 + i as u64, payload: p.clone() });
+            enc.record(&Record {
+                tid: i as u32,
+                ts: 1000 + i as u64,
+                payload: p.clone(),
+            });
         }
         assert_eq!(enc.buf.len() % 8, 0);
         let decoded: Vec<Record> = Decoder::new(&enc.buf, 16).map(|r| r.unwrap()).collect();
@@ -1022,9 +1153,21 @@ mod tests {
     #[test]
     fn truncated_stream_keeps_prefix() {
         let mut enc = Encoder::new();
-        let p = Payload::MethodEntry(MethodEvent { method: 1, flags: 0, reserved: 0 });
-        enc.record(&Record { tid: 1, ts: 1, payload: p.clone() });
-        enc.record(&Record { tid: 1, ts: 2, payload: p });
+        let p = Payload::MethodEntry(MethodEvent {
+            method: 1,
+            flags: 0,
+            reserved: 0,
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: p.clone(),
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: p,
+        });
         let cut = &enc.buf[..enc.buf.len() - 3];
         let out: Vec<_> = Decoder::new(cut, 0).collect();
         assert_eq!(out.len(), 2);
@@ -1035,8 +1178,16 @@ mod tests {
     #[test]
     fn unknown_kind_is_skipped() {
         let mut enc = Encoder::new();
-        enc.record(&Record { tid: 1, ts: 1, payload: Payload::Unknown(999) });
-        enc.record(&Record { tid: 1, ts: 2, payload: Payload::ThreadEnd });
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: Payload::Unknown(999),
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: Payload::ThreadEnd,
+        });
         let out: Vec<_> = Decoder::new(&enc.buf, 0).map(|r| r.unwrap().payload).collect();
         assert_eq!(out, vec![Payload::Unknown(999), Payload::ThreadEnd]);
     }
@@ -1044,7 +1195,11 @@ mod tests {
     #[test]
     fn zero_fill_ends_stream() {
         let mut enc = Encoder::new();
-        enc.record(&Record { tid: 1, ts: 1, payload: Payload::ThreadEnd });
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: Payload::ThreadEnd,
+        });
         enc.buf.extend_from_slice(&[0u8; 64]);
         assert_eq!(Decoder::new(&enc.buf, 0).count(), 1);
     }

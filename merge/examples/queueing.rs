@@ -40,7 +40,12 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("usage: queueing TRACE PRODUCER_METHOD CONSUMER_METHOD (globs over class.method)");
     }
     let trace = Trace::open(args[1].as_ref())?;
-    let mut c = Collect { trace: &trace, producer: args[2].clone(), consumer: args[3].clone(), ends: Ends::default() };
+    let mut c = Collect {
+        trace: &trace,
+        producer: args[2].clone(),
+        consumer: args[3].clone(),
+        ends: Ends::default(),
+    };
     analyze(&trace, &mut c);
     let mut produced: Vec<u64> = c.ends.produced;
     let mut consumed: Vec<u64> = c.ends.consumed;

@@ -26,7 +26,14 @@ fn main() -> anyhow::Result<()> {
     jvm.write_all(&FileHeader::new(JVM_MAGIC).to_bytes())?;
     let mut k = Encoder::new();
     let mut j = Encoder::new();
-    j.record(&Record { tid: pid, ts: 0, payload: Payload::JvmStart(JvmStart { pid, vm_version: "synthetic".into() }) });
+    j.record(&Record {
+        tid: pid,
+        ts: 0,
+        payload: Payload::JvmStart(JvmStart {
+            pid,
+            vm_version: "synthetic".into(),
+        }),
+    });
     for m in 0..64u64 {
         j.record(&Record {
             tid: pid,
@@ -59,20 +66,61 @@ fn main() -> anyhow::Result<()> {
         for t in 0..threads {
             let tid = pid + 1 + t;
             let m = (step * 7 + t as u64) % 64;
-            let ev = MethodEvent { method: m, flags: 0, reserved: 0 };
-            j.record(&Record { tid, ts, payload: Payload::MethodEntry(ev) });
-            let preempt = (step + t as u64) % 2 == 0;
-            let out = SwitchOut { tgid: pid, prev_state: if preempt { 0 } else { 1 }, cpu: t % 2, next_tid: 0 };
-            k.record(&Record { tid, ts: ts + 100, payload: Payload::SwitchOut(out) });
+            let ev = MethodEvent {
+                method: m,
+                flags: 0,
+                reserved: 0,
+            };
+            j.record(&Record {
+                tid,
+                ts,
+                payload: Payload::MethodEntry(ev),
+            });
+            let preempt = (step + t as u64).is_multiple_of(2);
+            let out = SwitchOut {
+                tgid: pid,
+                prev_state: if preempt { 0 } else { 1 },
+                cpu: t % 2,
+                next_tid: 0,
+            };
+            k.record(&Record {
+                tid,
+                ts: ts + 100,
+                payload: Payload::SwitchOut(out),
+            });
             written += 2;
             if !preempt {
-                let w = Wakeup { tgid: pid, waker_tid: pid + 1 + (t + 1) % threads, waker_tgid: pid, target_cpu: 0, new_task: 0, reserved: 0 };
-                k.record(&Record { tid, ts: ts + 600, payload: Payload::Wakeup(w) });
+                let w = Wakeup {
+                    tgid: pid,
+                    waker_tid: pid + 1 + (t + 1) % threads,
+                    waker_tgid: pid,
+                    target_cpu: 0,
+                    new_task: 0,
+                    reserved: 0,
+                };
+                k.record(&Record {
+                    tid,
+                    ts: ts + 600,
+                    payload: Payload::Wakeup(w),
+                });
                 written += 1;
             }
-            let inn = SwitchIn { tgid: pid, cpu: t % 2, prev_tid: 0, reserved: 0 };
-            k.record(&Record { tid, ts: ts + 700, payload: Payload::SwitchIn(inn) });
-            j.record(&Record { tid, ts: ts + 900, payload: Payload::MethodExit(ev) });
+            let inn = SwitchIn {
+                tgid: pid,
+                cpu: t % 2,
+                prev_tid: 0,
+                reserved: 0,
+            };
+            k.record(&Record {
+                tid,
+                ts: ts + 700,
+                payload: Payload::SwitchIn(inn),
+            });
+            j.record(&Record {
+                tid,
+                ts: ts + 900,
+                payload: Payload::MethodExit(ev),
+            });
             written += 2;
             ts += 10;
         }

@@ -98,8 +98,15 @@ pub fn syscall_cause(sc: &SyscallInfo) -> Cause {
     match sc.rec.nr {
         nr::FUTEX => return Cause::LockNative,
         nr::NANOSLEEP | nr::CLOCK_NANOSLEEP => return Cause::Sleep,
-        nr::ACCEPT | nr::ACCEPT4 | nr::CONNECT | nr::SENDTO | nr::RECVFROM | nr::SENDMSG | nr::RECVMSG
-        | nr::RECVMMSG | nr::SENDMMSG => return Cause::Socket,
+        nr::ACCEPT
+        | nr::ACCEPT4
+        | nr::CONNECT
+        | nr::SENDTO
+        | nr::RECVFROM
+        | nr::SENDMSG
+        | nr::RECVMSG
+        | nr::RECVMMSG
+        | nr::SENDMMSG => return Cause::Socket,
         nr::FSYNC | nr::FDATASYNC | nr::SYNC_FILE_RANGE | nr::OPEN | nr::OPENAT => return Cause::File,
         _ => {}
     }
@@ -259,7 +266,14 @@ pub trait Visitor {
 #[derive(Debug, Clone, Copy)]
 enum CpuState {
     On,
-    Off { since: u64, preempted: bool, prev_state: u32, wake: Option<Wake>, at_out: Breakdown, evidence: Evidence },
+    Off {
+        since: u64,
+        preempted: bool,
+        prev_state: u32,
+        wake: Option<Wake>,
+        at_out: Breakdown,
+        evidence: Evidence,
+    },
 }
 
 struct Frame {
@@ -301,7 +315,9 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
         last = e.ts;
 
         match e.event {
-            Event::SwitchOut { preempted, prev_state, .. } => {
+            Event::SwitchOut {
+                preempted, prev_state, ..
+            } => {
                 if matches!(state, CpuState::Off { .. }) {
                     totals.anomalies += 1;
                 }
@@ -311,20 +327,52 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                 } else {
                     acc.voluntary += 1;
                 }
-                let evidence = if preempted { Evidence::Preempted } else { ctx.evidence(trace).1 };
-                state = CpuState::Off { since: e.ts, preempted, prev_state, wake: None, at_out: acc, evidence };
+                let evidence = if preempted {
+                    Evidence::Preempted
+                } else {
+                    ctx.evidence(trace).1
+                };
+                state = CpuState::Off {
+                    since: e.ts,
+                    preempted,
+                    prev_state,
+                    wake: None,
+                    at_out: acc,
+                    evidence,
+                };
             }
-            Event::Wakeup { waker_tid, waker_tgid, .. } => {
-                let w = Wake { ts: e.ts, waker_tid, waker_tgid };
+            Event::Wakeup {
+                waker_tid, waker_tgid, ..
+            } => {
+                let w = Wake {
+                    ts: e.ts,
+                    waker_tid,
+                    waker_tgid,
+                };
                 if let CpuState::Off { wake: wake @ None, .. } = &mut state {
                     *wake = Some(w);
                 }
                 v.wakeup(thread, stack.len(), &w);
             }
             Event::SwitchIn { .. } => match state {
-                CpuState::Off { since, preempted, prev_state, wake, at_out, evidence } => {
+                CpuState::Off {
+                    since,
+                    preempted,
+                    prev_state,
+                    wake,
+                    at_out,
+                    evidence,
+                } => {
                     let split = acc - at_out;
-                    let iv = OffCpuInterval { start: since, end: e.ts, preempted, prev_state, wake, split, evidence };
+                    let iv = OffCpuInterval {
+                        start: since,
+                        end: e.ts,
+                        preempted,
+                        prev_state,
+                        wake,
+                        split,
+                        evidence,
+                    };
                     v.off_cpu(thread, stack.len(), &iv);
                     state = CpuState::On;
                     ctx.fault = false;
@@ -368,7 +416,11 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                 }
             }
             Event::Window { cause, begin } => {
-                let n = if cause == Cause::Gc { &mut ctx.gc } else { &mut ctx.safepoint };
+                let n = if cause == Cause::Gc {
+                    &mut ctx.gc
+                } else {
+                    &mut ctx.safepoint
+                };
                 *n = if begin { *n + 1 } else { n.saturating_sub(1) };
             }
             Event::Enter(m) => {
@@ -376,7 +428,12 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                 let outermost = *n == 0;
                 *n += 1;
                 v.enter(thread, e.ts, stack.len(), m);
-                stack.push(Frame { method: m, entry: e.ts, at_entry: acc, outermost });
+                stack.push(Frame {
+                    method: m,
+                    entry: e.ts,
+                    at_entry: acc,
+                    outermost,
+                });
             }
             Event::Exit { method, exception } => {
                 let Some(pos) = stack.iter().rposition(|f| f.method == method) else {
@@ -466,16 +523,28 @@ mod tests {
         Timed { ts, event }
     }
     fn out(preempted: bool) -> Event {
-        Event::SwitchOut { preempted, prev_state: if preempted { 0 } else { 1 }, cpu: 0, next_tid: 0 }
+        Event::SwitchOut {
+            preempted,
+            prev_state: if preempted { 0 } else { 1 },
+            cpu: 0,
+            next_tid: 0,
+        }
     }
     const IN: Event = Event::SwitchIn { cpu: 0, prev_tid: 0 };
     fn wake() -> Event {
-        Event::Wakeup { waker_tid: 7, waker_tgid: 7, new_task: false }
+        Event::Wakeup {
+            waker_tid: 7,
+            waker_tgid: 7,
+            new_task: false,
+        }
     }
 
     #[test]
     fn blocked_then_runqueue_then_preempted() {
-        let th = ThreadInfo { tid: 1, ..Default::default() };
+        let th = ThreadInfo {
+            tid: 1,
+            ..Default::default()
+        };
         let evs = vec![
             ev(100, Event::Enter(0)),
             ev(150, out(false)), // blocks
@@ -484,8 +553,20 @@ mod tests {
             ev(500, Event::Enter(1)),
             ev(510, out(true)), // preempted
             ev(530, IN),
-            ev(600, Event::Exit { method: 1, exception: true }),
-            ev(700, Event::Exit { method: 0, exception: false }),
+            ev(
+                600,
+                Event::Exit {
+                    method: 1,
+                    exception: true,
+                },
+            ),
+            ev(
+                700,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
         ];
         let mut c = Collect::default();
         analyze_thread(&Trace::default(), &th, &evs, &mut c);
@@ -545,39 +626,116 @@ mod tests {
         let futex = syscall(&mut trace, nr::FUTEX, fd_kind::NONE);
         let sock = syscall(&mut trace, nr::READ, fd_kind::SOCKET);
         let futex2 = syscall(&mut trace, nr::FUTEX, fd_kind::NONE);
-        let th = ThreadInfo { tid: 1, ..Default::default() };
+        let th = ThreadInfo {
+            tid: 1,
+            ..Default::default()
+        };
         let evs = vec![
             ev(0, Event::Enter(0)),
             // contended monitor over a futex: 100 ns monitor, 10 runqueue
-            ev(10, Event::Block { cause: Cause::Monitor, begin: true, detail: 0 }),
-            ev(11, Event::Syscall { idx: futex, enter: true }),
+            ev(
+                10,
+                Event::Block {
+                    cause: Cause::Monitor,
+                    begin: true,
+                    detail: 0,
+                },
+            ),
+            ev(
+                11,
+                Event::Syscall {
+                    idx: futex,
+                    enter: true,
+                },
+            ),
             ev(20, out(false)),
             ev(120, wake()),
             ev(130, IN),
-            ev(131, Event::Syscall { idx: futex, enter: false }),
-            ev(132, Event::Block { cause: Cause::Monitor, begin: false, detail: 0 }),
+            ev(
+                131,
+                Event::Syscall {
+                    idx: futex,
+                    enter: false,
+                },
+            ),
+            ev(
+                132,
+                Event::Block {
+                    cause: Cause::Monitor,
+                    begin: false,
+                    detail: 0,
+                },
+            ),
             // a socket read spanning a GC: all socket
             ev(200, Event::Syscall { idx: sock, enter: true }),
             ev(210, out(false)),
-            ev(250, Event::Window { cause: Cause::Gc, begin: true }),
-            ev(300, Event::Window { cause: Cause::Gc, begin: false }),
+            ev(
+                250,
+                Event::Window {
+                    cause: Cause::Gc,
+                    begin: true,
+                },
+            ),
+            ev(
+                300,
+                Event::Window {
+                    cause: Cause::Gc,
+                    begin: false,
+                },
+            ),
             ev(310, wake()),
             ev(310, IN),
-            ev(311, Event::Syscall { idx: sock, enter: false }),
+            ev(
+                311,
+                Event::Syscall {
+                    idx: sock,
+                    enter: false,
+                },
+            ),
             // a futex wait partly inside a GC window: gc inside, lock_native outside
-            ev(400, Event::Syscall { idx: futex2, enter: true }),
+            ev(
+                400,
+                Event::Syscall {
+                    idx: futex2,
+                    enter: true,
+                },
+            ),
             ev(410, out(false)),
-            ev(450, Event::Window { cause: Cause::Gc, begin: true }),
-            ev(480, Event::Window { cause: Cause::Gc, begin: false }),
+            ev(
+                450,
+                Event::Window {
+                    cause: Cause::Gc,
+                    begin: true,
+                },
+            ),
+            ev(
+                480,
+                Event::Window {
+                    cause: Cause::Gc,
+                    begin: false,
+                },
+            ),
             ev(500, wake()),
             ev(500, IN),
-            ev(501, Event::Syscall { idx: futex2, enter: false }),
+            ev(
+                501,
+                Event::Syscall {
+                    idx: futex2,
+                    enter: false,
+                },
+            ),
             // a page fault that blocks outside any syscall
             ev(600, Event::PageFault { address: 0x1000 }),
             ev(601, out(false)),
             ev(700, wake()),
             ev(700, IN),
-            ev(800, Event::Exit { method: 0, exception: false }),
+            ev(
+                800,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
         ];
         let mut c = Collect::default();
         analyze_thread(&trace, &th, &evs, &mut c);
@@ -590,21 +748,42 @@ mod tests {
         assert_eq!(b.off.get(Cause::LockNative), 60);
         assert_eq!(b.off.get(Cause::PageFault), 99);
         assert_eq!(b.off.get(Cause::Unknown), 0);
-        assert_eq!(c.ivs[0].evidence, Evidence::Jvm { cause: Cause::Monitor, detail: 0 });
+        assert_eq!(
+            c.ivs[0].evidence,
+            Evidence::Jvm {
+                cause: Cause::Monitor,
+                detail: 0
+            }
+        );
         assert_eq!(c.ivs[1].evidence, Evidence::Syscall(sock));
         assert_eq!(c.ivs[3].evidence, Evidence::PageFault);
     }
 
     #[test]
     fn recursion_marks_inner_not_outermost_and_missing_exits_close() {
-        let th = ThreadInfo { tid: 1, ..Default::default() };
+        let th = ThreadInfo {
+            tid: 1,
+            ..Default::default()
+        };
         let evs = vec![
             ev(0, Event::Enter(0)),
             ev(10, Event::Enter(0)),
             ev(20, Event::Enter(1)),
             // exit of the inner 0 with 1's exit lost
-            ev(30, Event::Exit { method: 0, exception: false }),
-            ev(40, Event::Exit { method: 0, exception: false }),
+            ev(
+                30,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+            ev(
+                40,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
             ev(50, Event::Enter(2)),
         ];
         let mut c = Collect::default();

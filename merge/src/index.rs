@@ -24,7 +24,11 @@ struct Collect<'a>(&'a mut HashMap<u32, Vec<Span>>);
 
 impl Visitor for Collect<'_> {
     fn exit(&mut self, t: &ThreadInfo, _depth: usize, inv: &Invocation) {
-        self.0.entry(t.tid).or_default().push(Span { entry: inv.entry, exit: inv.exit, method: inv.method });
+        self.0.entry(t.tid).or_default().push(Span {
+            entry: inv.entry,
+            exit: inv.exit,
+            method: inv.method,
+        });
     }
 }
 

@@ -28,9 +28,9 @@ pub use analyze::{
     analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor,
     Wake,
 };
+pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall};
 pub use index::CallIndex;
-pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use meta::Meta;
 pub use read::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, Trace};
 pub use report::{build_report, glob_match, Report, ReportFilter};

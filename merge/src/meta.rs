@@ -45,8 +45,8 @@ impl Meta {
     /// Reads `meta.json` from a trace directory.
     pub fn load(dir: &Path) -> anyhow::Result<Meta> {
         let path = dir.join(jtrace_format::META_FILE);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let meta: Meta = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{} is not a jtrace meta file: {e}", path.display()))?;
         if meta.format != "jtrace" {

@@ -203,8 +203,7 @@ pub struct Trace {
 }
 
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
-    let data =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let data = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let header = FileHeader::parse(&data)
         .ok_or_else(|| anyhow::anyhow!("{} is too short to be a jtrace stream", path.display()))?;
     if header.magic != magic {
@@ -228,7 +227,12 @@ impl Trace {
             anyhow::bail!("{} is not a jtrace trace directory", dir.display());
         }
         let meta = Meta::load(dir)?;
-        let mut t = Trace { dir: dir.to_path_buf(), meta, details: vec![String::new()], ..Default::default() };
+        let mut t = Trace {
+            dir: dir.to_path_buf(),
+            meta,
+            details: vec![String::new()],
+            ..Default::default()
+        };
         t.losses.kernel = t.meta.kernel_lost_total();
 
         let kpath = dir.join(fmt::KERNEL_FILE);
@@ -239,9 +243,9 @@ impl Trace {
         let mut jvm_files: Vec<PathBuf> = std::fs::read_dir(dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin")
-                })
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin"))
             })
             .collect();
         jvm_files.sort();
@@ -255,7 +259,10 @@ impl Trace {
             // order when timestamps tie.
             evs.sort_by_key(|e| e.ts);
             if let (Some(first), Some(last)) = (evs.first(), evs.last()) {
-                let th = t.threads.entry(*tid).or_insert_with(|| ThreadInfo { tid: *tid, ..Default::default() });
+                let th = t.threads.entry(*tid).or_insert_with(|| ThreadInfo {
+                    tid: *tid,
+                    ..Default::default()
+                });
                 th.first_ts = first.ts;
                 th.last_ts = last.ts;
             }
@@ -297,7 +304,10 @@ impl Trace {
     }
 
     fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
-        self.threads.entry(tid).or_insert_with(|| ThreadInfo { tid, ..Default::default() })
+        self.threads.entry(tid).or_insert_with(|| ThreadInfo {
+            tid,
+            ..Default::default()
+        })
     }
 
     fn push(&mut self, tid: u32, ts: u64, event: Event) {
@@ -331,7 +341,14 @@ impl Trace {
                 }
                 Payload::SwitchIn(p) => {
                     self.thread(tid).tgid = p.tgid;
-                    self.push(tid, ts, Event::SwitchIn { cpu: p.cpu, prev_tid: p.prev_tid });
+                    self.push(
+                        tid,
+                        ts,
+                        Event::SwitchIn {
+                            cpu: p.cpu,
+                            prev_tid: p.prev_tid,
+                        },
+                    );
                 }
                 Payload::Wakeup(p) => self.push(
                     tid,
@@ -387,7 +404,14 @@ impl Trace {
                         }),
                     };
                     self.push(tid, ts, Event::Enter(m));
-                    self.push(tid, p.exit_ts.max(ts), Event::Exit { method: m, exception: false });
+                    self.push(
+                        tid,
+                        p.exit_ts.max(ts),
+                        Event::Exit {
+                            method: m,
+                            exception: false,
+                        },
+                    );
                 }
                 _ => {}
             }
@@ -434,7 +458,12 @@ impl Trace {
                     th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.min(ts)));
                 }
                 Payload::MethodDef(d) => {
-                    let info = MethodInfo { class: d.class, name: d.name, signature: d.signature, native: false };
+                    let info = MethodInfo {
+                        class: d.class,
+                        name: d.name,
+                        signature: d.signature,
+                        native: false,
+                    };
                     let next = self.methods.len() as MethodIdx;
                     let idx = *interned.entry(info.clone()).or_insert_with(|| {
                         self.methods.push(info);
@@ -454,7 +483,10 @@ impl Trace {
                     Some(&m) => self.push(
                         tid,
                         ts,
-                        Event::Exit { method: m, exception: e.flags & fmt::EXIT_BY_EXCEPTION != 0 },
+                        Event::Exit {
+                            method: m,
+                            exception: e.flags & fmt::EXIT_BY_EXCEPTION != 0,
+                        },
                     ),
                     None => self.losses.truncated.push(format!(
                         "{}: method id {:#x} used before its definition",
@@ -486,7 +518,8 @@ impl Trace {
                     if let Some((cause, begin)) = block {
                         let detail = self.detail(b.class);
                         self.push(tid, ts, Event::Block { cause, begin, detail });
-                    } else if let (Some((cause, begin)), Some(pid)) = (window, jvm_pid.or_else(|| pid_from_name(path))) {
+                    } else if let (Some((cause, begin)), Some(pid)) = (window, jvm_pid.or_else(|| pid_from_name(path)))
+                    {
                         self.windows.entry(pid).or_default().push((ts, cause, begin));
                     }
                 }
@@ -500,5 +533,9 @@ impl Trace {
 }
 
 fn pid_from_name(path: &Path) -> Option<u32> {
-    path.file_stem()?.to_str()?.strip_prefix(fmt::JVM_FILE_PREFIX)?.parse().ok()
+    path.file_stem()?
+        .to_str()?
+        .strip_prefix(fmt::JVM_FILE_PREFIX)?
+        .parse()
+        .ok()
 }

@@ -38,11 +38,8 @@ impl MethodStats {
 
     /// Mean wall ns.
     pub fn wall_mean(&self) -> u64 {
-        if self.calls == 0 {
-            0
-        } else {
-            self.total.wall / self.calls
-        }
+        self.total.wall.checked_div(self.calls).unwrap_or(0)
+    }
     }
 
     /// Population standard deviation of wall ns.
@@ -237,13 +234,21 @@ fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter:
     let mut v: Vec<MethodJson> = map
         .iter()
         .filter(|(m, _)| {
-            filter.method.as_deref().is_none_or(|p| glob_match(p, &trace.methods[**m as usize].qualified()))
+            filter
+                .method
+                .as_deref()
+                .is_none_or(|p| glob_match(p, &trace.methods[**m as usize].qualified()))
         })
         .filter(|(_, s)| filter.cause.is_none_or(|c| s.total.off.get(c) > 0))
         .map(|(m, s)| method_json(trace, *m, s))
         .collect();
     let key = |m: &MethodJson| filter.cause.map_or(m.wall_ns, |c| m.off_cpu_ns.get(c));
-    v.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.class.cmp(&b.class)).then_with(|| a.name.cmp(&b.name)));
+    v.sort_by(|a, b| {
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| a.class.cmp(&b.class))
+            .then_with(|| a.name.cmp(&b.name))
+    });
     v
 }
 
@@ -300,7 +305,10 @@ pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
             duration_ns: meta.end_monotonic_ns.saturating_sub(meta.start_monotonic_ns),
             pid: meta.pid,
             command: meta.command.join(" "),
-            lost_events: LostJson { kernel: trace.losses.kernel, jvm: trace.losses.jvm },
+            lost_events: LostJson {
+                kernel: trace.losses.kernel,
+                jvm: trace.losses.jvm,
+            },
             complete: meta.complete,
             problems,
         },

@@ -79,7 +79,12 @@ struct Collector {
 
 impl Visitor for Collector {
     fn thread_begin(&mut self, t: &ThreadInfo) {
-        self.cur = Some(ThreadData { info: t.clone(), spans: Vec::new(), offs: Vec::new(), totals: Default::default() });
+        self.cur = Some(ThreadData {
+            info: t.clone(),
+            spans: Vec::new(),
+            offs: Vec::new(),
+            totals: Default::default(),
+        });
         self.off_sum = Breakdown::default();
     }
     fn exit(&mut self, _t: &ThreadInfo, depth: usize, inv: &Invocation) {
@@ -107,10 +112,25 @@ impl Visitor for Collector {
         // Off-CPU time after the last switch-out has no switch-in to report
         // it; it is the tail of the thread's life, so rebuild it there.
         let tail = totals.breakdown.off.total().saturating_sub(self.off_sum.off.total());
-        if tail > 0 && totals.breakdown.off.0.iter().zip(self.off_sum.off.0.iter()).all(|(a, b)| a >= b) {
-            let mut split = Breakdown { wall: tail, ..Default::default() };
+        if tail > 0
+            && totals
+                .breakdown
+                .off
+                .0
+                .iter()
+                .zip(self.off_sum.off.0.iter())
+                .all(|(a, b)| a >= b)
+        {
+            let mut split = Breakdown {
+                wall: tail,
+                ..Default::default()
+            };
             split.off = totals.breakdown.off - self.off_sum.off;
-            let depth = c.spans.iter().filter(|s| s.inv.unfinished && s.inv.exit == t.last_ts).count();
+            let depth = c
+                .spans
+                .iter()
+                .filter(|s| s.inv.unfinished && s.inv.exit == t.last_ts)
+                .count();
             c.offs.push(OffSpan {
                 start: t.last_ts - tail,
                 end: t.last_ts,
@@ -165,7 +185,12 @@ pub fn thread_order(threads: &[ThreadData]) -> Vec<usize> {
 
 /// The earliest timestamp of a trace: views show times relative to it.
 pub fn time_origin(trace: &Trace) -> u64 {
-    let first = trace.threads.values().filter(|t| t.first_ts > 0).map(|t| t.first_ts).min();
+    let first = trace
+        .threads
+        .values()
+        .filter(|t| t.first_ts > 0)
+        .map(|t| t.first_ts)
+        .min();
     match (trace.meta.start_monotonic_ns, first) {
         (0, Some(f)) => f,
         (s, Some(f)) => s.min(f),
@@ -204,8 +229,10 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
     let threads = collect(trace);
     let t0 = time_origin(trace);
     let rel = |ts: u64| us_num(ts.saturating_sub(t0));
-    let known: HashMap<u32, (u32, String)> =
-        threads.iter().map(|t| (t.info.tid, (pid_of(trace, &t.info), t.info.display_name().to_string()))).collect();
+    let known: HashMap<u32, (u32, String)> = threads
+        .iter()
+        .map(|t| (t.info.tid, (pid_of(trace, &t.info), t.info.display_name().to_string())))
+        .collect();
     let mut first = true;
     let mut emit = |out: &mut dyn Write, v: String| -> io::Result<()> {
         out.write_all(if first { b"\n" } else { b",\n" })?;
@@ -246,8 +273,14 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         let (pid, tid) = (pid_of(trace, &t.info), t.info.tid);
         let stid = tid + STATE_TID_OFFSET;
         let name = format!("{} [{}]", t.info.display_name(), tid);
-        for (track, tname, sort) in [(stid, format!("{name} state"), 2 * rank), (tid, name.clone(), 2 * rank + 1)] {
-            emit(&mut out, json!({"ph":"M","name":"thread_name","pid":pid,"tid":track,"args":{"name":tname}}).to_string())?;
+        for (track, tname, sort) in [
+            (stid, format!("{name} state"), 2 * rank),
+            (tid, name.clone(), 2 * rank + 1),
+        ] {
+            emit(
+                &mut out,
+                json!({"ph":"M","name":"thread_name","pid":pid,"tid":track,"args":{"name":tname}}).to_string(),
+            )?;
             emit(
                 &mut out,
                 json!({"ph":"M","name":"thread_sort_index","pid":pid,"tid":track,"args":{"sort_index":sort}})
@@ -313,9 +346,15 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 )?;
             }
             if let Some(w) = o.wake {
-                if let Some((wpid, _)) = known.get(&w.waker_tid).filter(|_| w.waker_tid != 0 && w.waker_tid != tid) {
+                if let Some((wpid, _)) = known
+                    .get(&w.waker_tid)
+                    .filter(|_| w.waker_tid != 0 && w.waker_tid != tid)
+                {
                     flow_id += 1;
-                    emit(&mut out, flow(flow_id, "s", *wpid, w.waker_tid + STATE_TID_OFFSET, &rel(w.ts)))?;
+                    emit(
+                        &mut out,
+                        flow(flow_id, "s", *wpid, w.waker_tid + STATE_TID_OFFSET, &rel(w.ts)),
+                    )?;
                     emit(&mut out, flow(flow_id, "f", pid, stid, &rel(w.ts)))?;
                 }
             }
@@ -442,7 +481,14 @@ impl Visitor for Folder<'_> {
 /// off CPU with that cause at that stack, frames outermost first. With
 /// [`CollapsedOptions::thread`] the thread is the second frame.
 pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, mut out: impl Write) -> io::Result<()> {
-    let mut f = Folder { trace, opts, stack: Vec::new(), tail_stack: None, off_sum: Default::default(), folded: BTreeMap::new() };
+    let mut f = Folder {
+        trace,
+        opts,
+        stack: Vec::new(),
+        tail_stack: None,
+        off_sum: Default::default(),
+        folded: BTreeMap::new(),
+    };
     analyze(trace, &mut f);
     for (k, v) in &f.folded {
         writeln!(out, "{k} {v}")?;
@@ -452,12 +498,33 @@ pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, mut out: impl Wri
 
 /// Column names of [`write_csv`], in order.
 pub fn csv_header() -> Vec<String> {
-    let mut h: Vec<String> = ["tid", "thread", "class", "method", "signature", "entry_ns", "exit_ns", "wall_ns", "cpu_ns"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut h: Vec<String> = [
+        "tid",
+        "thread",
+        "class",
+        "method",
+        "signature",
+        "entry_ns",
+        "exit_ns",
+        "wall_ns",
+        "cpu_ns",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     h.extend(Cause::ALL.iter().map(|c| format!("{}_ns", c.name())));
-    h.extend(["voluntary", "involuntary", "exception", "depth", "outermost", "unfinished"].iter().map(|s| s.to_string()));
+    h.extend(
+        [
+            "voluntary",
+            "involuntary",
+            "exception",
+            "depth",
+            "outermost",
+            "unfinished",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
     h
 }
 

@@ -31,7 +31,11 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool
     }
     rows.truncate(top);
     let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
-    let _ = write!(s, "{:<44} {:>7} {:>11} {:>11} {:>11}", "method", "calls", "wall ms", "cpu ms", "off ms");
+    let _ = write!(
+        s,
+        "{:<44} {:>7} {:>11} {:>11} {:>11}",
+        "method", "calls", "wall ms", "cpu ms", "off ms"
+    );
     for c in &cols {
         let _ = write!(s, " {:>15}", c.name());
     }
@@ -50,7 +54,11 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool
         );
         for c in &cols {
             let v = m.off_cpu_ns.get(*c);
-            let cell = if v == 0 { "-".to_string() } else { format!("{} {}", ms(v), pct(v, off)) };
+            let cell = if v == 0 {
+                "-".to_string()
+            } else {
+                format!("{} {}", ms(v), pct(v, off))
+            };
             let _ = write!(s, " {:>15}", truncate(&cell, 15));
         }
         let _ = writeln!(s, " {:>9} {:>9}", m.voluntary_switches, m.involuntary_switches);
@@ -61,7 +69,14 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
-        let tail: String = s.chars().rev().take(n - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(n - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("…{tail}")
     }
 }
@@ -79,12 +94,19 @@ pub fn render_report(r: &Report, top: usize) -> String {
         crate::fmt_realtime(t.start_realtime_ns),
         ms(t.duration_ns)
     );
-    let _ = writeln!(s, "lost events: kernel {}, jvm {}", t.lost_events.kernel, t.lost_events.jvm);
+    let _ = writeln!(
+        s,
+        "lost events: kernel {}, jvm {}",
+        t.lost_events.kernel, t.lost_events.jvm
+    );
     for p in &t.problems {
         let _ = writeln!(s, "WARNING: {p}");
     }
 
-    let _ = writeln!(s, "\n== Methods by time off CPU (inclusive of callees; off-CPU by cause with % of off-CPU)");
+    let _ = writeln!(
+        s,
+        "\n== Methods by time off CPU (inclusive of callees; off-CPU by cause with % of off-CPU)"
+    );
     if r.methods.is_empty() {
         let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
     } else {
@@ -112,14 +134,22 @@ pub fn render_report(r: &Report, top: usize) -> String {
 
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
     let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
-    let _ = write!(s, "{:>8} {:<28} {:>11} {:>11} {:>11}", "tid", "name", "wall ms", "cpu ms", "off ms");
+    let _ = write!(
+        s,
+        "{:>8} {:<28} {:>11} {:>11} {:>11}",
+        "tid", "name", "wall ms", "cpu ms", "off ms"
+    );
     for c in &cols {
         let _ = write!(s, " {:>15}", c.name());
     }
     let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
     for th in &r.threads {
         let off = th.off_cpu_ns.total();
-        let name = if th.java { th.name.clone() } else { format!("[{}]", th.name) };
+        let name = if th.java {
+            th.name.clone()
+        } else {
+            format!("[{}]", th.name)
+        };
         let _ = write!(
             s,
             "{:>8} {:<28} {:>11} {:>11} {:>11}",
@@ -135,6 +165,9 @@ pub fn render_report(r: &Report, top: usize) -> String {
         }
         let _ = writeln!(s, " {:>9} {:>9}", th.voluntary_switches, th.involuntary_switches);
     }
-    let _ = writeln!(s, "([name] = thread not known to the JVM agent: native or outside the JVM)");
+    let _ = writeln!(
+        s,
+        "([name] = thread not known to the JVM agent: native or outside the JVM)"
+    );
     s
 }

@@ -29,8 +29,11 @@ pub fn ms(ns: u64) -> String {
 /// `runqueue 4.012 ms, unknown 1.000 ms` (largest first).
 pub fn causes(b: &Breakdown) -> String {
     let mut v: Vec<_> = b.off.nonzero().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
-    v.iter().map(|(c, n)| format!("{} {} ms", c.name(), ms(*n))).collect::<Vec<_>>().join(", ")
+    v.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    v.iter()
+        .map(|(c, n)| format!("{} {} ms", c.name(), ms(*n)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Kernel task state letter of a prev_state value, as `ps` shows it.
@@ -101,9 +104,10 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         } else {
             kind.push("native".into());
         }
-        let start = t.started_ts.map(|s| format!("start {} ms", self.rel(s))).unwrap_or_else(|| {
-            format!("first event {} ms", self.rel(t.first_ts))
-        });
+        let start = t
+            .started_ts
+            .map(|s| format!("start {} ms", self.rel(s)))
+            .unwrap_or_else(|| format!("first event {} ms", self.rel(t.first_ts)));
         let end = t
             .exited_ts
             .map(|s| format!("exit {} ms", self.rel(s)))
@@ -160,9 +164,18 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
                 jtrace_merge::describe_evidence(self.trace, &iv.evidence)
             )
         };
-        let mut text = format!("⇣ switch-out {how}, off CPU {} ms: {}", ms(iv.end - iv.start), causes(&iv.split));
+        let mut text = format!(
+            "⇣ switch-out {how}, off CPU {} ms: {}",
+            ms(iv.end - iv.start),
+            causes(&iv.split)
+        );
         if let Some(w) = iv.wake {
-            let _ = write!(text, "; woken by {} at {} ms", self.index.describe_waker(self.trace, &w), self.rel(w.ts));
+            let _ = write!(
+                text,
+                "; woken by {} at {} ms",
+                self.index.describe_waker(self.trace, &w),
+                self.rel(w.ts)
+            );
         }
         self.line(iv.start, depth, &text);
         self.line(iv.end, depth, "⇡ switch-in");
@@ -195,7 +208,11 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             causes(b),
             b.voluntary,
             b.involuntary,
-            if totals.anomalies > 0 { format!(", {} anomalies (lost events?)", totals.anomalies) } else { String::new() }
+            if totals.anomalies > 0 {
+                format!(", {} anomalies (lost events?)", totals.anomalies)
+            } else {
+                String::new()
+            }
         );
         if let Err(e) = self.out.write_all(self.thread_buf.as_bytes()) {
             self.err.get_or_insert(e);
@@ -210,7 +227,11 @@ pub fn header(trace: &Trace) -> String {
     let _ = writeln!(s, "# jtrace merged trace (format v{})", m.version);
     let _ = writeln!(s, "# trace     : {}", trace.dir.display());
     let _ = writeln!(s, "# command   : {}", m.command.join(" "));
-    let _ = writeln!(s, "# pid       : {}   kernel {}   jtrace {}", m.pid, m.kernel, m.jtrace_version);
+    let _ = writeln!(
+        s,
+        "# pid       : {}   kernel {}   jtrace {}",
+        m.pid, m.kernel, m.jtrace_version
+    );
     let _ = writeln!(
         s,
         "# started   : {} (realtime ns {}), CLOCK_MONOTONIC {} ns",
@@ -233,7 +254,10 @@ pub fn header(trace: &Trace) -> String {
         let _ = writeln!(s, "# methods   : {}", m.methods.join(" "));
     }
     if !m.complete {
-        let _ = writeln!(s, "# WARNING   : recording did not finish cleanly; this is a readable prefix");
+        let _ = writeln!(
+            s,
+            "# WARNING   : recording did not finish cleanly; this is a readable prefix"
+        );
     }
     for p in &trace.losses.truncated {
         let _ = writeln!(s, "# WARNING   : {p}");
@@ -241,7 +265,10 @@ pub fn header(trace: &Trace) -> String {
     for p in &trace.losses.agent_errors {
         let _ = writeln!(s, "# AGENT     : {p}");
     }
-    let _ = writeln!(s, "# columns   : ms since start; → entry, ← exit with wall/CPU µs; ⇣ off-CPU interval");
+    let _ = writeln!(
+        s,
+        "# columns   : ms since start; → entry, ← exit with wall/CPU µs; ⇣ off-CPU interval"
+    );
     s
 }
 

@@ -1,0 +1,614 @@
+// jtrace timeline viewer. Self-contained: reads the JSON embedded in the
+// page, draws on one canvas, talks to no network.
+//
+// Layout: one lane per thread; its top row is the thread state (running, or
+// off CPU coloured by cause), the rows under it the method spans by depth.
+// Drawing is level-of-detail: in every row, items narrower than a pixel are
+// merged into a 1-pixel mark and the rest of that pixel is skipped by binary
+// search, so a frame costs O(rows x pixels x log n), not O(events).
+(() => {
+  'use strict';
+  const T_START = performance.now();
+  const D = JSON.parse(document.getElementById('data').textContent);
+  const T_PARSED = performance.now();
+
+  const CAUSES = D.causes;
+  const RUNNING = '#43a047';
+  const CAUSE_COLOR = {
+    runqueue: '#e53935', monitor: '#8e24aa', wait: '#3949ab', park: '#1e88e5', sleep: '#c0ca33',
+    gc: '#fb8c00', safepoint: '#ffb300', socket: '#00acc1', file: '#6d4c41', page_fault: '#d81b60',
+    lock_native: '#5e35b1', syscall_other: '#546e7a', unknown: '#b0b0b0',
+  };
+  const CC = CAUSES.map((c) => CAUSE_COLOR[c] || '#888');
+  const RQ = CAUSES.indexOf('runqueue');
+
+  const ROW = 15, STATE_H = 14, LANE_GAP = 7, LABEL_W = 240, AXIS_H = 24, GROUP_H = 20;
+  const GROUPS = ['Application threads', 'JVM threads', 'Native threads'];
+
+  // ---- formatting ---------------------------------------------------------
+  function fmtDur(ns) {
+    const a = Math.abs(ns);
+    if (a >= 1e9) return (ns / 1e9).toFixed(3) + ' s';
+    if (a >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
+    if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e5 ? 1 : 3) + ' µs';
+    return Math.round(ns) + ' ns';
+  }
+  function fmtTick(t, step) {
+    if (step >= 1e9) return (t / 1e9).toFixed(Math.max(0, -Math.floor(Math.log10(step / 1e9)))) + ' s';
+    if (step >= 1e6) return (t / 1e6).toFixed(Math.max(0, -Math.floor(Math.log10(step / 1e6)))) + ' ms';
+    if (step >= 1e3) return (t / 1e3).toFixed(Math.max(0, -Math.floor(Math.log10(step / 1e3)))) + ' µs';
+    return Math.round(t) + ' ns';
+  }
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+  const mname = (m) => D.methods[m][0] + '.' + D.methods[m][1];
+  const shortClass = (c) => c.slice(c.lastIndexOf('.') + 1);
+
+  // ---- data preparation: typed arrays, rows by depth, cause segments -------
+  const byTid = new Map();
+  let nEvents = 0;
+  for (const th of D.threads) {
+    byTid.set(th.tid, th);
+    const sp = th.spans, n = sp.s.length;
+    th.ss = new Float64Array(n);
+    th.se = new Float64Array(n);
+    let maxZ = -1;
+    for (let i = 0; i < n; i++) {
+      th.ss[i] = sp.s[i];
+      th.se[i] = sp.s[i] + sp.d[i];
+      if (sp.z[i] > maxZ) maxZ = sp.z[i];
+    }
+    // Spans come sorted by entry; at one depth they do not overlap, so each
+    // row is sorted by start and by end.
+    const counts = new Int32Array(maxZ + 1);
+    for (let i = 0; i < n; i++) counts[sp.z[i]]++;
+    th.rows = Array.from(counts, (c) => new Int32Array(c));
+    const fill = new Int32Array(maxZ + 1);
+    for (let i = 0; i < n; i++) { const z = sp.z[i]; th.rows[z][fill[z]++] = i; }
+    // Off-CPU intervals become segments by cause: blocked causes first,
+    // runqueue (wakeup to switch-in) last, as the merge attributes them.
+    const of = th.offs, m = of.s.length;
+    let nseg = 0;
+    for (let j = 0; j < m; j++) nseg += of.k[j] ? of.k[j].length / 2 : 0;
+    th.gs = new Float64Array(nseg); th.ge = new Float64Array(nseg);
+    th.gc = new Uint8Array(nseg); th.gi = new Int32Array(nseg);
+    let g = 0;
+    for (let j = 0; j < m; j++) {
+      const k = of.k[j];
+      if (!k) continue;
+      let t = of.s[j];
+      for (let pass = 0; pass < 2; pass++) {
+        for (let q = 0; q < k.length; q += 2) {
+          if ((k[q] === RQ) !== (pass === 1)) continue;
+          th.gs[g] = t; t += k[q + 1]; th.ge[g] = t; th.gc[g] = k[q]; th.gi[g] = j; g++;
+        }
+      }
+    }
+    th.nseg = g;
+    th.depth = maxZ + 1;
+    nEvents += n + m;
+  }
+  const T_PREP = performance.now();
+
+  // Method colours: a stable hue per method.
+  function hash(s) { let h = 2166136261; for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); } return h >>> 0; }
+  const MCOL = D.methods.map((m) => {
+    const h = hash(m[0] + '.' + m[1]) % 360, l = 64 + (hash(m[1]) % 12);
+    return `hsl(${h},58%,${l}%)`;
+  });
+  let matched = null; // Uint8Array by method when searching
+
+  // ---- DOM ---------------------------------------------------------------
+  const $ = (id) => document.getElementById(id);
+  const cv = $('cv'), ctx = cv.getContext('2d'), tip = $('tip'), pin = $('pin'), main = $('main');
+  $('title').textContent = D.title;
+  $('title').title = D.command;
+  const summary = () =>
+    `pid ${D.pid} · ${D.threads.length} threads · ${fmtDur(D.duration)} · started ${D.start_date}` +
+    (matched ? ` · ${searchCount} matching spans` : '');
+  let searchCount = 0;
+  $('summary').textContent = summary();
+  $('legend').innerHTML = [`<span><i style="background:${RUNNING}"></i>running</span>`]
+    .concat(CAUSES.map((c, i) => `<span><i style="background:${CC[i]}"></i>${esc(c)}</span>`))
+    .concat(['<span style="color:#667">· method spans below each thread, coloured by method</span>'])
+    .join('');
+  const warnings = [];
+  if (D.lost_kernel || D.lost_jvm) warnings.push(`events lost: kernel ${D.lost_kernel}, JVM ${D.lost_jvm}; figures near the losses may be wrong`);
+  for (const p of D.problems) warnings.push(p);
+  if (warnings.length) { $('warn').hidden = false; $('warn').textContent = '⚠ ' + warnings.join(' · '); }
+
+  // ---- view state ----------------------------------------------------------
+  let W = 0, H = 0, dpr = 1;
+  let vs = 0, ve = Math.max(D.duration, 1000);
+  let scrollY = 0;
+  let lanes = [], totalH = 0;
+  let hover = null, pinned = null;
+  let filterText = '';
+  let lastDrawMs = 0, draws = 0;
+  const FULL = () => [-D.duration * 0.005, Math.max(D.duration, 1000) * 1.005];
+  [vs, ve] = FULL();
+
+  function layout() {
+    lanes = [];
+    let y = 0, group = -1;
+    const f = filterText.toLowerCase();
+    for (const th of D.threads) {
+      if (f && !(th.name.toLowerCase().includes(f) || String(th.tid).includes(f) || th.comm.toLowerCase().includes(f))) continue;
+      if (th.kind !== group) { group = th.kind; lanes.push({ group, y, h: GROUP_H }); y += GROUP_H; }
+      // Room for the two label lines even without spans.
+      const h = Math.max(STATE_H + 1 + th.depth * ROW, 30) + LANE_GAP;
+      lanes.push({ th, y, h });
+      y += h;
+    }
+    totalH = y;
+    clampScroll();
+  }
+  function clampScroll() { scrollY = Math.max(0, Math.min(scrollY, Math.max(0, totalH - (H - AXIS_H) + 20))); }
+  function laneOf(tid) { return lanes.find((l) => l.th && l.th.tid === tid); }
+
+  const k = () => (W - LABEL_W) / (ve - vs);
+  const X = (t) => LABEL_W + (t - vs) * k();
+  const T = (x) => vs + (x - LABEL_W) / k();
+
+  function resize() {
+    const r = main.getBoundingClientRect();
+    main.style.top = main.offsetTop + 'px';
+    const top = $('bar').offsetHeight + $('legend').offsetHeight + ($('warn').hidden ? 0 : $('warn').offsetHeight);
+    main.style.top = top + 'px';
+    dpr = window.devicePixelRatio || 1;
+    W = Math.max(LABEL_W + 50, main.clientWidth || r.width);
+    H = Math.max(100, window.innerHeight - top);
+    cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr);
+    cv.style.height = H + 'px';
+    clampScroll();
+  }
+
+  // ---- binary searches over a row (idx = indices into starts/ends, or null)
+  function lbEnd(ends, idx, n, t) { // first i with end > t
+    let lo = 0, hi = n;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (ends[idx ? idx[mid] : mid] > t) hi = mid; else lo = mid + 1; }
+    return lo;
+  }
+  function lbStart(starts, idx, n, t, lo) { // first i >= lo with start >= t
+    let hi = n;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (starts[idx ? idx[mid] : mid] >= t) hi = mid; else lo = mid + 1; }
+    return lo;
+  }
+
+  let charW = 6.6;
+  // Adjacent marks of one colour are batched into one rectangle.
+  let runX = 0, runW = 0, runC = '', runY = 0, runH = 0;
+  function flushRun() {
+    if (runW > 0) { ctx.fillStyle = runC; ctx.fillRect(runX, runY, runW, runH); }
+    runW = 0;
+  }
+  function mark(x, w, c, y, h) {
+    if (runW > 0 && c === runC && x <= runX + runW + 0.01 && y === runY) { runW = Math.max(runW, x + w - runX); return; }
+    flushRun();
+    runX = x; runW = w; runC = c; runY = y; runH = h;
+  }
+  function drawRow(starts, ends, idx, n, y, h, colorOf, labelOf) {
+    const kk = k();
+    let i = lbEnd(ends, idx, n, vs);
+    while (i < n) {
+      const j = idx ? idx[i] : i;
+      const s = starts[j];
+      if (s >= ve) break;
+      let x0 = LABEL_W + (s - vs) * kk, x1 = LABEL_W + (ends[j] - vs) * kk;
+      const c = colorOf(j);
+      if (x1 - x0 < 1) {
+        // Level of detail: one mark for this pixel, skip what else starts in it.
+        const px = Math.floor(x0);
+        mark(px, 1, c, y, h);
+        const tNext = vs + (px + 1 - LABEL_W) / kk;
+        let r = lbStart(starts, idx, n, tNext, i + 1);
+        if (r - 1 > i && ends[idx ? idx[r - 1] : r - 1] > tNext) r = r - 1;
+        i = r;
+        continue;
+      }
+      x0 = Math.max(x0, LABEL_W - 1); x1 = Math.min(x1, W + 1);
+      mark(x0, x1 - x0, c, y, h);
+      if (labelOf && x1 - x0 > 24) {
+        const text = labelOf(j), room = Math.floor((x1 - x0 - 6) / charW);
+        if (room >= 2) {
+          flushRun();
+          ctx.fillStyle = '#111';
+          ctx.fillText(text.length > room ? text.slice(0, room - 1) + '…' : text, x0 + 3, y + h - 3.5);
+        }
+      }
+      i++;
+    }
+    flushRun();
+  }
+
+  function drawLane(l, y0) {
+    const th = l.th, sp = th.spans;
+    // State row: running over the thread's life, off-CPU segments on top.
+    const a = Math.max(X(th.first), LABEL_W), b = Math.min(X(th.last), W);
+    if (b > a) { ctx.fillStyle = RUNNING; ctx.fillRect(a, y0, Math.max(1, b - a), STATE_H); }
+    drawRow(th.gs, th.ge, null, th.nseg, y0, STATE_H, (g) => CC[th.gc[g]], null);
+    // Method rows.
+    const dim = matched;
+    const col = dim ? (j) => (matched[sp.m[j]] ? '#ff6d00' : '#e4e6ea') : (j) => MCOL[sp.m[j]];
+    const label = (j) => { const m = D.methods[sp.m[j]]; return shortClass(m[0]) + '.' + m[1]; };
+    for (let d = 0; d < th.depth; d++) {
+      const r = th.rows[d];
+      drawRow(th.ss, th.se, r, r.length, y0 + STATE_H + 1 + d * ROW, ROW - 1, col, label);
+    }
+  }
+
+  function itemRect(it) {
+    const l = laneOf(it.th.tid);
+    if (!l) return null;
+    const y0 = AXIS_H + l.y - scrollY;
+    if (it.kind === 'span') {
+      const j = it.j;
+      return [X(it.th.ss[j]), y0 + STATE_H + 1 + it.th.spans.z[j] * ROW, Math.max(1, X(it.th.se[j]) - X(it.th.ss[j])), ROW - 1];
+    }
+    if (it.kind === 'off') {
+      const of = it.th.offs;
+      return [X(of.s[it.j]), y0, Math.max(1, X(of.e[it.j]) - X(of.s[it.j])), STATE_H];
+    }
+    if (it.kind === 'run') return [X(it.s), y0, Math.max(1, X(it.e) - X(it.s)), STATE_H];
+    return null;
+  }
+
+  function drawAxis() {
+    ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, W, AXIS_H);
+    ctx.strokeStyle = '#c9cfd8'; ctx.beginPath(); ctx.moveTo(0, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
+    const nsPerPx = (ve - vs) / (W - LABEL_W);
+    const raw = nsPerPx * 90, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = raw / p < 2 ? 2 * p : raw / p < 5 ? 5 * p : 10 * p;
+    ctx.fillStyle = '#334'; ctx.font = '11px system-ui, sans-serif';
+    ctx.strokeStyle = '#eceff3';
+    for (let t = Math.ceil(vs / step) * step; t < ve; t += step) {
+      const x = Math.round(X(t)) + 0.5;
+      if (x < LABEL_W) continue;
+      ctx.beginPath(); ctx.moveTo(x, AXIS_H - 6); ctx.lineTo(x, AXIS_H); ctx.strokeStyle = '#889'; ctx.stroke();
+      ctx.fillText(fmtTick(t, step), x + 3, AXIS_H - 9);
+    }
+    ctx.fillStyle = '#f3f5f8'; ctx.fillRect(0, 0, LABEL_W, AXIS_H);
+    ctx.fillStyle = '#334';
+    ctx.fillText('window ' + fmtDur(ve - vs), 8, AXIS_H - 9);
+  }
+
+  function draw() {
+    const t1 = performance.now();
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    ctx.font = '10px ui-monospace, Menlo, Consolas, monospace';
+    charW = ctx.measureText('MMMMMMMMMM').width / 10;
+    // Grid lines under everything.
+    ctx.save();
+    ctx.beginPath(); ctx.rect(LABEL_W, AXIS_H, W - LABEL_W, H - AXIS_H); ctx.clip();
+    for (const l of lanes) {
+      const y0 = AXIS_H + l.y - scrollY;
+      if (y0 + l.h < AXIS_H || y0 > H) continue;
+      if (l.th) drawLane(l, y0);
+    }
+    // Hovered/pinned item outline, and its waker.
+    for (const l of lanes) l.waker = false;
+    for (const it of [pinned, hover]) {
+      if (!it) continue;
+      const r = itemRect(it);
+      if (r) { ctx.strokeStyle = it === pinned ? '#0d47a1' : '#000'; ctx.lineWidth = 2; ctx.strokeRect(r[0] - 1, r[1] - 1, r[2] + 2, r[3] + 2); ctx.lineWidth = 1; }
+      drawWaker(it);
+    }
+    ctx.restore();
+    // Labels and group headers.
+    ctx.font = '12px system-ui, sans-serif';
+    for (const l of lanes) {
+      const y0 = AXIS_H + l.y - scrollY;
+      if (y0 + l.h < AXIS_H || y0 > H) continue;
+      if (!l.th) {
+        ctx.fillStyle = '#e9edf3'; ctx.fillRect(0, y0, W, GROUP_H - 2);
+        ctx.fillStyle = '#334'; ctx.font = 'bold 12px system-ui, sans-serif';
+        ctx.fillText(GROUPS[l.group], 8, y0 + 13); ctx.font = '12px system-ui, sans-serif';
+        continue;
+      }
+      const th = l.th;
+      ctx.fillStyle = l.waker ? '#fff59d' : '#fafbfc'; ctx.fillRect(0, y0, LABEL_W - 4, l.h - LANE_GAP);
+      ctx.fillStyle = '#1d2330';
+      let name = th.name || th.comm || '?';
+      const maxc = 28;
+      if (name.length > maxc) name = name.slice(0, maxc - 1) + '…';
+      ctx.fillText(name, 8, y0 + 12);
+      ctx.fillStyle = '#667';
+      ctx.fillText(`tid ${th.tid} · CPU ${fmtDur(th.cpu)}`, 8, y0 + 26);
+      ctx.strokeStyle = '#e3e7ee'; ctx.beginPath(); ctx.moveTo(0, y0 + l.h - 0.5); ctx.lineTo(W, y0 + l.h - 0.5); ctx.stroke();
+    }
+    drawAxis();
+    lastDrawMs = performance.now() - t1;
+    draws++;
+    writeState();
+  }
+
+  function drawWaker(it) {
+    if (!it || it.kind !== 'off') return;
+    const of = it.th.offs, w = of.w[it.j];
+    if (w < 0) return;
+    const wl = laneOf(w), me = laneOf(it.th.tid);
+    const x = X(of.wt[it.j]);
+    if (!wl || !me) return;
+    wl.waker = true;
+    const ya = AXIS_H + wl.y - scrollY, yb = AXIS_H + me.y - scrollY;
+    ctx.fillStyle = 'rgba(255, 235, 59, 0.35)'; ctx.fillRect(LABEL_W, ya, W - LABEL_W, wl.h - LANE_GAP);
+    ctx.strokeStyle = '#000'; ctx.lineWidth = 2;
+    ctx.beginPath(); ctx.moveTo(x, ya + STATE_H / 2); ctx.lineTo(x, yb + STATE_H / 2); ctx.stroke();
+    ctx.beginPath(); ctx.arc(x, ya + STATE_H / 2, 4, 0, 2 * Math.PI); ctx.fillStyle = '#000'; ctx.fill();
+    const dir = yb > ya ? -1 : 1, yt = yb + STATE_H / 2;
+    ctx.beginPath(); ctx.moveTo(x, yt); ctx.lineTo(x - 5, yt + 8 * dir); ctx.lineTo(x + 5, yt + 8 * dir); ctx.closePath(); ctx.fill();
+    ctx.lineWidth = 1;
+  }
+
+  let pendingFrame = false;
+  function redraw() {
+    if (pendingFrame) return;
+    pendingFrame = true;
+    requestAnimationFrame(() => { pendingFrame = false; draw(); });
+  }
+
+  // ---- hit testing and details ---------------------------------------------
+  function find(starts, ends, idx, n, t, tol) {
+    let r = lbStart(starts, idx, n, t + tol, 0) - 1;
+    let best = -1, bestD = Infinity;
+    for (let q = r; q >= 0 && q >= r - 2; q--) {
+      const j = idx ? idx[q] : q;
+      const s = starts[j], e = ends[j];
+      const dd = t < s ? s - t : t > e ? t - e : 0;
+      if (dd <= tol && dd < bestD) { best = j; bestD = dd; }
+    }
+    return best;
+  }
+
+  function hit(mx, my) {
+    if (my < AXIS_H) return null;
+    const y = my - AXIS_H + scrollY;
+    const l = lanes.find((l) => y >= l.y && y < l.y + l.h);
+    if (!l || !l.th) return null;
+    const th = l.th, t = T(mx), tol = 2 / k();
+    if (mx < LABEL_W) return { kind: 'thread', th };
+    const ry = y - l.y;
+    if (ry < STATE_H) {
+      const g = find(th.gs, th.ge, null, th.nseg, t, tol);
+      if (g >= 0) return { kind: 'off', th, j: th.gi[g], cause: th.gc[g] };
+      if (t >= th.first && t <= th.last) {
+        // Running: between the surrounding off-CPU intervals.
+        const of = th.offs;
+        const r = lbStart(of.s, null, of.s.length, t, 0);
+        return { kind: 'run', th, s: r > 0 ? Math.max(th.first, of.e[r - 1]) : th.first, e: r < of.s.length ? Math.min(th.last, of.s[r]) : th.last };
+      }
+      return null;
+    }
+    const d = Math.floor((ry - STATE_H - 1) / ROW);
+    if (d < 0 || d >= th.depth) return null;
+    const r = th.rows[d];
+    const j = find(th.ss, th.se, r, r.length, t, tol);
+    return j >= 0 ? { kind: 'span', th, j } : null;
+  }
+
+  const same = (a, b) => a === b || (a && b && a.kind === b.kind && a.th === b.th && a.j === b.j && a.s === b.s);
+  const tname = (tid) => { const t = byTid.get(tid); return t ? `${t.name} [${tid}]` : `tid ${tid} (not traced)`; };
+  function causeRows(sparse) {
+    let h = '';
+    if (!sparse) return h;
+    const rows = [];
+    for (let q = 0; q < sparse.length; q += 2) rows.push([sparse[q], sparse[q + 1]]);
+    rows.sort((a, b) => b[1] - a[1]);
+    for (const [c, ns] of rows) h += `<div><i class="sw" style="background:${CC[c]}"></i>${esc(CAUSES[c])}</div><div>${fmtDur(ns)}</div>`;
+    return h;
+  }
+  function enclosing(th, t) {
+    // Innermost span open at t, for "in method" of an off-CPU interval.
+    for (let d = th.depth - 1; d >= 0; d--) {
+      const r = th.rows[d];
+      const j = find(th.ss, th.se, r, r.length, t, 0);
+      if (j >= 0 && th.ss[j] <= t && th.se[j] >= t) return j;
+    }
+    return -1;
+  }
+
+  function details(it) {
+    const th = it.th;
+    const who = `${esc(th.name)} [${th.tid}]`;
+    if (it.kind === 'span') {
+      const sp = th.spans, j = it.j, m = D.methods[sp.m[j]];
+      const off = sp.d[j] - sp.c[j], f = sp.f[j];
+      const flags = [f & 1 ? 'threw an exception' : '', f & 2 ? 'no exit recorded' : '', f & 4 ? 'recursive (nested in itself)' : ''].filter(Boolean);
+      return `<b>${esc(m[0])}.${esc(m[1])}</b> <span style="color:#667">${esc(m[2])}</span><br>thread ${who}, depth ${sp.z[j]}` +
+        `<div class="kv"><div>start</div><div>+${fmtDur(sp.s[j])}</div><div>wall</div><div>${fmtDur(sp.d[j])}</div>` +
+        `<div>CPU</div><div>${fmtDur(sp.c[j])}</div><div>off CPU</div><div>${fmtDur(off)}</div>${causeRows(sp.o[j])}` +
+        `<div>switches</div><div>${sp.v[j]} vol / ${sp.i[j]} invol</div></div>` + (flags.length ? `<div>${flags.join(', ')}</div>` : '');
+    }
+    if (it.kind === 'off') {
+      const of = th.offs, j = it.j;
+      const how = of.p[j] === 1 ? 'preempted (involuntary switch)' : of.p[j] === 2 ? 'still off CPU at its last event' : 'blocked (voluntary switch)';
+      const e = enclosing(th, of.s[j]);
+      let h = `<b>off CPU: ${esc(CAUSES[it.cause])}</b> — ${how}<br>thread ${who}` +
+        (e >= 0 ? `<br>in <b>${esc(mname(th.spans.m[e]))}</b>` : '<br>outside traced methods') +
+        `<div class="kv"><div>switch-out</div><div>+${fmtDur(of.s[j])}</div><div>off CPU</div><div>${fmtDur(of.e[j] - of.s[j])}</div>${causeRows(of.k[j])}`;
+      if (of.w[j] >= 0) h += `<div>woken by</div><div>${esc(tname(of.w[j]))}</div><div>wakeup at</div><div>+${fmtDur(of.wt[j])}</div>`;
+      return h + '</div>';
+    }
+    if (it.kind === 'run') {
+      return `<b>running</b><br>thread ${who}<div class="kv"><div>from</div><div>+${fmtDur(it.s)}</div><div>for</div><div>${fmtDur(it.e - it.s)}</div></div>`;
+    }
+    const offT = th.off.reduce((a, b) => a + b, 0);
+    let rows = '';
+    th.off.forEach((ns, c) => { if (ns) rows += `<div><i class="sw" style="background:${CC[c]}"></i>${esc(CAUSES[c])}</div><div>${fmtDur(ns)}</div>`; });
+    return `<b>${who}</b> ${['application', 'JVM', 'native'][th.kind]} thread${th.daemon ? ', daemon' : ''}${th.group ? ', group ' + esc(th.group) : ''}` +
+      `<div class="kv"><div>wall</div><div>${fmtDur(th.wall)}</div><div>CPU</div><div>${fmtDur(th.cpu)}</div><div>off CPU</div><div>${fmtDur(offT)}</div>${rows}` +
+      `<div>switches</div><div>${th.vol} vol / ${th.invol} invol</div><div>spans</div><div>${th.spans.s.length}</div></div>` +
+      (th.anomalies ? `<div>⚠ ${th.anomalies} inconsistent events (lost events?)</div>` : '');
+  }
+
+  function showTip(it, mx, my) {
+    if (!it) { tip.hidden = true; return; }
+    tip.innerHTML = details(it);
+    tip.hidden = false;
+    const r = cv.getBoundingClientRect();
+    let x = r.left + mx + 14, y = r.top + my + 14;
+    const tw = tip.offsetWidth, tH = tip.offsetHeight;
+    if (x + tw > window.innerWidth - 4) x = Math.max(4, r.left + mx - tw - 14);
+    if (y + tH > window.innerHeight - 4) y = Math.max(4, r.top + my - tH - 14);
+    tip.style.left = x + 'px'; tip.style.top = y + 'px';
+  }
+
+  // ---- interaction -------------------------------------------------------
+  function zoomAt(factor, x) {
+    const t = T(x);
+    let span = (ve - vs) * factor;
+    span = Math.max(50, Math.min(span, Math.max(D.duration, 1000) * 4));
+    vs = t - (x - LABEL_W) / (W - LABEL_W) * span;
+    ve = vs + span;
+    redraw();
+  }
+  function pan(dxPx) { const dt = dxPx / k(); vs += dt; ve += dt; redraw(); }
+
+  let drag = null, lastMouse = null;
+  cv.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? H : 1;
+    const dx = e.deltaX * unit, dy = e.deltaY * unit;
+    if (e.shiftKey) { scrollY += dy || dx; clampScroll(); redraw(); }
+    else if (Math.abs(dx) > Math.abs(dy)) pan(dx);
+    else zoomAt(Math.exp(dy * 0.002), e.offsetX);
+    hover = null; tip.hidden = true;
+  }, { passive: false });
+  cv.addEventListener('mousedown', (e) => { drag = { x: e.offsetX, y: e.offsetY, moved: false }; });
+  window.addEventListener('mouseup', (e) => {
+    if (drag && !drag.moved && e.target === cv) {
+      const it = hit(e.offsetX, e.offsetY);
+      pinned = it && !same(it, pinned) ? it : null;
+      if (pinned) { pin.innerHTML = details(pinned) + '<div style="color:#889;margin-top:4px">pinned · Esc to close</div>'; pin.hidden = false; } else pin.hidden = true;
+      redraw();
+    }
+    drag = null; cv.classList.remove('drag');
+  });
+  cv.addEventListener('mousemove', (e) => {
+    lastMouse = [e.offsetX, e.offsetY];
+    if (drag) {
+      const dx = e.offsetX - drag.x, dy = e.offsetY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 2) { drag.moved = true; cv.classList.add('drag'); }
+      if (drag.moved) {
+        pan(-dx); scrollY -= dy; clampScroll();
+        drag.x = e.offsetX; drag.y = e.offsetY; tip.hidden = true; hover = null; return;
+      }
+    }
+    const it = hit(e.offsetX, e.offsetY);
+    if (!same(it, hover)) { hover = it; redraw(); }
+    showTip(it, e.offsetX, e.offsetY);
+  });
+  cv.addEventListener('mouseleave', () => { hover = null; tip.hidden = true; redraw(); });
+  window.addEventListener('keydown', (e) => {
+    if (e.target && e.target.tagName === 'INPUT') { if (e.key === 'Escape') e.target.blur(); return; }
+    const cx = lastMouse ? lastMouse[0] : LABEL_W + (W - LABEL_W) / 2, w = W - LABEL_W;
+    switch (e.key) {
+      case 'w': case 'W': case '+': case '=': zoomAt(0.7, cx); break;
+      case 's': case 'S': case '-': case '_': zoomAt(1 / 0.7, cx); break;
+      case 'a': case 'A': case 'ArrowLeft': pan(-w * 0.15); break;
+      case 'd': case 'D': case 'ArrowRight': pan(w * 0.15); break;
+      case 'ArrowUp': scrollY -= 60; clampScroll(); redraw(); break;
+      case 'ArrowDown': scrollY += 60; clampScroll(); redraw(); break;
+      case 'PageUp': scrollY -= H * 0.8; clampScroll(); redraw(); break;
+      case 'PageDown': scrollY += H * 0.8; clampScroll(); redraw(); break;
+      case '0': case 'Home': [vs, ve] = FULL(); redraw(); break;
+      case 'Escape': pinned = null; pin.hidden = true; redraw(); break;
+      default: return;
+    }
+    e.preventDefault();
+  });
+  let searchTimer = 0;
+  $('search').addEventListener('input', (e) => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => setSearch(e.target.value), 120);
+  });
+  $('filter').addEventListener('input', (e) => { filterText = e.target.value.trim(); layout(); redraw(); });
+  window.addEventListener('resize', () => { resize(); redraw(); });
+
+  function setSearch(q) {
+    q = q.trim().toLowerCase();
+    if (!q) { matched = null; } else {
+      matched = new Uint8Array(D.methods.length);
+      D.methods.forEach((m, i) => { if ((m[0] + '.' + m[1] + m[2]).toLowerCase().includes(q)) matched[i] = 1; });
+    }
+    searchCount = 0;
+    if (matched) for (const th of D.threads) for (const m of th.spans.m) searchCount += matched[m];
+    $('summary').textContent = summary();
+    redraw();
+  }
+
+  // ---- state for tests and benchmarks ---------------------------------------
+  const perf = { parse_ms: T_PARSED - T_START, prep_ms: T_PREP - T_PARSED, events: nEvents };
+  function writeState() {
+    $('state').textContent = JSON.stringify({
+      lanes: lanes.filter((l) => l.th).length, view: [vs, ve], draws, last_draw_ms: lastDrawMs, perf,
+      tip: tip.hidden ? '' : tip.textContent,
+    });
+  }
+
+  // Programmatic access for tests (real mouse events are still what they send).
+  window.jtrace = {
+    perf,
+    lanes: () => lanes.filter((l) => l.th).map((l) => ({ tid: l.th.tid, name: l.th.name, y: AXIS_H + l.y - scrollY, h: l.h })),
+    view: () => ({ start: vs, end: ve }),
+    lastDrawMs: () => lastDrawMs,
+    tooltip: () => (tip.hidden ? '' : tip.textContent),
+    // Canvas-relative and page coordinates of the widest visible span of a
+    // method (substring match on Class.method), or null.
+    locate(q) {
+      let best = null;
+      for (const l of lanes) {
+        if (!l.th) continue;
+        const th = l.th, sp = th.spans;
+        for (let j = 0; j < sp.s.length; j++) {
+          if (!mname(sp.m[j]).includes(q)) continue;
+          const x0 = Math.max(X(th.ss[j]), LABEL_W), x1 = Math.min(X(th.se[j]), W);
+          const y = AXIS_H + l.y - scrollY + STATE_H + 1 + sp.z[j] * ROW + ROW / 2;
+          if (x1 - x0 < 2 || y < AXIS_H || y > H) continue;
+          if (!best || x1 - x0 > best.w) best = { x: (x0 + x1) / 2, y, w: x1 - x0, method: mname(sp.m[j]), tid: th.tid };
+        }
+      }
+      if (best) { const r = cv.getBoundingClientRect(); best.pageX = r.left + best.x; best.pageY = r.top + best.y; }
+      return best;
+    },
+    // Page coordinates of the widest visible off-CPU interval whose waker
+    // has a lane, or null.
+    locateWoken() {
+      let best = null;
+      for (const l of lanes) {
+        if (!l.th) continue;
+        const of = l.th.offs;
+        for (let j = 0; j < of.s.length; j++) {
+          if (of.w[j] < 0 || of.w[j] === l.th.tid || !laneOf(of.w[j])) continue;
+          const x0 = Math.max(X(of.s[j]), LABEL_W), x1 = Math.min(X(of.e[j]), W), y = AXIS_H + l.y - scrollY + STATE_H / 2;
+          if (x1 - x0 < 2 || y < AXIS_H || y > H) continue;
+          if (!best || x1 - x0 > best.w) best = { x: (x0 + x1) / 2, y, w: x1 - x0, tid: l.th.tid, waker: of.w[j] };
+        }
+      }
+      if (best) { const r = cv.getBoundingClientRect(); best.pageX = r.left + best.x; best.pageY = r.top + best.y; }
+      return best;
+    },
+    // Lanes highlighted as the waker of the hovered/pinned interval.
+    wakerLanes: () => lanes.filter((l) => l.waker).map((l) => l.th.tid),
+    // Times a zoom sequence (for benchmarks): returns ms per draw.
+    bench() {
+      const out = {}, cx = LABEL_W + (W - LABEL_W) / 2;
+      const t = () => { const a = performance.now(); draw(); return performance.now() - a; };
+      [vs, ve] = FULL(); out.full = t();
+      zoomAt(0.1, cx); out.zoom10 = t();
+      zoomAt(0.01, cx); out.zoom1000 = t();
+      pan(200); out.pan = t();
+      [vs, ve] = FULL(); out.full_again = t();
+      return out;
+    },
+  };
+
+  resize();
+  layout();
+  draw();
+  perf.first_draw_ms = lastDrawMs;
+  perf.first_paint_ms = performance.now(); // since navigation start
+  requestAnimationFrame(() => { perf.first_frame_ms = performance.now(); writeState(); });
+  if (location.hash === '#bench') { perf.bench = window.jtrace.bench(); writeState(); }
+  window.jtrace.ready = true;
+})();
