@@ -40,7 +40,6 @@ impl MethodStats {
     pub fn wall_mean(&self) -> u64 {
         self.total.wall.checked_div(self.calls).unwrap_or(0)
     }
-    }
 
     /// Population standard deviation of wall ns.
     pub fn wall_stddev(&self) -> u64 {
