@@ -98,4 +98,25 @@ fn main() {
     bindings
         .write_to_file(&out)
         .unwrap_or_else(|e| panic!("jtrace-agent build: writing {}: {e}", out.display()));
+
+    compile_probe(&include);
+}
+
+/// Compiles the bytecode-rewriting probe class (java/jtrace/Probe.java) with
+/// the same JDK's javac, for Java 8, into `$OUT_DIR/jtrace/Probe.class`.
+fn compile_probe(include: &Path) {
+    let src = Path::new("java/jtrace/Probe.java");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let javac = include.parent().map(|h| h.join("bin/javac")).filter(|j| j.is_file());
+    let javac = javac.unwrap_or_else(|| PathBuf::from("javac"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let st = std::process::Command::new(&javac)
+        .args(["--release", "8", "-Xlint:-options", "-nowarn", "-d"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .unwrap_or_else(|e| panic!("jtrace-agent build: running {}: {e}", javac.display()));
+    if !st.success() {
+        panic!("jtrace-agent build: {} failed on {}", javac.display(), src.display());
+    }
 }

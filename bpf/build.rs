@@ -68,12 +68,17 @@ fn main() {
     for p in &sources {
         println!("cargo:rerun-if-changed={}", p.display());
     }
+    // Every *.bpf.c (one concern each) is compiled on its own, then all are
+    // statically linked into one BPF object, so that their programs share
+    // the maps jtrace.h defines __weak; one skeleton (`jtrace.skel.rs`).
+    let mut objs = Vec::new();
     for src in sources.iter().filter(|p| p.to_string_lossy().ends_with(".bpf.c")) {
         let file = src.file_name().unwrap().to_string_lossy();
         let name = file.trim_end_matches(".bpf.c");
-        let skel = out.join(format!("{name}.skel.rs"));
+        let obj = out.join(format!("{name}.part.o"));
         SkeletonBuilder::new()
             .source(src)
+            .obj(&obj)
             .clang_args([
                 "-Wall".as_ref(),
                 "-I".as_ref(),
@@ -81,7 +86,26 @@ fn main() {
                 "-I".as_ref(),
                 c_dir.as_os_str(),
             ])
-            .build_and_generate(&skel)
+            .build()
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+        objs.push(obj);
     }
+    let linked = out.join("jtrace.bpf.o");
+    let bpftool = find_bpftool();
+    let status = Command::new(&bpftool)
+        .args(["gen", "object"])
+        .arg(&linked)
+        .args(&objs)
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", bpftool.display()));
+    if !status.success() {
+        panic!(
+            "{} gen object (linking the BPF objects) failed: {status}",
+            bpftool.display()
+        );
+    }
+    SkeletonBuilder::new()
+        .obj(&linked)
+        .generate(out.join("jtrace.skel.rs"))
+        .unwrap_or_else(|e| panic!("generating the skeleton of {}: {e:#}", linked.display()));
 }

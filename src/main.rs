@@ -26,6 +26,8 @@ struct Cli {
 enum Cmd {
     /// Run a command under the tracer (needs root: CAP_BPF + CAP_PERFMON).
     Run(run::RunArgs),
+    /// Record the kernel side of a running process (needs root).
+    Record(run::RecordArgs),
     /// Print the merged per-thread text trace.
     Text {
         /// Trace directory.
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(args),
+        Cmd::Record(args) => return run::record(args),
         Cmd::Text { trace, all } => open(&trace).and_then(|t| {
             let stdout = std::io::stdout().lock();
             jtrace_timeline::write_text(

@@ -7,7 +7,7 @@
 //! only when everything is flushed.
 
 use anyhow::{bail, Context};
-use jtrace_bpf::{KernelRecorder, RecorderConfig};
+use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig, SyscallMode};
 use jtrace_merge::Meta;
 use std::ffi::CString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -33,12 +33,73 @@ pub struct RunArgs {
     /// Trace directory to write.
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Kernel ring buffer size in MiB (a power of two).
-    #[arg(long, default_value_t = 16)]
-    ringbuf_mb: usize,
+    /// Kernel recording options.
+    #[command(flatten)]
+    kernel: KernelArgs,
     /// The command to run, after `--`.
     #[arg(required = true, last = true)]
     command: Vec<String>,
+}
+
+/// What the kernel side records; shared by `jtrace run` and `jtrace record`.
+#[derive(clap::Args)]
+pub struct KernelArgs {
+    /// Kernel ring buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 16)]
+    ringbuf_mb: usize,
+    /// Which syscalls to record: `blocked` (those the thread blocked in),
+    /// `io` (blocked ones plus all socket/file I/O), `all` (also futex,
+    /// sleeps, pipes, ... that did not block) or `none`.
+    #[arg(long, default_value = "io", value_parser = ["none", "blocked", "io", "all"])]
+    syscalls: String,
+    /// Library functions to interpose, comma-separated LIBRARY:SYMBOL
+    /// (`libz.so.1:inflate,libc.so.6:getaddrinfo`; a library path works too).
+    #[arg(long, value_name = "SPEC")]
+    lib_calls: Option<String>,
+    /// Do not record the page faults threads block on.
+    #[arg(long)]
+    no_page_faults: bool,
+    /// Do not record block I/O requests.
+    #[arg(long)]
+    no_block_io: bool,
+}
+
+impl KernelArgs {
+    /// Checks the options (library calls resolved, so that a typo fails
+    /// before anything runs) and returns the library calls to trace.
+    fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
+        if !self.ringbuf_mb.is_power_of_two() {
+            bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
+        }
+        let specs = match &self.lib_calls {
+            Some(s) => jtrace_bpf::parse_lib_calls(s)?,
+            None => Vec::new(),
+        };
+        jtrace_bpf::resolve_lib_calls(&specs)?;
+        Ok(specs)
+    }
+
+    fn config(&self, out: &Path, lib_calls: Vec<LibCallSpec>) -> RecorderConfig {
+        let mut cfg = RecorderConfig::new(out.join(jtrace_format::KERNEL_FILE));
+        cfg.ringbuf_bytes = self.ringbuf_mb << 20;
+        cfg.syscalls = self.syscalls.parse().unwrap_or(SyscallMode::Io);
+        cfg.page_faults = !self.no_page_faults;
+        cfg.block_io = !self.no_block_io;
+        cfg.lib_calls = lib_calls;
+        cfg
+    }
+}
+
+/// Stops the kernel recorder and stores its counters in the metadata.
+fn stop_kernel(recorder: KernelRecorder, meta: &mut Meta) -> anyhow::Result<KernelStats> {
+    // Let in-flight kernel events of the last exits reach the ring buffer.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    meta.end_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
+    let stats = recorder.stop().context("stopping kernel tracing")?;
+    meta.kernel_records = stats.records;
+    meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+    Ok(stats)
 }
 
 static CHILD_PID: AtomicI32 = AtomicI32::new(0);
@@ -73,7 +134,9 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The user the command runs as: the one who invoked sudo, else ourselves.
@@ -92,7 +155,10 @@ fn invoking_user() -> anyhow::Result<Owner> {
     };
     match (parse("SUDO_UID")?, parse("SUDO_GID")?) {
         (Some(uid), Some(gid)) => Ok(Owner { uid, gid }),
-        _ => Ok(Owner { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }),
+        _ => Ok(Owner {
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+        }),
     }
 }
 
@@ -161,12 +227,19 @@ fn prepare_output(dir: &Path, owner: Owner) -> anyhow::Result<()> {
         let entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
         let is_trace = dir.join(jtrace_format::META_FILE).exists();
         if !entries.is_empty() && !is_trace {
-            bail!("output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it", dir.display());
+            bail!(
+                "output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it",
+                dir.display()
+            );
         }
         for e in entries {
             let p = e.path();
             if p.is_dir() {
-                bail!("output {} contains a directory {}; refusing to overwrite it", dir.display(), p.display());
+                bail!(
+                    "output {} contains a directory {}; refusing to overwrite it",
+                    dir.display(),
+                    p.display()
+                );
             }
             std::fs::remove_file(&p)?;
         }
@@ -198,8 +271,7 @@ fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
 fn agent_config(args: &RunArgs, out: &Path) -> anyhow::Result<String> {
     let mut conf = String::from("# written by jtrace run\n");
     if let Some(path) = &args.config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
         for line in text.lines() {
             if line.split_whitespace().next() == Some("output") {
                 conf.push_str("# (output set by jtrace) ");
@@ -224,19 +296,26 @@ fn config_output(path: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(path).ok()?;
     text.lines().find_map(|l| {
         let mut w = l.split_whitespace();
-        (w.next() == Some("output")).then(|| w.next().map(PathBuf::from)).flatten()
+        (w.next() == Some("output"))
+            .then(|| w.next().map(PathBuf::from))
+            .flatten()
     })
 }
 
 /// Runs `jtrace run`; returns the command's exit status as ours.
 pub fn run(args: RunArgs) -> ExitCode {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "jtrace: `jtrace run` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
-        );
+        eprintln!("jtrace: `jtrace run` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo");
         return ExitCode::from(EXIT_USAGE);
     }
-    match run_inner(args) {
+    let lib_calls = match args.kernel.validate() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run_inner(args, lib_calls) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("jtrace: {e:#}");
@@ -245,16 +324,16 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
+fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitCode> {
     let owner = invoking_user()?;
     let agent = agent_path()?;
     if agent.to_string_lossy().chars().any(char::is_whitespace) {
-        bail!("agent path {} contains white space, which JAVA_TOOL_OPTIONS cannot carry", agent.display());
+        bail!(
+            "agent path {} contains white space, which JAVA_TOOL_OPTIONS cannot carry",
+            agent.display()
+        );
     }
     check_readable_by(&agent, owner)?;
-    if !args.ringbuf_mb.is_power_of_two() {
-        bail!("--ringbuf-mb must be a power of two, not {}", args.ringbuf_mb);
-    }
     jtrace_bpf::required_kernel_features()?;
     let out = args
         .output
@@ -262,7 +341,10 @@ fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| args.config.as_deref().and_then(config_output))
         .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
     if out.to_string_lossy().chars().any(char::is_whitespace) {
-        bail!("output path {:?} contains white space, which JAVA_TOOL_OPTIONS cannot carry", out);
+        bail!(
+            "output path {:?} contains white space, which JAVA_TOOL_OPTIONS cannot carry",
+            out
+        );
     }
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk, so bad
@@ -286,12 +368,9 @@ fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     meta.store(&out)?;
 
-    let recorder = KernelRecorder::start(RecorderConfig {
-        out: out.join(jtrace_format::KERNEL_FILE),
-        launcher_tgid: Some(std::process::id()),
-        pids: Vec::new(),
-        ringbuf_bytes: args.ringbuf_mb << 20,
-    });
+    let mut kcfg = args.kernel.config(&out, lib_calls);
+    kcfg.launcher_tgid = Some(std::process::id());
+    let recorder = KernelRecorder::start(kcfg);
     let recorder = match recorder {
         Ok(r) => r,
         Err(e) => {
@@ -336,16 +415,14 @@ fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
             let _ = recorder.stop();
             let _ = std::fs::remove_dir_all(&out);
             eprintln!("jtrace: cannot run {}: {e}", args.command[0]);
-            return Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 }));
+            return Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            }));
         }
     };
-    // Let in-flight kernel events of the last exits reach the ring buffer.
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    meta.end_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
-    let stats = recorder.stop().context("stopping kernel tracing")?;
-    meta.kernel_records = stats.records;
-    meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+    let stats = stop_kernel(recorder, &mut meta)?;
     let code = match &status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 1,
@@ -359,7 +436,11 @@ fn run_inner(args: RunArgs) -> anyhow::Result<ExitCode> {
         "jtrace: trace written to {} ({} kernel events{}); read it with `jtrace text {}` or `jtrace report {}`",
         out.display(),
         stats.records,
-        if lost > 0 { format!(", {lost} LOST") } else { String::new() },
+        if lost > 0 {
+            format!(", {lost} LOST")
+        } else {
+            String::new()
+        },
         out.display(),
         out.display()
     );
@@ -373,4 +454,168 @@ fn user_name(uid: u32) -> Option<CString> {
         return None;
     }
     Some(unsafe { std::ffi::CStr::from_ptr((*pw).pw_name) }.to_owned())
+}
+
+/// Arguments of `jtrace record`.
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// Process to record (with the processes it forks from now on).
+    #[arg(short, long)]
+    pid: u32,
+    /// Stop after this long (`10s`, `500ms`, `2m`; a bare number is
+    /// seconds); default: until Ctrl-C or until the process exits.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<std::time::Duration>,
+    /// Trace directory to write.
+    #[arg(short, long, default_value = "trace.jtrace")]
+    output: PathBuf,
+    /// Kernel recording options.
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// `10s`, `500ms`, `2m`, `1.5s`, `3` (seconds).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 10s, 500ms or 2m"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("{s:?}: the duration must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+static STOP_RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn request_stop(_sig: libc::c_int) {
+    STOP_RECORDING.store(true, Ordering::SeqCst);
+}
+
+/// Runs `jtrace record`: the kernel side only, on an already running process.
+pub fn record(args: RecordArgs) -> ExitCode {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("jtrace: `jtrace record` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let lib_calls = match args.kernel.validate() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if unsafe { libc::kill(args.pid as libc::pid_t, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    {
+        eprintln!("jtrace: no process with pid {}", args.pid);
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match record_inner(args, lib_calls) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
+    let owner = invoking_user()?;
+    jtrace_bpf::required_kernel_features()?;
+    let out = std::path::absolute(&args.output)?;
+    let command: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", args.pid))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    prepare_output(&out, owner)?;
+    let mut meta = Meta {
+        format: "jtrace".into(),
+        version: jtrace_format::FORMAT_VERSION,
+        complete: false,
+        jtrace_version: env!("CARGO_PKG_VERSION").into(),
+        start_realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+        start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        command,
+        kernel: kernel_release(),
+        pid: args.pid,
+        ..Default::default()
+    };
+    meta.store(&out)?;
+    let mut kcfg = args.kernel.config(&out, lib_calls);
+    kcfg.pids = vec![args.pid];
+    let recorder = match KernelRecorder::start(kcfg) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e.context("cannot start kernel tracing"));
+        }
+    };
+    hand_over(&out, owner)?;
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = request_stop as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    eprintln!(
+        "jtrace: recording pid {}{}",
+        args.pid,
+        match args.duration {
+            Some(d) => format!(" for {d:?} (Ctrl-C stops earlier)"),
+            None => " until it exits or Ctrl-C".into(),
+        }
+    );
+    // A pidfd becomes readable when the process exits (zombie or not).
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, args.pid as libc::pid_t, 0) } as i32;
+    let deadline = args.duration.map(|d| std::time::Instant::now() + d);
+    let why = loop {
+        if STOP_RECORDING.load(Ordering::SeqCst) {
+            break "interrupted";
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break "duration reached";
+        }
+        if pidfd >= 0 {
+            let mut pfd = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
+                break "process exited";
+            }
+        } else {
+            if unsafe { libc::kill(args.pid as libc::pid_t, 0) } != 0 {
+                break "process exited";
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    if pidfd >= 0 {
+        unsafe { libc::close(pidfd) };
+    }
+    let stats = stop_kernel(recorder, &mut meta)?;
+    meta.complete = true;
+    meta.store(&out)?;
+    hand_over(&out, owner)?;
+    let lost = stats.lost_total;
+    eprintln!(
+        "jtrace: {why}; trace written to {} ({} kernel events{}); read it with `jtrace text {}`",
+        out.display(),
+        stats.records,
+        if lost > 0 { format!(", {lost} LOST") } else { String::new() },
+        out.display()
+    );
+    Ok(())
 }

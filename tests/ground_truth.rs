@@ -61,7 +61,11 @@ impl Outcome {
             .map(|(_, iv)| *iv)
             .expect("an off-CPU interval inside the invocation");
         let w = iv.wake.expect("the block ended by a wakeup");
-        self.trace.threads.get(&w.waker_tid).map(|t| t.display_name().to_string()).unwrap_or_default()
+        self.trace
+            .threads
+            .get(&w.waker_tid)
+            .map(|t| t.display_name().to_string())
+            .unwrap_or_default()
     }
 }
 
@@ -72,7 +76,13 @@ fn run_scenario(jdk: &str, scenario: &str, extra: &[&str], args: &[&str]) -> Out
     jargs.extend_from_slice(extra);
     let java = java(jdk);
     let delay = DELAY_MS.to_string();
-    let mut cmd: Vec<&str> = vec![java.to_str().unwrap(), "-cp", classes.to_str().unwrap(), "GroundTruth", scenario];
+    let mut cmd: Vec<&str> = vec![
+        java.to_str().unwrap(),
+        "-cp",
+        classes.to_str().unwrap(),
+        "GroundTruth",
+        scenario,
+    ];
     cmd.push(&delay);
     cmd.extend_from_slice(args);
     let o = jtrace_run(&out, &jargs, &cmd);
@@ -86,7 +96,11 @@ fn run_scenario(jdk: &str, scenario: &str, extra: &[&str], args: &[&str]) -> Out
 
 fn report(jdk: &str, scenario: &str, inv: &Invocation) {
     let b = inv.breakdown;
-    let causes: Vec<String> = b.off.nonzero().map(|(c, v)| format!("{} {:.1}ms", c.name(), v as f64 / 1e6)).collect();
+    let causes: Vec<String> = b
+        .off
+        .nonzero()
+        .map(|(c, v)| format!("{} {:.1}ms", c.name(), v as f64 / 1e6))
+        .collect();
     eprintln!(
         "{jdk} {scenario}: wall {:.1}ms cpu {:.1}ms off [{}]",
         b.wall as f64 / 1e6,
@@ -107,8 +121,15 @@ fn check_released(jdk: &str, scenario: &str, method: &str, cause: Cause) {
         cause.name(),
         b.off.get(cause) as f64 / 1e6
     );
-    assert!(b.off.get(Cause::Unknown) * 20 < b.wall, "{jdk} {scenario}: unknown ≥ 5% of wall");
-    assert_eq!(o.waker_of(t.tid, &inv, cause), "releaser", "{jdk} {scenario}: wrong waker");
+    assert!(
+        b.off.get(Cause::Unknown) * 20 < b.wall,
+        "{jdk} {scenario}: unknown ≥ 5% of wall"
+    );
+    assert_eq!(
+        o.waker_of(t.tid, &inv, cause),
+        "releaser",
+        "{jdk} {scenario}: wrong waker"
+    );
 }
 
 /// A cause whose size the program does not choose (fsync, GC): it must
@@ -126,7 +147,10 @@ fn check_dominant(jdk: &str, o: &Outcome, scenario: &str, method: &str, cause: C
         b.off.get(cause) as f64 / 1e6,
         blocked as f64 / 1e6
     );
-    assert!(b.off.get(Cause::Unknown) * 20 < b.wall, "{jdk} {scenario}: unknown ≥ 5% of wall");
+    assert!(
+        b.off.get(Cause::Unknown) * 20 < b.wall,
+        "{jdk} {scenario}: unknown ≥ 5% of wall"
+    );
 }
 
 #[test]
@@ -136,7 +160,11 @@ fn sleep_is_sleep() {
         let (_, inv) = o.invocation("sleepFor");
         report(jdk, "sleep", &inv);
         let b = inv.breakdown;
-        assert!(b.off.get(Cause::Sleep) * 100 >= DELAY_MS * MS * 85, "{jdk}: sleep {} ns", b.off.get(Cause::Sleep));
+        assert!(
+            b.off.get(Cause::Sleep) * 100 >= DELAY_MS * MS * 85,
+            "{jdk}: sleep {} ns",
+            b.off.get(Cause::Sleep)
+        );
         assert!(b.off.get(Cause::Unknown) * 20 < b.wall);
     }
 }
@@ -201,16 +229,18 @@ fn zlib_inflate_is_a_nested_library_span() {
         };
         let o = run_scenario(jdk, "zlib", &["--lib-calls", &lib], &[]);
         let (t, outer) = o.invocation("inflateBlock");
-        let spans: Vec<_> = o
-            .c
-            .invs
-            .iter()
-            .filter(|(th, i)| th.tid == t.tid && o.trace.methods[i.method as usize].native)
-            .filter(|(_, i)| o.trace.methods[i.method as usize].name == "inflate")
-            .collect();
+        let spans: Vec<_> =
+            o.c.invs
+                .iter()
+                .filter(|(th, i)| th.tid == t.tid && o.trace.methods[i.method as usize].native)
+                .filter(|(_, i)| o.trace.methods[i.method as usize].name == "inflate")
+                .collect();
         assert!(!spans.is_empty(), "{jdk}: no inflate span");
         for (_, s) in &spans {
-            assert!(s.entry >= outer.entry && s.exit <= outer.exit, "{jdk}: inflate not nested in inflateBlock");
+            assert!(
+                s.entry >= outer.entry && s.exit <= outer.exit,
+                "{jdk}: inflate not nested in inflateBlock"
+            );
             assert!(s.breakdown.is_exact());
         }
     }

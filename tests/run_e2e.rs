@@ -23,7 +23,16 @@ fn preempted_spinners_on_one_cpu() {
         let o = jtrace_run(
             &out,
             &["--methods", "Spin.burn"],
-            &["taskset", "-c", "0", java(jdk).to_str().unwrap(), "-cp", classes.to_str().unwrap(), "Spin", "300"],
+            &[
+                "taskset",
+                "-c",
+                "0",
+                java(jdk).to_str().unwrap(),
+                "-cp",
+                classes.to_str().unwrap(),
+                "Spin",
+                "300",
+            ],
         );
         assert!(o.status.success(), "{jdk}: jtrace run failed");
         let trace = Trace::open(&out).unwrap();
@@ -36,7 +45,10 @@ fn preempted_spinners_on_one_cpu() {
             .collect();
         let names: Vec<_> = burns.iter().map(|(t, _)| t.display_name().to_string()).collect();
         assert_eq!(burns.len(), 2, "{jdk}: one burn per thread, got {names:?}");
-        assert!(names.contains(&"spin-a".to_string()) && names.contains(&"spin-b".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"spin-a".to_string()) && names.contains(&"spin-b".to_string()),
+            "{names:?}"
+        );
         for (t, inv) in &burns {
             let b = inv.breakdown;
             eprintln!(
@@ -49,8 +61,16 @@ fn preempted_spinners_on_one_cpu() {
                 b.involuntary,
                 b.voluntary
             );
-            assert!(b.involuntary > 0, "{jdk}: no involuntary switch inside burn on {}", t.display_name());
-            assert!((270 * MS..=330 * MS).contains(&b.cpu), "{jdk}: burn CPU {} ms not within 10% of 300", b.cpu / MS);
+            assert!(
+                b.involuntary > 0,
+                "{jdk}: no involuntary switch inside burn on {}",
+                t.display_name()
+            );
+            assert!(
+                (270 * MS..=330 * MS).contains(&b.cpu),
+                "{jdk}: burn CPU {} ms not within 10% of 300",
+                b.cpu / MS
+            );
             let gap = b.wall - b.cpu;
             assert!(
                 b.off.get(Cause::Runqueue) * 10 >= gap * 8,
@@ -82,24 +102,46 @@ fn sleeping_method_and_exit_code() {
         let o = jtrace_run(
             &out,
             &["--methods", "Sleeper.nap,Sleeper.fail"],
-            &[java(jdk).to_str().unwrap(), "-cp", classes.to_str().unwrap(), "Sleeper", "100", "3"],
+            &[
+                java(jdk).to_str().unwrap(),
+                "-cp",
+                classes.to_str().unwrap(),
+                "Sleeper",
+                "100",
+                "3",
+            ],
         );
         assert_eq!(o.status.code(), Some(3), "{jdk}: exit code not propagated");
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let invs = invocations(&trace);
-        let nap = invs.iter().find(|(_, i)| trace.methods[i.method as usize].name == "nap").expect("nap traced");
+        let nap = invs
+            .iter()
+            .find(|(_, i)| trace.methods[i.method as usize].name == "nap")
+            .expect("nap traced");
         let b = nap.1.breakdown;
         eprintln!("{jdk}: nap wall {} µs cpu {} µs", b.wall / 1000, b.cpu / 1000);
         assert!(b.wall >= 100 * MS, "{jdk}: nap wall {} < 100 ms", b.wall);
         assert!(b.cpu < 10 * MS, "{jdk}: nap CPU {} >= 10 ms", b.cpu);
         assert!(b.voluntary >= 1);
         assert_eq!(nap.0.display_name(), "main");
-        let fail = invs.iter().find(|(_, i)| trace.methods[i.method as usize].name == "fail").expect("fail traced");
+        let fail = invs
+            .iter()
+            .find(|(_, i)| trace.methods[i.method as usize].name == "fail")
+            .expect("fail traced");
         assert!(fail.1.exception, "{jdk}: exit by exception not recorded");
         let txt = text(&out);
-        let body = txt.split("→ Sleeper.nap").nth(1).unwrap().split("← Sleeper.nap").next().unwrap();
-        assert!(body.contains("⇣ switch-out blocked (voluntary"), "{jdk}: no blocked interval inside nap:\n{txt}");
+        let body = txt
+            .split("→ Sleeper.nap")
+            .nth(1)
+            .unwrap()
+            .split("← Sleeper.nap")
+            .next()
+            .unwrap();
+        assert!(
+            body.contains("⇣ switch-out blocked (voluntary"),
+            "{jdk}: no blocked interval inside nap:\n{txt}"
+        );
         assert!(txt.contains("[threw]"));
     }
 }
@@ -147,7 +189,10 @@ fn command_runs_as_invoking_user_who_owns_the_trace() {
     let trace = Trace::open(&out).unwrap();
     assert!(trace.meta.complete);
     // The short-lived `id` process was traced: it has kernel events.
-    assert!(trace.threads.values().any(|t| t.comm == "id"), "no events of the traced command");
+    assert!(
+        trace.threads.values().any(|t| t.comm == "id"),
+        "no events of the traced command"
+    );
 }
 
 /// Ctrl-C (SIGINT to jtrace) stops the command and still leaves a complete,
@@ -172,7 +217,10 @@ fn sigint_stops_the_command_and_finalises_the_trace() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "jtrace did not stop after SIGINT");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "jtrace did not stop after SIGINT"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(130), "the JVM's exit on SIGINT is 130");
@@ -192,7 +240,10 @@ fn missing_command_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/command"));
     assert!(!out.exists());
-    let o = Command::new(jtrace()).args(["text", "/nonexistent.jtrace"]).output().unwrap();
+    let o = Command::new(jtrace())
+        .args(["text", "/nonexistent.jtrace"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a jtrace trace directory"));
 }

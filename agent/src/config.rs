@@ -131,7 +131,8 @@ pub struct Config {
     pub output: Option<String>,
     /// `method_invocation` (default on): record method entry/exit.
     pub method_invocation: bool,
-    /// `bytecode_rewriting` (default off; accepted, not implemented yet).
+    /// `bytecode_rewriting` (default on): trace methods by rewriting their
+    /// bytecode at load time; `off` uses JVMTI MethodEntry/MethodExit events.
     pub bytecode_rewriting: bool,
     /// `monitor_contention` (default on): contended monitor enter/entered.
     pub monitor_contention: bool,
@@ -160,7 +161,7 @@ impl Default for Config {
         Config {
             output: None,
             method_invocation: true,
-            bytecode_rewriting: false,
+            bytecode_rewriting: true,
             monitor_contention: true,
             monitor_waiting: true,
             garbage_collection: true,
@@ -363,11 +364,13 @@ mod tests {
         assert!(cfg.thread_traced("anything"));
         assert!(cfg.monitor_contention && cfg.monitor_waiting && cfg.garbage_collection);
         assert!(cfg.park && cfg.sleep && cfg.jit && !cfg.object_allocation);
-        let (cfg, errs) = Config::parse("park off
+        let (cfg, errs) = Config::parse(
+            "park off
 sleep off
 jit off
 object_allocation on
-");
+",
+        );
         assert!(errs.is_empty(), "{errs:?}");
         assert!(!cfg.park && !cfg.sleep && !cfg.jit && cfg.object_allocation);
         let (cfg, _) = Config::parse("include_method *\nmethod_invocation off\n");

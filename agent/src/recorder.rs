@@ -102,6 +102,21 @@ impl Recorder {
         }
     }
 
+    /// Appends `n` whole records, already encoded, to a thread's buffer
+    /// (the bytecode probes' blocks of method events), writing it out when full.
+    pub fn push_encoded(&self, buf: &SharedBuf, bytes: &[u8], n: u64) {
+        let mut b = lock(buf);
+        if self.is_dead() {
+            self.count_lost(n);
+            return;
+        }
+        b.enc.buf.extend_from_slice(bytes);
+        b.records += n;
+        if b.enc.buf.len() >= FLUSH_AT {
+            self.flush_locked(&mut b);
+        }
+    }
+
     /// Writes out a thread's buffer and forgets it (at thread end).
     pub fn retire(&self, buf: &SharedBuf) {
         self.flush_locked(&mut lock(buf));

@@ -174,6 +174,14 @@ fn run(java: &Path, conf_lines: &str, tag: &str) -> Run {
     let dir = scratch_dir(tag);
     let out = dir.join("out");
     let conf = dir.join("agent.conf");
+    // tests/agent_jvmti.rs includes this file as module `jvmti_mechanism`: every
+    // test then runs again with JVMTI MethodEntry/MethodExit events instead of
+    // bytecode rewriting (appended, so configuration line numbers stay).
+    let conf_lines = if module_path!().ends_with("jvmti_mechanism") {
+        format!("{conf_lines}\nbytecode_rewriting off\n")
+    } else {
+        conf_lines.to_string()
+    };
     std::fs::write(&conf, conf_lines.replace("$OUT", &out.to_string_lossy())).expect("write conf");
     let o = Command::new(java)
         .arg(format!("-agentpath:{}={}", agent_so().display(), conf.display()))
@@ -279,7 +287,8 @@ const BASIC: &str = "# methods of the workload\noutput $OUT\n\n\
 #[test]
 fn traced_method_counts_and_nesting() {
     for java in jvms() {
-        let r = run(&java, BASIC, "counts");
+        // `jit off`: compiled code would also define untraced methods.
+        let r = run(&java, &format!("{BASIC}jit off\n"), "counts");
         check_well_formed(&r);
         let j = java.display();
         let defs = r.defs();
@@ -489,7 +498,7 @@ fn first_matching_rule_wins() {
         // Exclude before a broader include: the exclude wins.
         let r = run(
             &java,
-            "output $OUT\nexclude_method Demo untraced\ninclude_method Demo.*\n",
+            "output $OUT\nexclude_method Demo untraced\ninclude_method Demo.*\njit off\n",
             "exclude-first",
         );
         check_well_formed(&r);
@@ -538,7 +547,7 @@ fn method_invocation_off_records_no_methods() {
     for java in jvms() {
         let r = run(
             &java,
-            "output $OUT\nmethod_invocation off\ninclude_method *\n",
+            "output $OUT\nmethod_invocation off\ninclude_method *\njit off\n",
             "mi-off",
         );
         check_well_formed(&r);

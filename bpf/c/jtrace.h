@@ -17,8 +17,18 @@
 #define K_EXIT 5
 #define K_COMM 6
 #define K_EXEC 7
+#define K_SYSCALL 8
+#define K_PAGE_FAULT 9
+#define K_BLOCK_IO 10
+#define K_LIB_CALL 11
 /* Counter slot, not a record kind: a process could not be added to the filter. */
 #define K_FILTER_FULL 0
+/* Counter slot of `dropped`, not a record kind: a library call nested deeper
+ * than the per-thread stack (LIB_STACK_DEPTH) was not recorded. */
+#define K_LIB_TOO_DEEP 29
+/* Counter slot of `dropped`, not a record kind: a block request could not be
+ * remembered between issue and completion (in-flight map full). */
+#define K_BLOCK_MAP_FULL 30
 /* Counter slot of `emitted`, not a record kind: SWITCH_IN records inferred
  * from a switch-out whose switch-in was not seen (also counted as SWITCH_IN). */
 #define K_INFERRED_SWITCH_IN 31
@@ -78,6 +88,77 @@ struct task_rec {
 	char comm[TASK_COMM_LEN];
 };
 
+/* What the kernel knows about the file behind an fd (format `fd_kind`). */
+#define FDK_NONE 0
+#define FDK_SOCKET 1
+#define FDK_FILE 2
+#define FDK_PIPE 3
+#define FDK_BLOCK 4
+#define FDK_CHAR 5
+#define FDK_ANON 6
+#define FDK_DIR 7
+#define FDK_OTHER 8
+
+/* The fd part of a SYSCALL record, in record order from fd_kind's
+ * neighbours on: resolved by resolve_fd() in syscalls.bpf.c. */
+struct fd_info {
+	__u32 fd_kind;
+	__u16 family;
+	__u16 protocol;
+	__u16 sport;
+	__u16 dport;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u64 dev;
+	__u64 ino;
+};
+
+/* SYSCALL_BLOCKED of format: the thread switched out voluntarily inside. */
+#define SYSCALL_BLOCKED 1
+
+struct syscall_rec {
+	struct rec_hdr h;	/* ts = entry */
+	__u64 exit_ts;
+	__u32 nr;
+	__u32 fd_kind;
+	__s64 ret;
+	__s32 fd;
+	__u32 flags;
+	__u64 arg;
+	__u16 family;
+	__u16 protocol;
+	__u16 sport;
+	__u16 dport;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u64 dev;
+	__u64 ino;
+};
+
+struct page_fault_rec {
+	struct rec_hdr h;
+	__u64 address;
+	__u64 ip;
+	__u64 error_code;
+};
+
+struct block_io_rec {
+	struct rec_hdr h;	/* ts = issue, tid = issuer */
+	__u64 complete_ts;
+	__u64 dev;
+	__u64 sector;
+	__u32 bytes;
+	__u32 write;
+};
+
+struct lib_call_rec {
+	struct rec_hdr h;	/* ts = call */
+	__u64 exit_ts;
+	__u32 probe;
+	__u32 reserved;
+	__u64 ret;
+};
+
 /* The reader skips records by len and requires 8-byte multiples. */
 _Static_assert(sizeof(struct rec_hdr) == 16, "rec_hdr");
 _Static_assert(sizeof(struct switch_out_rec) == 32, "switch_out_rec");
@@ -85,12 +166,22 @@ _Static_assert(sizeof(struct switch_in_rec) == 32, "switch_in_rec");
 _Static_assert(sizeof(struct wakeup_rec) == 40, "wakeup_rec");
 _Static_assert(sizeof(struct fork_rec) == 48, "fork_rec");
 _Static_assert(sizeof(struct task_rec) == 40, "task_rec");
+_Static_assert(sizeof(struct syscall_rec) == 112, "syscall_rec");
+_Static_assert(sizeof(struct page_fault_rec) == 40, "page_fault_rec");
+_Static_assert(sizeof(struct block_io_rec) == 48, "block_io_rec");
+_Static_assert(sizeof(struct lib_call_rec) == 40, "lib_call_rec");
+
+/*
+ * The programs of all *.bpf.c files are linked into one object (build.rs),
+ * so the maps below are defined __weak in every file that includes this
+ * header and the linker keeps one of each: all programs share them.
+ */
 
 /* The one event stream; user space sets max_entries before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
-} events SEC(".maps");
+} events __weak SEC(".maps");
 
 /* The filter: processes (tgids) whose threads are recorded. */
 struct {
@@ -98,7 +189,7 @@ struct {
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, __u8);
-} traced_tgids SEC(".maps");
+} traced_tgids __weak SEC(".maps");
 
 /* Records submitted, per kind. Per-CPU so counting needs no atomics. */
 struct {
@@ -106,7 +197,7 @@ struct {
 	__uint(max_entries, N_KINDS);
 	__type(key, __u32);
 	__type(value, __u64);
-} emitted SEC(".maps");
+} emitted __weak SEC(".maps");
 
 /* Records lost because the ring buffer was full, per kind. */
 struct {
@@ -114,7 +205,48 @@ struct {
 	__uint(max_entries, N_KINDS);
 	__type(key, __u32);
 	__type(value, __u64);
-} dropped SEC(".maps");
+} dropped __weak SEC(".maps");
+
+/* What the last switch record of a traced thread was. */
+#define ST_UNKNOWN 0
+#define ST_IN 1
+#define ST_OUT 2
+
+/* task_state.sc_flags */
+#define SC_IN_FLIGHT 1	/* sys_enter seen, sys_exit not yet */
+#define SC_BLOCKED 2	/* switched out voluntarily since sys_enter */
+
+/*
+ * Per-thread state shared by the scheduler, syscall and page-fault
+ * programs (task storage: freed with the task, no size limit to tune).
+ */
+struct task_state {
+	/* sched.bpf.c: inferred switch-ins */
+	__u64 out_ts;		/* ts of the last SWITCH_OUT */
+	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
+	__u32 last;		/* ST_* */
+	/* syscalls.bpf.c: the syscall in flight */
+	__u32 sc_flags;		/* SC_* */
+	__u64 sc_ts;		/* entry */
+	__u64 sc_args[3];	/* first three arguments */
+	__u32 sc_nr;
+	/* faults.bpf.c: the last user page fault since the thread came on CPU
+	 * or entered a syscall, emitted only if it then blocks */
+	__u32 pf_pending;
+	__u64 pf_ts;
+	__u64 pf_addr;
+	__u64 pf_ip;
+	__u64 pf_err;
+	/* close(): the fd resolved at entry (it is gone at exit) */
+	struct fd_info sc_fd;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_states __weak SEC(".maps");
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {
@@ -170,6 +302,33 @@ static __always_inline void copy_comm(char *dst, const char *src)
 {
 	__builtin_memset(dst, 0, TASK_COMM_LEN);
 	bpf_probe_read_kernel_str(dst, TASK_COMM_LEN, src);
+}
+
+/*
+ * The thread `st` belongs to is switching out voluntarily. A syscall in
+ * flight is marked blocked (its SYSCALL record will say so); otherwise a
+ * user page fault since the thread came on CPU is what it blocks on: emit
+ * that fault now, with its own timestamp. Faults that do not block are
+ * never written, which bounds their cost to a task-storage update.
+ */
+static __always_inline void note_voluntary_switch_out(struct task_state *st, __u32 tid)
+{
+	struct page_fault_rec *r;
+
+	if (st->sc_flags & SC_IN_FLIGHT) {
+		st->sc_flags |= SC_BLOCKED;
+		return;
+	}
+	if (!st->pf_pending)
+		return;
+	st->pf_pending = 0;
+	r = rec_reserve(K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
+	if (!r)
+		return;
+	r->address = st->pf_addr;
+	r->ip = st->pf_ip;
+	r->error_code = st->pf_err;
+	rec_submit(r, K_PAGE_FAULT);
 }
 
 #endif /* JTRACE_H */

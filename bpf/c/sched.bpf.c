@@ -23,30 +23,12 @@ struct {
 	__type(value, __u8);
 } seen_tids SEC(".maps");
 
-/* What the last switch record of a traced thread was. */
-#define ST_UNKNOWN 0
-#define ST_IN 1
-#define ST_OUT 2
-
-struct task_state {
-	__u64 out_ts;		/* ts of the last SWITCH_OUT */
-	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
-	__u32 last;		/* ST_* */
-	__u32 pad;
-};
-
 /*
- * Per-thread switch state, to notice a switch-in the tracepoint never
- * reported: some kernels and sandboxes run no tracepoint programs while
- * certain (hidden) tasks are current, so a switch from such a task to a
- * traced one is invisible, while the later switch-out is seen.
+ * task_states (jtrace.h) also serves to notice a switch-in the tracepoint
+ * never reported: some kernels and sandboxes run no tracepoint programs
+ * while certain (hidden) tasks are current, so a switch from such a task to
+ * a traced one is invisible, while the later switch-out is seen.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_state);
-} task_states SEC(".maps");
 
 static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm,
 				      __u64 ts)
@@ -138,6 +120,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			rec_submit(r, K_SWITCH_OUT);
 		}
 		if (st) {
+			if (!preempt && prev_state != 0)
+				note_voluntary_switch_out(st, prev_pid);
 			st->last = ST_OUT;
 			st->out_ts = ts;
 			st->out_runtime = runtime;
@@ -148,8 +132,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 
 		note_tid(next, next_pid, next_tgid, ts);
 		st = bpf_task_storage_get(&task_states, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (st)
+		if (st) {
 			st->last = ST_IN;
+			/* A fault before this switch-in did not block (faults.bpf.c). */
+			st->pf_pending = 0;
+		}
 		r = rec_reserve(K_SWITCH_IN, sizeof(*r), next_pid, ts);
 		if (r) {
 			r->tgid = next_tgid;

@@ -1,5 +1,6 @@
-//! The kernel side of jtrace: eBPF programs on the scheduler tracepoints and
-//! the user-space recorder that writes their events to `kernel.bin`.
+//! The kernel side of jtrace: eBPF programs on the scheduler, syscall,
+//! page-fault and block tracepoints and on uprobes, and the user-space
+//! recorder that writes their events to `kernel.bin`.
 //!
 //! The BPF programs (`bpf/c/*.bpf.c`) filter by process: only threads of
 //! *traced* processes produce records. A process is traced when it is listed
@@ -8,6 +9,12 @@
 //! it is forked by a traced process. Records go through one BPF ring buffer
 //! and are appended verbatim to the stream file by a consumer thread; their
 //! layout is the one of the `jtrace-format` crate.
+//!
+//! What is recorded besides the scheduler (see [`RecorderConfig`]):
+//! syscalls ([`SyscallMode`]: by default every syscall that blocked, plus
+//! socket and file I/O), user page faults that blocked, block I/O requests
+//! issued by traced threads, and interposed library calls
+//! ([`RecorderConfig::lib_calls`]).
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
@@ -24,6 +31,10 @@
 
 #![warn(missing_docs)]
 
+mod libcalls;
+
+pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -37,13 +48,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use jtrace_format::{kind, FileHeader, KERNEL_MAGIC, RECORD_HEADER_LEN};
+use jtrace_format::{kind, Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC, RECORD_HEADER_LEN};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeOpts};
 
 #[allow(clippy::all, dead_code, unused_imports, missing_docs)]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/sched.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/jtrace.skel.rs"));
 }
 
 /// Where the kernel publishes its BTF; the CO-RE programs need it.
@@ -78,8 +89,17 @@ const INFERRED_SWITCH_IN_SLOT: u32 = 31;
 /// the filter map (it was full). Not a record kind.
 const FILTER_FULL_SLOT: u32 = 0;
 
-/// The kernel record kinds, with the names used in [`KernelStats`].
-const KINDS: [(u16, &str); 7] = [
+/// Counter slot of the BPF drop counters: a library call nested deeper than
+/// the per-thread stack of libcalls.bpf.c (`K_LIB_TOO_DEEP`).
+const LIB_TOO_DEEP_SLOT: u32 = 29;
+
+/// Counter slot of the BPF drop counters: a block request could not be
+/// remembered until its completion (`K_BLOCK_MAP_FULL`).
+const BLOCK_MAP_FULL_SLOT: u32 = 30;
+
+/// The kernel record kinds the BPF programs emit, with the names used in
+/// [`KernelStats`].
+const KINDS: [(u16, &str); 11] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -87,7 +107,67 @@ const KINDS: [(u16, &str); 7] = [
     (kind::EXIT, "exit"),
     (kind::COMM, "comm"),
     (kind::EXEC, "exec"),
+    (kind::SYSCALL, "syscall"),
+    (kind::PAGE_FAULT, "page_fault"),
+    (kind::BLOCK_IO, "block_io"),
+    (kind::LIB_CALL, "lib_call"),
 ];
+
+/// Which syscalls become SYSCALL records. Whatever the mode, the syscall a
+/// thread is in when it switches out is known to the BPF side, and a record
+/// is written at its exit if it blocked (except in [`SyscallMode::None`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyscallMode {
+    /// No SYSCALL records (entries are still tracked when page faults are
+    /// recorded, so that a block inside a syscall is not blamed on a fault).
+    None,
+    /// Every syscall during which the thread switched out voluntarily: what
+    /// the off-CPU attribution needs, and nothing else.
+    Blocked,
+    /// [`SyscallMode::Blocked`] plus every I/O syscall (read/write family,
+    /// send/recv, accept/connect, poll, epoll_wait, fsync, open/close) on a
+    /// socket, regular file, block device or directory, blocked or not.
+    #[default]
+    Io,
+    /// [`SyscallMode::Io`] plus those syscalls and futex, nanosleep and
+    /// select on any kind of fd, blocked or not.
+    All,
+}
+
+impl SyscallMode {
+    /// `syscall_mode` of syscalls.bpf.c (`SCM_*`).
+    fn bpf_value(self) -> u32 {
+        match self {
+            SyscallMode::None => 0,
+            SyscallMode::Blocked => 1,
+            SyscallMode::Io => 2,
+            SyscallMode::All => 3,
+        }
+    }
+
+    /// The names accepted by [`str::parse`].
+    pub const NAMES: [&'static str; 4] = ["none", "blocked", "io", "all"];
+}
+
+impl std::str::FromStr for SyscallMode {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "none" => SyscallMode::None,
+            "blocked" => SyscallMode::Blocked,
+            "io" => SyscallMode::Io,
+            "all" => SyscallMode::All,
+            _ => bail!("unknown syscall mode {s:?}: expected one of none, blocked, io, all"),
+        })
+    }
+}
+
+impl std::fmt::Display for SyscallMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(Self::NAMES[self.bpf_value() as usize])
+    }
+}
 
 /// Checks that this kernel can run the recorder at all: it must publish its
 /// BTF (CONFIG_DEBUG_INFO_BTF=y), which the BTF-enabled tracepoints and the
@@ -115,6 +195,15 @@ pub struct RecorderConfig {
     /// Size of the BPF ring buffer in bytes: a power of two and a multiple
     /// of the page size. [`DEFAULT_RINGBUF_BYTES`] is a good default.
     pub ringbuf_bytes: usize,
+    /// Which syscalls are recorded; default [`SyscallMode::Io`].
+    pub syscalls: SyscallMode,
+    /// Record user page faults after which the thread blocked (default on).
+    pub page_faults: bool,
+    /// Record block I/O requests issued by traced threads (default on).
+    pub block_io: bool,
+    /// Library functions to interpose (uprobe + uretprobe): LIB_CALL spans,
+    /// named by PROBE_DEF records with probe ids 0, 1, … in this order.
+    pub lib_calls: Vec<LibCallSpec>,
 }
 
 impl RecorderConfig {
@@ -126,6 +215,10 @@ impl RecorderConfig {
             launcher_tgid: None,
             pids: Vec::new(),
             ringbuf_bytes: DEFAULT_RINGBUF_BYTES,
+            syscalls: SyscallMode::default(),
+            page_faults: true,
+            block_io: true,
+            lib_calls: Vec::new(),
         }
     }
 }
@@ -133,16 +226,22 @@ impl RecorderConfig {
 /// Counters of one recording session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KernelStats {
-    /// Records written to the stream file.
+    /// Records written to the stream file (PROBE_DEF records included).
     pub records: u64,
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
-    /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`).
-    /// Every kernel kind is present, zero or not.
+    /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
+    /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`). Every kind
+    /// is present, zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
-    /// Records lost, by kind name: every kernel kind (ring buffer full), plus
-    /// `"filter_full"` (a process could not be added to the filter, so its
-    /// events are missing) and `"malformed"` (a sample whose size disagreed
-    /// with its header) when non-zero.
+    /// PROBE_DEF records written by the recorder (one per library call probe).
+    pub probe_defs: u64,
+    /// Records lost, by kind name: every kernel kind (ring buffer full), plus,
+    /// when non-zero, `"filter_full"` (a process could not be added to the
+    /// filter, so its events are missing), `"lib_too_deep"` (library calls
+    /// nested deeper than 16 per thread), `"block_map_full"` (a block request
+    /// could not be followed to its completion), `"missed_runs"` (runs of a
+    /// program the kernel skipped) and `"malformed"` (a sample whose size
+    /// disagreed with its header).
     pub lost: BTreeMap<&'static str, u64>,
     /// Sum of [`KernelStats::lost`].
     pub lost_total: u64,
@@ -176,6 +275,7 @@ impl KernelRecorder {
     /// recorded, or with the reason they cannot be.
     pub fn start(cfg: RecorderConfig) -> Result<KernelRecorder> {
         required_kernel_features()?;
+        let probes = resolve_lib_calls(&cfg.lib_calls)?;
         let rb = cfg.ringbuf_bytes;
         if !rb.is_power_of_two() || rb < page_size() || rb > u32::MAX as usize {
             bail!(
@@ -187,6 +287,21 @@ impl KernelRecorder {
         let mut file = File::create(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
         file.write_all(&FileHeader::new(KERNEL_MAGIC).to_bytes())
             .with_context(|| format!("writing {}", cfg.out.display()))?;
+        // The names of the library-call probe ids, before any LIB_CALL.
+        let mut enc = Encoder::new();
+        for (i, p) in probes.iter().enumerate() {
+            enc.record(&Record {
+                tid: 0,
+                ts: 0,
+                payload: Payload::ProbeDef(ProbeDef {
+                    probe: i as u32,
+                    library: p.spec.library.clone(),
+                    symbol: p.spec.symbol.clone(),
+                }),
+            });
+        }
+        file.write_all(&enc.buf)
+            .with_context(|| format!("writing {}", cfg.out.display()))?;
 
         // The skeleton borrows its object and the ring buffer borrows the
         // skeleton, so all of them live on the consumer thread's stack; the
@@ -196,7 +311,7 @@ impl KernelRecorder {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jtrace-kernel".into())
-            .spawn(move || record(cfg, file, &stop2, ready_tx))
+            .spawn(move || record(cfg, probes, file, &stop2, ready_tx))
             .context("spawning the kernel consumer thread")?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(KernelRecorder {
@@ -305,21 +420,24 @@ fn report_failure(ready: &mpsc::SyncSender<Result<()>>, e: anyhow::Error) -> any
 /// Body of the consumer thread: set-up, then the poll loop, then the drain.
 fn record(
     cfg: RecorderConfig,
+    probes: Vec<ResolvedLibCall>,
     file: File,
     stop: &AtomicBool,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Result<KernelStats> {
     let mut object = MaybeUninit::uninit();
-    let mut sk = setup(&cfg, &mut object).map_err(|e| report_failure(&ready, e))?;
+    let (mut sk, mut uprobes) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     let sink = RefCell::new(Sink {
         out: BufWriter::with_capacity(1 << 20, file),
         records: 0,
         malformed: 0,
         error: None,
     });
-    pump(&mut sk, &sink, stop, &ready)?;
+    pump(&mut sk, &mut uprobes, &sink, stop, &ready)?;
 
-    let stats = read_stats(&sk, &sink.borrow())?;
+    let mut stats = read_stats(&sk, &sink.borrow())?;
+    stats.probe_defs = probes.len() as u64;
+    stats.records += stats.probe_defs;
     let Sink { out, error, .. } = sink.into_inner();
     if let Some(e) = error {
         return Err(e).with_context(|| format!("writing {}", cfg.out.display()));
@@ -330,24 +448,93 @@ fn record(
     Ok(stats)
 }
 
-/// Opens the BPF object with the configuration applied, loads it, fills the
-/// filter with the given pids and attaches the programs.
-fn setup<'o>(cfg: &RecorderConfig, object: &'o mut MaybeUninit<OpenObject>) -> Result<skel::SchedSkel<'o>> {
-    let mut open = skel::SchedSkelBuilder::default()
+/// Tracepoints (BTF names `btf_trace_<name>`) of the scheduler programs,
+/// always needed; the others depend on the configuration.
+const SCHED_TRACEPOINTS: [&str; 7] = [
+    "sched_switch",
+    "sched_waking",
+    "sched_wakeup_new",
+    "sched_process_fork",
+    "sched_process_exit",
+    "sched_process_exec",
+    "task_rename",
+];
+
+/// The tracepoints among `wanted` that this kernel's BTF does not know.
+fn missing_tracepoints(wanted: &[&str]) -> Vec<String> {
+    let Ok(btf) = std::fs::read(VMLINUX_BTF) else {
+        return Vec::new();
+    };
+    let has = |name: &str| {
+        let needle = format!("\0btf_trace_{name}\0");
+        btf.windows(needle.len()).any(|w| w == needle.as_bytes())
+    };
+    wanted.iter().filter(|n| !has(n)).map(|n| n.to_string()).collect()
+}
+
+/// Opens the BPF object with the configuration applied (programs of the
+/// features not wanted are not even loaded), loads it, fills the filter
+/// with the given pids, attaches the tracepoint programs and one uprobe /
+/// uretprobe pair per library call.
+fn setup<'o>(
+    cfg: &RecorderConfig,
+    probes: &[ResolvedLibCall],
+    object: &'o mut MaybeUninit<OpenObject>,
+) -> Result<(skel::JtraceSkel<'o>, Vec<Link>)> {
+    let mut open = skel::JtraceSkelBuilder::default()
         .open(object)
         .map_err(|e| load_error("opening the BPF object", e))?;
     open.maps
         .events
         .set_max_entries(cfg.ringbuf_bytes as u32)
         .map_err(|e| anyhow!("setting the ring buffer size to {}: {e}", cfg.ringbuf_bytes))?;
-    open.maps
-        .rodata_data
-        .as_deref_mut()
-        .expect("rodata is mmapped")
-        .launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
+    let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
+    rodata.launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
+    rodata.syscall_mode = cfg.syscalls.bpf_value();
+    let syscalls = cfg.syscalls != SyscallMode::None || cfg.page_faults;
+    let p = &mut open.progs;
+    p.sys_enter.set_autoload(syscalls);
+    p.sys_exit.set_autoload(cfg.syscalls != SyscallMode::None);
+    p.page_fault_user.set_autoload(cfg.page_faults);
+    p.block_rq_insert.set_autoload(cfg.block_io);
+    p.block_rq_issue.set_autoload(cfg.block_io);
+    p.block_rq_complete.set_autoload(cfg.block_io);
+    p.lib_enter.set_autoload(!probes.is_empty());
+    p.lib_exit.set_autoload(!probes.is_empty());
+    let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
+    if syscalls {
+        wanted.extend(["sys_enter", "sys_exit"]);
+    }
+    if cfg.page_faults {
+        wanted.push("page_fault_user");
+    }
+    if cfg.block_io {
+        wanted.extend(["block_rq_insert", "block_rq_issue", "block_rq_complete"]);
+    }
     // libbpf raises RLIMIT_MEMLOCK itself on kernels that still charge BPF
     // memory to it (< 5.11); newer ones do not need it.
-    let mut sk = open.load().map_err(|e| load_error("loading BPF programs", e))?;
+    let mut sk = match open.load() {
+        Ok(sk) => sk,
+        Err(e) => {
+            let missing = missing_tracepoints(&wanted);
+            if !missing.is_empty() {
+                bail!(
+                    "this kernel lacks the tracepoint(s) {} (no btf_trace_<name> in {VMLINUX_BTF}); \
+                     jtrace needs them{}",
+                    missing.join(", "),
+                    if missing
+                        .iter()
+                        .any(|m| m.starts_with("block_") || m.starts_with("page_"))
+                    {
+                        " (or turn the feature off)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            return Err(load_error("loading BPF programs", e));
+        }
+    };
     for &pid in &cfg.pids {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             bail!("cannot trace pid {pid}: no such process");
@@ -358,13 +545,39 @@ fn setup<'o>(cfg: &RecorderConfig, object: &'o mut MaybeUninit<OpenObject>) -> R
             .with_context(|| format!("adding pid {pid} to the filter"))?;
     }
     sk.attach().map_err(|e| load_error("attaching BPF programs", e))?;
-    Ok(sk)
+    let mut links = Vec::new();
+    for (id, p) in probes.iter().enumerate() {
+        for (prog, retprobe) in [(&sk.progs.lib_enter, false), (&sk.progs.lib_exit, true)] {
+            let opts = UprobeOpts {
+                cookie: id as u64,
+                retprobe,
+                func_name: Some(p.spec.symbol.clone()),
+                ..Default::default()
+            };
+            // pid -1: every process; the BPF side keeps traced ones only.
+            let link = prog.attach_uprobe_with_opts(-1, &p.path, 0, opts).map_err(|e| {
+                load_error(
+                    &format!(
+                        "attaching a {} to {}:{} ({})",
+                        if retprobe { "uretprobe" } else { "uprobe" },
+                        p.spec.library,
+                        p.spec.symbol,
+                        p.path.display()
+                    ),
+                    e,
+                )
+            })?;
+            links.push(link);
+        }
+    }
+    Ok((sk, links))
 }
 
 /// Moves samples from the ring buffer to the sink until `stop`, then
 /// detaches the programs and drains what is left.
 fn pump(
-    sk: &mut skel::SchedSkel<'_>,
+    sk: &mut skel::JtraceSkel<'_>,
+    uprobes: &mut Vec<Link>,
     sink: &RefCell<Sink>,
     stop: &AtomicBool,
     ready: &mpsc::SyncSender<Result<()>>,
@@ -397,6 +610,7 @@ fn pump(
         }
     }
     // Detach first so that nothing arrives after the final drain.
+    uprobes.clear();
     sk.links = Default::default();
     rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))
 }
@@ -429,7 +643,7 @@ fn recursion_misses(fd: BorrowedFd<'_>) -> u64 {
     }
 }
 
-fn read_stats(sk: &skel::SchedSkel<'_>, sink: &Sink) -> Result<KernelStats> {
+fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &Sink) -> Result<KernelStats> {
     let mut st = KernelStats {
         records: sink.records,
         ..Default::default()
@@ -449,8 +663,17 @@ fn read_stats(sk: &skel::SchedSkel<'_>, sink: &Sink) -> Result<KernelStats> {
         &p.sched_process_exit,
         &p.sched_process_exec,
         &p.task_rename,
+        &p.sys_enter,
+        &p.sys_exit,
+        &p.page_fault_user,
+        &p.block_rq_insert,
+        &p.block_rq_issue,
+        &p.block_rq_complete,
+        &p.lib_enter,
+        &p.lib_exit,
     ]
     .into_iter()
+    .filter(|prog| prog.autoload())
     .map(|prog| recursion_misses(prog.as_fd()))
     .sum();
     if missed > 0 {
@@ -459,6 +682,15 @@ fn read_stats(sk: &skel::SchedSkel<'_>, sink: &Sink) -> Result<KernelStats> {
     let filter_full = percpu_sum(&sk.maps.dropped, FILTER_FULL_SLOT)?;
     if filter_full > 0 {
         st.lost.insert("filter_full", filter_full);
+    }
+    for (slot, name) in [
+        (LIB_TOO_DEEP_SLOT, "lib_too_deep"),
+        (BLOCK_MAP_FULL_SLOT, "block_map_full"),
+    ] {
+        let n = percpu_sum(&sk.maps.dropped, slot)?;
+        if n > 0 {
+            st.lost.insert(name, n);
+        }
     }
     if sink.malformed > 0 {
         st.lost.insert("malformed", sink.malformed);

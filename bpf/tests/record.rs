@@ -46,13 +46,17 @@ fn decode(dir: &TempDir) -> Vec<Record> {
         .collect()
 }
 
-fn tgid(r: &Record) -> u32 {
+/// The process of a scheduler record; `None` for the kinds that carry no
+/// tgid (syscalls, faults, block I/O, library calls).
+fn tgid(r: &Record) -> Option<u32> {
     match &r.payload {
-        Payload::SwitchOut(p) => p.tgid,
-        Payload::SwitchIn(p) => p.tgid,
-        Payload::Wakeup(p) => p.tgid,
-        Payload::Fork(p) => p.tgid,
-        Payload::Exit(p) | Payload::Comm(p) | Payload::Exec(p) => p.tgid,
+        Payload::SwitchOut(p) => Some(p.tgid),
+        Payload::SwitchIn(p) => Some(p.tgid),
+        Payload::Wakeup(p) => Some(p.tgid),
+        Payload::Fork(p) => Some(p.tgid),
+        Payload::Exit(p) | Payload::Comm(p) | Payload::Exec(p) => Some(p.tgid),
+        Payload::Syscall(_) | Payload::PageFault(_) | Payload::BlockIo(_) | Payload::LibCall(_) => None,
+        Payload::ProbeDef(_) => None,
         other => panic!("not a kernel record: {other:?}"),
     }
 }
@@ -66,6 +70,11 @@ fn kind_of(p: &Payload) -> u16 {
         Payload::Exit(_) => kind::EXIT,
         Payload::Comm(_) => kind::COMM,
         Payload::Exec(_) => kind::EXEC,
+        Payload::Syscall(_) => kind::SYSCALL,
+        Payload::PageFault(_) => kind::PAGE_FAULT,
+        Payload::BlockIo(_) => kind::BLOCK_IO,
+        Payload::LibCall(_) => kind::LIB_CALL,
+        Payload::ProbeDef(_) => kind::PROBE_DEF,
         other => panic!("not a kernel record: {other:?}"),
     }
 }
@@ -75,10 +84,26 @@ fn kind_of(p: &Payload) -> u16 {
 /// switch, and switch-outs and switch-ins alternate per thread.
 fn check_common(recs: &[Record], stats: &KernelStats) -> Vec<Record> {
     let me = std::process::id();
-    assert!(recs.iter().all(|r| tgid(r) != me), "records of the launcher itself");
+    assert!(
+        recs.iter().all(|r| tgid(r) != Some(me)),
+        "records of the launcher itself"
+    );
+    // Threads of this process never appear, whatever the kind.
+    let my_tids: BTreeSet<u32> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    assert!(
+        recs.iter().all(|r| !my_tids.contains(&r.tid)),
+        "records of the launcher's threads"
+    );
     assert_eq!(stats.lost_total, 0, "losses: {stats:?}");
     assert_eq!(stats.records, recs.len() as u64);
-    assert_eq!(stats.emitted.values().sum::<u64>(), stats.records, "{stats:?}");
+    assert_eq!(
+        stats.emitted.values().sum::<u64>() + stats.probe_defs,
+        stats.records,
+        "{stats:?}"
+    );
 
     // Switch-ins the tracepoint did not report (see KernelStats docs) are
     // inferred, marked and counted.
@@ -131,7 +156,7 @@ fn records_sleep_wakeup_and_filters_launcher() {
     let sorted = check_common(&recs, &stats);
 
     // The shell (a new process of the launcher) and the sleep it forked.
-    let tgids: BTreeSet<u32> = recs.iter().map(tgid).collect();
+    let tgids: BTreeSet<u32> = recs.iter().filter_map(tgid).collect();
     assert!(tgids.len() >= 2, "expected sh and sleep, got tgids {tgids:?}");
     let comms: BTreeSet<String> = recs
         .iter()
@@ -158,7 +183,7 @@ fn records_sleep_wakeup_and_filters_launcher() {
     // 50 ms later, then a switch-in.
     let sleep_events: Vec<&Record> = sorted
         .iter()
-        .filter(|r| tgid(r) == sleep_tgid)
+        .filter(|r| tgid(r) == Some(sleep_tgid))
         .filter(|r| {
             matches!(
                 r.payload,

@@ -9,11 +9,18 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The JDKs every JVM test runs on: Debian's OpenJDK 17 and Temurin 25.
-pub const JDKS: [&str; 2] = ["/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/temurin-25-jdk-amd64"];
+pub const JDKS: [&str; 2] = [
+    "/usr/lib/jvm/java-17-openjdk-amd64",
+    "/usr/lib/jvm/temurin-25-jdk-amd64",
+];
 
 pub fn java(jdk: &str) -> PathBuf {
     let p = Path::new(jdk).join("bin/java");
-    assert!(p.is_file(), "JDK missing: {} (the tests need both JDK 17 and JDK 25)", p.display());
+    assert!(
+        p.is_file(),
+        "JDK missing: {} (the tests need both JDK 17 and JDK 25)",
+        p.display()
+    );
     p
 }
 
@@ -67,7 +74,12 @@ pub fn classes() -> PathBuf {
             .collect();
         srcs.push(root.join("examples/demo/Demo.java"));
         let javac = Path::new(JDKS[0]).join("bin/javac");
-        let st = Command::new(javac).arg("-d").arg(&out).args(&srcs).status().expect("run javac");
+        let st = Command::new(javac)
+            .arg("-d")
+            .arg(&out)
+            .args(&srcs)
+            .status()
+            .expect("run javac");
         assert!(st.success(), "javac failed");
         out
     })
@@ -124,12 +136,21 @@ pub fn assert_exact(trace: &Trace) {
     }
     let r = jtrace_merge::build_report(trace, &Default::default());
     for th in &r.threads {
-        assert_eq!(th.wall_ns, th.cpu_ns + th.off_cpu_ns.total(), "thread {} not exact", th.tid);
+        assert_eq!(
+            th.wall_ns,
+            th.cpu_ns + th.off_cpu_ns.total(),
+            "thread {} not exact",
+            th.tid
+        );
     }
 }
 
 pub fn text(trace_dir: &Path) -> String {
     let o = Command::new(jtrace()).arg("text").arg(trace_dir).output().unwrap();
-    assert!(o.status.success(), "jtrace text failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "jtrace text failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }

@@ -1,0 +1,412 @@
+//! Park and sleep events, by re-binding the natives behind them.
+//!
+//! JVMTI has no park or sleep event, and MethodEntry/MethodExit would keep
+//! every method interpreted. Instead the native methods that do the blocking
+//! are bound to wrappers that record PARK_BEGIN/PARK_END or
+//! SLEEP_BEGIN/SLEEP_END around a call of the JVM's own implementation:
+//!
+//! | method | JDK | event |
+//! |---|---|---|
+//! | `jdk.internal.misc.Unsafe.park(ZJ)V` | 9 on (LockSupport.park*, so every j.u.c lock, condition, queue, future) | PARK, `arg` = time (ns, or deadline ms when absolute), class = the thread's park blocker |
+//! | `java.lang.Thread.sleep(J)V` (static native) | 17 tested (native up to 18) | SLEEP, `arg` = ms |
+//! | `java.lang.Thread.sleepNanos0(J)V` (static native) | 25 tested | SLEEP, `arg` = ms (rounded up from ns) |
+//!
+//! Other shapes of Thread.sleep's native (JDK 19–21 `sleep0`) are not
+//! wrapped: VMInit then records an AGENT_ERROR saying sleep is not recorded.
+//!
+//! Neither is a JIT intrinsic: compiled callers go through the native
+//! wrapper, which calls whatever address the method is bound to.
+//!
+//! How the wrappers get bound: the NativeMethodBind event, enabled from
+//! Agent_OnLoad, reports every binding with the JVM's address and lets the
+//! agent substitute its own. java.base registers Unsafe's and Thread's natives
+//! while it initialises; with the `can_generate_early_vmstart` capability
+//! that happens in the start phase, where the bind callback can name the
+//! method (GetMethodName does not work in the primordial phase), so the
+//! wrapper is substituted right there; a target bound later (lazy JNI
+//! linking, live phase) is handled the same way. No RegisterNatives call is
+//! needed, which matters: JDK 17+ prints "Re-registering of platform native
+//! method" on the program's stdout when an agent calls RegisterNatives on a
+//! java.base class. Only if a target was bound in the primordial phase anyway
+//! (not the case on JDK 17 or 25) does VMInit fall back to RegisterNatives,
+//! with that warning.
+//!
+//! The wrappers record nothing before VMInit (JVM_START comes first).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use jtrace_format::{kind, JvmBlock, Payload};
+
+use crate::events::{self, object_class_name, record_java, record_registered};
+use crate::jvm::{self, jvmti};
+use crate::recorder::lock;
+use crate::sys::*;
+use crate::{guard, now_ns};
+
+/// What a wrapped native does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Park,
+    SleepMillis,
+    SleepNanos,
+}
+
+/// One native method to wrap.
+struct Target {
+    class: &'static CStr,
+    name: &'static CStr,
+    sig: &'static CStr,
+    is_static: bool,
+    what: What,
+}
+
+const TARGETS: [Target; 3] = [
+    Target {
+        class: c"jdk/internal/misc/Unsafe",
+        name: c"park",
+        sig: c"(ZJ)V",
+        is_static: false,
+        what: What::Park,
+    },
+    Target {
+        class: c"java/lang/Thread",
+        name: c"sleep",
+        sig: c"(J)V",
+        is_static: true,
+        what: What::SleepMillis,
+    },
+    Target {
+        class: c"java/lang/Thread",
+        name: c"sleepNanos0",
+        sig: c"(J)V",
+        is_static: true,
+        what: What::SleepNanos,
+    },
+];
+
+/// The JVM's own implementation of each target (0 = not known).
+static ORIG: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// jfieldID of `Thread.parkBlocker` (0 = unknown: no blocker class recorded).
+static PARK_BLOCKER: AtomicUsize = AtomicUsize::new(0);
+
+type ParkFn = unsafe extern "C" fn(*mut JNIEnv, jobject, jboolean, jlong);
+type SleepFn = unsafe extern "C" fn(*mut JNIEnv, jclass, jlong);
+
+fn wrapper(i: usize) -> *mut c_void {
+    match TARGETS[i].what {
+        What::Park => park_wrapper as ParkFn as *mut c_void,
+        What::SleepMillis => sleep_millis_wrapper as SleepFn as *mut c_void,
+        What::SleepNanos => sleep_nanos_wrapper as SleepFn as *mut c_void,
+    }
+}
+
+fn is_wrapper(addr: usize) -> bool {
+    (0..TARGETS.len()).any(|i| wrapper(i) as usize == addr)
+}
+
+/// Which targets the configuration wants wrapped (set at load).
+static WANT_PARK: AtomicBool = AtomicBool::new(false);
+static WANT_SLEEP: AtomicBool = AtomicBool::new(false);
+/// VMInit has run: the wrappers may record.
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Bindings seen in the primordial phase, where methods cannot be named:
+/// jmethodID -> address (a handful on JDK 17/25, none of them a target).
+static EARLY: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+/// At load: which families to wrap.
+pub(crate) fn configure(park: bool, sleep: bool) {
+    WANT_PARK.store(park, Ordering::SeqCst);
+    WANT_SLEEP.store(sleep, Ordering::SeqCst);
+}
+
+fn wanted(w: What) -> bool {
+    match w {
+        What::Park => WANT_PARK.load(Ordering::Relaxed),
+        _ => WANT_SLEEP.load(Ordering::Relaxed),
+    }
+}
+
+/// Which target `method` is, if any (start or live phase only).
+unsafe fn identify(env: *mut jvmtiEnv, method: jmethodID) -> Option<usize> {
+    let mut name: *mut c_char = std::ptr::null_mut();
+    let mut sig: *mut c_char = std::ptr::null_mut();
+    if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+        return None;
+    }
+    let name = jvm::take_string(env, name)?;
+    let sig = jvm::take_string(env, sig)?;
+    // Cheap test first: most bindings are not a target by name.
+    let candidates: Vec<usize> = (0..TARGETS.len())
+        .filter(|&i| {
+            let t = &TARGETS[i];
+            wanted(t.what) && t.name.to_bytes() == name.as_bytes() && t.sig.to_bytes() == sig.as_bytes()
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let mut klass: jclass = std::ptr::null_mut();
+    if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
+        return None;
+    }
+    let mut csig: *mut c_char = std::ptr::null_mut();
+    // No JNIEnv is needed: the local reference goes with the callback's frame.
+    if jvmti!(env, GetClassSignature, klass, &mut csig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+        return None;
+    }
+    let csig = jvm::take_string(env, csig)?;
+    let class = csig.strip_prefix('L').and_then(|c| c.strip_suffix(';'))?;
+    candidates
+        .into_iter()
+        .find(|&i| TARGETS[i].class.to_bytes() == class.as_bytes())
+}
+
+/// NativeMethodBind callback (any phase from primordial on).
+pub(crate) unsafe extern "C" fn on_native_method_bind(
+    env: *mut jvmtiEnv,
+    _jni: *mut JNIEnv,
+    _thread: jthread,
+    method: jmethodID,
+    address: *mut c_void,
+    new_address_ptr: *mut *mut c_void,
+) {
+    guard("NativeMethodBind", || {
+        let addr = address as usize;
+        // Our own RegisterNatives, or a re-bind to a wrapper.
+        if addr == 0 || is_wrapper(addr) {
+            return;
+        }
+        let mut phase: jvmtiPhase = 0;
+        if jvmti!(env, GetPhase, &mut phase) != JVMTI_ERROR_NONE {
+            return;
+        }
+        if phase != JVMTI_PHASE_START && phase != JVMTI_PHASE_LIVE {
+            lock(&EARLY)
+                .get_or_insert_with(HashMap::new)
+                .insert(method as usize, addr);
+            return;
+        }
+        if let Some(i) = identify(env, method) {
+            if !new_address_ptr.is_null() {
+                ORIG[i].store(addr, Ordering::SeqCst);
+                *new_address_ptr = wrapper(i);
+            }
+        }
+    });
+}
+
+/// Calls a JNI function; `None` if the table lacks it.
+macro_rules! jni {
+    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
+        let env: *mut JNIEnv = $env;
+        (**env).$f.map(|f| f(env $(, $a)*))
+    }};
+}
+
+/// Clears a pending Java exception (a failed lookup throws NoSuchMethodError …).
+unsafe fn clear_exception(jni: *mut JNIEnv) {
+    if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
+        jni!(jni, ExceptionClear);
+    }
+}
+
+/// At VMInit: finds the targets present in this JVM and binds the wrappers.
+/// Returns a message when a wanted target could not be wrapped.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
+    let mut found: Vec<(usize, jmethodID, jclass)> = Vec::new();
+    for (i, t) in TARGETS.iter().enumerate() {
+        if (t.what == What::Park && !park) || (t.what != What::Park && !sleep) {
+            continue;
+        }
+        let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
+        if cls.is_null() {
+            clear_exception(jni);
+            continue;
+        }
+        let mid = if t.is_static {
+            jni!(jni, GetStaticMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
+        } else {
+            jni!(jni, GetMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
+        }
+        .unwrap_or(std::ptr::null_mut());
+        if mid.is_null() {
+            clear_exception(jni);
+            jvm::delete_local(jni, cls);
+            continue;
+        }
+        // Thread.sleep(J)V exists in every JDK but is native only up to 18.
+        let mut native: jboolean = 0;
+        if jvmti!(env, IsMethodNative, mid, &mut native) != JVMTI_ERROR_NONE || native == 0 {
+            jvm::delete_local(jni, cls);
+            continue;
+        }
+        found.push((i, mid, cls));
+    }
+    if park {
+        let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+        if !thread.is_null() {
+            let fid = jni!(
+                jni,
+                GetFieldID,
+                thread,
+                c"parkBlocker".as_ptr(),
+                c"Ljava/lang/Object;".as_ptr()
+            )
+            .unwrap_or(std::ptr::null_mut());
+            PARK_BLOCKER.store(fid as usize, Ordering::SeqCst);
+            jvm::delete_local(jni, thread);
+        }
+        clear_exception(jni);
+    }
+    // Targets bound in the primordial phase could not be named then: re-bind
+    // them now (fallback; JDK 17 and 25 bind them in the start phase).
+    let mut to_register = Vec::new();
+    {
+        let early = lock(&EARLY).take().unwrap_or_default();
+        for &(i, mid, cls) in &found {
+            match early.get(&(mid as usize)) {
+                Some(&addr) if ORIG[i].load(Ordering::SeqCst) == 0 => {
+                    ORIG[i].store(addr, Ordering::SeqCst);
+                    to_register.push((i, cls));
+                }
+                // Wrapped already, or not bound yet (the bind callback will).
+                _ => jvm::delete_local(jni, cls),
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (i, cls) in to_register {
+        let t = &TARGETS[i];
+        let m = JNINativeMethod {
+            name: t.name.as_ptr() as *mut _,
+            signature: t.sig.as_ptr() as *mut _,
+            fnPtr: wrapper(i),
+        };
+        let rc = jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1);
+        if rc != 0 {
+            clear_exception(jni);
+            problems.push(format!(
+                "cannot re-bind {}.{}{} (JNI error {rc}); not recorded",
+                t.class.to_string_lossy(),
+                t.name.to_string_lossy(),
+                t.sig.to_string_lossy()
+            ));
+        }
+        jvm::delete_local(jni, cls);
+    }
+    let park_found = found.iter().any(|&(i, _, _)| TARGETS[i].what == What::Park);
+    let sleep_found = found.iter().any(|&(i, _, _)| TARGETS[i].what != What::Park);
+    if park && !park_found {
+        problems.push("no native Unsafe.park(ZJ)V in this JVM: park events not recorded".into());
+    }
+    if sleep && !sleep_found {
+        problems
+            .push("no native Thread.sleep(J)V or Thread.sleepNanos0(J)V in this JVM: sleep events not recorded".into());
+    }
+    STARTED.store(true, Ordering::SeqCst);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Dotted class of the calling thread's park blocker, "" if none.
+unsafe fn blocker_class(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> String {
+    let fid = PARK_BLOCKER.load(Ordering::Relaxed) as jfieldID;
+    if fid.is_null() {
+        return String::new();
+    }
+    let mut thread: jthread = std::ptr::null_mut();
+    if jvmti!(env, GetCurrentThread, &mut thread) != JVMTI_ERROR_NONE || thread.is_null() {
+        return String::new();
+    }
+    let blocker = jni!(jni, GetObjectField, thread, fid).unwrap_or(std::ptr::null_mut());
+    jvm::delete_local(jni, thread);
+    let name = object_class_name(env, jni, blocker);
+    jvm::delete_local(jni, blocker);
+    name
+}
+
+/// Records a BEGIN; true if recorded (the END is then recorded too).
+unsafe fn begin(jni: *mut JNIEnv, k: u16, arg: u64, with_blocker: bool) -> bool {
+    let ts = now_ns();
+    let mut on = false;
+    guard("park/sleep", || {
+        let env = events::env();
+        if env.is_null() || !STARTED.load(Ordering::Relaxed) {
+            return;
+        }
+        on = record_java(env, jni, std::ptr::null_mut(), ts, || {
+            let class = if with_blocker {
+                blocker_class(env, jni)
+            } else {
+                String::new()
+            };
+            Payload::Jvm(k, JvmBlock { arg, class })
+        });
+    });
+    on
+}
+
+fn end(k: u16) {
+    let ts = now_ns();
+    guard("park/sleep", || {
+        record_registered(
+            ts,
+            Payload::Jvm(
+                k,
+                JvmBlock {
+                    arg: 0,
+                    class: String::new(),
+                },
+            ),
+        )
+    });
+}
+
+unsafe extern "C" fn park_wrapper(jni: *mut JNIEnv, unsafe_: jobject, absolute: jboolean, time: jlong) {
+    let orig = ORIG[0].load(Ordering::Acquire);
+    if orig == 0 {
+        // Cannot happen (the wrapper is bound only once the original is
+        // known); park may return spuriously, so returning is still correct.
+        return;
+    }
+    // SAFETY: `orig` is the address the JVM bound to Unsafe.park(ZJ)V.
+    let f: ParkFn = std::mem::transmute::<usize, ParkFn>(orig);
+    let on = begin(jni, kind::PARK_BEGIN, time as u64, true);
+    f(jni, unsafe_, absolute, time);
+    if on {
+        end(kind::PARK_END);
+    }
+}
+
+unsafe fn sleep_common(i: usize, jni: *mut JNIEnv, cls: jclass, arg: jlong, millis: u64) {
+    let orig = ORIG[i].load(Ordering::Acquire);
+    if orig == 0 {
+        return;
+    }
+    // SAFETY: `orig` is the address the JVM bound to this static native (J)V.
+    let f: SleepFn = std::mem::transmute::<usize, SleepFn>(orig);
+    let on = begin(jni, kind::SLEEP_BEGIN, millis, false);
+    f(jni, cls, arg);
+    if on {
+        end(kind::SLEEP_END);
+    }
+}
+
+unsafe extern "C" fn sleep_millis_wrapper(jni: *mut JNIEnv, cls: jclass, millis: jlong) {
+    sleep_common(1, jni, cls, millis, millis.max(0) as u64);
+}
+
+unsafe extern "C" fn sleep_nanos_wrapper(jni: *mut JNIEnv, cls: jclass, nanos: jlong) {
+    sleep_common(2, jni, cls, nanos, (nanos.max(0) as u64).div_ceil(1_000_000));
+}

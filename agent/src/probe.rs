@@ -1,0 +1,684 @@
+//! Method tracing by load-time bytecode rewriting (`bytecode_rewriting on`,
+//! the default).
+//!
+//! At VMInit the agent defines the helper class `jtrace.Probe`
+//! (java/jtrace/Probe.java, compiled by build.rs) into the bootstrap class
+//! loader, registers its natives, enables ClassFileLoadHook and retransforms
+//! the already loaded classes that have selected methods. The hook rewrites
+//! the selected methods ([`crate::rewrite`]) to call `Probe.enter/exit/exitEx`
+//! with a small int method id; the probes buffer (timestamp, id | kind << 32)
+//! pairs per thread in a Java long[]. Each thread registers its buffer once
+//! ([`register0`]); the agent then drains it through JNI field and array
+//! access (never calling into Java) into METHOD_ENTRY/METHOD_EXIT records of
+//! that thread: when it is full ([`flush0`]), before any other record of the
+//! thread is written ([`drain`], called by `with_state`, so a thread's
+//! records stay in time order), at ThreadEnd ([`thread_end`]) and, for every
+//! thread, at VM death ([`vm_death`]).
+//!
+//! The METHOD_DEF of an id is queued when the method is rewritten, before any
+//! code that can use the id exists, so it always precedes the id's first use.
+//! Ids are per (class, name, descriptor): a class retransformed again (or the
+//! same class in two loaders) reuses its ids.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_uchar, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use jtrace_format::{kind, MethodDef, EXIT_BY_EXCEPTION};
+#[cfg(test)]
+use jtrace_format::{MethodEvent, Payload, Record};
+
+use crate::config::Config;
+use crate::jvm::{self, jvmti};
+use crate::recorder::{lock, Recorder, SharedBuf, FLUSH_AT};
+use crate::sys::*;
+use crate::{active, guard, now_ns, register, tid, with_state, ThreadState};
+
+/// The compiled helper class.
+static PROBE_CLASS_FILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/jtrace/Probe.class"));
+
+/// Calls a JNI function through the environment's function table.
+macro_rules! jni {
+    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
+        let env: *mut JNIEnv = $env;
+        match (**env).$f {
+            Some(f) => Some(f(env $(, $a)*)),
+            None => None,
+        }
+    }};
+}
+
+/// The JVMTI environment (set at load).
+static JVMTI: AtomicPtr<jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
+/// The JavaVM (set at load; used to get a JNIEnv when attaching).
+static VM: AtomicPtr<JavaVM> = AtomicPtr::new(std::ptr::null_mut());
+/// The probe class is defined and its natives registered: rewriting may start.
+static READY: AtomicBool = AtomicBool::new(false);
+/// Global reference to the probe class.
+static CLASS: AtomicPtr<_jobject> = AtomicPtr::new(std::ptr::null_mut());
+/// Field ids of `Probe.buf` ([J) and `Probe.pos` (I).
+static BUF_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+static POS_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
+static CLASSES_REWRITTEN: AtomicU64 = AtomicU64::new(0);
+static METHODS_REWRITTEN: AtomicU64 = AtomicU64::new(0);
+/// Selected methods left untraced because they could not be rewritten.
+static METHODS_SKIPPED: AtomicU64 = AtomicU64::new(0);
+static CLASSES_UNPARSABLE: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Default)]
+struct Ids {
+    by_method: HashMap<(String, String, String), u32>,
+    next: u32,
+}
+
+fn ids() -> &'static Mutex<Ids> {
+    static IDS: OnceLock<Mutex<Ids>> = OnceLock::new();
+    IDS.get_or_init(|| {
+        Mutex::new(Ids {
+            by_method: HashMap::new(),
+            next: 1,
+        })
+    })
+}
+
+/// A registered probe buffer: global reference to the thread's `Probe`,
+/// its kernel tid and stream buffer (`None` for threads the rules exclude).
+struct Registered {
+    probe: usize,
+    tid: u32,
+    buf: Option<SharedBuf>,
+}
+
+/// Every live thread's probe buffer, for the final drain at VM death.
+static REGISTERED: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The calling thread's `Probe` (global reference) and JNIEnv, once registered.
+    static MINE: Cell<(jobject, *mut JNIEnv)> = const { Cell::new((std::ptr::null_mut(), std::ptr::null_mut())) };
+    /// Copy of a Java buffer being drained.
+    static SCRATCH: RefCell<Vec<jlong>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether method tracing uses bytecode rewriting under `cfg`.
+pub(crate) fn enabled(cfg: &Config) -> bool {
+    cfg.traces_methods() && cfg.bytecode_rewriting
+}
+
+/// Capabilities bytecode rewriting needs (added at load).
+pub(crate) fn capabilities(caps: &mut jvmtiCapabilities) {
+    caps.set_can_retransform_classes(1);
+    caps.set_can_generate_all_class_hook_events(1);
+}
+
+/// Remembers the JVM and JVMTI environment (at load).
+pub(crate) fn set_vm(vm: *mut JavaVM, env: *mut jvmtiEnv) {
+    VM.store(vm, Ordering::SeqCst);
+    JVMTI.store(env, Ordering::SeqCst);
+}
+
+/// Classes never rewritten: the probe itself and what it runs on (rewriting
+/// them would make the probes recurse), and JVM internals.
+fn excluded_class(internal: &str) -> bool {
+    const PREFIXES: [&str; 7] = [
+        "jtrace/",
+        "java/lang/Thread",
+        "java/lang/ref/",
+        "java/lang/invoke/",
+        "jdk/internal/",
+        "sun/invoke/",
+        "java/lang/VirtualThread",
+    ];
+    matches!(internal, "java/lang/Object" | "java/lang/System" | "java/lang/Class")
+        || PREFIXES.iter().any(|p| internal.starts_with(p))
+}
+
+fn method_id(class: &str, name: &str, desc: &str) -> u32 {
+    let mut ids = lock(ids());
+    let key = (class.to_string(), name.to_string(), desc.to_string());
+    if let Some(&id) = ids.by_method.get(&key) {
+        return id;
+    }
+    let id = ids.next;
+    ids.next += 1;
+    ids.by_method.insert(key, id);
+    id
+}
+
+/// The method id bytecode rewriting gave a method (class dotted or internal,
+/// JVM signature), if it was rewritten. Other records about the same method
+/// (e.g. COMPILED_METHOD_LOAD) should use this id rather than define the
+/// method a second time under another id.
+#[allow(dead_code)]
+pub(crate) fn rewritten_method_id(class: &str, name: &str, signature: &str) -> Option<u32> {
+    let key = (class.replace('.', "/"), name.to_string(), signature.to_string());
+    lock(ids()).by_method.get(&key).copied()
+}
+
+/// Rewrites a class file if it has selected methods; queues their METHOD_DEFs.
+fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
+    let mut dotted = String::new();
+    let mut select = |class: &str, name: &str, desc: &str| -> Option<u32> {
+        if dotted.is_empty() {
+            dotted = class.replace('/', ".");
+        }
+        if excluded_class(class) || !cfg.method_traced(&dotted, name) {
+            return None;
+        }
+        Some(method_id(class, name, desc))
+    };
+    let res = match crate::rewrite::instrument_class(data, &mut select) {
+        Ok(r) => r,
+        Err(e) => {
+            CLASSES_UNPARSABLE.fetch_add(1, Ordering::Relaxed);
+            debug(&format!("cannot parse a class file: {e}"));
+            return None;
+        }
+    };
+    for s in &res.skipped {
+        METHODS_SKIPPED.fetch_add(1, Ordering::Relaxed);
+        debug(&format!("not tracing {}.{}{}: {}", res.class, s.name, s.desc, s.reason));
+    }
+    let bytes = res.bytes?;
+    let dotted = res.class.replace('/', ".");
+    let (t, ts) = (tid(), now_ns());
+    for m in &res.methods {
+        let def = MethodDef {
+            method: m.id as u64,
+            class: dotted.clone(),
+            name: m.name.clone(),
+            signature: m.desc.clone(),
+        };
+        rec.define_method(t, ts, def, true);
+    }
+    CLASSES_REWRITTEN.fetch_add(1, Ordering::Relaxed);
+    METHODS_REWRITTEN.fetch_add(res.methods.len() as u64, Ordering::Relaxed);
+    Some(bytes)
+}
+
+fn debug(msg: &str) {
+    if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+        eprintln!("jtrace agent (debug): {msg}");
+    }
+}
+
+/// JVMTI ClassFileLoadHook: rewrites classes with selected methods.
+pub(crate) unsafe extern "C" fn on_class_file_load_hook(
+    env: *mut jvmtiEnv,
+    _jni: *mut JNIEnv,
+    _class_being_redefined: jclass,
+    _loader: jobject,
+    name: *const c_char,
+    _protection_domain: jobject,
+    class_data_len: jint,
+    class_data: *const c_uchar,
+    new_class_data_len: *mut jint,
+    new_class_data: *mut *mut c_uchar,
+) {
+    if !READY.load(Ordering::Acquire) || class_data.is_null() || class_data_len <= 0 {
+        return;
+    }
+    guard("ClassFileLoadHook", || {
+        let Some((rec, cfg)) = active() else { return };
+        if !name.is_null() {
+            // Cheap early out before parsing.
+            if excluded_class(&CStr::from_ptr(name).to_string_lossy()) {
+                return;
+            }
+        }
+        let data = std::slice::from_raw_parts(class_data, class_data_len as usize);
+        let Some(out) = transform(rec, cfg, data) else { return };
+        let mut mem: *mut c_uchar = std::ptr::null_mut();
+        if jvmti!(env, Allocate, out.len() as jlong, &mut mem) != JVMTI_ERROR_NONE || mem.is_null() {
+            return;
+        }
+        std::ptr::copy_nonoverlapping(out.as_ptr(), mem, out.len());
+        *new_class_data_len = out.len() as jint;
+        *new_class_data = mem;
+    });
+}
+
+/// A JNIEnv for the calling thread (`jni` if given, else from the JavaVM).
+unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
+    if !jni.is_null() {
+        return jni;
+    }
+    let vm = VM.load(Ordering::SeqCst);
+    if vm.is_null() {
+        return std::ptr::null_mut();
+    }
+    let Some(get_env) = (**vm).GetEnv else {
+        return std::ptr::null_mut();
+    };
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // JNI_VERSION_1_8
+    if get_env(vm, &mut p, 0x0001_0008) != 0 {
+        return std::ptr::null_mut();
+    }
+    p.cast()
+}
+
+/// Clears (and returns whether there was) a pending Java exception.
+unsafe fn clear_exception(jni: *mut JNIEnv) -> bool {
+    if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
+        jni!(jni, ExceptionClear);
+        return true;
+    }
+    false
+}
+
+/// Defines the probe class, registers its natives, enables the hook and
+/// retransforms the loaded classes with selected methods (at VMInit).
+pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -> Result<(), String> {
+    let jni = jni_env(jni);
+    if jni.is_null() {
+        return Err("bytecode rewriting: no JNI environment".into());
+    }
+    JVMTI.store(env, Ordering::SeqCst);
+    let class = jni!(
+        jni,
+        DefineClass,
+        c"jtrace/Probe".as_ptr(),
+        std::ptr::null_mut(),
+        PROBE_CLASS_FILE.as_ptr().cast(),
+        PROBE_CLASS_FILE.len() as jsize
+    )
+    .unwrap_or(std::ptr::null_mut());
+    if class.is_null() || clear_exception(jni) {
+        return Err("bytecode rewriting: cannot define the probe class jtrace.Probe".into());
+    }
+    let natives = [
+        JNINativeMethod {
+            name: c"register0".as_ptr().cast_mut(),
+            signature: c"(Ljtrace/Probe;)V".as_ptr().cast_mut(),
+            fnPtr: register0 as *mut c_void,
+        },
+        JNINativeMethod {
+            name: c"flush0".as_ptr().cast_mut(),
+            signature: c"()V".as_ptr().cast_mut(),
+            fnPtr: flush0 as *mut c_void,
+        },
+    ];
+    if jni!(jni, RegisterNatives, class, natives.as_ptr(), natives.len() as jint) != Some(0) {
+        clear_exception(jni);
+        return Err("bytecode rewriting: cannot register the probe natives".into());
+    }
+    let buf_field = jni!(jni, GetFieldID, class, c"buf".as_ptr(), c"[J".as_ptr()).unwrap_or(std::ptr::null_mut());
+    clear_exception(jni);
+    let pos_field = jni!(jni, GetFieldID, class, c"pos".as_ptr(), c"I".as_ptr()).unwrap_or(std::ptr::null_mut());
+    clear_exception(jni);
+    let init = jni!(jni, GetStaticMethodID, class, c"init".as_ptr(), c"()V".as_ptr()).unwrap_or(std::ptr::null_mut());
+    clear_exception(jni);
+    if init.is_null() || buf_field.is_null() || pos_field.is_null() {
+        return Err("bytecode rewriting: probe class lacks its members".into());
+    }
+    let global = jni!(jni, NewGlobalRef, class).unwrap_or(std::ptr::null_mut());
+    if global.is_null() {
+        return Err("bytecode rewriting: no global reference to the probe class".into());
+    }
+    jni!(jni, CallStaticVoidMethodA, global, init, std::ptr::null());
+    if clear_exception(jni) {
+        return Err("bytecode rewriting: initialising jtrace.Probe failed".into());
+    }
+    CLASS.store(global, Ordering::SeqCst);
+    BUF_FIELD.store(buf_field, Ordering::SeqCst);
+    POS_FIELD.store(pos_field, Ordering::SeqCst);
+    READY.store(true, Ordering::Release);
+
+    let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
+    if err != JVMTI_ERROR_NONE {
+        return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
+    }
+    retransform_loaded(env, jni, cfg);
+    Ok(())
+}
+
+/// Retransforms the loaded classes that have a selected method, so that
+/// classes loaded before VMInit are traced too.
+unsafe fn retransform_loaded(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) {
+    let mut n: jint = 0;
+    let mut classes: *mut jclass = std::ptr::null_mut();
+    if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
+        return;
+    }
+    let all = std::slice::from_raw_parts(classes, n.max(0) as usize);
+    let mut chosen: Vec<jclass> = Vec::new();
+    for &c in all {
+        if class_has_selected_method(env, c, cfg) {
+            chosen.push(c);
+        } else {
+            jvm::delete_local(jni, c);
+        }
+    }
+    jvmti!(env, Deallocate, classes.cast());
+    if chosen.is_empty() {
+        return;
+    }
+    let err = jvmti!(env, RetransformClasses, chosen.len() as jint, chosen.as_ptr());
+    if err != JVMTI_ERROR_NONE {
+        // One bad class fails the batch: retry one by one.
+        for c in &chosen {
+            let e = jvmti!(env, RetransformClasses, 1, c);
+            if e != JVMTI_ERROR_NONE {
+                debug(&format!("RetransformClasses failed (JVMTI error {e})"));
+            }
+        }
+    }
+    for c in chosen {
+        jvm::delete_local(jni, c);
+    }
+}
+
+unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config) -> bool {
+    let mut modifiable: jboolean = 0;
+    if jvmti!(env, IsModifiableClass, c, &mut modifiable) != JVMTI_ERROR_NONE || modifiable == 0 {
+        return false;
+    }
+    let mut sig: *mut c_char = std::ptr::null_mut();
+    if jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+        return false;
+    }
+    let Some(sig) = jvm::take_string(env, sig) else {
+        return false;
+    };
+    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
+        return false;
+    };
+    if excluded_class(internal) {
+        return false;
+    }
+    let dotted = internal.replace('/', ".");
+    let mut count: jint = 0;
+    let mut methods: *mut jmethodID = std::ptr::null_mut();
+    if jvmti!(env, GetClassMethods, c, &mut count, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
+        return false;
+    }
+    let mut found = false;
+    for &m in std::slice::from_raw_parts(methods, count.max(0) as usize) {
+        let mut name: *mut c_char = std::ptr::null_mut();
+        if jvmti!(
+            env,
+            GetMethodName,
+            m,
+            &mut name,
+            std::ptr::null_mut(),
+            std::ptr::null_mut()
+        ) != JVMTI_ERROR_NONE
+        {
+            continue;
+        }
+        if let Some(name) = jvm::take_string(env, name) {
+            if cfg.method_traced(&dotted, &name) {
+                found = true;
+                break;
+            }
+        }
+    }
+    jvmti!(env, Deallocate, methods.cast());
+    found
+}
+
+/// Reads and empties the Java buffer of `probe` (any thread's), calling
+/// `f` with its (timestamp, tag) longs. Uses only JNI field and array
+/// access; a pending exception is set aside meanwhile.
+unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(&[jlong])) {
+    let (buf_field, pos_field) = (BUF_FIELD.load(Ordering::SeqCst), POS_FIELD.load(Ordering::SeqCst));
+    if jni.is_null() || probe.is_null() || buf_field.is_null() {
+        return;
+    }
+    let n = jni!(jni, GetIntField, probe, pos_field).unwrap_or(0);
+    let n = (n.max(0) as usize) & !1;
+    if n == 0 {
+        return;
+    }
+    let pending = if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
+        let e = jni!(jni, ExceptionOccurred).unwrap_or(std::ptr::null_mut());
+        jni!(jni, ExceptionClear);
+        e
+    } else {
+        std::ptr::null_mut()
+    };
+    let _ = SCRATCH.try_with(|s| {
+        let Ok(mut data) = s.try_borrow_mut() else { return };
+        data.resize(n, 0);
+        let arr = jni!(jni, GetObjectField, probe, buf_field).unwrap_or(std::ptr::null_mut());
+        if arr.is_null() {
+            return;
+        }
+        jni!(jni, GetLongArrayRegion, arr, 0, n as jsize, data.as_mut_ptr());
+        jvm::delete_local(jni, arr);
+        if clear_exception(jni) {
+            return;
+        }
+        jni!(jni, SetIntField, probe, pos_field, 0);
+        f(&data);
+    });
+    if !pending.is_null() {
+        jni!(jni, Throw, pending);
+        jvm::delete_local(jni, pending);
+    }
+}
+
+/// Drains the calling thread's probe buffer into its stream buffer. Called
+/// by `with_state` before every record of the thread, so that the thread's
+/// records stay in time order.
+pub(crate) fn drain(rec: &Recorder, st: &mut ThreadState) {
+    let Ok((probe, jni)) = MINE.try_with(Cell::get) else {
+        return;
+    };
+    if probe.is_null() {
+        return;
+    }
+    // SAFETY: `probe` is a live global reference and `jni` this thread's JNIEnv.
+    unsafe {
+        take_buffer(jni, probe, |data| {
+            if !st.traced {
+                return;
+            }
+            match st.buf.clone() {
+                Some(buf) => push_block(rec, &buf, tid(), data, Some(&mut st.stack)),
+                None => rec.count_lost((data.len() / 2) as u64),
+            }
+        })
+    };
+}
+
+/// At ThreadEnd, on the ending thread, before its THREAD_END is recorded:
+/// drains and forgets the thread's probe buffer.
+pub(crate) unsafe fn thread_end(jni: *mut JNIEnv) {
+    let Some((rec, _)) = active() else { return };
+    let Ok((probe, _)) = MINE.try_with(Cell::get) else {
+        return;
+    };
+    if probe.is_null() {
+        return;
+    }
+    with_state(rec, |_| {});
+    lock(&REGISTERED).retain(|r| r.probe != probe as usize);
+    let _ = MINE.try_with(|m| m.set((std::ptr::null_mut(), std::ptr::null_mut())));
+    if !jni.is_null() {
+        jni!(jni, DeleteGlobalRef, probe);
+    }
+}
+
+/// At VM death, before the recorder's final flush: drains every thread's
+/// probe buffer (other threads' into their own stream buffers).
+pub(crate) unsafe fn vm_death(jni: *mut JNIEnv) {
+    if let Some((rec, _)) = active() {
+        with_state(rec, |_| {});
+        let jni = jni_env(jni);
+        let mine = MINE.try_with(Cell::get).map(|m| m.0 as usize).unwrap_or(0);
+        let all: Vec<(usize, u32, Option<SharedBuf>)> = lock(&REGISTERED)
+            .iter()
+            .map(|r| (r.probe, r.tid, r.buf.clone()))
+            .collect();
+        for (probe, t, buf) in all {
+            if probe == mine {
+                continue;
+            }
+            if let Some(b) = &buf {
+                take_buffer(jni, probe as jobject, |data| push_block(rec, b, t, data, None));
+            }
+        }
+    }
+    if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+        eprintln!(
+            "jtrace agent (debug): classes rewritten {}, methods rewritten {}, methods skipped {}, unparsable classes {}",
+            CLASSES_REWRITTEN.load(Ordering::Relaxed),
+            METHODS_REWRITTEN.load(Ordering::Relaxed),
+            METHODS_SKIPPED.load(Ordering::Relaxed),
+            CLASSES_UNPARSABLE.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// `Probe.register0(Probe p)`: the calling thread's first probe call.
+unsafe extern "C" fn register0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
+    guard("Probe.register0", || {
+        let Some((rec, cfg)) = active() else { return };
+        let global = jni!(jni, NewGlobalRef, probe).unwrap_or(std::ptr::null_mut());
+        if global.is_null() {
+            return;
+        }
+        let old = MINE
+            .try_with(|m| m.replace((global, jni)))
+            .unwrap_or((std::ptr::null_mut(), jni));
+        if !old.0.is_null() {
+            // A second Probe on this thread (its ThreadLocal was cleared).
+            lock(&REGISTERED).retain(|r| r.probe != old.0 as usize);
+            jni!(jni, DeleteGlobalRef, old.0);
+        }
+        with_state(rec, |st| {
+            if !st.registered {
+                let env = JVMTI.load(Ordering::SeqCst);
+                let mut thread: jthread = std::ptr::null_mut();
+                if jvmti!(env, GetCurrentThread, &mut thread) == JVMTI_ERROR_NONE {
+                    register(st, rec, cfg, env, jni, thread, now_ns());
+                    jvm::delete_local(jni, thread);
+                }
+            }
+            let buf = if st.traced { st.buf.clone() } else { None };
+            lock(&REGISTERED).push(Registered {
+                probe: global as usize,
+                tid: tid(),
+                buf,
+            });
+        });
+    });
+}
+
+/// `Probe.flush0()`: the calling thread's buffer is full.
+unsafe extern "C" fn flush0(_jni: *mut JNIEnv, _class: jclass) {
+    guard("Probe.flush0", || {
+        let Some((rec, _)) = active() else { return };
+        // with_state drains the buffer before running the closure.
+        with_state(rec, |_| {});
+    });
+}
+
+/// Size of an encoded METHOD_ENTRY/METHOD_EXIT record.
+const EVENT_LEN: usize = 32;
+
+/// Encodes a METHOD_ENTRY/METHOD_EXIT record (same bytes as
+/// `jtrace_format::Encoder::record`, without the generic path).
+fn encode_event(out: &mut Vec<u8>, entry: bool, tid: u32, ts: u64, method: u64, flags: u32) {
+    let kind = if entry { kind::METHOD_ENTRY } else { kind::METHOD_EXIT };
+    let mut r = [0u8; EVENT_LEN];
+    r[0..2].copy_from_slice(&kind.to_le_bytes());
+    r[2..4].copy_from_slice(&(EVENT_LEN as u16).to_le_bytes());
+    r[4..8].copy_from_slice(&tid.to_le_bytes());
+    r[8..16].copy_from_slice(&ts.to_le_bytes());
+    r[16..24].copy_from_slice(&method.to_le_bytes());
+    r[24..28].copy_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&r);
+}
+
+thread_local! {
+    /// Encoding buffer of [`push_block`].
+    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Appends a block of (timestamp, tag) pairs as METHOD_ENTRY/EXIT records.
+///
+/// With the thread's stack of open methods (`stack`), exits are matched
+/// against it: an exit whose method is open below the innermost one closes
+/// the frames above it as exited by exception (a constructor whose
+/// super()/this() call threw has no exit probe of its own), and an exit of a
+/// method that is not open at all is dropped. So every thread's entries and
+/// exits stay strictly nested.
+fn push_block(rec: &Recorder, buf: &SharedBuf, tid: u32, data: &[jlong], mut stack: Option<&mut Vec<usize>>) {
+    let mut local = Vec::new();
+    let _ = ENCODED.try_with(|e| {
+        let mut guard = e.try_borrow_mut();
+        let out = match guard.as_deref_mut() {
+            Ok(v) => v,
+            Err(_) => &mut local,
+        };
+        out.clear();
+        out.reserve(data.len() / 2 * EVENT_LEN + 256);
+        for pair in data.chunks_exact(2) {
+            let (ts, tag) = (pair[0] as u64, pair[1] as u64);
+            let (id, kind) = (tag & 0xFFFF_FFFF, tag >> 32);
+            if kind == 0 {
+                if let Some(s) = stack.as_deref_mut() {
+                    s.push(id as usize);
+                }
+                encode_event(out, true, tid, ts, id, 0);
+                continue;
+            }
+            if let Some(s) = stack.as_deref_mut() {
+                if s.last() != Some(&(id as usize)) {
+                    if !s.contains(&(id as usize)) {
+                        continue;
+                    }
+                    while let Some(&top) = s.last() {
+                        if top == id as usize {
+                            break;
+                        }
+                        s.pop();
+                        encode_event(out, false, tid, ts, top as u64, EXIT_BY_EXCEPTION);
+                    }
+                }
+                s.pop();
+            }
+            let flags = if kind == 2 { EXIT_BY_EXCEPTION } else { 0 };
+            encode_event(out, false, tid, ts, id, flags);
+        }
+        for chunk in out.chunks(FLUSH_AT / EVENT_LEN * EVENT_LEN) {
+            rec.push_encoded(buf, chunk, (chunk.len() / EVENT_LEN) as u64);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_events_match_the_format_encoder() {
+        for (entry, flags) in [(true, 0), (false, 0), (false, EXIT_BY_EXCEPTION)] {
+            let mut mine = Vec::new();
+            encode_event(&mut mine, entry, 77, 123_456_789, 42, flags);
+            let ev = MethodEvent {
+                method: 42,
+                flags,
+                reserved: 0,
+            };
+            let payload = if entry {
+                Payload::MethodEntry(ev)
+            } else {
+                Payload::MethodExit(ev)
+            };
+            let mut enc = jtrace_format::Encoder::new();
+            enc.record(&Record {
+                tid: 77,
+                ts: 123_456_789,
+                payload,
+            });
+            assert_eq!(mine, enc.buf);
+        }
+    }
+}

@@ -1,0 +1,662 @@
+//! Rewriting of one Code attribute: probes inserted, everything relocated.
+
+use super::{err, put_u2, put_u4, ConstPool, ProbeRefs, Reader, Result};
+
+/// What the rewriter needs to know about the method being rewritten.
+pub(crate) struct MethodCtx {
+    /// Id passed to the probes.
+    pub(crate) id: u32,
+    /// The method is a constructor (`<init>`).
+    pub(crate) is_init: bool,
+    /// The method is static (unused by the frames, kept for diagnostics).
+    #[allow(dead_code)]
+    pub(crate) is_static: bool,
+    /// Class-file major version.
+    pub(crate) major: u16,
+}
+
+const GOTO: u8 = 0xa7;
+const JSR: u8 = 0xa8;
+const GOTO_W: u8 = 0xc8;
+const JSR_W: u8 = 0xc9;
+const TABLESWITCH: u8 = 0xaa;
+const LOOKUPSWITCH: u8 = 0xab;
+const NEW: u8 = 0xbb;
+const INVOKESPECIAL: u8 = 0xb7;
+const INVOKESTATIC: u8 = 0xb8;
+const ATHROW: u8 = 0xbf;
+const SIPUSH: u8 = 0x11;
+const LDC_W: u8 = 0x13;
+
+/// Bytes of `push id; invokestatic probe`.
+const CALL_LEN: u32 = 6;
+
+enum Kind {
+    /// Copied verbatim.
+    Plain,
+    /// 16-bit branch (`if*`, `goto`, `jsr`) to an old offset.
+    Br16 {
+        op: u8,
+        target: u32,
+    },
+    /// 32-bit branch (`goto_w`, `jsr_w`).
+    Br32 {
+        op: u8,
+        target: u32,
+    },
+    Table {
+        default: u32,
+        low: i32,
+        high: i32,
+        targets: Vec<u32>,
+    },
+    Lookup {
+        default: u32,
+        pairs: Vec<(i32, u32)>,
+    },
+    /// `xRETURN`: preceded by the exit probe.
+    Ret,
+}
+
+struct Ins {
+    off: u32,
+    len: u32,
+    kind: Kind,
+}
+
+/// Length of a fixed-size instruction, `None` for variable-size or invalid ones.
+fn op_len(op: u8) -> Option<u32> {
+    Some(match op {
+        0x00..=0x0f => 1,
+        0x10 => 2,
+        0x11 => 3,
+        0x12 => 2,
+        0x13 | 0x14 => 3,
+        0x15..=0x19 => 2,
+        0x1a..=0x35 => 1,
+        0x36..=0x3a => 2,
+        0x3b..=0x83 => 1,
+        0x84 => 3,
+        0x85..=0x98 => 1,
+        0x99..=0xa8 => 3,
+        0xa9 => 2,
+        0xac..=0xb1 => 1,
+        0xb2..=0xb8 => 3,
+        0xb9 | 0xba => 5,
+        0xbb => 3,
+        0xbc => 2,
+        0xbd => 3,
+        0xbe | 0xbf => 1,
+        0xc0 | 0xc1 => 3,
+        0xc2 | 0xc3 => 1,
+        0xc5 => 4,
+        0xc6 | 0xc7 => 3,
+        0xc8 | 0xc9 => 5,
+        _ => return None,
+    })
+}
+
+fn i16_at(code: &[u8], at: usize) -> i64 {
+    i16::from_be_bytes([code[at], code[at + 1]]) as i64
+}
+
+fn i32_at(code: &[u8], at: usize) -> Result<i32> {
+    match code.get(at..at + 4) {
+        Some(b) => Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        None => err("truncated switch"),
+    }
+}
+
+fn target(base: usize, disp: i64, len: usize) -> Result<u32> {
+    let t = base as i64 + disp;
+    if t < 0 || t >= len as i64 {
+        return err(format!("branch at {base} to {t} outside the code"));
+    }
+    Ok(t as u32)
+}
+
+fn decode(code: &[u8]) -> Result<Vec<Ins>> {
+    let n = code.len();
+    let mut out = Vec::with_capacity(n / 2);
+    let mut i = 0usize;
+    while i < n {
+        let op = code[i];
+        let (len, kind) = match op {
+            0x99..=0xa8 | 0xc6 | 0xc7 if i + 3 <= n => (
+                3,
+                Kind::Br16 {
+                    op,
+                    target: target(i, i16_at(code, i + 1), n)?,
+                },
+            ),
+            GOTO_W | JSR_W => (
+                5,
+                Kind::Br32 {
+                    op,
+                    target: target(i, i32_at(code, i + 1)? as i64, n)?,
+                },
+            ),
+            TABLESWITCH => {
+                let p = (i + 4) & !3;
+                let default = target(i, i32_at(code, p)? as i64, n)?;
+                let (low, high) = (i32_at(code, p + 4)?, i32_at(code, p + 8)?);
+                if high < low || (high as i64 - low as i64) >= n as i64 {
+                    return err(format!("bad tableswitch bounds at {i}"));
+                }
+                let count = (high as i64 - low as i64 + 1) as usize;
+                let mut targets = Vec::with_capacity(count);
+                for k in 0..count {
+                    targets.push(target(i, i32_at(code, p + 12 + 4 * k)? as i64, n)?);
+                }
+                (
+                    p + 12 + 4 * count - i,
+                    Kind::Table {
+                        default,
+                        low,
+                        high,
+                        targets,
+                    },
+                )
+            }
+            LOOKUPSWITCH => {
+                let p = (i + 4) & !3;
+                let default = target(i, i32_at(code, p)? as i64, n)?;
+                let count = i32_at(code, p + 4)?;
+                if count < 0 || count as usize > n {
+                    return err(format!("bad lookupswitch size at {i}"));
+                }
+                let mut pairs = Vec::with_capacity(count as usize);
+                for k in 0..count as usize {
+                    let key = i32_at(code, p + 8 + 8 * k)?;
+                    pairs.push((key, target(i, i32_at(code, p + 12 + 8 * k)? as i64, n)?));
+                }
+                (p + 8 + 8 * count as usize - i, Kind::Lookup { default, pairs })
+            }
+            0xac..=0xb1 => (1, Kind::Ret),
+            0xc4 => (if code.get(i + 1) == Some(&0x84) { 6 } else { 4 }, Kind::Plain),
+            _ => match op_len(op) {
+                Some(l) => (l as usize, Kind::Plain),
+                None => return err(format!("invalid opcode {op:#x} at {i}")),
+            },
+        };
+        if i + len > n {
+            return err(format!("instruction at {i} runs past the code"));
+        }
+        out.push(Ins {
+            off: i as u32,
+            len: len as u32,
+            kind,
+        });
+        i += len;
+    }
+    Ok(out)
+}
+
+fn pad(at: u32) -> u32 {
+    (4 - (at + 1) % 4) % 4
+}
+
+fn size(ins: &Ins, at: u32, wide: bool) -> u32 {
+    match &ins.kind {
+        Kind::Plain => ins.len,
+        Kind::Br16 { .. } => {
+            if wide {
+                5
+            } else {
+                3
+            }
+        }
+        Kind::Br32 { .. } => 5,
+        Kind::Table { targets, .. } => 1 + pad(at) + 12 + 4 * targets.len() as u32,
+        Kind::Lookup { pairs, .. } => 1 + pad(at) + 8 + 8 * pairs.len() as u32,
+        Kind::Ret => CALL_LEN + 1,
+    }
+}
+
+/// Old offsets (instruction starts, plus the code length) to new ones.
+struct OffsetMap {
+    map: Vec<u32>,
+}
+
+impl OffsetMap {
+    fn get(&self, old: u32) -> Result<u32> {
+        match self.map.get(old as usize) {
+            Some(&v) if v != u32::MAX => Ok(v),
+            _ => err(format!("offset {old} is not an instruction boundary")),
+        }
+    }
+}
+
+/// A verification_type_info; `Uninitialized` carries an old offset.
+#[derive(Clone, Copy)]
+enum VType {
+    Simple(u8),
+    Object(u16),
+    Uninitialized(u32),
+}
+
+fn read_vtype(r: &mut Reader) -> Result<VType> {
+    Ok(match r.u1()? {
+        7 => VType::Object(r.u2()?),
+        8 => VType::Uninitialized(r.u2()? as u32),
+        t @ 0..=6 => VType::Simple(t),
+        t => return err(format!("bad verification type {t}")),
+    })
+}
+
+fn write_vtype(out: &mut Vec<u8>, v: VType, map: &OffsetMap) -> Result<()> {
+    match v {
+        VType::Simple(t) => out.push(t),
+        VType::Object(c) => {
+            out.push(7);
+            put_u2(out, c);
+        }
+        VType::Uninitialized(o) => {
+            out.push(8);
+            put_u2(out, map.get(o)? as u16);
+        }
+    }
+    Ok(())
+}
+
+enum Frame {
+    Same,
+    SameLocals1(VType),
+    Chop(u8),
+    Append(Vec<VType>),
+    Full(Vec<VType>, Vec<VType>),
+}
+
+/// Relocates a StackMapTable body and appends `extra` full frames
+/// (new offset, locals, stack) after the relocated ones.
+fn relocate_stack_map(
+    body: Option<&[u8]>,
+    map: &OffsetMap,
+    extra: &[(u32, Vec<VType>, Vec<VType>)],
+) -> Result<Vec<u8>> {
+    let mut frames: Vec<(u32, Frame)> = Vec::new();
+    if let Some(body) = body {
+        let mut r = Reader::new(body);
+        let n = r.u2()?;
+        let mut prev: i64 = -1;
+        for _ in 0..n {
+            let tag = r.u1()?;
+            let (delta, f) = match tag {
+                0..=63 => (tag as u32, Frame::Same),
+                64..=127 => ((tag - 64) as u32, Frame::SameLocals1(read_vtype(&mut r)?)),
+                247 => {
+                    let d = r.u2()? as u32;
+                    (d, Frame::SameLocals1(read_vtype(&mut r)?))
+                }
+                248..=250 => (r.u2()? as u32, Frame::Chop(251 - tag)),
+                251 => (r.u2()? as u32, Frame::Same),
+                252..=254 => {
+                    let d = r.u2()? as u32;
+                    let mut v = Vec::new();
+                    for _ in 0..tag - 251 {
+                        v.push(read_vtype(&mut r)?);
+                    }
+                    (d, Frame::Append(v))
+                }
+                255 => {
+                    let d = r.u2()? as u32;
+                    let nl = r.u2()?;
+                    let mut locals = Vec::with_capacity(nl as usize);
+                    for _ in 0..nl {
+                        locals.push(read_vtype(&mut r)?);
+                    }
+                    let ns = r.u2()?;
+                    let mut stack = Vec::with_capacity(ns as usize);
+                    for _ in 0..ns {
+                        stack.push(read_vtype(&mut r)?);
+                    }
+                    (d, Frame::Full(locals, stack))
+                }
+                t => return err(format!("reserved stack map frame type {t}")),
+            };
+            let off = prev + delta as i64 + 1;
+            prev = off;
+            frames.push((map.get(off as u32)?, f));
+        }
+        if !r.at_end() {
+            return err("trailing bytes in StackMapTable");
+        }
+    }
+    let mut out = Vec::with_capacity(body.map_or(0, <[u8]>::len) + 16 * extra.len() + 2);
+    put_u2(&mut out, (frames.len() + extra.len()) as u16);
+    let mut prev: i64 = -1;
+    let mut delta_to = |new_off: u32| -> Result<u32> {
+        let d = new_off as i64 - prev - 1;
+        if !(0..=0xFFFF).contains(&d) {
+            return err("stack map frames out of order after relocation");
+        }
+        prev = new_off as i64;
+        Ok(d as u32)
+    };
+    for (off, f) in frames {
+        let d = delta_to(off)?;
+        match f {
+            Frame::Same if d <= 63 => out.push(d as u8),
+            Frame::Same => {
+                out.push(251);
+                put_u2(&mut out, d as u16);
+            }
+            Frame::SameLocals1(v) => {
+                if d <= 63 {
+                    out.push(64 + d as u8);
+                } else {
+                    out.push(247);
+                    put_u2(&mut out, d as u16);
+                }
+                write_vtype(&mut out, v, map)?;
+            }
+            Frame::Chop(k) => {
+                out.push(251 - k);
+                put_u2(&mut out, d as u16);
+            }
+            Frame::Append(v) => {
+                out.push(251 + v.len() as u8);
+                put_u2(&mut out, d as u16);
+                for t in v {
+                    write_vtype(&mut out, t, map)?;
+                }
+            }
+            Frame::Full(l, s) => {
+                out.push(255);
+                put_u2(&mut out, d as u16);
+                put_u2(&mut out, l.len() as u16);
+                for t in l {
+                    write_vtype(&mut out, t, map)?;
+                }
+                put_u2(&mut out, s.len() as u16);
+                for t in s {
+                    write_vtype(&mut out, t, map)?;
+                }
+            }
+        }
+    }
+    for (off, l, s) in extra {
+        let d = delta_to(*off)?;
+        out.push(255);
+        put_u2(&mut out, d as u16);
+        put_u2(&mut out, l.len() as u16);
+        for t in l {
+            write_vtype(&mut out, *t, map)?;
+        }
+        put_u2(&mut out, s.len() as u16);
+        for t in s {
+            write_vtype(&mut out, *t, map)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Index of the instruction that is the constructor's `super(...)`/`this(...)`
+/// call: the first `invokespecial <init>` not paired with an earlier `new`.
+fn super_call(code: &[u8], ins: &[Ins], cp: &ConstPool) -> Option<usize> {
+    let mut pending_new = 0usize;
+    for (k, x) in ins.iter().enumerate() {
+        let op = code[x.off as usize];
+        if op == NEW {
+            pending_new += 1;
+        } else if op == INVOKESPECIAL {
+            let idx = u16::from_be_bytes([code[x.off as usize + 1], code[x.off as usize + 2]]);
+            if cp.member_name(idx) == Some("<init>") {
+                if pending_new == 0 {
+                    return Some(k);
+                }
+                pending_new -= 1;
+            }
+        }
+    }
+    None
+}
+
+/// Rewrites the body of a Code attribute (everything after attribute_length).
+pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ctx: &MethodCtx) -> Result<Vec<u8>> {
+    let mut r = Reader::new(body);
+    let max_stack = r.u2()?;
+    let max_locals = r.u2()?;
+    let code_len = r.u4()? as usize;
+    if code_len == 0 || code_len > 0xFFFF {
+        return err("bad code length");
+    }
+    let code = r.bytes(code_len)?;
+    let nex = r.u2()?;
+    let mut extable = Vec::with_capacity(nex as usize);
+    for _ in 0..nex {
+        extable.push((r.u2()? as u32, r.u2()? as u32, r.u2()? as u32, r.u2()?));
+    }
+    let nattr = r.u2()?;
+    let mut attrs: Vec<(u16, &[u8])> = Vec::with_capacity(nattr as usize);
+    for _ in 0..nattr {
+        let name = r.u2()?;
+        let len = r.u4()? as usize;
+        attrs.push((name, r.bytes(len)?));
+    }
+
+    let ins = decode(code)?;
+    let split = if ctx.is_init {
+        match super_call(code, &ins, cp) {
+            Some(k) if k + 1 < ins.len() => Some(k),
+            _ => return err("constructor without a recognisable super()/this() call"),
+        }
+    } else {
+        None
+    };
+
+    // The id operand: sipush for small ids, else an Integer constant.
+    let id_insn: [u8; 3] = if ctx.id <= 0x7FFF {
+        [SIPUSH, (ctx.id >> 8) as u8, ctx.id as u8]
+    } else {
+        let i = cp.int_entry(ctx.id)?;
+        [LDC_W, (i >> 8) as u8, i as u8]
+    };
+    let call = |out: &mut Vec<u8>, method: u16| {
+        out.extend_from_slice(&id_insn);
+        out.push(INVOKESTATIC);
+        put_u2(out, method);
+    };
+
+    // Layout, widening goto/jsr until every branch fits.
+    let mut wide = vec![false; ins.len()];
+    let mut new_off = vec![0u32; ins.len()];
+    let mut map = OffsetMap {
+        map: vec![u32::MAX; code_len + 1],
+    };
+    let end = loop {
+        let mut at = CALL_LEN;
+        for (k, x) in ins.iter().enumerate() {
+            new_off[k] = at;
+            map.map[x.off as usize] = at;
+            at += size(x, at, wide[k]);
+        }
+        map.map[code_len] = at;
+        let mut changed = false;
+        for (k, x) in ins.iter().enumerate() {
+            if let Kind::Br16 { op, target } = x.kind {
+                if wide[k] {
+                    continue;
+                }
+                let d = map.get(target)? as i64 - new_off[k] as i64;
+                if d < i16::MIN as i64 || d > i16::MAX as i64 {
+                    if op == GOTO || op == JSR {
+                        wide[k] = true;
+                        changed = true;
+                    } else {
+                        return err("a conditional branch would overflow after rewriting");
+                    }
+                }
+            }
+        }
+        if !changed {
+            break at;
+        }
+    };
+
+    // Catch-all regions: (start, end, handler locals).
+    let mut regions: Vec<(u32, u32, Vec<VType>)> = Vec::new();
+    match split {
+        // The super()/this() call itself cannot be covered: the verifier
+        // checks its handlers both with the incoming locals
+        // (uninitializedThis) and the outgoing ones (the class type) under
+        // flagThisUninit, which no stack map frame can express. An exception
+        // thrown by the super constructor therefore leaves without an exit
+        // probe; the agent closes such frames when it sees the caller's exit.
+        Some(k) => {
+            if new_off[k] > CALL_LEN {
+                regions.push((CALL_LEN, new_off[k], vec![VType::Simple(6)]));
+            }
+            regions.push((new_off[k + 1], end, Vec::new()));
+        }
+        None => regions.push((CALL_LEN, end, Vec::new())),
+    }
+    let handler_len = CALL_LEN + 1;
+    let total = end as usize + regions.len() * handler_len as usize;
+    if total > 0xFFFF {
+        return err("code would exceed 64 KiB");
+    }
+
+    // Emit the code.
+    let mut out = Vec::with_capacity(total);
+    call(&mut out, refs.enter);
+    for (k, x) in ins.iter().enumerate() {
+        debug_assert_eq!(out.len() as u32, new_off[k]);
+        let here = new_off[k] as i64;
+        let rel = |t: u32| -> Result<i32> { Ok((map.get(t)? as i64 - here) as i32) };
+        let src = &code[x.off as usize..(x.off + x.len) as usize];
+        match &x.kind {
+            Kind::Plain => out.extend_from_slice(src),
+            Kind::Br16 { op, target } => {
+                let d = rel(*target)?;
+                if wide[k] {
+                    out.push(if *op == GOTO { GOTO_W } else { JSR_W });
+                    put_u4(&mut out, d as u32);
+                } else {
+                    out.push(*op);
+                    put_u2(&mut out, d as i16 as u16);
+                }
+            }
+            Kind::Br32 { op, target } => {
+                out.push(*op);
+                put_u4(&mut out, rel(*target)? as u32);
+            }
+            Kind::Table {
+                default,
+                low,
+                high,
+                targets,
+            } => {
+                out.push(TABLESWITCH);
+                out.extend(std::iter::repeat_n(0, pad(new_off[k]) as usize));
+                put_u4(&mut out, rel(*default)? as u32);
+                put_u4(&mut out, *low as u32);
+                put_u4(&mut out, *high as u32);
+                for t in targets {
+                    put_u4(&mut out, rel(*t)? as u32);
+                }
+            }
+            Kind::Lookup { default, pairs } => {
+                out.push(LOOKUPSWITCH);
+                out.extend(std::iter::repeat_n(0, pad(new_off[k]) as usize));
+                put_u4(&mut out, rel(*default)? as u32);
+                put_u4(&mut out, pairs.len() as u32);
+                for (key, t) in pairs {
+                    put_u4(&mut out, *key as u32);
+                    put_u4(&mut out, rel(*t)? as u32);
+                }
+            }
+            Kind::Ret => {
+                call(&mut out, refs.exit);
+                out.push(src[0]);
+            }
+        }
+    }
+    debug_assert_eq!(out.len() as u32, end);
+    let mut handlers = Vec::with_capacity(regions.len());
+    for (_, _, locals) in &regions {
+        handlers.push((out.len() as u32, locals.clone(), vec![VType::Object(refs.throwable)]));
+        call(&mut out, refs.exit_ex);
+        out.push(ATHROW);
+    }
+
+    // Exception table: the original entries first (inner handlers keep
+    // priority), then the catch-alls.
+    let mut ex_out = Vec::with_capacity(8 * (extable.len() + regions.len()) + 2);
+    put_u2(&mut ex_out, (extable.len() + regions.len()) as u16);
+    for (s, e, h, t) in extable {
+        put_u2(&mut ex_out, map.get(s)? as u16);
+        put_u2(&mut ex_out, map.get(e)? as u16);
+        put_u2(&mut ex_out, map.get(h)? as u16);
+        put_u2(&mut ex_out, t);
+    }
+    for ((s, e, _), (h, _, _)) in regions.iter().zip(&handlers) {
+        put_u2(&mut ex_out, *s as u16);
+        put_u2(&mut ex_out, *e as u16);
+        put_u2(&mut ex_out, *h as u16);
+        put_u2(&mut ex_out, 0);
+    }
+
+    // Attributes of the Code attribute.
+    let with_frames = ctx.major >= 50;
+    let mut attr_out: Vec<(u16, Vec<u8>)> = Vec::new();
+    let mut had_smt = false;
+    for (name, a) in &attrs {
+        match cp.utf8(*name) {
+            Some("StackMapTable") if with_frames && !had_smt => {
+                had_smt = true;
+                attr_out.push((*name, relocate_stack_map(Some(a), &map, &handlers)?));
+            }
+            Some("LineNumberTable") => {
+                let mut r = Reader::new(a);
+                let n = r.u2()?;
+                let mut b = Vec::with_capacity(a.len());
+                put_u2(&mut b, n);
+                for _ in 0..n {
+                    let pc = r.u2()? as u32;
+                    let line = r.u2()?;
+                    put_u2(&mut b, if pc == 0 { 0 } else { map.get(pc)? as u16 });
+                    put_u2(&mut b, line);
+                }
+                attr_out.push((*name, b));
+            }
+            Some("LocalVariableTable") | Some("LocalVariableTypeTable") => {
+                let mut r = Reader::new(a);
+                let n = r.u2()?;
+                let mut b = Vec::with_capacity(a.len());
+                put_u2(&mut b, n);
+                for _ in 0..n {
+                    let start = r.u2()? as u32;
+                    let len = r.u2()? as u32;
+                    let ns = if start == 0 { 0 } else { map.get(start)? };
+                    let ne = map.get(start + len)?;
+                    put_u2(&mut b, ns as u16);
+                    put_u2(&mut b, (ne - ns) as u16);
+                    b.extend_from_slice(r.bytes(6)?);
+                }
+                attr_out.push((*name, b));
+            }
+            // Anything else that may hold code offsets (type annotations on
+            // code, CharacterRangeTable, vendor attributes) is dropped: none
+            // is needed to load or verify the class.
+            _ => {}
+        }
+    }
+    if with_frames && !had_smt {
+        attr_out.push((refs.stack_map_table, relocate_stack_map(None, &map, &handlers)?));
+    }
+
+    let mut res = Vec::with_capacity(body.len() + out.len() - code_len + 64);
+    put_u2(&mut res, max_stack.saturating_add(1).max(2));
+    put_u2(&mut res, max_locals);
+    put_u4(&mut res, out.len() as u32);
+    res.extend_from_slice(&out);
+    res.extend_from_slice(&ex_out);
+    put_u2(&mut res, attr_out.len() as u16);
+    for (name, b) in attr_out {
+        put_u2(&mut res, name);
+        put_u4(&mut res, b.len() as u32);
+        res.extend_from_slice(&b);
+    }
+    Ok(res)
+}

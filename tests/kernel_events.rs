@@ -1,0 +1,471 @@
+//! End-to-end tests of the kernel events beyond the scheduler: syscalls
+//! with their fd resolved in the kernel, blocking page faults, block I/O,
+//! futex wakers, interposed library calls, and `jtrace record -p`. Small C
+//! programs with known behaviour are compiled at test time and run under
+//! `jtrace run` (root, real kernel, as in CI).
+
+mod common;
+
+use common::*;
+use jtrace_format::{fd_kind, Decoder, Payload, Record, Syscall, FILE_HEADER_LEN, SYSCALL_BLOCKED};
+use jtrace_merge::Meta;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+/// x86-64 syscall numbers.
+const NR_READ: u32 = 0;
+const NR_RECVFROM: u32 = 45;
+const NR_NANOSLEEP: u32 = 35;
+const NR_CLOCK_NANOSLEEP: u32 = 230;
+const NR_FUTEX: u32 = 202;
+const NR_WRITE: u32 = 1;
+const NR_FSYNC: u32 = 74;
+const NR_OPENAT: u32 = 257;
+
+/// Block I/O and faults are system-wide effects: keep the tests apart.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Compiles one C program into `dir`.
+fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let bin = dir.join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&c)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "compiling {name}.c failed");
+    bin
+}
+
+fn records(trace: &Path) -> Vec<Record> {
+    let data = std::fs::read(trace.join("kernel.bin")).unwrap();
+    Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN)
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+fn syscalls(recs: &[Record], tid: u32) -> Vec<(u64, Syscall)> {
+    recs.iter()
+        .filter(|r| r.tid == tid)
+        .filter_map(|r| match &r.payload {
+            Payload::Syscall(s) => Some((r.ts, *s)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `key=value` pairs the test programs print.
+fn field(out: &str, key: &str) -> u64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out:?}"))
+        .parse()
+        .unwrap()
+}
+
+fn run_ok(trace: &Path, args: &[&str], cmd: &[&str]) -> String {
+    let o = jtrace_run(trace, args, cmd);
+    assert!(o.status.success(), "jtrace run failed");
+    let meta = Meta::load(trace).unwrap();
+    assert!(meta.complete);
+    assert_eq!(meta.kernel_lost_total(), 0, "{:?}", meta.kernel_lost);
+    String::from_utf8(o.stdout).unwrap()
+}
+
+const SLEEP_C: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, 0);
+    printf("tid=%d\n", gettid());
+    return 0;
+}
+"#;
+
+#[test]
+fn nanosleep_is_one_blocked_syscall_of_50_ms() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("ksleep");
+    let bin = cc(&dir, "sleep50", SLEEP_C);
+    let trace = dir.join("t");
+    let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let recs = records(&trace);
+    let sleeps: Vec<_> = syscalls(&recs, tid)
+        .into_iter()
+        .filter(|(_, s)| s.nr == NR_NANOSLEEP || s.nr == NR_CLOCK_NANOSLEEP)
+        .collect();
+    assert_eq!(sleeps.len(), 1, "{sleeps:?}");
+    let (entry, s) = sleeps[0];
+    let d = s.exit_ts - entry;
+    assert!((48 * MS..=52 * MS).contains(&d), "nanosleep took {d} ns");
+    assert_eq!(s.flags & SYSCALL_BLOCKED, SYSCALL_BLOCKED);
+    assert_eq!(s.ret, 0);
+    assert_eq!(s.arg, 50 * MS, "requested sleep in arg");
+}
+
+const SOCK_C: &str = r#"
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static int lfd;
+static void *server(void *a) {
+    int c = accept(lfd, 0, 0);
+    struct timespec ts = {0, 40 * 1000 * 1000};
+    nanosleep(&ts, 0);
+    write(c, "hello", 5);
+    close(c);
+    return 0;
+}
+int main(void) {
+    struct sockaddr_in sa = {0};
+    socklen_t len = sizeof sa;
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    bind(lfd, (void *)&sa, sizeof sa);
+    listen(lfd, 1);
+    getsockname(lfd, (void *)&sa, &len);
+    int server_port = ntohs(sa.sin_port);
+    pthread_t t;
+    pthread_create(&t, 0, server, 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    connect(fd, (void *)&sa, sizeof sa);
+    getsockname(fd, (void *)&sa, &len);
+    char buf[16];
+    int n = read(fd, buf, sizeof buf);
+    pthread_join(t, 0);
+    printf("tid=%d fd=%d client_port=%d server_port=%d n=%d\n", gettid(), fd, ntohs(sa.sin_port), server_port, n);
+    return 0;
+}
+"#;
+
+#[test]
+fn socket_read_shows_the_wait_and_the_four_tuple() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("ksock");
+    let bin = cc(&dir, "sock", SOCK_C);
+    let trace = dir.join("t");
+    let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let fd = field(&out, "fd") as i32;
+    assert_eq!(field(&out, "n"), 5);
+    let reads: Vec<_> = syscalls(&records(&trace), tid)
+        .into_iter()
+        .filter(|(_, s)| (s.nr == NR_READ || s.nr == NR_RECVFROM) && s.fd == fd)
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    let (entry, s) = reads[0];
+    let d = s.exit_ts - entry;
+    assert!((38 * MS..=50 * MS).contains(&d), "read took {d} ns");
+    assert_eq!(s.flags & SYSCALL_BLOCKED, SYSCALL_BLOCKED);
+    assert_eq!(s.fd_kind, fd_kind::SOCKET);
+    assert_eq!(s.ret, 5);
+    assert_eq!((s.family, s.protocol), (2, 6), "AF_INET, TCP");
+    assert_eq!(u64::from(s.sport), field(&out, "client_port"));
+    assert_eq!(u64::from(s.dport), field(&out, "server_port"));
+    assert_eq!(&s.saddr[..4], &[127, 0, 0, 1]);
+    assert_eq!(&s.daddr[..4], &[127, 0, 0, 1]);
+}
+
+const FILE_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#define SIZE (4 << 20)
+int main(int argc, char **argv) {
+    char *buf = malloc(SIZE);
+    memset(buf, 'x', SIZE);
+    int fd = open(argv[1], O_CREAT | O_TRUNC | O_RDWR, 0644);
+    write(fd, buf, SIZE);
+    fsync(fd);
+    struct stat st;
+    fstat(fd, &st);
+    /* Drop the pages so that touching the mapping is a major fault. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    volatile char *m = mmap(0, SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    char c = m[SIZE / 2];
+    printf("tid=%d fd=%d major=%u minor=%u ino=%lu addr=%lu c=%c\n", gettid(), fd, major(st.st_dev),
+           minor(st.st_dev), (unsigned long)st.st_ino, (unsigned long)(m + SIZE / 2), c);
+    return 0;
+}
+"#;
+
+#[test]
+fn file_write_fsync_fault_and_block_io() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("kfile");
+    let bin = cc(&dir, "file", FILE_C);
+    let trace = dir.join("t");
+    let data = dir.join("data.bin");
+    let out = run_ok(&trace, &[], &[bin.to_str().unwrap(), data.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let fd = field(&out, "fd") as i32;
+    // The kernel's dev_t: major << 20 | minor.
+    let dev = field(&out, "major") << 20 | field(&out, "minor");
+    let ino = field(&out, "ino");
+    let recs = records(&trace);
+    let sc = syscalls(&recs, tid);
+    for nr in [NR_OPENAT, NR_WRITE, NR_FSYNC] {
+        // The last one: ld.so opened (and closed) the libraries on fd 3 too.
+        let (_, s) = sc
+            .iter()
+            .rfind(|(_, s)| s.nr == nr && s.fd == fd)
+            .unwrap_or_else(|| panic!("no syscall {nr} on fd {fd}: {sc:?}"));
+        assert_eq!(s.fd_kind, fd_kind::FILE, "{s:?}");
+        assert_eq!((s.dev, s.ino), (dev, ino), "{s:?}");
+    }
+    // The 4 MiB written reach the disk inside fsync, issued by this thread.
+    let blocks: Vec<_> = recs
+        .iter()
+        .filter(|r| r.tid == tid)
+        .filter_map(|r| match &r.payload {
+            Payload::BlockIo(b) => Some((r.ts, *b)),
+            _ => None,
+        })
+        .collect();
+    let written: u64 = blocks
+        .iter()
+        .filter(|(_, b)| b.write == 1)
+        .map(|(_, b)| u64::from(b.bytes))
+        .sum();
+    assert!(written >= 4 << 20, "block writes of the thread: {blocks:?}");
+    assert!(blocks.iter().all(|(ts, b)| b.complete_ts >= *ts && b.dev != 0));
+    // Touching the dropped page blocks on a read: a PAGE_FAULT at that address.
+    let addr = field(&out, "addr");
+    let faults: Vec<_> = recs
+        .iter()
+        .filter(|r| r.tid == tid)
+        .filter_map(|r| match &r.payload {
+            Payload::PageFault(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        faults.iter().any(|p| p.address == addr),
+        "faults {faults:?}, wanted address {addr:#x}"
+    );
+}
+
+const FUTEX_C: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static volatile int holder_tid, waiter_tid, locked;
+static void *waiter(void *a) {
+    waiter_tid = gettid();
+    while (!locked) ;
+    pthread_mutex_lock(&m);
+    pthread_mutex_unlock(&m);
+    return 0;
+}
+int main(void) {
+    pthread_t t;
+    holder_tid = gettid();
+    pthread_mutex_lock(&m);
+    locked = 1;
+    pthread_create(&t, 0, waiter, 0);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, 0);
+    pthread_mutex_unlock(&m);
+    pthread_join(t, 0);
+    printf("holder=%d waiter=%d\n", holder_tid, waiter_tid);
+    return 0;
+}
+"#;
+
+#[test]
+fn futex_wait_is_woken_by_the_releasing_thread() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("kfutex");
+    let bin = cc(&dir, "futex", FUTEX_C);
+    let trace = dir.join("t");
+    let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
+    let holder = field(&out, "holder") as u32;
+    let waiter = field(&out, "waiter") as u32;
+    let recs = records(&trace);
+    let waits: Vec<_> = syscalls(&recs, waiter)
+        .into_iter()
+        .filter(|(_, s)| s.nr == NR_FUTEX && s.flags & SYSCALL_BLOCKED != 0)
+        .collect();
+    assert!(!waits.is_empty(), "no blocked futex of the waiter");
+    let (entry, s) = waits[0];
+    assert!(s.exit_ts - entry >= 10 * MS, "{s:?}");
+    assert!(s.arg & 0xffff_ffff_ffff != 0, "futex address in arg");
+    let wake = recs
+        .iter()
+        .find(|r| r.tid == waiter && r.ts > entry && r.ts <= s.exit_ts && matches!(r.payload, Payload::Wakeup(_)))
+        .expect("a wakeup of the waiter inside its futex wait");
+    match &wake.payload {
+        Payload::Wakeup(w) => assert_eq!(w.waker_tid, holder),
+        _ => unreachable!(),
+    }
+}
+
+const GETPID_C: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    long sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += getpid();
+    printf("tid=%d sum=%ld\n", gettid(), sum);
+    return 0;
+}
+"#;
+
+#[test]
+fn uprobe_on_libc_counts_every_call() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("kuprobe");
+    let bin = cc(&dir, "getpid", GETPID_C);
+    let trace = dir.join("t");
+    let out = run_ok(
+        &trace,
+        &["--lib-calls", "libc.so.6:getpid"],
+        &[bin.to_str().unwrap(), "1234"],
+    );
+    let tid = field(&out, "tid") as u32;
+    let recs = records(&trace);
+    let def = recs
+        .iter()
+        .find_map(|r| match &r.payload {
+            Payload::ProbeDef(p) => Some(p.clone()),
+            _ => None,
+        })
+        .expect("PROBE_DEF");
+    assert_eq!((def.library.as_str(), def.symbol.as_str()), ("libc.so.6", "getpid"));
+    // Calls after the program's exec (not jtrace's own, before it).
+    let exec_ts = recs
+        .iter()
+        .find(|r| r.tid == tid && matches!(r.payload, Payload::Exec(_)))
+        .expect("EXEC")
+        .ts;
+    let calls: Vec<_> = recs
+        .iter()
+        .filter(|r| r.tid == tid && r.ts > exec_ts)
+        .filter_map(|r| match &r.payload {
+            Payload::LibCall(c) => Some((r.ts, *c)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1234);
+    assert!(calls
+        .iter()
+        .all(|(ts, c)| c.probe == def.probe && c.exit_ts >= *ts && c.ret == u64::from(tid)));
+}
+
+#[test]
+fn bad_lib_calls_fail_before_running() {
+    let dir = tempdir("kbadlib");
+    let marker = dir.join("ran");
+    for (spec, msg) in [
+        ("libc.so.6:getpidx", "has no symbol getpidx"),
+        ("libnosuch.so.7:f", "libnosuch.so.7: not found in the linker cache"),
+        ("libc.so.6", "is not LIBRARY:SYMBOL"),
+    ] {
+        let trace = dir.join("t");
+        let o = jtrace_run(&trace, &["--lib-calls", spec], &["touch", marker.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(msg), "{spec}: {err}");
+        assert!(!marker.exists(), "the command ran");
+        assert!(!trace.exists(), "a trace was left behind");
+    }
+}
+
+const LOOP_C: &str = r#"
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    printf("ready\n");
+    fflush(stdout);
+    for (int i = 0; i < 25; i++)
+        nanosleep(&ts, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn record_attaches_to_a_running_process() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("krecord");
+    let bin = cc(&dir, "loop", LOOP_C);
+    // Stops by itself when the process exits (~0.5 s), well before --duration.
+    let mut child = Command::new(&bin).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    // Running the program (its cmdline is in /proc) before recording starts.
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
+    let trace = dir.join("t");
+    let t0 = std::time::Instant::now();
+    let o = Command::new(jtrace())
+        .args(["record", "-p", &pid.to_string(), "--duration", "20s", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success());
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "did not stop when the process exited"
+    );
+    child.wait().unwrap();
+    let meta = Meta::load(&trace).unwrap();
+    assert!(meta.complete);
+    assert_eq!(meta.pid, pid);
+    assert_eq!(
+        meta.command,
+        vec![bin.to_str().unwrap().to_string()],
+        "{:?}",
+        meta.command
+    );
+    let sleeps = syscalls(&records(&trace), pid)
+        .into_iter()
+        .filter(|(_, s)| s.nr == NR_NANOSLEEP || s.nr == NR_CLOCK_NANOSLEEP)
+        .count();
+    assert!((15..=25).contains(&sleeps), "{sleeps} sleeps recorded");
+
+    // --duration stops a process that keeps running.
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    let o = Command::new(jtrace())
+        .args(["record", "-p", &child.id().to_string(), "--duration", "300ms", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(Meta::load(&trace).unwrap().complete);
+}
