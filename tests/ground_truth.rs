@@ -50,14 +50,17 @@ impl Outcome {
         found[0].clone()
     }
 
-    /// Name of the thread that woke the longest `cause` block inside `inv`.
+    /// Name of the thread whose wakeup ended the last `cause` block inside
+    /// `inv`: the release. (HotSpot's contended enter parks with timed
+    /// back-off, so earlier blocks end by timer interrupts.)
     fn waker_of(&self, tid: u32, inv: &Invocation, cause: Cause) -> String {
         let iv = self
             .c
             .ivs
             .iter()
             .filter(|(t, iv)| *t == tid && iv.start >= inv.entry && iv.end <= inv.exit)
-            .max_by_key(|(_, iv)| iv.split.off.get(cause))
+            .filter(|(_, iv)| iv.split.off.get(cause) > 0)
+            .max_by_key(|(_, iv)| iv.end)
             .map(|(_, iv)| *iv)
             .expect("an off-CPU interval inside the invocation");
         let w = iv.wake.expect("the block ended by a wakeup");
