@@ -13,5 +13,7 @@ sudo=""
 $sudo "$jtrace" run --methods 'Demo.*' -o target/demo/demo.jtrace -- java -cp target/demo Demo
 "$jtrace" text target/demo/demo.jtrace
 "$jtrace" report target/demo/demo.jtrace
+"$jtrace" timeline target/demo/demo.jtrace -o target/demo/timeline.html
 echo
-echo "trace: target/demo/demo.jtrace  (jtrace info | text | report [--json])"
+echo "trace: target/demo/demo.jtrace  (jtrace info | text | report [--json] | export --format chrome|collapsed|csv)"
+echo "timeline: target/demo/timeline.html (open it in a browser)"
