@@ -479,7 +479,9 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 10s, 500ms or 2m"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 10s, 500ms or 2m"))?;
     let secs = match unit.trim() {
         "" | "s" => n,
         "ms" => n / 1e3,
@@ -503,7 +505,9 @@ extern "C" fn request_stop(_sig: libc::c_int) {
 /// Runs `jtrace record`: the kernel side only, on an already running process.
 pub fn record(args: RecordArgs) -> ExitCode {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("jtrace: `jtrace record` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo");
+        eprintln!(
+            "jtrace: `jtrace record` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
+        );
         return ExitCode::from(EXIT_USAGE);
     }
     let lib_calls = match args.kernel.validate() {
@@ -591,7 +595,11 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
             break "duration reached";
         }
         if pidfd >= 0 {
-            let mut pfd = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
             if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
                 break "process exited";
             }
@@ -614,7 +622,11 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         "jtrace: {why}; trace written to {} ({} kernel events{}); read it with `jtrace text {}`",
         out.display(),
         stats.records,
-        if lost > 0 { format!(", {lost} LOST") } else { String::new() },
+        if lost > 0 {
+            format!(", {lost} LOST")
+        } else {
+            String::new()
+        },
         out.display()
     );
     Ok(())
