@@ -471,29 +471,21 @@ impl Trace {
                     });
                     ids.insert(d.method, idx);
                 }
-                Payload::MethodEntry(e) => match ids.get(&e.method) {
-                    Some(&m) => self.push(tid, ts, Event::Enter(m)),
-                    None => self.losses.truncated.push(format!(
-                        "{}: method id {:#x} used before its definition",
-                        path.display(),
-                        e.method
-                    )),
-                },
-                Payload::MethodExit(e) => match ids.get(&e.method) {
-                    Some(&m) => self.push(
-                        tid,
-                        ts,
-                        Event::Exit {
-                            method: m,
-                            exception: e.flags & fmt::EXIT_BY_EXCEPTION != 0,
-                        },
-                    ),
-                    None => self.losses.truncated.push(format!(
-                        "{}: method id {:#x} used before its definition",
-                        path.display(),
-                        e.method
-                    )),
-                },
+                Payload::MethodEntry(e) | Payload::MethodExit(e) => {
+                    let entry = matches!(rec.payload, Payload::MethodEntry(_));
+                    match ids.get(&e.method) {
+                        Some(&method) if entry => self.push(tid, ts, Event::Enter(method)),
+                        Some(&method) => {
+                            let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
+                            self.push(tid, ts, Event::Exit { method, exception })
+                        }
+                        None => self.losses.truncated.push(format!(
+                            "{}: method id {:#x} used before its definition",
+                            path.display(),
+                            e.method
+                        )),
+                    }
+                }
                 Payload::JvmEnd(p) => self.losses.jvm += p.lost_events,
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
                 Payload::Jvm(k, b) => {
