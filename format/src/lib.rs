@@ -292,20 +292,27 @@ pub mod fd_kind {
 /// Flag in [`Syscall::flags`]: the thread switched out inside the syscall.
 pub const SYSCALL_BLOCKED: u32 = 1;
 
+/// Flag in [`Syscall::flags`]: written at a voluntary switch-out inside the
+/// syscall (read from the task's saved registers), not at its exit. The
+/// record describes that one block: the header ts is the switch-out, the
+/// block ends at the thread's next SWITCH_IN, `exit_ts` and `ret` are 0
+/// (not known). Costs nothing on syscalls that do not block.
+pub const SYSCALL_AT_SWITCH: u32 = 2;
+
 /// Kernel payload of [`kind::SYSCALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Syscall {
-    /// Exit time (the header ts is the entry time).
+    /// Exit time (the header ts is the entry time); 0 with [`SYSCALL_AT_SWITCH`].
     pub exit_ts: u64,
     /// x86-64 syscall number.
     pub nr: u32,
     /// [`fd_kind`] of `fd`.
     pub fd_kind: u32,
-    /// Return value.
+    /// Return value (0 with [`SYSCALL_AT_SWITCH`]: not known).
     pub ret: i64,
     /// The fd argument, or -1.
     pub fd: i32,
-    /// [`SYSCALL_BLOCKED`], ...
+    /// [`SYSCALL_BLOCKED`], [`SYSCALL_AT_SWITCH`].
     pub flags: u32,
     /// A syscall-specific argument: futex address and op, timeout, ...
     pub arg: u64,

@@ -18,7 +18,8 @@ fn addr(family: u16, a: &[u8; 16], port: u16) -> String {
     }
 }
 
-/// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4`.
+/// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4` (no result
+/// for a record written at a switch-out: the syscall had not returned).
 pub fn describe_syscall(sc: &SyscallInfo) -> String {
     let r = &sc.rec;
     let mut s = syscall_name(r.nr);
@@ -50,7 +51,9 @@ pub fn describe_syscall(sc: &SyscallInfo) -> String {
     } else {
         s.push_str("()");
     }
-    s.push_str(&format!(" = {}", r.ret));
+    if r.flags & jtrace_format::SYSCALL_AT_SWITCH == 0 {
+        s.push_str(&format!(" = {}", r.ret));
+    }
     s
 }
 

@@ -200,6 +200,8 @@ pub struct Trace {
     probes: HashMap<u32, MethodIdx>,
     /// GC / safepoint windows per JVM pid, copied into threads after reading.
     windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
+    /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
+    open_blocks: HashMap<u32, u32>,
 }
 
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
@@ -310,6 +312,14 @@ impl Trace {
         })
     }
 
+    /// The thread is back on CPU (or gone): the block an at-switch SYSCALL
+    /// record described is over, and so is that syscall as far as we know.
+    fn end_block(&mut self, tid: u32, ts: u64) {
+        if let Some(idx) = self.open_blocks.remove(&tid) {
+            self.push(tid, ts, Event::Syscall { idx, enter: false });
+        }
+    }
+
     fn push(&mut self, tid: u32, ts: u64, event: Event) {
         self.events.entry(tid).or_default().push(Timed { ts, event });
     }
@@ -341,6 +351,7 @@ impl Trace {
                 }
                 Payload::SwitchIn(p) => {
                     self.thread(tid).tgid = p.tgid;
+                    self.end_block(tid, ts);
                     self.push(
                         tid,
                         ts,
@@ -367,6 +378,7 @@ impl Trace {
                     self.push(tid, ts, Event::ThreadStart);
                 }
                 Payload::Exit(p) => {
+                    self.end_block(tid, ts);
                     let th = self.thread(tid);
                     th.tgid = p.tgid;
                     th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
@@ -381,7 +393,21 @@ impl Trace {
                     let idx = self.syscalls.len() as u32;
                     self.syscalls.push(SyscallInfo { tid, enter: ts, rec });
                     self.push(tid, ts, Event::Syscall { idx, enter: true });
-                    self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
+                    if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
+                        // Its block ends at the thread's next switch-in.
+                        if let Some(open) = self.open_blocks.insert(tid, idx) {
+                            self.push(
+                                tid,
+                                ts,
+                                Event::Syscall {
+                                    idx: open,
+                                    enter: false,
+                                },
+                            );
+                        }
+                    } else {
+                        self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
+                    }
                 }
                 Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),
                 Payload::ProbeDef(p) => {
@@ -530,4 +556,91 @@ fn pid_from_name(path: &Path) -> Option<u32> {
         .strip_prefix(fmt::JVM_FILE_PREFIX)?
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{analyze, Evidence, OffCpuInterval, Visitor};
+    use fmt::{Encoder, Payload, Record};
+
+    fn syscall(nr: u32, fd_kind: u32, flags: u32) -> Payload {
+        Payload::Syscall(fmt::Syscall {
+            exit_ts: 0,
+            nr,
+            fd_kind,
+            ret: 0,
+            fd: 5,
+            flags,
+            arg: 0,
+            family: 0,
+            protocol: 0,
+            sport: 0,
+            dport: 0,
+            saddr: [0; 16],
+            daddr: [0; 16],
+            dev: 0,
+            ino: 0,
+        })
+    }
+
+    fn switch_out(voluntary: bool) -> Payload {
+        Payload::SwitchOut(fmt::SwitchOut {
+            tgid: 7,
+            prev_state: voluntary as u32,
+            cpu: 0,
+            next_tid: 0,
+        })
+    }
+
+    fn switch_in() -> Payload {
+        Payload::SwitchIn(fmt::SwitchIn {
+            tgid: 7,
+            cpu: 0,
+            prev_tid: 0,
+            reserved: 0,
+        })
+    }
+
+    /// An at-switch SYSCALL record explains exactly the block it precedes:
+    /// the next block of the same thread (no record) is not blamed on it.
+    #[test]
+    fn at_switch_syscall_explains_one_block() {
+        let dir = std::env::temp_dir().join(format!("jtrace-at-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut k = Encoder::new();
+        let at = fmt::SYSCALL_BLOCKED | fmt::SYSCALL_AT_SWITCH;
+        for (ts, payload) in [
+            (100, syscall(0, fmt::fd_kind::SOCKET, at)),
+            (100, switch_out(true)),
+            (300, switch_in()),
+            (400, switch_out(true)),
+            (500, switch_in()),
+        ] {
+            k.record(&Record { tid: 8, ts, payload });
+        }
+        let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        bytes.extend_from_slice(&k.buf);
+        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
+        Meta {
+            format: "jtrace".into(),
+            version: fmt::FORMAT_VERSION,
+            complete: true,
+            ..Default::default()
+        }
+        .store(&dir)
+        .unwrap();
+
+        let trace = Trace::open(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        struct Blocks(Vec<(u64, Evidence)>);
+        impl Visitor for Blocks {
+            fn off_cpu(&mut self, _: &ThreadInfo, _: usize, iv: &OffCpuInterval) {
+                self.0.push((iv.start, iv.evidence));
+            }
+        }
+        let mut v = Blocks(Vec::new());
+        analyze(&trace, &mut v);
+        assert_eq!(v.0, vec![(100, Evidence::Syscall(0)), (400, Evidence::None)]);
+    }
 }
