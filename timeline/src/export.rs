@@ -8,7 +8,8 @@
 //! every thread's invocations and off-CPU intervals, in memory.
 
 use jtrace_merge::{
-    analyze, Breakdown, Cause, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    analyze, describe_evidence, Breakdown, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval, ThreadInfo,
+    ThreadTotals, Trace, Visitor, Wake,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -37,6 +38,9 @@ pub struct OffSpan {
     pub wake: Option<Wake>,
     /// The interval split by cause (sums to `end - start`).
     pub split: Breakdown,
+    /// What explained the blocked part, as it stood at switch-out (see
+    /// [`describe_evidence`]); [`Evidence::None`] for the reconstructed tail.
+    pub evidence: Evidence,
     /// Traced frames open during the interval (0 = outside any traced method).
     pub depth: usize,
     /// No switch-in ended it: the thread was still off CPU at its last event.
@@ -101,6 +105,7 @@ impl Visitor for Collector {
                 preempted: iv.preempted,
                 wake: iv.wake,
                 split: iv.split,
+                evidence: iv.evidence,
                 depth,
                 open: false,
             });
@@ -137,6 +142,7 @@ impl Visitor for Collector {
                 preempted: false,
                 wake: None,
                 split,
+                evidence: Evidence::None,
                 depth,
                 open: true,
             });
@@ -153,6 +159,88 @@ pub fn collect(trace: &Trace) -> Vec<ThreadData> {
     let mut c = Collector::default();
     analyze(trace, &mut c);
     c.threads
+}
+
+/// A JVM-wide stop: a garbage collection or another safepoint, during which
+/// every Java thread of that JVM is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmWindow {
+    /// The JVM's process id.
+    pub pid: u32,
+    /// [`Cause::Gc`] or [`Cause::Safepoint`] (any cause the trace's
+    /// [`Event::Window`] events carry).
+    pub cause: Cause,
+    /// 1-based number of this window among the JVM's windows of the same cause.
+    pub seq: u32,
+    /// Begin, CLOCK_MONOTONIC ns.
+    pub start: u64,
+    /// End; the JVM's last event if the window never ended (`open`).
+    pub end: u64,
+    /// No end was recorded.
+    pub open: bool,
+}
+
+/// The GC and safepoint windows of every JVM of `trace`, by start time.
+///
+/// The merge copies each JVM-wide window into the event list of every Java
+/// thread of that JVM ([`Event::Window`]); this takes their union per JVM
+/// (so a window is found whichever threads received it) and pairs begins with
+/// ends per cause. A nested begin is part of the open window; an end without
+/// a begin is ignored.
+pub fn jvm_windows(trace: &Trace) -> Vec<JvmWindow> {
+    use std::collections::BTreeSet;
+    // pid -> (ts, end-before-begin, cause, begin)
+    let mut marks: BTreeMap<u32, BTreeSet<(u64, bool, usize, bool)>> = BTreeMap::new();
+    let mut last_ts: HashMap<u32, u64> = HashMap::new();
+    for (tid, evs) in &trace.events {
+        let Some(info) = trace.threads.get(tid) else { continue };
+        let pid = pid_of(trace, info);
+        let mut any = false;
+        for e in evs {
+            if let Event::Window { cause, begin } = e.event {
+                marks
+                    .entry(pid)
+                    .or_default()
+                    .insert((e.ts, begin, cause as usize, begin));
+                any = true;
+            }
+        }
+        if any {
+            let l = last_ts.entry(pid).or_default();
+            *l = (*l).max(info.last_ts);
+        }
+    }
+    let mut out = Vec::new();
+    for (pid, ms) in marks {
+        let mut open: HashMap<usize, u64> = HashMap::new();
+        let mut seq: HashMap<usize, u32> = HashMap::new();
+        let mut push = |c: usize, start: u64, end: u64, is_open: bool, out: &mut Vec<JvmWindow>| {
+            let n = seq.entry(c).or_default();
+            *n += 1;
+            out.push(JvmWindow {
+                pid,
+                cause: Cause::ALL[c],
+                seq: *n,
+                start,
+                end: end.max(start),
+                open: is_open,
+            });
+        };
+        for (ts, _, c, begin) in ms {
+            if begin {
+                open.entry(c).or_insert(ts);
+            } else if let Some(s) = open.remove(&c) {
+                push(c, s, ts, false, &mut out);
+            }
+        }
+        let mut rest: Vec<(usize, u64)> = open.into_iter().collect();
+        rest.sort_by_key(|&(_, s)| s);
+        for (c, s) in rest {
+            push(c, s, last_ts.get(&pid).copied().unwrap_or(s), true, &mut out);
+        }
+    }
+    out.sort_by_key(|w| (w.start, w.pid, w.cause as usize));
+    out
 }
 
 /// The causes of an interval laid out in time, as `(start, end, cause)`.
@@ -213,6 +301,10 @@ fn us_num(ns: u64) -> String {
 /// tids stay below 2^22, so this never collides with a real tid.
 pub const STATE_TID_OFFSET: u32 = 1 << 30;
 
+/// Thread id of the per-process "JVM stops" track (GC and safepoint
+/// windows) in the Chrome export: above any Linux tid, below the state tracks.
+pub const STOPS_TID: u32 = STATE_TID_OFFSET - 1;
+
 fn off_args(o: &jtrace_merge::OffCpu) -> serde_json::Map<String, serde_json::Value> {
     o.nonzero().map(|(c, ns)| (c.name().to_string(), json!(ns))).collect()
 }
@@ -221,9 +313,11 @@ fn off_args(o: &jtrace_merge::OffCpu) -> serde_json::Map<String, serde_json::Val
 ///
 /// Per thread: a track with the method invocations as complete (`X`)
 /// events, which nest, and a track "state" (tid + [`STATE_TID_OFFSET`]) with
-/// `running` and off-CPU slices named by cause (category `sched`). Each
-/// wakeup by a traced thread is a flow arrow (`s` → `f`, bound to the
-/// enclosing slices) from the waker's state track to the wakee's.
+/// `running` and off-CPU slices named by cause (category `sched`, with the
+/// evidence text in `args.evidence`). Each wakeup by a traced thread is a
+/// flow arrow (`s` → `f`, bound to the enclosing slices) from the waker's
+/// state track to the wakee's. Per JVM, a track "JVM stops" ([`STOPS_TID`])
+/// has the GC and safepoint windows ([`jvm_windows`], category `jvm`).
 /// Timestamps are µs since the trace's start ([`time_origin`]).
 pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
     let threads = collect(trace);
@@ -266,6 +360,34 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         };
         let v = json!({"ph":"M","name":"process_name","pid":pid,"tid":0,"args":{"name":name}});
         emit(&mut out, v.to_string())?;
+    }
+    // JVM-wide stops first, on a track of their own above the threads.
+    let windows = jvm_windows(trace);
+    let mut named: BTreeMap<u32, ()> = BTreeMap::new();
+    for w in &windows {
+        if named.insert(w.pid, ()).is_none() {
+            for (name, args) in [
+                ("thread_name", json!({"name": "JVM stops (GC, safepoints)"})),
+                ("thread_sort_index", json!({"sort_index": -1})),
+            ] {
+                emit(
+                    &mut out,
+                    json!({"ph":"M","name":name,"pid":w.pid,"tid":STOPS_TID,"args":args}).to_string(),
+                )?;
+            }
+        }
+        let args = json!({"cause": w.cause.name(), "seq": w.seq, "duration_ns": w.end - w.start, "open": w.open});
+        emit(
+            &mut out,
+            format!(
+                "{{\"ph\":\"X\",\"cat\":\"jvm\",\"name\":\"{} #{}\",\"pid\":{},\"tid\":{STOPS_TID},\"ts\":{},\"dur\":{},\"args\":{args}}}",
+                window_name(w.cause),
+                w.seq,
+                w.pid,
+                rel(w.start),
+                us_num(w.end - w.start)
+            ),
+        )?;
     }
     let mut flow_id = 0u64;
     for (rank, &i) in thread_order(&threads).iter().enumerate() {
@@ -326,6 +448,9 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 "split_ns": off_args(&o.split.off),
                 "switch": if o.open { "none (still off CPU at end)" } else if o.preempted { "involuntary" } else { "voluntary" },
             });
+            if !matches!(o.evidence, Evidence::None | Evidence::Preempted) {
+                args["evidence"] = json!(describe_evidence(trace, &o.evidence));
+            }
             if let Some(w) = o.wake {
                 args["waker_tid"] = json!(w.waker_tid);
                 args["waker_pid"] = json!(w.waker_tgid);
@@ -372,6 +497,15 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
     }
     out.write_all(b"\n]}\n")?;
     out.flush()
+}
+
+/// "GC" or "safepoint": how views name a JVM-wide stop of `cause`.
+pub fn window_name(cause: Cause) -> &'static str {
+    match cause {
+        Cause::Gc => "GC",
+        Cause::Safepoint => "safepoint",
+        c => c.name(),
+    }
 }
 
 fn flow(id: u64, ph: &str, pid: u32, tid: u32, ts: &str) -> String {

@@ -7,9 +7,10 @@
 //! merging, so it stays interactive with millions of events. See
 //! `assets/timeline.js` for the viewer.
 
-use crate::export::{collect, thread_order, time_origin, ThreadData};
-use jtrace_merge::{Cause, OffCpu, Trace};
+use crate::export::{collect, jvm_windows, thread_order, time_origin, window_name, ThreadData};
+use jtrace_merge::{describe_evidence, Cause, Evidence, OffCpu, Trace};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -78,6 +79,49 @@ struct Offs {
     wt: Vec<u64>,
     /// Split by cause (see [`sparse`]).
     k: Vec<serde_json::Value>,
+    /// Evidence text, as an index into [`PageJson::strings`] (0 = none).
+    x: Vec<u32>,
+}
+
+/// Strings shared by many items (evidence texts), stored once in the page.
+struct Interner {
+    strings: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn new() -> Interner {
+        Interner {
+            strings: vec![String::new()],
+            index: HashMap::from([(String::new(), 0)]),
+        }
+    }
+    fn get(&mut self, s: String) -> u32 {
+        if let Some(&i) = self.index.get(&s) {
+            return i;
+        }
+        let i = self.strings.len() as u32;
+        self.strings.push(s.clone());
+        self.index.insert(s, i);
+        i
+    }
+}
+
+/// A GC or safepoint window, drawn across every lane.
+#[derive(Serialize)]
+struct WindowJson {
+    /// Cause index (into [`PageJson::causes`]).
+    c: usize,
+    /// "GC" or "safepoint".
+    kind: &'static str,
+    /// Number among the JVM's windows of that kind.
+    n: u32,
+    pid: u32,
+    /// Begin and end, ns since the trace start.
+    s: u64,
+    e: u64,
+    /// No end was recorded: the window runs to the JVM's last event.
+    open: bool,
 }
 
 #[derive(Serialize)]
@@ -121,10 +165,14 @@ struct PageJson {
     lost_jvm: u64,
     problems: Vec<String>,
     events: u64,
+    /// Interned strings (evidence texts), referenced by index.
+    strings: Vec<String>,
+    /// JVM-wide stops, by start.
+    windows: Vec<WindowJson>,
     threads: Vec<ThreadJson>,
 }
 
-fn thread_json(t: &ThreadData, pid: u32, t0: u64) -> ThreadJson {
+fn thread_json(trace: &Trace, strings: &mut Interner, t: &ThreadData, pid: u32, t0: u64) -> ThreadJson {
     let rel = |ts: u64| ts.saturating_sub(t0);
     let mut spans = Spans::default();
     for s in &t.spans {
@@ -149,6 +197,11 @@ fn thread_json(t: &ThreadData, pid: u32, t0: u64) -> ThreadJson {
         offs.w.push(o.wake.map_or(-1, |w| w.waker_tid as i64));
         offs.wt.push(o.wake.map_or(0, |w| rel(w.ts)));
         offs.k.push(sparse(&o.split.off));
+        offs.x.push(match o.evidence {
+            // The page says "preempted" from `p` already.
+            Evidence::None | Evidence::Preempted => 0,
+            e => strings.get(describe_evidence(trace, &e)),
+        });
     }
     let b = &t.totals.breakdown;
     ThreadJson {
@@ -189,6 +242,27 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
         problems.push("recording did not finish cleanly: this is a readable prefix".into());
     }
     let command = m.command.join(" ");
+    let mut strings = Interner::new();
+    let threads: Vec<ThreadJson> = thread_order(&threads)
+        .into_iter()
+        .map(|i| {
+            let t = &threads[i];
+            let pid = if t.info.tgid != 0 { t.info.tgid } else { m.pid };
+            thread_json(trace, &mut strings, t, pid, t0)
+        })
+        .collect();
+    let windows = jvm_windows(trace)
+        .into_iter()
+        .map(|w| WindowJson {
+            c: w.cause as usize,
+            kind: window_name(w.cause),
+            n: w.seq,
+            pid: w.pid,
+            s: w.start.saturating_sub(t0),
+            e: w.end.saturating_sub(t0),
+            open: w.open,
+        })
+        .collect();
     let page = PageJson {
         title: opts.title.clone().unwrap_or_else(|| {
             if command.is_empty() {
@@ -214,14 +288,9 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
         lost_jvm: trace.losses.jvm,
         problems,
         events: trace.kernel_records + trace.jvm_records,
-        threads: thread_order(&threads)
-            .into_iter()
-            .map(|i| {
-                let t = &threads[i];
-                let pid = if t.info.tgid != 0 { t.info.tgid } else { m.pid };
-                thread_json(t, pid, t0)
-            })
-            .collect(),
+        strings: strings.strings,
+        windows,
+        threads,
     };
     // `<` only occurs inside JSON strings, where `\u003c` means the same, and
     // then no `</script>` or `<!--` can end the script element early.

@@ -6,6 +6,7 @@
 // Drawing is level-of-detail: in every row, items narrower than a pixel are
 // merged into a 1-pixel mark and the rest of that pixel is skipped by binary
 // search, so a frame costs O(rows x pixels x log n), not O(events).
+// GC and safepoint windows are translucent bands across every lane.
 (() => {
   'use strict';
   const T_START = performance.now();
@@ -21,6 +22,8 @@
   };
   const CC = CAUSES.map((c) => CAUSE_COLOR[c] || '#888');
   const RQ = CAUSES.indexOf('runqueue');
+  const hexA = (h, a) => `rgba(${parseInt(h.slice(1, 3), 16)},${parseInt(h.slice(3, 5), 16)},${parseInt(h.slice(5, 7), 16)},${a})`;
+  const BAND = CC.map((c) => hexA(c, 0.22)), BAND_EDGE = CC.map((c) => hexA(c, 0.75));
 
   const ROW = 15, STATE_H = 14, LANE_GAP = 7, LABEL_W = 240, AXIS_H = 24, GROUP_H = 20;
   const GROUPS = ['Application threads', 'JVM threads', 'Native threads'];
@@ -87,6 +90,13 @@
     th.depth = maxZ + 1;
     nEvents += n + m;
   }
+  // JVM-wide stops (GC, safepoints), by start; drawn across all lanes.
+  const WIN = D.windows || [];
+  const ws = Float64Array.from(WIN, (w) => w.s), we = Float64Array.from(WIN, (w) => w.e);
+  // Ends are not sorted when windows overlap; the running maximum is, and
+  // it is what the binary search for the first visible window needs.
+  const weMax = new Float64Array(WIN.length);
+  for (let i = 0, m = -Infinity; i < WIN.length; i++) { m = Math.max(m, we[i]); weMax[i] = m; }
   const T_PREP = performance.now();
 
   // Method colours: a stable hue per method.
@@ -96,6 +106,8 @@
     return `hsl(${h},58%,${l}%)`;
   });
   let matched = null; // Uint8Array by method when searching
+  // Search hits in time order for "find next": thread index and span index.
+  let hitT = null, hitTh = null, hitJ = null, hitPos = -1;
 
   // ---- DOM ---------------------------------------------------------------
   const $ = (id) => document.getElementById(id);
@@ -104,11 +116,15 @@
   $('title').title = D.command;
   const summary = () =>
     `pid ${D.pid} · ${D.threads.length} threads · ${fmtDur(D.duration)} · started ${D.start_date}` +
-    (matched ? ` · ${searchCount} matching spans` : '');
+    (matched ? ` · ${searchCount} matching spans` + (hitPos >= 0 ? ` · match ${hitPos + 1}/${searchCount}` : '') : '');
   let searchCount = 0;
   $('summary').textContent = summary();
   $('legend').innerHTML = [`<span><i style="background:${RUNNING}"></i>running</span>`]
     .concat(CAUSES.map((c, i) => `<span><i style="background:${CC[i]}"></i>${esc(c)}</span>`))
+    .concat([...new Set(WIN.map((w) => w.c))].map((c) => {
+      const n = WIN.filter((w) => w.c === c).length;
+      return `<span class="band" title="the JVM stopped every Java thread"><i style="background:${BAND[c]};border-color:${BAND_EDGE[c]}"></i>${esc(WIN.find((w) => w.c === c).kind)} window, all threads (${n})</span>`;
+    }))
     .concat(['<span style="color:#667">· method spans below each thread, coloured by method</span>'])
     .join('');
   const warnings = [];
@@ -126,6 +142,13 @@
   let lastDrawMs = 0, draws = 0;
   const FULL = () => [-D.duration * 0.005, Math.max(D.duration, 1000) * 1.005];
   [vs, ve] = FULL();
+  // `#view=START,END` (ns since the trace start) opens on that window
+  // (`jtrace timeline --png --window` uses it).
+  {
+    const m = /(?:^#|&)view=(-?[\d.]+),(-?[\d.]+)/.exec(location.hash);
+    if (m && +m[2] > +m[1]) { vs = +m[1]; ve = +m[2]; }
+  }
+  let bandsDrawn = [];
 
   function layout() {
     lanes = [];
@@ -251,6 +274,7 @@
     if (it.kind === 'run') return [X(it.s), y0, Math.max(1, X(it.e) - X(it.s)), STATE_H];
     return null;
   }
+  function windowRect(j) { const x = X(ws[j]); return [x, AXIS_H, Math.max(2, X(we[j]) - x), H - AXIS_H]; }
 
   function drawAxis() {
     ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, W, AXIS_H);
@@ -266,6 +290,8 @@
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 6); ctx.lineTo(x, AXIS_H); ctx.strokeStyle = '#889'; ctx.stroke();
       ctx.fillText(fmtTick(t, step), x + 3, AXIS_H - 9);
     }
+    // Windows on the axis too: a solid strip to hover for their details.
+    for (const b of bandsDrawn) { ctx.fillStyle = BAND_EDGE[WIN[b.i].c]; ctx.fillRect(b.x0, AXIS_H - 5, b.x1 - b.x0, 5); }
     ctx.fillStyle = '#f3f5f8'; ctx.fillRect(0, 0, LABEL_W, AXIS_H);
     ctx.fillStyle = '#334';
     ctx.fillText('window ' + fmtDur(ve - vs), 8, AXIS_H - 9);
@@ -285,11 +311,12 @@
       if (y0 + l.h < AXIS_H || y0 > H) continue;
       if (l.th) drawLane(l, y0);
     }
+    drawWindows();
     // Hovered/pinned item outline, and its waker.
     for (const l of lanes) l.waker = false;
     for (const it of [pinned, hover]) {
       if (!it) continue;
-      const r = itemRect(it);
+      const r = it.kind === 'window' ? windowRect(it.j) : itemRect(it);
       if (r) { ctx.strokeStyle = it === pinned ? '#0d47a1' : '#000'; ctx.lineWidth = 2; ctx.strokeRect(r[0] - 1, r[1] - 1, r[2] + 2, r[3] + 2); ctx.lineWidth = 1; }
       drawWaker(it);
     }
@@ -320,6 +347,32 @@
     lastDrawMs = performance.now() - t1;
     draws++;
     writeState();
+  }
+
+  // First window that may end after t (by the running maximum of ends).
+  function firstWindow(t) {
+    let lo = 0, hi = WIN.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (weMax[mid] > t) hi = mid; else lo = mid + 1; }
+    return lo;
+  }
+  // GC/safepoint windows: translucent bands over every lane, at least 2 px
+  // wide so a short pause stays visible when zoomed out; at most one band
+  // starts per pixel.
+  function drawWindows() {
+    bandsDrawn = [];
+    const kk = k();
+    let lastPx = -1;
+    for (let i = firstWindow(vs); i < WIN.length && ws[i] < ve; i++) {
+      if (we[i] <= vs) continue;
+      let x0 = Math.max(LABEL_W + (ws[i] - vs) * kk, LABEL_W - 1), x1 = Math.min(LABEL_W + (we[i] - vs) * kk, W + 1);
+      if (Math.floor(x0) === lastPx && x1 - x0 < 2) continue;
+      lastPx = Math.floor(x0);
+      if (x1 - x0 < 2) x1 = x0 + 2;
+      const c = WIN[i].c;
+      ctx.fillStyle = BAND[c]; ctx.fillRect(x0, AXIS_H, x1 - x0, H - AXIS_H);
+      ctx.fillStyle = BAND_EDGE[c]; ctx.fillRect(x0, AXIS_H, 1, H - AXIS_H); ctx.fillRect(x1 - 1, AXIS_H, 1, H - AXIS_H);
+      bandsDrawn.push({ i, x0, x1 });
+    }
   }
 
   function drawWaker(it) {
@@ -360,7 +413,23 @@
     return best;
   }
 
+  // The window under x (the shortest, if they overlap), or -1.
+  function windowAt(mx) {
+    const t = T(mx), tol = 2 / k();
+    let best = -1;
+    for (let i = firstWindow(t - tol); i < WIN.length && ws[i] <= t + tol; i++) {
+      if (we[i] + tol < t) continue;
+      if (best < 0 || we[i] - ws[i] < we[best] - ws[best]) best = i;
+    }
+    return best;
+  }
   function hit(mx, my) {
+    const it = hitItem(mx, my);
+    if (it || mx < LABEL_W) return it;
+    const w = windowAt(mx);
+    return w >= 0 ? { kind: 'window', j: w } : null;
+  }
+  function hitItem(mx, my) {
     if (my < AXIS_H) return null;
     const y = my - AXIS_H + scrollY;
     const l = lanes.find((l) => y >= l.y && y < l.y + l.h);
@@ -407,7 +476,56 @@
     return -1;
   }
 
+  // The longest off-CPU interval of th inside [s, e] (bounded work per hover).
+  function longestOff(th, s, e) {
+    const of = th.offs, n = of.s.length;
+    let best = -1;
+    for (let j = lbStart(of.s, null, n, s, 0), q = 0; j < n && of.s[j] < e && q < 200000; j++, q++) {
+      if (of.e[j] <= e && (best < 0 || of.e[j] - of.s[j] > of.e[best] - of.s[best])) best = j;
+    }
+    return best;
+  }
+  function mainCause(of, j) {
+    const k = of.k[j];
+    let c = -1, v = -1;
+    if (k) for (let q = 0; q < k.length; q += 2) if (k[q + 1] > v) { v = k[q + 1]; c = k[q]; }
+    return c;
+  }
+  function windowDetails(j) {
+    const w = WIN[j];
+    // Who was stopped: time of each thread off CPU for this cause inside it.
+    let n = 0, tot = 0;
+    for (const th of D.threads) {
+      let any = false;
+      for (let g = lbEnd(th.ge, null, th.nseg, w.s); g < th.nseg && th.gs[g] < w.e; g++) {
+        if (th.gc[g] !== w.c) continue;
+        tot += Math.min(th.ge[g], w.e) - Math.max(th.gs[g], w.s);
+        any = true;
+      }
+      if (any) n++;
+    }
+    return `<b>${esc(w.kind)} #${w.n}</b> — JVM-wide stop of every Java thread of pid ${w.pid}` +
+      `<div class="kv"><div>start</div><div>+${fmtDur(w.s)}</div><div>duration</div><div>${fmtDur(w.e - w.s)}${w.open ? ' (no end recorded)' : ''}</div>` +
+      `<div>threads off CPU for ${esc(CAUSES[w.c])}</div><div>${n}</div><div>their ${esc(CAUSES[w.c])} time</div><div>${fmtDur(tot)}</div></div>`;
+  }
+
+  function longestBlock(th, s, e) {
+    const b = longestOff(th, s, e);
+    if (b < 0) return '';
+    const of = th.offs, c = mainCause(of, b), ev = D.strings[of.x[b]];
+    return `<div class="evi">longest off CPU: ${fmtDur(of.e[b] - of.s[b])}${c >= 0 ? ' ' + esc(CAUSES[c]) : ''}` +
+      `${ev ? ' — ' + esc(ev) : ''}${of.w[b] >= 0 ? ', woken by ' + esc(tname(of.w[b])) : ''}</div>`;
+  }
+  // What the waker was doing at the wakeup: its innermost traced method.
+  function wakerMethod(tid, t) {
+    const wth = byTid.get(tid);
+    if (!wth) return '';
+    const e = enclosing(wth, t);
+    return e >= 0 ? mname(wth.spans.m[e]) : 'no traced method';
+  }
+
   function details(it) {
+    if (it.kind === 'window') return windowDetails(it.j);
     const th = it.th;
     const who = `${esc(th.name)} [${th.tid}]`;
     if (it.kind === 'span') {
@@ -417,16 +535,23 @@
       return `<b>${esc(m[0])}.${esc(m[1])}</b> <span style="color:#667">${esc(m[2])}</span><br>thread ${who}, depth ${sp.z[j]}` +
         `<div class="kv"><div>start</div><div>+${fmtDur(sp.s[j])}</div><div>wall</div><div>${fmtDur(sp.d[j])}</div>` +
         `<div>CPU</div><div>${fmtDur(sp.c[j])}</div><div>off CPU</div><div>${fmtDur(off)}</div>${causeRows(sp.o[j])}` +
-        `<div>switches</div><div>${sp.v[j]} vol / ${sp.i[j]} invol</div></div>` + (flags.length ? `<div>${flags.join(', ')}</div>` : '');
+        `<div>switches</div><div>${sp.v[j]} vol / ${sp.i[j]} invol</div></div>` + (flags.length ? `<div>${flags.join(', ')}</div>` : '') +
+        longestBlock(th, th.ss[j], th.se[j]);
     }
     if (it.kind === 'off') {
       const of = th.offs, j = it.j;
       const how = of.p[j] === 1 ? 'preempted (involuntary switch)' : of.p[j] === 2 ? 'still off CPU at its last event' : 'blocked (voluntary switch)';
       const e = enclosing(th, of.s[j]);
+      const ev = D.strings[of.x[j]];
       let h = `<b>off CPU: ${esc(CAUSES[it.cause])}</b> — ${how}<br>thread ${who}` +
         (e >= 0 ? `<br>in <b>${esc(mname(th.spans.m[e]))}</b>` : '<br>outside traced methods') +
+        (ev ? `<div class="evi">${esc(ev)}</div>` : '') +
         `<div class="kv"><div>switch-out</div><div>+${fmtDur(of.s[j])}</div><div>off CPU</div><div>${fmtDur(of.e[j] - of.s[j])}</div>${causeRows(of.k[j])}`;
-      if (of.w[j] >= 0) h += `<div>woken by</div><div>${esc(tname(of.w[j]))}</div><div>wakeup at</div><div>+${fmtDur(of.wt[j])}</div>`;
+      if (of.w[j] >= 0) {
+        const wm = wakerMethod(of.w[j], of.wt[j]);
+        h += `<div>woken by</div><div>${esc(tname(of.w[j]))}</div>` + (wm ? `<div>waker was in</div><div>${esc(wm)}</div>` : '') +
+          `<div>wakeup at</div><div>+${fmtDur(of.wt[j])}</div>`;
+      }
       return h + '</div>';
     }
     if (it.kind === 'run') {
@@ -500,7 +625,16 @@
   });
   cv.addEventListener('mouseleave', () => { hover = null; tip.hidden = true; redraw(); });
   window.addEventListener('keydown', (e) => {
-    if (e.target && e.target.tagName === 'INPUT') { if (e.key === 'Escape') e.target.blur(); return; }
+    if (e.target && e.target.tagName === 'INPUT') {
+      if (e.key === 'Escape') e.target.blur();
+      if (e.key === 'Enter' && e.target.id === 'search') {
+        // Apply a search still waiting for its debounce, then move.
+        if (searchTimer) { clearTimeout(searchTimer); searchTimer = 0; setSearch(e.target.value); }
+        findNext(e.shiftKey ? -1 : 1);
+        e.preventDefault();
+      }
+      return;
+    }
     const cx = lastMouse ? lastMouse[0] : LABEL_W + (W - LABEL_W) / 2, w = W - LABEL_W;
     switch (e.key) {
       case 'w': case 'W': case '+': case '=': zoomAt(0.7, cx); break;
@@ -512,6 +646,8 @@
       case 'PageUp': scrollY -= H * 0.8; clampScroll(); redraw(); break;
       case 'PageDown': scrollY += H * 0.8; clampScroll(); redraw(); break;
       case '0': case 'Home': [vs, ve] = FULL(); redraw(); break;
+      case 'n': findNext(1); break;
+      case 'N': case 'p': findNext(-1); break;
       case 'Escape': pinned = null; pin.hidden = true; redraw(); break;
       default: return;
     }
@@ -520,8 +656,10 @@
   let searchTimer = 0;
   $('search').addEventListener('input', (e) => {
     clearTimeout(searchTimer);
-    searchTimer = setTimeout(() => setSearch(e.target.value), 120);
+    searchTimer = setTimeout(() => { searchTimer = 0; setSearch(e.target.value); }, 120);
   });
+  $('next').addEventListener('click', () => findNext(1));
+  $('prev').addEventListener('click', () => findNext(-1));
   $('filter').addEventListener('input', (e) => { filterText = e.target.value.trim(); layout(); redraw(); });
   window.addEventListener('resize', () => { resize(); redraw(); });
 
@@ -532,7 +670,65 @@
       D.methods.forEach((m, i) => { if ((m[0] + '.' + m[1] + m[2]).toLowerCase().includes(q)) matched[i] = 1; });
     }
     searchCount = 0;
+    hitT = hitTh = hitJ = null; hitPos = -1;
     if (matched) for (const th of D.threads) for (const m of th.spans.m) searchCount += matched[m];
+    $('summary').textContent = summary();
+    redraw();
+  }
+
+  // ---- find next/previous match ---------------------------------------------
+  // All matching spans in time order (built on the first move of a search).
+  function buildHits() {
+    const idx = [], t = [];
+    D.threads.forEach((th, ti) => {
+      const m = th.spans.m;
+      for (let j = 0; j < m.length; j++) if (matched[m[j]]) { idx.push(ti, j); t.push(th.ss[j]); }
+    });
+    const order = Uint32Array.from(t.keys()).sort((a, b) => t[a] - t[b] || idx[2 * a] - idx[2 * b]);
+    hitT = new Float64Array(order.length); hitTh = new Uint32Array(order.length); hitJ = new Uint32Array(order.length);
+    order.forEach((o, q) => { hitT[q] = t[o]; hitTh[q] = idx[2 * o]; hitJ[q] = idx[2 * o + 1]; });
+  }
+  // Moves to the next (dir 1) or previous (-1) match after the current one,
+  // or after the middle of the view; skips threads the filter hides; wraps.
+  function findNext(dir) {
+    if (!matched) return null;
+    if (!hitT) buildHits();
+    const n = hitT.length;
+    if (!n) return null;
+    let p = hitPos;
+    if (p < 0) {
+      const mid = (vs + ve) / 2;
+      let lo = 0, hi = n;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (hitT[m] >= mid) hi = m; else lo = m + 1; }
+      p = dir > 0 ? lo - 1 : lo;
+    }
+    const shown = new Set(lanes.filter((l) => l.th).map((l) => l.th.tid));
+    for (let step = 0; step < n; step++) {
+      p = ((p + dir) % n + n) % n;
+      const th = D.threads[hitTh[p]];
+      if (!shown.has(th.tid)) continue;
+      hitPos = p;
+      goTo({ kind: 'span', th, j: hitJ[p] });
+      return pinned;
+    }
+    return null;
+  }
+  // Brings a span into view (zooming so it is readable), scrolls to its
+  // lane, and pins its details.
+  function goTo(it) {
+    const th = it.th, s = th.ss[it.j], e = th.se[it.j], d = Math.max(e - s, 1);
+    let span = ve - vs;
+    const px = d * (W - LABEL_W) / span;
+    if (px < 4 || d > span * 0.8) span = Math.max(d * 3, 1000);
+    vs = (s + e) / 2 - span / 2; ve = vs + span;
+    const l = laneOf(th.tid);
+    if (l) {
+      const y = l.y + STATE_H + 1 + th.spans.z[it.j] * ROW;
+      if (y < scrollY || y + ROW > scrollY + H - AXIS_H) { scrollY = l.y - 40; clampScroll(); }
+    }
+    pinned = it;
+    pin.innerHTML = details(it) + '<div style="color:#889;margin-top:4px">match ' + (hitPos + 1) + '/' + searchCount + ' · n / Enter: next · N / Shift+Enter: previous · Esc to close</div>';
+    pin.hidden = false;
     $('summary').textContent = summary();
     redraw();
   }
@@ -588,6 +784,29 @@
       if (best) { const r = cv.getBoundingClientRect(); best.pageX = r.left + best.x; best.pageY = r.top + best.y; }
       return best;
     },
+    // Page coordinates of the widest visible off-CPU interval whose
+    // evidence text (or cause name) contains q, or null.
+    locateOff(q) {
+      let best = null;
+      for (const l of lanes) {
+        if (!l.th) continue;
+        const of = l.th.offs;
+        for (let j = 0; j < of.s.length; j++) {
+          const c = mainCause(of, j);
+          if (!(D.strings[of.x[j]].includes(q) || (c >= 0 && CAUSES[c] === q))) continue;
+          const x0 = Math.max(X(of.s[j]), LABEL_W), x1 = Math.min(X(of.e[j]), W), y = AXIS_H + l.y - scrollY + STATE_H / 2;
+          if (x1 - x0 < 2 || y < AXIS_H || y > H) continue;
+          if (!best || x1 - x0 > best.w) best = { x: (x0 + x1) / 2, y, w: x1 - x0, tid: l.th.tid, evidence: D.strings[of.x[j]] };
+        }
+      }
+      if (best) { const r = cv.getBoundingClientRect(); best.pageX = r.left + best.x; best.pageY = r.top + best.y; }
+      return best;
+    },
+    // GC/safepoint bands of the last frame: kind, number, canvas x range.
+    bands: () => bandsDrawn.map((b) => ({ kind: WIN[b.i].kind, n: WIN[b.i].n, x0: b.x0, x1: b.x1, top: cv.getBoundingClientRect().top })),
+    windows: () => WIN.length,
+    // The pinned item (e.g. the current search match), or null.
+    pinned: () => (pinned && pinned.kind === 'span' ? { tid: pinned.th.tid, method: mname(pinned.th.spans.m[pinned.j]), start: pinned.th.ss[pinned.j], match: hitPos + 1 } : null),
     // Lanes highlighted as the waker of the hovered/pinned interval.
     wakerLanes: () => lanes.filter((l) => l.waker).map((l) => l.th.tid),
     // Times a zoom sequence (for benchmarks): returns ms per draw.
