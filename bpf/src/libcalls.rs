@@ -133,7 +133,7 @@ fn find_library(lib: &str, cache: &mut Option<Vec<(String, PathBuf)>>) -> Result
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Sym {
+pub(crate) enum Sym {
     Function,
     Ifunc,
     NotFunction,
@@ -165,7 +165,7 @@ fn u64_at(b: &[u8], off: usize) -> Result<usize> {
 
 /// Looks `name` up in the ELF64 little-endian file's `.dynsym` and `.symtab`
 /// (defined symbols only).
-fn find_function(path: &Path, name: &str) -> Result<Sym> {
+pub(crate) fn find_function(path: &Path, name: &str) -> Result<Sym> {
     let b = std::fs::read(path)?;
     if b.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
         bail!("not a 64-bit little-endian ELF file");

@@ -289,6 +289,12 @@ pub mod fd_kind {
     }
 }
 
+/// Symbol of HotSpot's `SafepointSynchronize::begin()`: the kernel recorder
+/// probes it as a library call (LIB_CALL); a safepoint starts when it is called.
+pub const SAFEPOINT_BEGIN_SYMBOL: &str = "_ZN20SafepointSynchronize5beginEv";
+/// Symbol of HotSpot's `SafepointSynchronize::end()`: the safepoint is over when it returns.
+pub const SAFEPOINT_END_SYMBOL: &str = "_ZN20SafepointSynchronize3endEv";
+
 /// Flag in [`Syscall::flags`]: the thread switched out inside the syscall.
 pub const SYSCALL_BLOCKED: u32 = 1;
 

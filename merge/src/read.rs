@@ -272,6 +272,22 @@ impl Trace {
         Ok(t)
     }
 
+    /// The VM thread's calls of `SafepointSynchronize::begin` and `end`
+    /// (probed by the kernel recorder, see `jtrace_bpf::safepoints`) bound
+    /// a safepoint of its JVM: from the call of begin to the return of end.
+    /// Returns whether the call was one of them (then it is a window, not a
+    /// library call of the VM thread's).
+    fn safepoint_probe(&mut self, tid: u32, m: MethodIdx, call: u64, ret: u64) -> bool {
+        let (ts, begin) = match self.methods[m as usize].name.as_str() {
+            fmt::SAFEPOINT_BEGIN_SYMBOL => (call, true),
+            fmt::SAFEPOINT_END_SYMBOL => (ret, false),
+            _ => return false,
+        };
+        let pid = self.threads.get(&tid).map_or(self.meta.pid, |t| t.tgid);
+        self.windows.entry(pid).or_default().push((ts, Cause::Safepoint, begin));
+        true
+    }
+
     /// A JVM-wide stop applies to every Java thread of that JVM.
     fn spread_windows(&mut self) {
         for (pid, wins) in std::mem::take(&mut self.windows) {
@@ -429,6 +445,9 @@ impl Trace {
                             native: true,
                         }),
                     };
+                    if self.safepoint_probe(tid, m, ts, p.exit_ts.max(ts)) {
+                        continue;
+                    }
                     self.push(tid, ts, Event::Enter(m));
                     self.push(
                         tid,

@@ -1,0 +1,87 @@
+//! Safepoint windows: JVMTI does not report safepoints, so the kernel
+//! recorder probes HotSpot's SafepointSynchronize::begin/end (uprobes on
+//! libjvm.so) and the merge blames time a Java thread spends stopped at a
+//! safepoint on `safepoint`. Ground truth: a worker computes while another
+//! thread forces a safepoint per Thread.getAllStackTraces() call.
+
+mod common;
+
+use common::*;
+use jtrace_merge::{Cause, Event, Trace};
+
+const DUMPS: usize = 1000;
+
+#[test]
+fn thread_dumps_stop_a_computing_worker_at_safepoints() {
+    for jdk in JDKS {
+        let out = tempdir("safepoints");
+        let cp = classes();
+        let java = java(jdk);
+        let dumps = DUMPS.to_string();
+        let o = jtrace_run(
+            &out,
+            &["--methods", "Safepoints.compute"],
+            &[
+                java.to_str().unwrap(),
+                "-cp",
+                cp.to_str().unwrap(),
+                "Safepoints",
+                &dumps,
+            ],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("done {DUMPS}")));
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+
+        let worker = trace
+            .threads
+            .values()
+            .find(|t| t.java_name.as_deref() == Some("worker"))
+            .expect("worker thread");
+        // Each dump is one safepoint, seen by every Java thread of the JVM.
+        let windows = trace.events[&worker.tid]
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.event,
+                    Event::Window {
+                        cause: Cause::Safepoint,
+                        begin: true
+                    }
+                )
+            })
+            .count();
+        assert!(windows >= DUMPS, "{jdk}: {windows} safepoint windows for {DUMPS} dumps");
+
+        // The worker's compute() is stopped at those safepoints: that is
+        // most of its blocked time, and little is unexplained.
+        let (mut off, mut runq, mut safepoint, mut unknown, mut wall) = (0, 0, 0, 0, 0);
+        for (t, inv) in invocations(&trace) {
+            if t.tid == worker.tid && trace.methods[inv.method as usize].name == "compute" {
+                let b = inv.breakdown;
+                off += b.off.total();
+                runq += b.off.get(Cause::Runqueue);
+                safepoint += b.off.get(Cause::Safepoint);
+                unknown += b.off.get(Cause::Unknown);
+                wall += b.wall;
+            }
+        }
+        eprintln!("{jdk}: compute wall {wall} off {off} runqueue {runq} safepoint {safepoint} unknown {unknown}");
+        assert!(safepoint > 0, "{jdk}: no safepoint time in compute");
+        assert!(
+            safepoint * 100 >= (off - runq) * 85,
+            "{jdk}: safepoint {safepoint} of {} blocked ns",
+            off - runq
+        );
+        assert!(unknown * 20 < wall, "{jdk}: unknown {unknown} of wall {wall}");
+        // The probes are windows, not library calls of the VM thread.
+        assert!(
+            !invocations(&trace)
+                .iter()
+                .any(|(_, inv)| trace.methods[inv.method as usize].name.contains("SafepointSynchronize")),
+            "{jdk}: safepoint probes became library-call invocations"
+        );
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
