@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
+use libbpf_rs::Linker;
 
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -91,19 +92,19 @@ fn main() {
         objs.push(obj);
     }
     let linked = out.join("jtrace.bpf.o");
-    let bpftool = find_bpftool();
-    let status = Command::new(&bpftool)
-        .args(["gen", "object"])
-        .arg(&linked)
-        .args(&objs)
-        .status()
-        .unwrap_or_else(|e| panic!("running {}: {e}", bpftool.display()));
-    if !status.success() {
-        panic!(
-            "{} gen object (linking the BPF objects) failed: {status}",
-            bpftool.display()
-        );
+    // libbpf's own static linker (libbpf-sys's, recent): the one of an older
+    // bpftool cannot link a kfunc extern declared by two objects.
+    let mut linker =
+        Linker::new(&linked).unwrap_or_else(|e| panic!("creating the BPF linker for {}: {e:#}", linked.display()));
+    for obj in &objs {
+        linker
+            .add_file(obj)
+            .unwrap_or_else(|e| panic!("linking {}: {e:#}", obj.display()));
     }
+    linker
+        .link()
+        .unwrap_or_else(|e| panic!("linking the BPF objects into {}: {e:#}", linked.display()));
+    drop(linker);
     SkeletonBuilder::new()
         .obj(&linked)
         .generate(out.join("jtrace.skel.rs"))

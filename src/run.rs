@@ -47,10 +47,16 @@ pub struct KernelArgs {
     /// Kernel ring buffer size in MiB (a power of two).
     #[arg(long, default_value_t = 16)]
     ringbuf_mb: usize,
-    /// Which syscalls to record: `blocked` (those the thread blocked in),
-    /// `io` (blocked ones plus all socket/file I/O), `all` (also futex,
-    /// sleeps, pipes, ... that did not block) or `none`.
-    #[arg(long, default_value = "io", value_parser = ["none", "blocked", "io", "all"])]
+    /// Kernel ring buffer size in bytes (a power of two, at least one page),
+    /// instead of --ringbuf-mb: a tiny buffer shows the loss accounting.
+    #[arg(long, value_name = "N", conflicts_with = "ringbuf_mb")]
+    ringbuf_bytes: Option<usize>,
+    /// Which syscalls to record: `blocked` (the syscall of every block, read
+    /// at the switch-out; no syscall hook, near-zero cost), `io` (also full
+    /// records with results of every socket/file I/O syscall; ~0.5 µs per
+    /// syscall), `all` (also futex, sleeps, pipes, ... that did not block)
+    /// or `none`.
+    #[arg(long, default_value = "blocked", value_parser = ["none", "blocked", "io", "all"])]
     syscalls: String,
     /// Library functions to interpose, comma-separated LIBRARY:SYMBOL
     /// (`libz.so.1:inflate,libc.so.6:getaddrinfo`; a library path works too).
@@ -71,6 +77,9 @@ impl KernelArgs {
         if !self.ringbuf_mb.is_power_of_two() {
             bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
         }
+        if let Some(n) = self.ringbuf_bytes.filter(|n| !n.is_power_of_two() || *n < 4096) {
+            bail!("--ringbuf-bytes must be a power of two of at least 4096, not {n}");
+        }
         let specs = match &self.lib_calls {
             Some(s) => jtrace_bpf::parse_lib_calls(s)?,
             None => Vec::new(),
@@ -81,8 +90,8 @@ impl KernelArgs {
 
     fn config(&self, out: &Path, lib_calls: Vec<LibCallSpec>) -> RecorderConfig {
         let mut cfg = RecorderConfig::new(out.join(jtrace_format::KERNEL_FILE));
-        cfg.ringbuf_bytes = self.ringbuf_mb << 20;
-        cfg.syscalls = self.syscalls.parse().unwrap_or(SyscallMode::Io);
+        cfg.ringbuf_bytes = self.ringbuf_bytes.unwrap_or(self.ringbuf_mb << 20);
+        cfg.syscalls = self.syscalls.parse().unwrap_or(SyscallMode::Blocked);
         cfg.page_faults = !self.no_page_faults;
         cfg.block_io = !self.no_block_io;
         cfg.lib_calls = lib_calls;

@@ -22,6 +22,10 @@ pub struct TimelineArgs {
     /// Size of the PNG, WIDTHxHEIGHT.
     #[arg(long, default_value = "1600x1000", value_parser = parse_size)]
     pub png_size: (u32, u32),
+    /// Time window of the PNG, FROM..TO since the trace start (e.g.
+    /// 120ms..180ms; units ns, us, ms, s); default: the whole trace.
+    #[arg(long, requires = "png", value_parser = html::parse_window)]
+    pub window: Option<(u64, u64)>,
     /// Page title (default: the traced command).
     #[arg(long)]
     pub title: Option<String>,
@@ -83,7 +87,7 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
     eprintln!("jtrace: wrote {}", args.output.display());
     if let Some(png) = args.png {
         let (w, h) = args.png_size;
-        html::screenshot(&args.output, &png, w, h)?;
+        html::screenshot_window(&args.output, &png, w, h, args.window)?;
         eprintln!("jtrace: wrote {}", png.display());
     }
     Ok(())

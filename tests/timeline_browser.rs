@@ -2,9 +2,14 @@
 //! the bundled Demo, so root is needed, as in CI), rendered by `jtrace
 //! timeline`, loaded in headless Chromium driven over the DevTools protocol
 //! (`--remote-debugging-pipe`: NUL-separated JSON on fds 3 and 4, no extra
-//! crates). Checks: no console errors, one lane per thread, wheel zoom,
-//! hover details of a span and of a woken interval (with the waker's lane
-//! highlighted). The screenshot is kept in target/test-artifacts/timeline.png.
+//! crates). Checks: no console errors, one lane per thread, grouping, thread
+//! filter, wheel and keyboard zoom, the GC windows of the demo's
+//! `System.gc()` drawn as bands across the lanes (read back from the
+//! canvas pixels) with their hover details, hover details of a span, of a
+//! woken interval (waker's lane highlighted, waker's method named) and the
+//! evidence text of a monitor and a socket block, "find next" over a
+//! method search, and the `#view=` window `--png --window` uses. The
+//! screenshots are kept in target/test-artifacts/timeline*.png.
 //!
 //! Needs the Debian package `chromium` (or $JTRACE_CHROMIUM).
 
@@ -173,6 +178,52 @@ impl Browser {
     /// Lets the page draw the frame requested by the last input.
     fn next_frame(&mut self) {
         self.eval("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))");
+    }
+
+    /// A key press (keyDown + keyUp) as the user types it.
+    fn key(&mut self, key: &str, code: &str, vk: u32, modifiers: u32) {
+        let text = if key.chars().count() == 1 {
+            key
+        } else if key == "Enter" {
+            "\r"
+        } else {
+            ""
+        };
+        let mut down =
+            json!({"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers});
+        if !text.is_empty() {
+            down["text"] = json!(text);
+        }
+        self.call("Input.dispatchKeyEvent", down);
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers}),
+        );
+    }
+
+    /// RGBA of the canvas pixel at canvas coordinates (device scale 1).
+    fn pixel(&mut self, x: f64, y: f64) -> [u8; 4] {
+        let v = self.eval(&format!(
+            "Array.from(document.getElementById('cv').getContext('2d').getImageData({}, {}, 1, 1).data)",
+            x.round(),
+            y.round()
+        ));
+        let a: Vec<u8> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap() as u8)
+            .collect();
+        [a[0], a[1], a[2], a[3]]
+    }
+
+    fn screenshot(&mut self, name: &str) {
+        let shot = self.call("Page.captureScreenshot", json!({"format": "png"}));
+        let png = b64decode(shot["data"].as_str().unwrap());
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        let path = artifacts_dir().join(name);
+        std::fs::write(&path, &png).unwrap();
+        eprintln!("screenshot: {} ({} bytes)", path.display(), png.len());
     }
 
     fn mouse(&mut self, kind: &str, x: f64, y: f64, extra: Value) {
@@ -373,6 +424,98 @@ fn timeline_of_the_demo_in_chromium() {
         (width(&reset) - width(&before)).abs() < 1.0,
         "key 0 did not reset: {reset}"
     );
+    // Keyboard zoom and pan: `w` zooms in at the pointer by 0.7, `s` back
+    // out, `d` pans right by 15% of the width without zooming.
+    b.mouse("mouseMoved", 800.0, 10.0, json!({}));
+    b.key("w", "KeyW", 87, 0);
+    b.next_frame();
+    let kz = b.eval("jtrace.view()");
+    assert!(
+        (width(&kz) / width(&reset) - 0.7).abs() < 0.01,
+        "key w did not zoom in: {reset} -> {kz}"
+    );
+    b.key("d", "KeyD", 68, 0);
+    b.next_frame();
+    let kp = b.eval("jtrace.view()");
+    assert!(
+        (width(&kp) - width(&kz)).abs() < 1.0 && kp["start"].as_f64().unwrap() > kz["start"].as_f64().unwrap(),
+        "key d did not pan right: {kz} -> {kp}"
+    );
+    b.key("s", "KeyS", 83, 0);
+    b.next_frame();
+    let ko = b.eval("jtrace.view()");
+    assert!(
+        (width(&ko) - width(&reset)).abs() < width(&reset) * 0.01,
+        "key s did not zoom back out: {kp} -> {ko}"
+    );
+    b.key("0", "Digit0", 48, 0);
+    b.next_frame();
+
+    // GC windows: the demo's System.gc() is at least one, each drawn as a
+    // band across every lane (the gap under every lane is tinted at the
+    // band and white beside it) with its details on the axis strip.
+    let windows = jtrace_timeline::export::jvm_windows(&trace);
+    assert!(
+        windows.iter().any(|w| w.cause == jtrace_merge::Cause::Gc),
+        "the demo's System.gc() left no GC window: {windows:?}"
+    );
+    assert_eq!(b.eval("jtrace.windows()"), json!(windows.len()));
+    let bands = b.eval("jtrace.bands()");
+    let band = bands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "GC")
+        .unwrap_or_else(|| panic!("no GC band drawn: {bands}"))
+        .clone();
+    let (x0, x1) = (band["x0"].as_f64().unwrap(), band["x1"].as_f64().unwrap());
+    let bx = (x0 + x1) / 2.0;
+    // An x of the time area inside no band.
+    let all: Vec<(f64, f64)> = bands
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["x0"].as_f64().unwrap(), b["x1"].as_f64().unwrap()))
+        .collect();
+    let free = (0..1000)
+        .map(|i| 260.0 + i as f64)
+        .find(|x| all.iter().all(|(a, b)| x + 3.0 < *a || *x > b + 3.0))
+        .expect("an x outside the bands");
+    // Nothing hovered: no outline over the pixels read.
+    b.mouse("mouseMoved", 100.0, 10.0, json!({}));
+    b.next_frame();
+    let lanes_now = b.eval("jtrace.lanes()");
+    let canvas_h = b.eval("document.getElementById('cv').clientHeight").as_f64().unwrap();
+    let mut tinted = 0;
+    for l in lanes_now.as_array().unwrap() {
+        let gap = l["y"].as_f64().unwrap() + l["h"].as_f64().unwrap() - 3.0;
+        if !(30.0..canvas_h - 2.0).contains(&gap) {
+            continue;
+        }
+        // The canvas is transparent over the white page except where drawn.
+        let (inside, outside) = (b.pixel(bx, gap), b.pixel(free, gap));
+        assert_eq!(outside[3], 0, "something drawn beside the band at y {gap}: {outside:?}");
+        assert!(
+            inside[3] > 0 && inside[0] > inside[2] + 20,
+            "no GC band at x {bx} y {gap}: {inside:?}"
+        );
+        tinted += 1;
+    }
+    assert!(tinted >= 5, "band checked on only {tinted} lanes");
+    let top = band["top"].as_f64().unwrap();
+    b.mouse("mouseMoved", bx, top + 21.0, json!({}));
+    b.next_frame();
+    let tip = b.eval("jtrace.tooltip()");
+    let tip = tip.as_str().unwrap().to_string();
+    for want in ["GC #", "JVM-wide stop", "duration", "threads off CPU for gc"] {
+        assert!(tip.contains(want), "GC band tooltip lacks {want:?}: {tip}");
+    }
+    // The first GC window, zoomed on at the end for the second screenshot.
+    let gc = windows.iter().find(|w| w.cause == jtrace_merge::Cause::Gc).unwrap();
+    let t0 = jtrace_timeline::export::time_origin(&trace);
+    let (gs, ge) = ((gc.start - t0) as f64, (gc.end - t0) as f64);
+    let pad = (ge - gs).max(1e6) * 3.0;
+    b.mouse("mouseMoved", 100.0, 10.0, json!({}));
     b.mouse("mouseWheel", 800.0, 300.0, json!({"deltaX": 0, "deltaY": -200}));
     b.next_frame();
 
@@ -393,23 +536,122 @@ fn timeline_of_the_demo_in_chromium() {
     }
 
     // Hover an interval whose waker is traced: "woken by" and the waker's lane lit.
+    b.key("0", "Digit0", 48, 0);
+    b.next_frame();
     let off = b.eval("jtrace.locateWoken()");
-    if off.is_object() {
+    assert!(off.is_object(), "no visible interval woken by a traced thread");
+    b.mouse(
+        "mouseMoved",
+        off["pageX"].as_f64().unwrap(),
+        off["pageY"].as_f64().unwrap(),
+        json!({}),
+    );
+    b.next_frame();
+    let tip = b.eval("jtrace.tooltip()");
+    let tip = tip.as_str().unwrap();
+    assert!(
+        tip.contains("woken by") && tip.contains("waker was in"),
+        "interval tooltip: {tip}"
+    );
+    assert_eq!(b.eval("jtrace.wakerLanes()"), json!([off["waker"]]));
+
+    // The evidence of a block, as the merge describes it: the monitor the
+    // lock-waiter entered, and the socket the client read.
+    for (q, want) in [
+        ("contended monitor of", "entering contended monitor of java.lang.Object"),
+        ("socket", "socket"),
+    ] {
+        let at = b.eval(&format!("jtrace.locateOff({q:?})"));
+        assert!(at.is_object(), "no visible off-CPU interval with evidence {q:?}");
         b.mouse(
             "mouseMoved",
-            off["pageX"].as_f64().unwrap(),
-            off["pageY"].as_f64().unwrap(),
+            at["pageX"].as_f64().unwrap(),
+            at["pageY"].as_f64().unwrap(),
             json!({}),
         );
         b.next_frame();
         let tip = b.eval("jtrace.tooltip()");
-        assert!(tip.as_str().unwrap().contains("woken by"), "interval tooltip: {tip}");
-        assert_eq!(b.eval("jtrace.wakerLanes()"), json!([off["waker"]]));
-    } else {
-        eprintln!("no woken interval with a traced waker visible; skipped that check");
+        let tip = tip.as_str().unwrap();
+        assert!(
+            tip.contains(want) && tip.contains(at["evidence"].as_str().unwrap()),
+            "tooltip of a {q} block lacks its evidence {}: {tip}",
+            at["evidence"]
+        );
+        if q == "socket" {
+            assert!(
+                (tip.contains("socket tcp ") && tip.contains("127.0.0.1") && tip.contains("->")),
+                "socket evidence without its 4-tuple: {tip}"
+            );
+        }
     }
 
+    // Find next: a method search, then Enter in the search box and the ▶
+    // button visit every match once, in time order, each brought into view.
+    b.eval("(() => { const f = document.getElementById('search'); f.value = 'Demo.crunch'; f.dispatchEvent(new Event('input')); f.focus(); })()");
+    let n = invocations(&trace)
+        .iter()
+        .filter(|(_, inv)| trace.methods[inv.method as usize].qualified() == "Demo.crunch")
+        .count();
+    assert!(n >= 2, "only {n} Demo.crunch calls");
+    let mut seen = Vec::new();
+    for i in 0..n + 1 {
+        if i % 2 == 0 {
+            b.eval("document.getElementById('search').focus()");
+            b.key("Enter", "Enter", 13, 0);
+        } else {
+            let r = b.eval("(() => { const r = document.getElementById('next').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()");
+            let (x, y) = (r[0].as_f64().unwrap(), r[1].as_f64().unwrap());
+            b.mouse("mousePressed", x, y, json!({"button": "left", "clickCount": 1}));
+            b.mouse("mouseReleased", x, y, json!({"button": "left", "clickCount": 1}));
+        }
+        b.next_frame();
+        let p = b.eval("jtrace.pinned()");
+        assert_eq!(p["method"], "Demo.crunch", "find next pinned {p}");
+        let v = b.eval("jtrace.view()");
+        let start = p["start"].as_f64().unwrap();
+        assert!(
+            v["start"].as_f64().unwrap() <= start && start <= v["end"].as_f64().unwrap(),
+            "match {p} not in view {v}"
+        );
+        assert!(
+            b.eval("document.getElementById('pin').textContent")
+                .as_str()
+                .unwrap()
+                .contains("Demo.crunch"),
+            "match details not shown"
+        );
+        seen.push((p["match"].as_u64().unwrap(), start, p["tid"].as_u64().unwrap()));
+    }
+    // n presses visit n distinct spans in time order; the next one wraps.
+    let mut order: Vec<(u64, f64, u64)> = seen[..n].to_vec();
+    order.sort_by_key(|s| s.0);
+    let ids: Vec<u64> = order.iter().map(|s| s.0).collect();
+    assert_eq!(ids, (1..=n as u64).collect::<Vec<_>>(), "matches visited: {seen:?}");
+    assert!(
+        order.windows(2).all(|w| w[0].1 <= w[1].1),
+        "not in time order: {order:?}"
+    );
+    assert_eq!(seen[n].0, seen[0].0, "find next did not wrap around: {seen:?}");
+    // Shift+Enter goes back.
+    b.eval("document.getElementById('search').focus()");
+    b.key("Enter", "Enter", 13, 8);
+    b.next_frame();
+    let back = b.eval("jtrace.pinned()")["match"].as_u64().unwrap();
+    assert_eq!(
+        back,
+        if seen[n].0 == 1 { n as u64 } else { seen[n].0 - 1 },
+        "shift+Enter"
+    );
+    b.eval("(() => { const f = document.getElementById('search'); f.value = ''; f.dispatchEvent(new Event('input')); f.blur(); })()");
+    b.key("Escape", "Escape", 27, 0);
+    b.key("0", "Digit0", 48, 0);
+    b.eval("new Promise(r => setTimeout(r, 300))");
+    b.mouse("mouseWheel", 800.0, 300.0, json!({"deltaX": 0, "deltaY": -200}));
+    b.next_frame();
+
     // Back on the span for the screenshot, which is kept.
+    let at = b.eval("jtrace.locate('Demo.crunch')");
+    assert!(at.is_object(), "no visible Demo.crunch span");
     b.mouse(
         "mouseMoved",
         at["pageX"].as_f64().unwrap(),
@@ -417,12 +659,42 @@ fn timeline_of_the_demo_in_chromium() {
         json!({}),
     );
     b.next_frame();
-    let shot = b.call("Page.captureScreenshot", json!({"format": "png"}));
-    let png = b64decode(shot["data"].as_str().unwrap());
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    let path = artifacts_dir().join("timeline.png");
-    std::fs::write(&path, &png).unwrap();
-    eprintln!("screenshot: {} ({} bytes)", path.display(), png.len());
+    b.screenshot("timeline.png");
+
+    // `#view=START,END` opens on that window: what `--png --window` shoots.
+    b.call(
+        "Page.navigate",
+        json!({"url": format!("file://{}#view={},{}", html.display(), (gs - pad).max(0.0) as u64, (ge + pad) as u64)}),
+    );
+    b.eval(
+        "new Promise(r => { const w = () => (window.jtrace && window.jtrace.ready) ? r(1) : setTimeout(w, 50); w(); })",
+    );
+    b.next_frame();
+    let v = b.eval("jtrace.view()");
+    assert_eq!(
+        (v["start"].as_f64().unwrap() as u64, v["end"].as_f64().unwrap() as u64),
+        ((gs - pad).max(0.0) as u64, (ge + pad) as u64),
+        "#view= ignored"
+    );
+    let bands = b.eval("jtrace.bands()");
+    let wide = bands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "GC")
+        .expect("GC band in the window");
+    assert!(
+        wide["x1"].as_f64().unwrap() - wide["x0"].as_f64().unwrap() > 100.0,
+        "zoomed GC band is narrow: {wide}"
+    );
+    b.mouse(
+        "mouseMoved",
+        (wide["x0"].as_f64().unwrap() + wide["x1"].as_f64().unwrap()) / 2.0,
+        wide["top"].as_f64().unwrap() + 21.0,
+        json!({}),
+    );
+    b.next_frame();
+    b.screenshot("timeline-gc.png");
     let errors = b.errors();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 }

@@ -115,6 +115,8 @@ struct fd_info {
 
 /* SYSCALL_BLOCKED of format: the thread switched out voluntarily inside. */
 #define SYSCALL_BLOCKED 1
+/* SYSCALL_AT_SWITCH of format: written at that switch-out, not at the exit. */
+#define SYSCALL_AT_SWITCH 2
 
 struct syscall_rec {
 	struct rec_hdr h;	/* ts = entry */
@@ -213,7 +215,7 @@ struct {
 #define ST_OUT 2
 
 /* task_state.sc_flags */
-#define SC_IN_FLIGHT 1	/* sys_enter seen, sys_exit not yet */
+#define SC_IN_FLIGHT 1	/* sys_enter seen, sys_exit not yet (modes io, all) */
 #define SC_BLOCKED 2	/* switched out voluntarily since sys_enter */
 
 /*
@@ -225,13 +227,13 @@ struct task_state {
 	__u64 out_ts;		/* ts of the last SWITCH_OUT */
 	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
 	__u32 last;		/* ST_* */
-	/* syscalls.bpf.c: the syscall in flight */
+	/* syscalls.bpf.c (modes io and all): the syscall in flight */
 	__u32 sc_flags;		/* SC_* */
 	__u64 sc_ts;		/* entry */
 	__u64 sc_args[3];	/* first three arguments */
 	__u32 sc_nr;
-	/* faults.bpf.c: the last user page fault since the thread came on CPU
-	 * or entered a syscall, emitted only if it then blocks */
+	/* faults.bpf.c: the last user page fault since the thread came on
+	 * CPU, emitted only if it then blocks outside a syscall */
 	__u32 pf_pending;
 	__u64 pf_ts;
 	__u64 pf_addr;
@@ -302,33 +304,6 @@ static __always_inline void copy_comm(char *dst, const char *src)
 {
 	__builtin_memset(dst, 0, TASK_COMM_LEN);
 	bpf_probe_read_kernel_str(dst, TASK_COMM_LEN, src);
-}
-
-/*
- * The thread `st` belongs to is switching out voluntarily. A syscall in
- * flight is marked blocked (its SYSCALL record will say so); otherwise a
- * user page fault since the thread came on CPU is what it blocks on: emit
- * that fault now, with its own timestamp. Faults that do not block are
- * never written, which bounds their cost to a task-storage update.
- */
-static __always_inline void note_voluntary_switch_out(struct task_state *st, __u32 tid)
-{
-	struct page_fault_rec *r;
-
-	if (st->sc_flags & SC_IN_FLIGHT) {
-		st->sc_flags |= SC_BLOCKED;
-		return;
-	}
-	if (!st->pf_pending)
-		return;
-	st->pf_pending = 0;
-	r = rec_reserve(K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
-	if (!r)
-		return;
-	r->address = st->pf_addr;
-	r->ip = st->pf_ip;
-	r->error_code = st->pf_err;
-	rec_submit(r, K_PAGE_FAULT);
 }
 
 #endif /* JTRACE_H */

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
  * Scheduler and task-lifecycle events of the traced processes: switches,
- * wakeups, fork/exit/exec/rename. BTF-enabled tracepoints (tp_btf) read
- * task_struct directly with CO-RE and need no tracefs.
+ * wakeups, fork/exit/exec/rename, and what a thread that switches out
+ * voluntarily blocks on: the syscall it is in (read from the registers it
+ * saved at syscall entry) or the page fault it is handling. BTF-enabled
+ * tracepoints (tp_btf) read task_struct directly with CO-RE and need no
+ * tracefs.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "jtrace.h"
+#include "syscall_ctx.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -83,6 +87,72 @@ static __always_inline void infer_switch_in(struct task_state *st, __u32 tid, __
 	rec_submit(r, K_SWITCH_IN);
 }
 
+#define ENOSYS 38
+
+/*
+ * The thread `prev` (tid `tid`, task storage `st`) switches out
+ * voluntarily. On x86-64 it is inside a syscall iff its saved user
+ * registers say so: entry_SYSCALL_64 stores the syscall number in orig_ax
+ * and -ENOSYS in ax, which becomes the return value only at exit;
+ * exceptions store an error code in orig_ax but the user's rax in ax, and
+ * interrupts a negative vector in orig_ax. So the syscall it blocks in is
+ * known with no syscall hook: write a SYSCALL_AT_SWITCH record for this
+ * block (mode blocked and above). Outside a syscall, a user page fault
+ * since the thread came on CPU is what it blocks on: write that fault,
+ * with its own timestamp. Faults that do not block (nearly all) are never
+ * written, which bounds their cost to a task-storage update.
+ *
+ * Called before the SWITCH_OUT record is reserved, so that the record that
+ * explains a block precedes it in the stream.
+ */
+static __always_inline void note_voluntary_switch_out(struct task_struct *prev, struct task_state *st,
+						      __u32 tid, __u64 ts)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	struct page_fault_rec *r;
+	struct fd_info fi;
+	__u64 args[3], arg;
+	long orig_ax;
+	__s64 fd;
+	__u32 nr;
+	int cls;
+
+	if (!regs)
+		return;
+	orig_ax = regs->orig_ax;
+	if (orig_ax >= 0 && (long)regs->ax == -ENOSYS) {
+		/* A fault before the syscall is not what it blocks on. */
+		st->pf_pending = 0;
+		if (st->sc_flags & SC_IN_FLIGHT)
+			st->sc_flags |= SC_BLOCKED;
+		nr = orig_ax;
+		/* The last switch-out of an exiting thread explains nothing. */
+		if (syscall_mode == SCM_NONE || nr == NR_exit || nr == NR_exit_group)
+			return;
+		args[0] = regs->di;
+		args[1] = regs->si;
+		args[2] = regs->dx;
+		cls = classify(nr);
+		syscall_detail(prev, nr, cls, args, -1, &fi, &fd, &arg);
+		/* close() removed the fd before blocking; sys_enter saw it (io, all). */
+		if (cls == C_CLOSE && fi.fd_kind == FDK_NONE && (st->sc_flags & SC_IN_FLIGHT) &&
+		    st->sc_nr == nr)
+			fi = st->sc_fd;
+		emit_syscall(tid, ts, 0, nr, 0, fd, SYSCALL_BLOCKED | SYSCALL_AT_SWITCH, arg, &fi);
+		return;
+	}
+	if (!st->pf_pending)
+		return;
+	st->pf_pending = 0;
+	r = rec_reserve(K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
+	if (!r)
+		return;
+	r->address = st->pf_addr;
+	r->ip = st->pf_ip;
+	r->error_code = st->pf_err;
+	rec_submit(r, K_PAGE_FAULT);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -106,6 +176,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
 		if (st && st->last == ST_OUT)
 			infer_switch_in(st, prev_pid, prev_tgid, cpu, runtime, ts);
+		if (st && !preempt && prev_state != 0)
+			note_voluntary_switch_out(prev, st, prev_pid, ts);
 		r = rec_reserve(K_SWITCH_OUT, sizeof(*r), prev_pid, ts);
 		if (r) {
 			r->tgid = prev_tgid;
@@ -120,8 +192,6 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			rec_submit(r, K_SWITCH_OUT);
 		}
 		if (st) {
-			if (!preempt && prev_state != 0)
-				note_voluntary_switch_out(st, prev_pid);
 			st->last = ST_OUT;
 			st->out_ts = ts;
 			st->out_runtime = runtime;

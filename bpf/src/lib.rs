@@ -11,9 +11,10 @@
 //! layout is the one of the `jtrace-format` crate.
 //!
 //! What is recorded besides the scheduler (see [`RecorderConfig`]):
-//! syscalls ([`SyscallMode`]: by default every syscall that blocked, plus
-//! socket and file I/O), user page faults that blocked, block I/O requests
-//! issued by traced threads, and interposed library calls
+//! syscalls ([`SyscallMode`]: by default the syscall of every voluntary
+//! switch-out, read at the switch from the task's saved registers, with no
+//! syscall hook), user page faults that blocked, block I/O requests issued
+//! by traced threads, and interposed library calls
 //! ([`RecorderConfig::lib_calls`]).
 //!
 //! ```no_run
@@ -32,7 +33,6 @@
 #![warn(missing_docs)]
 
 mod libcalls;
-pub mod safepoints;
 
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
 
@@ -114,21 +114,27 @@ const KINDS: [(u16, &str); 11] = [
     (kind::LIB_CALL, "lib_call"),
 ];
 
-/// Which syscalls become SYSCALL records. Whatever the mode, the syscall a
-/// thread is in when it switches out is known to the BPF side, and a record
-/// is written at its exit if it blocked (except in [`SyscallMode::None`]).
+/// Which syscalls become SYSCALL records. In every mode but
+/// [`SyscallMode::None`], each voluntary switch-out inside a syscall writes
+/// a `SYSCALL_AT_SWITCH` record just before the SWITCH_OUT, read from the
+/// registers the task saved at syscall entry: the off-CPU attribution is
+/// the same in all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyscallMode {
-    /// No SYSCALL records (entries are still tracked when page faults are
-    /// recorded, so that a block inside a syscall is not blamed on a fault).
+    /// No SYSCALL records and no syscall program (a thread blocking inside a
+    /// syscall is still not blamed on a page fault).
     None,
-    /// Every syscall during which the thread switched out voluntarily: what
-    /// the off-CPU attribution needs, and nothing else.
-    Blocked,
-    /// [`SyscallMode::Blocked`] plus every I/O syscall (read/write family,
-    /// send/recv, accept/connect, poll, epoll_wait, fsync, open/close) on a
-    /// socket, regular file, block device or directory, blocked or not.
+    /// Only the at-switch records: what the off-CPU attribution needs, with
+    /// no syscall entry/exit hook, so syscalls that do not block cost
+    /// nothing (default).
     #[default]
+    Blocked,
+    /// [`SyscallMode::Blocked`] plus, from sys_enter/sys_exit programs, a
+    /// full record (entry, exit, result) of every syscall that blocked and
+    /// of every I/O syscall (read/write family, send/recv, accept/connect,
+    /// poll, epoll_wait, fsync, open/close) on a socket, regular file, block
+    /// device or directory, blocked or not. Costs about 0.5 µs per syscall
+    /// of every task of the system (raw syscall tracepoints).
     Io,
     /// [`SyscallMode::Io`] plus those syscalls and futex, nanosleep and
     /// select on any kind of fd, blocked or not.
@@ -136,7 +142,7 @@ pub enum SyscallMode {
 }
 
 impl SyscallMode {
-    /// `syscall_mode` of syscalls.bpf.c (`SCM_*`).
+    /// `syscall_mode` of syscall_ctx.h (`SCM_*`).
     fn bpf_value(self) -> u32 {
         match self {
             SyscallMode::None => 0,
@@ -196,7 +202,7 @@ pub struct RecorderConfig {
     /// Size of the BPF ring buffer in bytes: a power of two and a multiple
     /// of the page size. [`DEFAULT_RINGBUF_BYTES`] is a good default.
     pub ringbuf_bytes: usize,
-    /// Which syscalls are recorded; default [`SyscallMode::Io`].
+    /// Which syscalls are recorded; default [`SyscallMode::Blocked`].
     pub syscalls: SyscallMode,
     /// Record user page faults after which the thread blocked (default on).
     pub page_faults: bool,
@@ -492,10 +498,11 @@ fn setup<'o>(
     let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
     rodata.launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
     rodata.syscall_mode = cfg.syscalls.bpf_value();
-    let syscalls = cfg.syscalls != SyscallMode::None || cfg.page_faults;
+    // Full syscall records only: the at-switch ones need no program of their own.
+    let syscalls = matches!(cfg.syscalls, SyscallMode::Io | SyscallMode::All);
     let p = &mut open.progs;
     p.sys_enter.set_autoload(syscalls);
-    p.sys_exit.set_autoload(cfg.syscalls != SyscallMode::None);
+    p.sys_exit.set_autoload(syscalls);
     p.page_fault_user.set_autoload(cfg.page_faults);
     p.block_rq_insert.set_autoload(cfg.block_io);
     p.block_rq_issue.set_autoload(cfg.block_io);

@@ -368,10 +368,51 @@ pub fn chromium_flags(user_data_dir: &Path) -> Vec<String> {
     .collect()
 }
 
+/// Parses a time window `FROM..TO` of a trace, times since its start with
+/// a unit (`ns`, `us`/`µs`, `ms`, `s`; none = ms), e.g. `120ms..180ms`,
+/// `1.5s..2s`; returns ns.
+pub fn parse_window(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s}: expected FROM..TO, e.g. 120ms..180ms"))?;
+    let (a, b) = (parse_time(a)?, parse_time(b)?);
+    if b <= a {
+        return Err(format!("{s}: the window ends before it starts"));
+    }
+    Ok((a, b))
+}
+
+fn parse_time(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "" | "ms" => 1e6,
+        "s" => 1e9,
+        u => return Err(format!("{s}: unknown unit {u:?} (ns, us, ms, s)")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s}: not a time"))?;
+    Ok((v * scale).round() as u64)
+}
+
 /// Renders a timeline HTML file to a PNG with headless Chromium
 /// (`--screenshot`); the page draws synchronously on load, so the shot
 /// shows the whole trace.
 pub fn screenshot(html: &Path, png: &Path, width: u32, height: u32) -> anyhow::Result<()> {
+    screenshot_window(html, png, width, height, None)
+}
+
+/// [`screenshot`] of the time window `window` (ns since the trace start,
+/// see [`parse_window`]) instead of the whole trace.
+pub fn screenshot_window(
+    html: &Path,
+    png: &Path,
+    width: u32,
+    height: u32,
+    window: Option<(u64, u64)>,
+) -> anyhow::Result<()> {
     let chromium = find_chromium()
         .ok_or_else(|| anyhow::anyhow!("no chromium found for --png (install chromium or set JTRACE_CHROMIUM)"))?;
     let profile = std::env::temp_dir().join(format!("jtrace-chromium-{}-{}", std::process::id(), nanos()));
@@ -387,7 +428,11 @@ pub fn screenshot(html: &Path, png: &Path, width: u32, height: u32) -> anyhow::R
         .args(chromium_flags(&profile))
         .arg(format!("--screenshot={}", png_abs.display()))
         .arg(format!("--window-size={width},{height}"))
-        .arg(format!("file://{}", html.display()))
+        .arg(format!(
+            "file://{}{}",
+            html.display(),
+            window.map_or(String::new(), |(a, b)| format!("#view={a},{b}"))
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(std::fs::File::create(profile.join("stderr.log"))?))
@@ -419,4 +464,21 @@ fn nanos() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_window;
+
+    #[test]
+    fn windows_parse_with_units() {
+        assert_eq!(parse_window("120ms..180ms"), Ok((120_000_000, 180_000_000)));
+        assert_eq!(parse_window("1.5s..2s"), Ok((1_500_000_000, 2_000_000_000)));
+        assert_eq!(parse_window("10..20"), Ok((10_000_000, 20_000_000)));
+        assert_eq!(parse_window("500us..900µs"), Ok((500_000, 900_000)));
+        assert!(parse_window("20ms..10ms").is_err());
+        assert!(parse_window("10ms").is_err());
+        assert!(parse_window("1h..2h").is_err());
+        assert!(parse_window("x..2").is_err());
+    }
 }

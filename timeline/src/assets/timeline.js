@@ -144,10 +144,13 @@
   [vs, ve] = FULL();
   // `#view=START,END` (ns since the trace start) opens on that window
   // (`jtrace timeline --png --window` uses it).
-  {
+  function viewFromHash() {
     const m = /(?:^#|&)view=(-?[\d.]+),(-?[\d.]+)/.exec(location.hash);
-    if (m && +m[2] > +m[1]) { vs = +m[1]; ve = +m[2]; }
+    if (m && +m[2] > +m[1]) { vs = +m[1]; ve = +m[2]; return true; }
+    return false;
   }
+  viewFromHash();
+  window.addEventListener('hashchange', () => { if (viewFromHash()) redraw(); });
   let bandsDrawn = [];
 
   function layout() {

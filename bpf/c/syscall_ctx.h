@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * What a syscall is about, shared by the two places that write SYSCALL
+ * records: sys_exit (syscalls.bpf.c, modes io and all) and the voluntary
+ * switch-out inside a syscall (sched.bpf.c, every mode but none). The
+ * syscall is classified by number, its fd resolved in the kernel (kind of
+ * file, socket 4-tuple, or the file's device and inode) and one record
+ * written.
+ *
+ * Which syscalls produce a record (syscall_mode, set by user space):
+ *   SCM_NONE    none: no SYSCALL record, no syscall program attached
+ *   SCM_BLOCKED one record per voluntary switch-out inside a syscall
+ *               (SYSCALL_AT_SWITCH), read from the registers the task saved
+ *               at syscall entry: what the off-CPU attribution needs, with
+ *               no syscall hook at all (default)
+ *   SCM_IO      the above, plus a record at the exit of every syscall that
+ *               blocked and of every listed syscall (see classify()) on a
+ *               socket, regular file, block device or directory, blocked
+ *               or not; open/openat/openat2 of files included
+ *   SCM_ALL     the above, plus every listed syscall whatever its fd
+ */
+#ifndef SYSCALL_CTX_H
+#define SYSCALL_CTX_H
+
+#include <bpf/bpf_endian.h>
+
+#define SCM_NONE 0
+#define SCM_BLOCKED 1
+#define SCM_IO 2
+#define SCM_ALL 3
+
+/* Set by user space before load. __weak: every object that includes this
+ * header defines it, the linker keeps one (as for the maps of jtrace.h). */
+const volatile __u32 syscall_mode __weak = SCM_BLOCKED;
+
+#define NR_exit 60
+#define NR_exit_group 231
+
+/* x86-64 syscall numbers (merge/src/analyze.rs `nr`). */
+#define NR_read 0
+#define NR_write 1
+#define NR_open 2
+#define NR_close 3
+#define NR_poll 7
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_readv 19
+#define NR_writev 20
+#define NR_select 23
+#define NR_nanosleep 35
+#define NR_connect 42
+#define NR_accept 43
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_futex 202
+#define NR_clock_nanosleep 230
+#define NR_epoll_wait 232
+#define NR_openat 257
+#define NR_pselect6 270
+#define NR_ppoll 271
+#define NR_sync_file_range 277
+#define NR_epoll_pwait 281
+#define NR_accept4 288
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define NR_openat2 437
+#define NR_epoll_pwait2 441
+
+/* How a syscall's fd and `arg` are found. */
+#define C_UNLISTED 0	/* recorded only if it blocked; arg = first argument */
+#define C_FD 1		/* first argument is an fd; arg = third argument */
+#define C_CLOSE 2	/* fd resolved at entry; arg = 0 */
+#define C_POLL 3	/* first pollfd's fd; arg = nfds */
+#define C_SELECT 4	/* no fd; arg = nfds */
+#define C_OPEN 5	/* the returned fd; arg = flags */
+#define C_FUTEX 6	/* no fd; arg = uaddr | op << 48 */
+#define C_SLEEP 7	/* no fd; arg = requested ns (absolute if TIMER_ABSTIME) */
+
+static __always_inline int classify(__u32 nr)
+{
+	switch (nr) {
+	case NR_read:
+	case NR_write:
+	case NR_pread64:
+	case NR_pwrite64:
+	case NR_readv:
+	case NR_writev:
+	case NR_preadv:
+	case NR_pwritev:
+	case NR_preadv2:
+	case NR_pwritev2:
+	case NR_recvfrom:
+	case NR_recvmsg:
+	case NR_recvmmsg:
+	case NR_sendto:
+	case NR_sendmsg:
+	case NR_sendmmsg:
+	case NR_accept:
+	case NR_accept4:
+	case NR_connect:
+	case NR_epoll_wait:
+	case NR_epoll_pwait:
+	case NR_epoll_pwait2:
+	case NR_fsync:
+	case NR_fdatasync:
+	case NR_sync_file_range:
+		return C_FD;
+	case NR_close:
+		return C_CLOSE;
+	case NR_poll:
+	case NR_ppoll:
+		return C_POLL;
+	case NR_select:
+	case NR_pselect6:
+		return C_SELECT;
+	case NR_open:
+	case NR_openat:
+	case NR_openat2:
+		return C_OPEN;
+	case NR_futex:
+		return C_FUTEX;
+	case NR_nanosleep:
+	case NR_clock_nanosleep:
+		return C_SLEEP;
+	}
+	return C_UNLISTED;
+}
+
+/* Magic numbers of the pseudo file systems (include/uapi/linux/magic.h). */
+#define SOCKFS_MAGIC 0x534F434B
+#define PIPEFS_MAGIC 0x50495045
+#define ANON_INODE_FS_MAGIC 0x09041934
+
+#define S_IFMT 0170000
+#define S_IFSOCK 0140000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+#define S_IFDIR 0040000
+#define S_IFCHR 0020000
+#define S_IFIFO 0010000
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* The socket behind a sockfs file: family, protocol and 4-tuple. */
+static __always_inline void resolve_socket(struct file *f, struct fd_info *out)
+{
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	__u16 family;
+
+	if (!sk)
+		return;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	out->family = family;
+	out->protocol = BPF_CORE_READ(sk, sk_protocol);
+	if (family == AF_INET) {
+		out->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		out->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		bpf_core_read(out->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(out->daddr, 4, &sk->__sk_common.skc_daddr);
+	} else if (family == AF_INET6) {
+		out->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		out->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		bpf_core_read(out->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(out->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+}
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/*
+ * current->files->fdt->fd[fd]: the kind of file, then the socket or the
+ * inode. Leaves `out` zeroed (FDK_NONE) if the fd is not open. Direct
+ * (faulting-safe) loads through BTF pointers instead of probe-read helper
+ * calls: one helper call for the fd array slot, which is not a BTF type.
+ */
+static __always_inline void resolve_fd(struct task_struct *t, __s64 fd, struct fd_info *out)
+{
+	struct fdtable *fdt = t->files->fdt;
+	struct file *f = NULL;
+	struct inode *ino;
+	struct super_block *sb;
+	unsigned long magic;
+	__u32 mode;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	if (fd < 0 || !fdt || fd >= fdt->max_fds)
+		return;
+	if (bpf_probe_read_kernel(&f, sizeof(f), (void *)fdt->fd + fd * sizeof(f)) || !f)
+		return;
+	f = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+	ino = f->f_inode;
+	if (!ino)
+		return;
+	sb = ino->i_sb;
+	mode = ino->i_mode & S_IFMT;
+	magic = sb->s_magic;
+	if (magic == SOCKFS_MAGIC || mode == S_IFSOCK) {
+		out->fd_kind = FDK_SOCKET;
+		resolve_socket(f, out);
+		return;
+	}
+	out->dev = sb->s_dev;
+	out->ino = ino->i_ino;
+	if (magic == ANON_INODE_FS_MAGIC)
+		out->fd_kind = FDK_ANON;
+	else if (mode == S_IFREG)
+		out->fd_kind = FDK_FILE;
+	else if (mode == S_IFIFO)
+		out->fd_kind = FDK_PIPE;
+	else if (mode == S_IFBLK)
+		out->fd_kind = FDK_BLOCK;
+	else if (mode == S_IFCHR)
+		out->fd_kind = FDK_CHAR;
+	else if (mode == S_IFDIR)
+		out->fd_kind = FDK_DIR;
+	else if (mode == 0)
+		out->fd_kind = FDK_ANON;
+	else
+		out->fd_kind = FDK_OTHER;
+}
+
+static __always_inline bool is_io_kind(__u32 k)
+{
+	return k == FDK_SOCKET || k == FDK_FILE || k == FDK_BLOCK || k == FDK_DIR;
+}
+
+
+/* The requested sleep of nanosleep / clock_nanosleep, from user memory. */
+static __always_inline __u64 sleep_ns(const void *ts_user)
+{
+	struct {
+		__s64 sec;
+		__s64 nsec;
+	} ts = {};
+
+	if (!ts_user || bpf_probe_read_user(&ts, sizeof(ts), ts_user))
+		return 0;
+	return (__u64)ts.sec * 1000000000ULL + (__u64)ts.nsec;
+}
+
+
+/*
+ * The fd, `arg` and fd details of syscall `nr` (class `cls`) from its first
+ * three arguments. `ret` is the return value when known (at exit: open's fd
+ * is the returned one), or -1.
+ */
+static __always_inline void syscall_detail(struct task_struct *t, __u32 nr, int cls, const __u64 *args,
+					   __s64 ret, struct fd_info *fi, __s64 *fd, __u64 *arg)
+{
+	__builtin_memset(fi, 0, sizeof(*fi));
+	*fd = -1;
+	*arg = 0;
+	switch (cls) {
+	case C_FD:
+	case C_CLOSE:
+		*fd = (int)args[0];
+		resolve_fd(t, *fd, fi);
+		*arg = cls == C_FD ? args[2] : 0;
+		break;
+	case C_POLL: {
+		struct {
+			int fd;
+			short events;
+			short revents;
+		} pfd = {};
+
+		*arg = args[1];
+		if (*arg >= 1 && !bpf_probe_read_user(&pfd, sizeof(pfd), (void *)args[0])) {
+			*fd = pfd.fd;
+			resolve_fd(t, *fd, fi);
+		}
+		break;
+	}
+	case C_SELECT:
+		*arg = args[0];
+		break;
+	case C_OPEN:
+		/* open(path, flags), openat(dirfd, path, flags), openat2(dirfd, path, how) */
+		*arg = nr == NR_open ? args[1] : nr == NR_openat ? args[2] : 0;
+		if (ret >= 0) {
+			*fd = ret;
+			resolve_fd(t, *fd, fi);
+		}
+		break;
+	case C_FUTEX:
+		*arg = (args[0] & 0xffffffffffffULL) | (args[1] & 0xffff) << 48;
+		break;
+	case C_SLEEP:
+		*arg = sleep_ns((void *)(nr == NR_nanosleep ? args[0] : args[2]));
+		break;
+	default:
+		*arg = args[0];
+		break;
+	}
+}
+
+/* Writes one SYSCALL record; header ts = `ts`. */
+static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u32 nr, __s64 ret, __s64 fd,
+					 __u32 flags, __u64 arg, const struct fd_info *fi)
+{
+	struct syscall_rec *r = rec_reserve(K_SYSCALL, sizeof(*r), tid, ts);
+
+	if (!r)
+		return;
+	r->exit_ts = exit_ts;
+	r->nr = nr;
+	r->fd_kind = fi->fd_kind;
+	r->ret = ret;
+	r->fd = fd;
+	r->flags = flags;
+	r->arg = arg;
+	r->family = fi->family;
+	r->protocol = fi->protocol;
+	r->sport = fi->sport;
+	r->dport = fi->dport;
+	__builtin_memcpy(r->saddr, fi->saddr, 16);
+	__builtin_memcpy(r->daddr, fi->daddr, 16);
+	r->dev = fi->dev;
+	r->ino = fi->ino;
+	rec_submit(r, K_SYSCALL);
+}
+
+#endif /* SYSCALL_CTX_H */
