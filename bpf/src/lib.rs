@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod libcalls;
+pub mod safepoints;
 
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
 
