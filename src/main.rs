@@ -1,6 +1,7 @@
 //! `jtrace`: trace a Java program together with the kernel, then read the
 //! merged per-thread result.
 
+mod attach;
 mod run;
 mod views;
 
@@ -26,6 +27,9 @@ struct Cli {
 enum Cmd {
     /// Run a command under the tracer (needs root: CAP_BPF + CAP_PERFMON).
     Run(run::RunArgs),
+    /// Attach to a running HotSpot JVM: load the agent, record the JVM and
+    /// the kernel for a while, then detach and leave the JVM running (needs root).
+    Attach(attach::AttachArgs),
     /// Record the kernel side of a running process (needs root).
     Record(run::RecordArgs),
     /// Print the merged per-thread text trace.
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(args),
+        Cmd::Attach(args) => return attach::attach(args),
         Cmd::Record(args) => return run::record(args),
         Cmd::Text { trace, all } => open(&trace).and_then(|t| {
             let stdout = std::io::stdout().lock();

@@ -17,7 +17,7 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Exit code for usage and permission errors.
-const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// Arguments of `jtrace run`.
 #[derive(clap::Args)]
@@ -73,7 +73,7 @@ pub struct KernelArgs {
 impl KernelArgs {
     /// Checks the options (library calls resolved, so that a typo fails
     /// before anything runs) and returns the library calls to trace.
-    fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
+    pub(crate) fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
         if !self.ringbuf_mb.is_power_of_two() {
             bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
         }
@@ -88,7 +88,7 @@ impl KernelArgs {
         Ok(specs)
     }
 
-    fn config(&self, out: &Path, lib_calls: Vec<LibCallSpec>) -> RecorderConfig {
+    pub(crate) fn config(&self, out: &Path, lib_calls: Vec<LibCallSpec>) -> RecorderConfig {
         let mut cfg = RecorderConfig::new(out.join(jtrace_format::KERNEL_FILE));
         cfg.ringbuf_bytes = self.ringbuf_bytes.unwrap_or(self.ringbuf_mb << 20);
         cfg.syscalls = self.syscalls.parse().unwrap_or(SyscallMode::Blocked);
@@ -100,7 +100,7 @@ impl KernelArgs {
 }
 
 /// Stops the kernel recorder and stores its counters in the metadata.
-fn stop_kernel(recorder: KernelRecorder, meta: &mut Meta) -> anyhow::Result<KernelStats> {
+pub(crate) fn stop_kernel(recorder: KernelRecorder, meta: &mut Meta) -> anyhow::Result<KernelStats> {
     // Let in-flight kernel events of the last exits reach the ring buffer.
     std::thread::sleep(std::time::Duration::from_millis(20));
     meta.end_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
@@ -136,13 +136,13 @@ fn install_signal_forwarding() {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -150,12 +150,12 @@ fn kernel_release() -> String {
 
 /// The user the command runs as: the one who invoked sudo, else ourselves.
 #[derive(Debug, Clone, Copy)]
-struct Owner {
-    uid: u32,
-    gid: u32,
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
-fn invoking_user() -> anyhow::Result<Owner> {
+pub(crate) fn invoking_user() -> anyhow::Result<Owner> {
     let parse = |k: &str| -> anyhow::Result<Option<u32>> {
         match std::env::var(k) {
             Ok(v) => Ok(Some(v.parse().with_context(|| format!("{k}={v} is not a number"))?)),
@@ -172,7 +172,7 @@ fn invoking_user() -> anyhow::Result<Owner> {
 }
 
 /// Finds libjtrace_agent.so: $JTRACE_AGENT, else next to the jtrace binary.
-fn agent_path() -> anyhow::Result<PathBuf> {
+pub(crate) fn agent_path() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("JTRACE_AGENT") {
         let p = PathBuf::from(p);
         if !p.is_file() {
@@ -194,7 +194,7 @@ fn agent_path() -> anyhow::Result<PathBuf> {
 }
 
 /// The JVM runs as `owner` and must be able to read the agent.
-fn check_readable_by(path: &Path, owner: Owner) -> anyhow::Result<()> {
+pub(crate) fn check_readable_by(path: &Path, owner: Owner) -> anyhow::Result<()> {
     if owner.uid == 0 {
         return Ok(());
     }
@@ -228,7 +228,7 @@ fn check_readable_by(path: &Path, owner: Owner) -> anyhow::Result<()> {
 }
 
 /// Prepares the output directory: creates it, or empties an earlier trace.
-fn prepare_output(dir: &Path, owner: Owner) -> anyhow::Result<()> {
+pub(crate) fn prepare_output(dir: &Path, owner: Owner) -> anyhow::Result<()> {
     if dir.exists() {
         if !dir.is_dir() {
             bail!("output {} exists and is not a directory", dir.display());
@@ -266,7 +266,7 @@ fn chown(p: &Path, owner: Owner) -> anyhow::Result<()> {
 }
 
 /// Hands every file of the trace to the user, readable by them only.
-fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
+pub(crate) fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
@@ -277,9 +277,9 @@ fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
 
 /// The agent's configuration: the user's JPMT file (minus `output`), then
 /// `--methods` rules, then the output directory.
-fn agent_config(args: &RunArgs, out: &Path) -> anyhow::Result<String> {
-    let mut conf = String::from("# written by jtrace run\n");
-    if let Some(path) = &args.config {
+pub(crate) fn agent_config(config: Option<&Path>, methods: &[String], out: &Path) -> anyhow::Result<String> {
+    let mut conf = String::from("# written by jtrace\n");
+    if let Some(path) = config {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
         for line in text.lines() {
             if line.split_whitespace().next() == Some("output") {
@@ -289,7 +289,7 @@ fn agent_config(args: &RunArgs, out: &Path) -> anyhow::Result<String> {
             conf.push('\n');
         }
     }
-    for m in &args.methods {
+    for m in methods {
         let m = m.trim();
         if m.is_empty() || m.chars().any(char::is_whitespace) {
             bail!("--methods pattern {m:?} is empty or contains white space");
@@ -301,7 +301,7 @@ fn agent_config(args: &RunArgs, out: &Path) -> anyhow::Result<String> {
 }
 
 /// The `output` directive of a config file, if any (used when -o is absent).
-fn config_output(path: &Path) -> Option<PathBuf> {
+pub(crate) fn config_output(path: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(path).ok()?;
     text.lines().find_map(|l| {
         let mut w = l.split_whitespace();
@@ -358,7 +358,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk, so bad
     // input leaves nothing behind.
-    let conf = agent_config(&args, &out)?;
+    let conf = agent_config(args.config.as_deref(), &args.methods, &out)?;
     prepare_output(&out, owner)?;
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
     std::fs::write(&conf_path, conf)?;
@@ -484,7 +484,7 @@ pub struct RecordArgs {
 }
 
 /// `10s`, `500ms`, `2m`, `1.5s`, `3` (seconds).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
@@ -577,14 +577,7 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         }
     };
     hand_over(&out, owner)?;
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = request_stop as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
+    install_stop_handlers();
     eprintln!(
         "jtrace: recording pid {}{}",
         args.pid,
@@ -594,8 +587,8 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         }
     );
     // A pidfd becomes readable when the process exits (zombie or not).
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, args.pid as libc::pid_t, 0) } as i32;
-    let deadline = args.duration.map(|d| std::time::Instant::now() + d);
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    let deadline = duration.map(|d| std::time::Instant::now() + d);
     let why = loop {
         if STOP_RECORDING.load(Ordering::SeqCst) {
             break "interrupted";
@@ -610,18 +603,7 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
                 revents: 0,
             };
             if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
-                break "process exited";
-            }
-        } else {
-            if unsafe { libc::kill(args.pid as libc::pid_t, 0) } != 0 {
-                break "process exited";
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    };
-    if pidfd >= 0 {
-        unsafe { libc::close(pidfd) };
-    }
+    let why = wait_for_stop(args.pid, args.duration);
     let stats = stop_kernel(recorder, &mut meta)?;
     meta.complete = true;
     meta.store(&out)?;
@@ -639,4 +621,34 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         out.display()
     );
     Ok(())
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP request a clean stop ([`wait_for_stop`]).
+pub(crate) fn install_stop_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = request_stop as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Waits until `duration` has passed, a stop signal arrived or process
+/// `pid` exited; returns which, for the closing message.
+pub(crate) fn wait_for_stop(pid: u32, duration: Option<std::time::Duration>) -> &'static str {
+                break "process exited";
+            }
+        } else {
+            if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
+                break "process exited";
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    if pidfd >= 0 {
+        unsafe { libc::close(pidfd) };
+    }
+    why
 }

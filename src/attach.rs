@@ -1,0 +1,603 @@
+//! `jtrace attach PID`: trace a HotSpot JVM that is already running.
+//!
+//! The agent is loaded through the HotSpot dynamic attach protocol (what
+//! `jcmd` and the Attach API speak; jattach's `jattach_hotspot.c` is the
+//! reference for the details):
+//!
+//! 1. If the JVM's attach listener is not running, create the trigger file
+//!    `.attach_pid<nspid>` in its working directory (or its /tmp) as the
+//!    JVM's user and send SIGQUIT; the JVM then opens the Unix socket
+//!    `/tmp/.java_pid<nspid>`. SIGQUIT is only sent to a process that
+//!    catches it (a JVM started with -Xrs would dump core) and whose
+//!    hsperfdata does not say attach is disabled (it would print a thread
+//!    dump instead).
+//! 2. Connect to the socket (as the JVM's user, since HotSpot checks the
+//!    peer's credentials) and send `1\0load\0<agent>\0true\0<options>\0`.
+//! 3. Read the reply: `0` when the command ran, then the return code of
+//!    Agent_OnAttach (`return code: N` from JDK 9 on, an error text on JDK 21+).
+//!
+//! The kernel recorder starts first, then the agent is loaded with
+//! `config=<file>`; after the duration (or Ctrl-C/SIGTERM) the same library
+//! is loaded again with `stop`, which makes the agent remove its probes and
+//! finish its stream, so the JVM runs on as before.
+
+use anyhow::{bail, Context};
+use jtrace_bpf::KernelRecorder;
+use jtrace_merge::Meta;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::run::{self, KernelArgs, Owner, EXIT_USAGE};
+
+/// Arguments of `jtrace attach`.
+#[derive(clap::Args)]
+pub struct AttachArgs {
+    /// Process id of the running HotSpot JVM.
+    pid: u32,
+    /// Stop after this long (`10s`, `500ms`, `2m`; a bare number is
+    /// seconds); default: until Ctrl-C or until the JVM exits.
+    #[arg(long, value_parser = run::parse_duration)]
+    duration: Option<Duration>,
+    /// Methods to trace, comma-separated globs over `class.method`
+    /// (`com.acme.*`, `Demo.*`, `*.run`); default: none.
+    #[arg(long, value_delimiter = ',')]
+    methods: Vec<String>,
+    /// JPMT-style configuration file (as for `jtrace run`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Trace directory to write.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Kernel recording options.
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// How long the JVM may take to open its attach socket after SIGQUIT.
+const LISTENER_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long the agent may take to start or stop (retransforming classes).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What we need to know about the target process.
+#[derive(Debug, Clone)]
+pub struct Jvm {
+    /// Host pid.
+    pub pid: u32,
+    /// Pid inside its own pid namespace (HotSpot names its files with it).
+    pub nspid: u32,
+    /// Effective user and group of the JVM.
+    pub uid: u32,
+    /// Effective group of the JVM.
+    pub gid: u32,
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim)
+}
+
+/// The second column of a `Uid:`/`Gid:` line (real, effective, saved, fs).
+fn effective_id(status: &str, key: &str) -> Option<u32> {
+    status_field(status, key)?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether the process catches SIGQUIT (HotSpot does unless -Xrs).
+fn catches_sigquit(status: &str) -> bool {
+    status_field(status, "SigCgt:")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// Checks that `pid` is a live HotSpot JVM this machine can attach to.
+pub fn inspect(pid: u32) -> anyhow::Result<Jvm> {
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("no process with pid {pid}"),
+        Err(e) => return Err(e).with_context(|| format!("cannot read /proc/{pid}/status")),
+    };
+    let name = status_field(&status, "Name:").unwrap_or("?").to_string();
+    if status_field(&status, "State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
+        bail!("process {pid} ({name}) has exited");
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    if !maps.lines().any(|l| l.ends_with("/libjvm.so")) {
+        if maps.is_empty() {
+            bail!("process {pid} ({name}) is not a JVM (it maps no libjvm.so; a kernel thread or an exiting process)");
+        }
+        bail!("process {pid} ({name}) is not a HotSpot JVM (it does not map libjvm.so)");
+    }
+    let mnt = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    if mnt("self") != mnt(&pid.to_string()) {
+        bail!(
+            "process {pid} runs in another mount namespace (a container); jtrace attach needs the JVM to see \
+             the agent and the trace directory at the same paths as jtrace"
+        );
+    }
+    let nspid = status_field(&status, "NSpid:")
+        .and_then(|v| v.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(pid);
+    let (Some(uid), Some(gid)) = (effective_id(&status, "Uid:"), effective_id(&status, "Gid:")) else {
+        bail!("cannot read the user of process {pid}");
+    };
+    let jvm = Jvm { pid, nspid, uid, gid };
+    if attach_disabled(&jvm) {
+        bail!(
+            "the JVM {pid} was started with -XX:+DisableAttachMechanism: it refuses dynamic attach; \
+             trace it from its start with `jtrace run` instead"
+        );
+    }
+    Ok(jvm)
+}
+
+/// Whether the JVM says attach is disabled: the first flag of
+/// `sun.rt.jvmCapabilities` in its hsperfdata (how the Attach API decides
+/// "attachable"), else -XX:+DisableAttachMechanism on its command line or in
+/// the environment variables the launcher reads.
+fn attach_disabled(jvm: &Jvm) -> bool {
+    if let Some(caps) = perf_capabilities(jvm) {
+        return caps.first() == Some(&b'0');
+    }
+    let flag = "-XX:+DisableAttachMechanism";
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", jvm.pid)).unwrap_or_default();
+    if cmdline.split(|&c| c == 0).any(|a| a == flag.as_bytes()) {
+        return true;
+    }
+    let environ = std::fs::read(format!("/proc/{}/environ", jvm.pid)).unwrap_or_default();
+    environ.split(|&c| c == 0).any(|v| {
+        let v = String::from_utf8_lossy(v);
+        ["JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS=", "_JAVA_OPTIONS="]
+            .iter()
+            .any(|k| v.strip_prefix(k).is_some_and(|o| o.split_whitespace().any(|w| w == flag)))
+    })
+}
+
+/// The value of `sun.rt.jvmCapabilities` (64 `0`/`1` flags) from the JVM's
+/// hsperfdata file, if it has one (-XX:-UsePerfData turns it off).
+fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
+    let tmp = PathBuf::from(format!("/proc/{}/root/tmp", jvm.pid));
+    let dir = std::fs::read_dir(&tmp).ok()?;
+    for d in dir.flatten() {
+        if !d.file_name().to_string_lossy().starts_with("hsperfdata_") {
+            continue;
+        }
+        let Ok(data) = std::fs::read(d.path().join(jvm.nspid.to_string())) else {
+            continue;
+        };
+        let key = b"sun.rt.jvmCapabilities\0";
+        let at = data.windows(key.len()).position(|w| w == key)? + key.len();
+        // The value follows the name after alignment padding.
+        let rest = &data[at..];
+        let start = rest.iter().position(|&b| b == b'0' || b == b'1')?;
+        let val: Vec<u8> = rest[start..]
+            .iter()
+            .take_while(|&&b| b == b'0' || b == b'1')
+            .copied()
+            .collect();
+        return (val.len() >= 8).then_some(val);
+    }
+    None
+}
+
+/// Runs `f` on a new thread whose effective user and group are the JVM's
+/// (only that thread's credentials change: raw syscalls, not glibc's
+/// process-wide wrappers), so files it creates belong to that user and the
+/// JVM accepts it as a peer.
+fn as_user<T: Send>(uid: u32, gid: u32, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: plain syscalls on the calling thread; -1 keeps a field.
+            unsafe {
+                if libc::syscall(libc::SYS_setresgid, -1 as libc::c_long, gid as libc::c_long, -1 as libc::c_long) != 0
+                    || libc::syscall(libc::SYS_setresuid, -1 as libc::c_long, uid as libc::c_long, -1 as libc::c_long)
+                        != 0
+                {
+                    bail!(
+                        "cannot take the identity of the JVM's user (uid {uid}, gid {gid}): {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the attach thread panicked")))
+    })
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+fn is_socket(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// Makes the JVM start its attach listener (trigger file + SIGQUIT); runs
+/// as the JVM's user.
+fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", jvm.pid)).unwrap_or_default();
+    if !catches_sigquit(&status) {
+        bail!(
+            "the JVM {} does not handle SIGQUIT (started with -Xrs?) and has no attach listener running; \
+             it cannot be attached to",
+            jvm.pid
+        );
+    }
+    let euid = unsafe { libc::geteuid() };
+    let candidates = [
+        PathBuf::from(format!("/proc/{}/cwd/.attach_pid{}", jvm.pid, jvm.nspid)),
+        PathBuf::from(format!("/proc/{}/root/tmp/.attach_pid{}", jvm.pid, jvm.nspid)),
+    ];
+    let mut trigger = None;
+    for c in &candidates {
+        if std::fs::File::create(c).is_ok() {
+            // Some file systems change the owner; HotSpot would not trust it.
+            if std::fs::metadata(c).is_ok_and(|m| m.uid() == euid) {
+                trigger = Some(c.clone());
+                break;
+            }
+            let _ = std::fs::remove_file(c);
+        }
+    }
+    let Some(trigger) = trigger else {
+        bail!(
+            "cannot create the attach trigger file .attach_pid{} in the JVM's working directory or /tmp",
+            jvm.nspid
+        );
+    };
+    // SAFETY: sending a signal the target is known to catch.
+    if unsafe { libc::kill(jvm.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = std::fs::remove_file(&trigger);
+        bail!("cannot signal the JVM {}: {e}", jvm.pid);
+    }
+    let t0 = Instant::now();
+    let result = loop {
+        if is_socket(sock) {
+            break Ok(());
+        }
+        if !alive(jvm.pid) {
+            break Err(anyhow::anyhow!("the JVM {} exited while starting its attach listener", jvm.pid));
+        }
+        if t0.elapsed() > LISTENER_TIMEOUT {
+            break Err(anyhow::anyhow!(
+                "the JVM {} did not open its attach socket within {} s (attach disabled, or the JVM is hung)",
+                jvm.pid,
+                LISTENER_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&trigger);
+    result
+}
+
+/// Sends one attach command and returns the JVM's whole reply.
+fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<String> {
+    let jvm = jvm.clone();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    as_user(jvm.uid, jvm.gid, move || {
+        let sock = PathBuf::from(format!("/proc/{}/root/tmp/.java_pid{}", jvm.pid, jvm.nspid));
+        if !is_socket(&sock) {
+            start_listener(&jvm, &sock)?;
+        }
+        let mut s = UnixStream::connect(&sock)
+            .with_context(|| format!("cannot connect to the JVM's attach socket {}", sock.display()))?;
+        let deadline = Instant::now() + timeout;
+        s.set_write_timeout(Some(timeout))?;
+        let mut msg = b"1\0".to_vec();
+        for a in &args {
+            if a.len() > 1024 {
+                bail!("attach argument too long ({} bytes; HotSpot takes at most 1024)", a.len());
+            }
+            msg.extend_from_slice(a.as_bytes());
+            msg.push(0);
+        }
+        s.write_all(&msg).context("sending the attach command")?;
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "the JVM {} did not answer the attach command within {} s",
+                    jvm.pid,
+                    timeout.as_secs()
+                );
+            }
+            s.set_read_timeout(Some(left))?;
+            match s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => reply.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    continue
+                }
+                Err(e) => return Err(e).context("reading the JVM's reply"),
+            }
+        }
+        Ok(String::from_utf8_lossy(&reply).into_owned())
+    })
+}
+
+/// Interprets the reply to `load`: Ok(return code of Agent_OnAttach), or
+/// the JVM's error.
+fn parse_load_reply(reply: &str) -> anyhow::Result<i32> {
+    let (first, rest) = reply.split_once('\n').unwrap_or((reply, ""));
+    let rest = rest.trim();
+    match first.trim().parse::<i32>() {
+        Ok(0) => {}
+        Ok(code) => bail!(
+            "the JVM refused to load the agent (attach error {code}){}",
+            if rest.is_empty() { String::new() } else { format!(": {rest}") }
+        ),
+        Err(_) => bail!("unexpected reply from the JVM's attach listener: {:?}", reply.trim()),
+    }
+    let first_rest = rest.lines().next().unwrap_or("").trim();
+    if let Some(n) = first_rest.strip_prefix("return code:") {
+        return n.trim().parse().with_context(|| format!("unexpected reply {reply:?}"));
+    }
+    if let Ok(n) = first_rest.parse::<i32>() {
+        return Ok(n);
+    }
+    if rest.is_empty() {
+        return Ok(0);
+    }
+    // JDK 21+: the command succeeded but loading failed; the rest says why.
+    bail!("the JVM could not load the agent: {rest}")
+}
+
+/// Loads the agent library into the JVM with `options`; returns the
+/// Agent_OnAttach result (0 = success).
+pub fn load_agent(jvm: &Jvm, agent: &Path, options: &str) -> anyhow::Result<i32> {
+    let agent = agent.to_string_lossy();
+    let reply = command(jvm, ["load", &agent, "true", options], REPLY_TIMEOUT)?;
+    parse_load_reply(&reply)
+}
+
+/// Checks, as the JVM's user, that it can write the trace directory.
+fn check_writable_by_jvm(jvm: &Jvm, dir: &Path) -> anyhow::Result<()> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    as_user(jvm.uid, jvm.gid, move || {
+        // SAFETY: `c` is a valid C string; AT_EACCESS checks the effective ids.
+        let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK | libc::X_OK, libc::AT_EACCESS) };
+        if rc != 0 {
+            bail!(
+                "the JVM runs as uid {} and cannot write the trace directory {} ({}); choose one it can reach with -o",
+                jvm.uid,
+                dir.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// What the agent has written so far: whether JVM_START and JVM_END are
+/// there, and its AGENT_ERROR messages.
+struct StreamState {
+    started: bool,
+    ended: bool,
+    errors: Vec<String>,
+}
+
+fn read_stream(path: &Path) -> StreamState {
+    let mut st = StreamState {
+        started: false,
+        ended: false,
+        errors: Vec::new(),
+    };
+    let Ok(data) = std::fs::read(path) else { return st };
+    let h = jtrace_format::FILE_HEADER_LEN;
+    if data.len() < h {
+        return st;
+    }
+    // A record being written may be cut at the end: stop at the first error.
+    for r in jtrace_format::Decoder::new(&data[h..], h) {
+        let Ok(r) = r else { break };
+        match r.payload {
+            jtrace_format::Payload::JvmStart(_) => st.started = true,
+            jtrace_format::Payload::JvmEnd(_) => st.ended = true,
+            jtrace_format::Payload::AgentError(m) => st.errors.push(m),
+            _ => {}
+        }
+    }
+    st
+}
+
+/// Runs `jtrace attach`.
+pub fn attach(args: AttachArgs) -> ExitCode {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "jtrace: `jtrace attach` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let lib_calls = match args.kernel.validate() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match attach_inner(args, lib_calls) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> anyhow::Result<()> {
+    let jvm = inspect(args.pid)?;
+    let owner = run::invoking_user()?;
+    let jvm_owner = Owner {
+        uid: jvm.uid,
+        gid: jvm.gid,
+    };
+    let agent = run::agent_path()?;
+    run::check_readable_by(&agent, jvm_owner)?;
+    jtrace_bpf::required_kernel_features()?;
+    let out = args
+        .output
+        .clone()
+        .or_else(|| args.config.as_deref().and_then(run::config_output))
+        .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
+    let out = std::path::absolute(&out)?;
+    // Build the agent's configuration before touching the disk.
+    let conf = run::agent_config(args.config.as_deref(), &args.methods, &out)?;
+    // While recording, the directory belongs to the JVM's user (the agent
+    // writes its stream there); it is handed to the invoking user at the end.
+    run::prepare_output(&out, jvm_owner)?;
+    if let Err(e) = check_writable_by_jvm(&jvm, &out) {
+        let _ = std::fs::remove_dir(&out);
+        return Err(e);
+    }
+    let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
+    std::fs::write(&conf_path, conf)?;
+    let command: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", jvm.pid))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut meta = Meta {
+        format: "jtrace".into(),
+        version: jtrace_format::FORMAT_VERSION,
+        complete: false,
+        jtrace_version: env!("CARGO_PKG_VERSION").into(),
+        start_realtime_ns: run::clock_ns(libc::CLOCK_REALTIME),
+        start_monotonic_ns: run::clock_ns(libc::CLOCK_MONOTONIC),
+        command,
+        kernel: run::kernel_release(),
+        pid: jvm.pid,
+        methods: args.methods.clone(),
+        ..Default::default()
+    };
+    meta.store(&out)?;
+    let mut kcfg = args.kernel.config(&out, lib_calls);
+    kcfg.pids = vec![jvm.pid];
+    let recorder = match KernelRecorder::start(kcfg) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e.context("cannot start kernel tracing"));
+        }
+    };
+    run::hand_over(&out, jvm_owner)?;
+    run::install_stop_handlers();
+
+    let stream = out.join(format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid));
+    let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
+    let state = read_stream(&stream);
+    let failure = match started {
+        Err(e) => Some(e.context(format!("cannot load the agent into the JVM {}", jvm.pid))),
+        Ok(0) if state.started => None,
+        Ok(rc) => Some(anyhow::anyhow!(
+            "the agent did not start in the JVM {} (Agent_OnAttach returned {rc}){}",
+            jvm.pid,
+            if state.errors.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", state.errors.join("; "))
+            }
+        )),
+    };
+    if let Some(e) = failure {
+        let _ = recorder.stop();
+        let _ = std::fs::remove_dir_all(&out);
+        return Err(e);
+    }
+    for m in &state.errors {
+        eprintln!("jtrace: note from the agent: {m}");
+    }
+    eprintln!(
+        "jtrace: attached to JVM {}; recording{}",
+        jvm.pid,
+        match args.duration {
+            Some(d) => format!(" for {d:?} (Ctrl-C stops earlier)"),
+            None => " until Ctrl-C or until it exits".into(),
+        }
+    );
+    let why = run::wait_for_stop(jvm.pid, args.duration);
+    let mut problem = None;
+    if alive(jvm.pid) {
+        match load_agent(&jvm, &agent, "stop") {
+            Ok(0) => {}
+            Ok(rc) => problem = Some(format!("the agent did not stop cleanly (code {rc})")),
+            Err(e) => problem = Some(format!("cannot stop the agent: {e:#}")),
+        }
+    }
+    let stats = run::stop_kernel(recorder, &mut meta)?;
+    let state = read_stream(&stream);
+    if problem.is_none() && !state.ended {
+        problem = Some("the agent's stream has no end record".into());
+    }
+    meta.complete = problem.is_none();
+    meta.store(&out)?;
+    run::hand_over(&out, owner)?;
+    if let Some(p) = &problem {
+        eprintln!("jtrace: {p}; the JVM side of the trace is a readable prefix");
+    }
+    let lost = stats.lost_total;
+    eprintln!(
+        "jtrace: {why}; detached; trace written to {} ({} kernel events{}); read it with `jtrace report {}`",
+        out.display(),
+        stats.records,
+        if lost > 0 {
+            format!(", {lost} LOST")
+        } else {
+            String::new()
+        },
+        out.display()
+    );
+    if problem.is_some() {
+        bail!("the trace is incomplete");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_replies() {
+        assert_eq!(parse_load_reply("0\nreturn code: 0\n").unwrap(), 0);
+        assert_eq!(parse_load_reply("0\nreturn code: -1\n").unwrap(), -1);
+        assert_eq!(parse_load_reply("0\n3\n").unwrap(), 3);
+        assert_eq!(parse_load_reply("0\n").unwrap(), 0);
+        let e = parse_load_reply("0\nAgent_OnAttach failed\n").unwrap_err();
+        assert!(format!("{e}").contains("Agent_OnAttach failed"));
+        let e = parse_load_reply("101\nno such command\n").unwrap_err();
+        assert!(format!("{e}").contains("101"));
+        assert!(parse_load_reply("").is_err());
+    }
+
+    #[test]
+    fn status_parsing() {
+        let s = "Name:\tjava\nUid:\t1000\t1001\t1000\t1001\nGid:\t50\t51\t50\t51\nSigCgt:\t0000000000000004\n";
+        assert_eq!(effective_id(s, "Uid:"), Some(1001));
+        assert_eq!(effective_id(s, "Gid:"), Some(51));
+        assert!(catches_sigquit(s));
+        assert!(!catches_sigquit("SigCgt:\t0000000000000002\n"));
+    }
+
+    #[test]
+    fn dead_and_foreign_pids_are_refused() {
+        // pid_max is at most 2^22: this pid cannot exist.
+        let e = inspect(4_999_999).unwrap_err();
+        assert_eq!(format!("{e}"), "no process with pid 4999999");
+        let e = inspect(std::process::id()).unwrap_err();
+        assert!(format!("{e}").contains("is not a HotSpot JVM"), "{e}");
+    }
+}
