@@ -454,7 +454,9 @@ fn create_stream(dir: &str) -> Result<std::fs::File, String> {
             .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     }
     let path = dir.join(format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, std::process::id()));
+    // Read-write: the recorder maps it.
     std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)

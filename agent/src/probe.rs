@@ -20,7 +20,7 @@
 //! Ids are per (class, name, descriptor): a class retransformed again (or the
 //! same class in two loaders) reuses its ids.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_uchar, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -32,7 +32,7 @@ use jtrace_format::{MethodEvent, Payload, Record};
 
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
-use crate::recorder::{lock, Recorder, SharedBuf, FLUSH_AT};
+use crate::recorder::{lock, Recorder, SharedBuf};
 use crate::sys::*;
 use crate::{active, guard, now_ns, register, tid, with_state, ThreadState};
 
@@ -99,8 +99,6 @@ static REGISTERED: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 thread_local! {
     /// The calling thread's `Probe` (global reference) and JNIEnv, once registered.
     static MINE: Cell<(jobject, *mut JNIEnv)> = const { Cell::new((std::ptr::null_mut(), std::ptr::null_mut())) };
-    /// Copy of a Java buffer being drained.
-    static SCRATCH: RefCell<Vec<jlong>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether method tracing uses bytecode rewriting under `cfg`.
@@ -422,8 +420,9 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
 }
 
 /// Reads and empties the Java buffer of `probe` (any thread's), calling
-/// `f` with its (timestamp, tag) longs. Uses only JNI field and array
-/// access; a pending exception is set aside meanwhile.
+/// `f` with its (timestamp, tag) longs in place: the array is pinned with
+/// GetPrimitiveArrayCritical (no copy), so `f` must not call JNI or block.
+/// A pending exception is set aside meanwhile.
 unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(&[jlong])) {
     let (buf_field, pos_field) = (BUF_FIELD.load(Ordering::SeqCst), POS_FIELD.load(Ordering::SeqCst));
     if jni.is_null() || probe.is_null() || buf_field.is_null() {
@@ -441,21 +440,19 @@ unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(&[jlong])
     } else {
         std::ptr::null_mut()
     };
-    let _ = SCRATCH.try_with(|s| {
-        let Ok(mut data) = s.try_borrow_mut() else { return };
-        data.resize(n, 0);
-        let arr = jni!(jni, GetObjectField, probe, buf_field).unwrap_or(std::ptr::null_mut());
-        if arr.is_null() {
-            return;
+    let arr = jni!(jni, GetObjectField, probe, buf_field).unwrap_or(std::ptr::null_mut());
+    if !arr.is_null() {
+        let len = jni!(jni, GetArrayLength, arr).unwrap_or(0).max(0) as usize;
+        let data = jni!(jni, GetPrimitiveArrayCritical, arr, std::ptr::null_mut()).unwrap_or(std::ptr::null_mut());
+        if !data.is_null() {
+            f(std::slice::from_raw_parts(data as *const jlong, n.min(len)));
+            // JNI_ABORT: nothing to copy back (the array was not changed).
+            jni!(jni, ReleasePrimitiveArrayCritical, arr, data, 2);
+            jni!(jni, SetIntField, probe, pos_field, 0);
         }
-        jni!(jni, GetLongArrayRegion, arr, 0, n as jsize, data.as_mut_ptr());
         jvm::delete_local(jni, arr);
-        if clear_exception(jni) {
-            return;
-        }
-        jni!(jni, SetIntField, probe, pos_field, 0);
-        f(&data);
-    });
+        clear_exception(jni);
+    }
     if !pending.is_null() {
         jni!(jni, Throw, pending);
         jvm::delete_local(jni, pending);
@@ -472,18 +469,20 @@ pub(crate) fn drain(rec: &Recorder, st: &mut ThreadState) {
     if probe.is_null() {
         return;
     }
+    let buf = if st.traced { st.buf.clone() } else { None };
+    let traced = st.traced;
+    let stack = &mut st.stack;
     // SAFETY: `probe` is a live global reference and `jni` this thread's JNIEnv.
     unsafe {
-        take_buffer(jni, probe, |data| {
-            if !st.traced {
-                return;
-            }
-            match st.buf.clone() {
-                Some(buf) => push_block(rec, &buf, tid(), data, Some(&mut st.stack)),
-                None => rec.count_lost((data.len() / 2) as u64),
-            }
+        take_buffer(jni, probe, |data| match &buf {
+            Some(b) => encode_block(rec, b, tid(), data, Some(stack)),
+            None if traced => rec.count_lost((data.len() / 2) as u64),
+            None => {}
         })
     };
+    if let Some(b) = &buf {
+        rec.flush_if_full(b);
+    }
 }
 
 /// At ThreadEnd, on the ending thread, before its THREAD_END is recorded:
@@ -520,7 +519,8 @@ pub(crate) unsafe fn vm_death(jni: *mut JNIEnv) {
                 continue;
             }
             if let Some(b) = &buf {
-                take_buffer(jni, probe as jobject, |data| push_block(rec, b, t, data, None));
+                take_buffer(jni, probe as jobject, |data| encode_block(rec, b, t, data, None));
+                rec.flush_if_full(b);
             }
         }
     }
@@ -584,6 +584,7 @@ const EVENT_LEN: usize = 32;
 
 /// Encodes a METHOD_ENTRY/METHOD_EXIT record (same bytes as
 /// `jtrace_format::Encoder::record`, without the generic path).
+#[inline(always)]
 fn encode_event(out: &mut Vec<u8>, entry: bool, tid: u32, ts: u64, method: u64, flags: u32) {
     let kind = if entry { kind::METHOD_ENTRY } else { kind::METHOD_EXIT };
     let mut r = [0u8; EVENT_LEN];
@@ -596,12 +597,9 @@ fn encode_event(out: &mut Vec<u8>, entry: bool, tid: u32, ts: u64, method: u64, 
     out.extend_from_slice(&r);
 }
 
-thread_local! {
-    /// Encoding buffer of [`push_block`].
-    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Appends a block of (timestamp, tag) pairs as METHOD_ENTRY/EXIT records.
+/// Encodes a block of (timestamp, tag) pairs as METHOD_ENTRY/EXIT records
+/// straight into the thread's stream buffer (no intermediate copy; runs
+/// inside the JNI critical region, so it does not write the buffer out).
 ///
 /// With the thread's stack of open methods (`stack`), exits are matched
 /// against it: an exit whose method is open below the innermost one closes
@@ -609,48 +607,43 @@ thread_local! {
 /// super()/this() call threw has no exit probe of its own), and an exit of a
 /// method that is not open at all is dropped. So every thread's entries and
 /// exits stay strictly nested.
-fn push_block(rec: &Recorder, buf: &SharedBuf, tid: u32, data: &[jlong], mut stack: Option<&mut Vec<usize>>) {
-    let mut local = Vec::new();
-    let _ = ENCODED.try_with(|e| {
-        let mut guard = e.try_borrow_mut();
-        let out = match guard.as_deref_mut() {
-            Ok(v) => v,
-            Err(_) => &mut local,
-        };
-        out.clear();
-        out.reserve(data.len() / 2 * EVENT_LEN + 256);
-        for pair in data.chunks_exact(2) {
-            let (ts, tag) = (pair[0] as u64, pair[1] as u64);
-            let (id, kind) = (tag & 0xFFFF_FFFF, tag >> 32);
-            if kind == 0 {
-                if let Some(s) = stack.as_deref_mut() {
-                    s.push(id as usize);
-                }
-                encode_event(out, true, tid, ts, id, 0);
-                continue;
-            }
+fn encode_block(rec: &Recorder, buf: &SharedBuf, tid: u32, data: &[jlong], stack: Option<&mut Vec<usize>>) {
+    rec.encode_with(buf, |out| encode_pairs(out, tid, data, stack));
+}
+
+/// The body of [`encode_block`]; returns the number of records encoded.
+fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&mut Vec<usize>>) -> u64 {
+    let start = out.len();
+    out.reserve(data.len() / 2 * EVENT_LEN + 256);
+    for pair in data.chunks_exact(2) {
+        let (ts, tag) = (pair[0] as u64, pair[1] as u64);
+        let (id, kind) = (tag & 0xFFFF_FFFF, tag >> 32);
+        if kind == 0 {
             if let Some(s) = stack.as_deref_mut() {
-                if s.last() != Some(&(id as usize)) {
-                    if !s.contains(&(id as usize)) {
-                        continue;
-                    }
-                    while let Some(&top) = s.last() {
-                        if top == id as usize {
-                            break;
-                        }
-                        s.pop();
-                        encode_event(out, false, tid, ts, top as u64, EXIT_BY_EXCEPTION);
-                    }
-                }
-                s.pop();
+                s.push(id as usize);
             }
-            let flags = if kind == 2 { EXIT_BY_EXCEPTION } else { 0 };
-            encode_event(out, false, tid, ts, id, flags);
+            encode_event(out, true, tid, ts, id, 0);
+            continue;
         }
-        for chunk in out.chunks(FLUSH_AT / EVENT_LEN * EVENT_LEN) {
-            rec.push_encoded(buf, chunk, (chunk.len() / EVENT_LEN) as u64);
+        if let Some(s) = stack.as_deref_mut() {
+            if s.last() != Some(&(id as usize)) {
+                if !s.contains(&(id as usize)) {
+                    continue;
+                }
+                while let Some(&top) = s.last() {
+                    if top == id as usize {
+                        break;
+                    }
+                    s.pop();
+                    encode_event(out, false, tid, ts, top as u64, EXIT_BY_EXCEPTION);
+                }
+            }
+            s.pop();
         }
-    });
+        let flags = if kind == 2 { EXIT_BY_EXCEPTION } else { 0 };
+        encode_event(out, false, tid, ts, id, flags);
+    }
+    ((out.len() - start) / EVENT_LEN) as u64
 }
 
 #[cfg(test)]

@@ -134,9 +134,14 @@ pub struct FileHeader {
     pub magic: [u8; 8],
     /// [`FORMAT_VERSION`] of the writer.
     pub version: u32,
-    /// Reserved, zero.
+    /// [`STREAM_COMPLETE`] once the writer finished the stream; other bits zero.
     pub flags: u32,
 }
+
+/// Flag in [`FileHeader::flags`]: the writer closed the stream normally (a
+/// JVM stream without it was cut off, e.g. by kill -9: it is read up to the
+/// first zero-filled record and reported as incomplete).
+pub const STREAM_COMPLETE: u32 = 1;
 
 impl FileHeader {
     /// A header for a stream with the given magic, at the current version.

@@ -471,11 +471,15 @@ impl Trace {
             interned.insert(m.clone(), i as MethodIdx);
         }
         let mut jvm_pid = None;
+        // A stream the agent did not close (JVM killed) ends in zero fill,
+        // where the decoder stops: say so, the rest is a valid prefix.
+        let mut finished = FileHeader::parse(data).is_some_and(|h| h.flags & fmt::STREAM_COMPLETE != 0);
         for rec in Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN) {
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {
                     self.losses.truncated.push(format!("{}: {e}", path.display()));
+                    finished = true;
                     break;
                 }
             };
@@ -531,7 +535,10 @@ impl Trace {
                         )),
                     }
                 }
-                Payload::JvmEnd(p) => self.losses.jvm += p.lost_events,
+                Payload::JvmEnd(p) => {
+                    self.losses.jvm += p.lost_events;
+                    finished = true;
+                }
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
                 Payload::Jvm(k, b) => {
                     let block = match k {
@@ -562,6 +569,13 @@ impl Trace {
                 }
                 _ => {}
             }
+        }
+        if !finished {
+            self.losses.truncated.push(format!(
+                "{}: the JVM stream was not finished (no JVM_END: the JVM was killed or crashed); \
+                 read up to its last written record",
+                path.display()
+            ));
         }
         if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
             self.jvm_pids.push(pid);
