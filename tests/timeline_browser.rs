@@ -694,6 +694,30 @@ fn timeline_of_the_demo_in_chromium() {
         json!({}),
     );
     b.next_frame();
+    // Inside the band, the threads the GC stopped show gc there, named
+    // after the window.
+    let cx = (wide["x0"].as_f64().unwrap() + wide["x1"].as_f64().unwrap()) / 2.0;
+    let mut stopped = 0;
+    for l in b.eval("jtrace.lanes()").as_array().unwrap().clone() {
+        let y = l["y"].as_f64().unwrap() + 7.0;
+        if !(30.0..canvas_h - 2.0).contains(&y) {
+            continue;
+        }
+        b.mouse("mouseMoved", cx, wide["top"].as_f64().unwrap() + y, json!({}));
+        b.next_frame();
+        let tip = b.eval("jtrace.tooltip()");
+        let tip = tip.as_str().unwrap();
+        if tip.starts_with("off CPU: gc") {
+            assert!(
+                tip.contains("stopped by GC #"),
+                "gc interval not tied to its window: {tip}"
+            );
+            stopped += 1;
+        }
+    }
+    assert!(stopped >= 2, "only {stopped} lanes show gc inside the GC band");
+    b.mouse("mouseMoved", cx, wide["top"].as_f64().unwrap() + 21.0, json!({}));
+    b.next_frame();
     b.screenshot("timeline-gc.png");
     let errors = b.errors();
     assert!(errors.is_empty(), "console errors: {errors:#?}");

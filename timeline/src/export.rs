@@ -249,6 +249,7 @@ pub fn jvm_windows(trace: &Trace) -> Vec<JvmWindow> {
 /// (DESIGN.md) is that the blocked part comes first and the `runqueue` part
 /// (wakeup to switch-in) last, so the non-runqueue causes are laid out from
 /// the start in column order, and `runqueue` at the end. Durations are exact.
+/// See [`cause_segments_in`] to place GC/safepoint parts at their windows.
 pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
     let mut v = Vec::new();
     let mut t = o.start;
@@ -261,6 +262,65 @@ pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
         v.push((t, t + rq, Cause::Runqueue));
     }
     v
+}
+
+/// [`cause_segments`], with the part of a window cause (GC, safepoint) put
+/// where the windows of the thread's JVM (`pid`) overlap the blocked part:
+/// the merge counts exactly those overlaps as the window's cause, so the
+/// slices line up with the windows. The other blocked causes fill the rest
+/// of the blocked part around them in column order (cut where a window
+/// interrupts them); `runqueue` stays last. Durations are exact; segments
+/// are in time order. Falls back to [`cause_segments`] when the windows do
+/// not account for the part.
+pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u64, u64, Cause)> {
+    let blocked: Vec<(Cause, u64)> = o.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
+    let b_end = o.start + blocked.iter().map(|(_, ns)| ns).sum::<u64>();
+    for &(wc, v) in &blocked {
+        // Slots of the window cause: the overlaps, in time order, up to v.
+        let mut slots = Vec::new();
+        let mut left = v;
+        for w in windows
+            .iter()
+            .take_while(|w| w.start < b_end)
+            .filter(|w| w.cause == wc && w.pid == pid && w.end > o.start)
+        {
+            let (a, b) = (w.start.max(o.start), w.end.min(b_end));
+            if b > a && left > 0 {
+                let n = (b - a).min(left);
+                slots.push((a, a + n));
+                left -= n;
+            }
+        }
+        if slots.is_empty() || left > 0 {
+            continue;
+        }
+        let mut out: Vec<(u64, u64, Cause)> = slots.iter().map(|&(a, b)| (a, b, wc)).collect();
+        let (mut t, mut si) = (o.start, 0);
+        for &(c, ns) in blocked.iter().filter(|(c, _)| *c != wc) {
+            let mut n = ns;
+            while n > 0 {
+                while si < slots.len() && t >= slots[si].0 {
+                    t = t.max(slots[si].1);
+                    si += 1;
+                }
+                let lim = slots.get(si).map_or(b_end, |s| s.0);
+                let p = n.min(lim.saturating_sub(t));
+                if p == 0 {
+                    break;
+                }
+                out.push((t, t + p, c));
+                t += p;
+                n -= p;
+            }
+        }
+        let rq = o.split.off.get(Cause::Runqueue);
+        if rq > 0 {
+            out.push((b_end, b_end + rq, Cause::Runqueue));
+        }
+        out.sort_by_key(|s| s.0);
+        return out;
+    }
+    cause_segments(o)
 }
 
 /// Order in which views list threads: application threads, then JVM threads,
@@ -459,7 +519,7 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 }
                 args["wake_ts_us"] = json!(rel(w.ts).parse::<f64>().unwrap_or(0.0));
             }
-            for (s, e, c) in cause_segments(o) {
+            for (s, e, c) in cause_segments_in(o, &windows, pid) {
                 emit(
                     &mut out,
                     format!(

@@ -44,7 +44,7 @@ fn chrome_export_is_trace_event_json() {
         }
         if ph == "X" {
             ns(&e["dur"]);
-            assert!(e["cat"] == "method" || e["cat"] == "sched", "{e}");
+            assert!(e["cat"] == "method" || e["cat"] == "sched" || e["cat"] == "jvm", "{e}");
         }
     }
     // Names of every thread and of the process.

@@ -47,6 +47,24 @@
   const shortClass = (c) => c.slice(c.lastIndexOf('.') + 1);
 
   // ---- data preparation: typed arrays, rows by depth, cause segments -------
+  // JVM-wide stops (GC, safepoints), by start; drawn across all lanes.
+  const WIN = D.windows || [];
+  const ws = Float64Array.from(WIN, (w) => w.s), we = Float64Array.from(WIN, (w) => w.e);
+  // Ends are not sorted when windows overlap; the running maximum is, and
+  // it is what the binary search for the first visible window needs.
+  const weMax = new Float64Array(WIN.length);
+  for (let i = 0, m = -Infinity; i < WIN.length; i++) { m = Math.max(m, we[i]); weMax[i] = m; }
+  const WINC = new Set(WIN.map((w) => w.c));
+  // First window that may end after t (by the running maximum of ends).
+  function firstWindow(t) {
+    let lo = 0, hi = WIN.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (weMax[mid] > t) hi = mid; else lo = mid + 1; }
+    return lo;
+  }
+  function windowOverlapping(c, pid, s, e) {
+    for (let i = firstWindow(s); i < WIN.length && ws[i] < e; i++) if (WIN[i].c === c && WIN[i].pid === pid && we[i] > s) return i;
+    return -1;
+  }
   const byTid = new Map();
   let nEvents = 0;
   for (const th of D.threads) {
@@ -68,16 +86,33 @@
     const fill = new Int32Array(maxZ + 1);
     for (let i = 0; i < n; i++) { const z = sp.z[i]; th.rows[z][fill[z]++] = i; }
     // Off-CPU intervals become segments by cause: blocked causes first,
-    // runqueue (wakeup to switch-in) last, as the merge attributes them.
+    // runqueue (wakeup to switch-in) last, as the merge attributes them;
+    // a GC/safepoint part sits where the JVM's windows overlap the blocked
+    // part (the merge counts exactly that overlap), the other blocked causes
+    // around it (see layoutWindowed).
     const of = th.offs, m = of.s.length;
     let nseg = 0;
-    for (let j = 0; j < m; j++) nseg += of.k[j] ? of.k[j].length / 2 : 0;
+    const windowed = new Map();
+    for (let j = 0; j < m; j++) {
+      const k = of.k[j];
+      if (!k) continue;
+      const segs = WINC.size ? layoutWindowed(th.pid, of.s[j], k) : null;
+      if (segs) windowed.set(j, segs);
+      nseg += segs ? segs.length / 3 : k.length / 2;
+    }
     th.gs = new Float64Array(nseg); th.ge = new Float64Array(nseg);
     th.gc = new Uint8Array(nseg); th.gi = new Int32Array(nseg);
     let g = 0;
     for (let j = 0; j < m; j++) {
       const k = of.k[j];
       if (!k) continue;
+      {
+        const segs = windowed.get(j);
+        if (segs) {
+          for (let q = 0; q < segs.length; q += 3) { th.gs[g] = segs[q]; th.ge[g] = segs[q + 1]; th.gc[g] = segs[q + 2]; th.gi[g] = j; g++; }
+          continue;
+        }
+      }
       let t = of.s[j];
       for (let pass = 0; pass < 2; pass++) {
         for (let q = 0; q < k.length; q += 2) {
@@ -90,13 +125,46 @@
     th.depth = maxZ + 1;
     nEvents += n + m;
   }
-  // JVM-wide stops (GC, safepoints), by start; drawn across all lanes.
-  const WIN = D.windows || [];
-  const ws = Float64Array.from(WIN, (w) => w.s), we = Float64Array.from(WIN, (w) => w.e);
-  // Ends are not sorted when windows overlap; the running maximum is, and
-  // it is what the binary search for the first visible window needs.
-  const weMax = new Float64Array(WIN.length);
-  for (let i = 0, m = -Infinity; i < WIN.length; i++) { m = Math.max(m, we[i]); weMax[i] = m; }
+  // Segments [start, end, cause, ...] of an interval from s with the sparse
+  // split k whose GC/safepoint part lies in windows of its JVM, or null.
+  // Same rule as cause_segments_in in export.rs: the window cause takes the
+  // overlaps with its windows, the other blocked causes fill the rest.
+  function layoutWindowed(pid, s, k) {
+    let sumB = 0, rq = 0;
+    for (let q = 0; q < k.length; q += 2) if (k[q] === RQ) rq = k[q + 1]; else sumB += k[q + 1];
+    const bEnd = s + sumB;
+    for (let wq = 0; wq < k.length; wq += 2) {
+      const c = k[wq];
+      if (c === RQ || !WINC.has(c)) continue;
+      const slots = [];
+      let left = k[wq + 1];
+      for (let i = firstWindow(s); i < WIN.length && ws[i] < bEnd; i++) {
+        if (WIN[i].c !== c || WIN[i].pid !== pid || we[i] <= s) continue;
+        const a = Math.max(ws[i], s), b = Math.min(we[i], bEnd);
+        if (b > a && left > 0) { const n = Math.min(b - a, left); slots.push(a, a + n); left -= n; }
+      }
+      if (!slots.length || left > 0) continue;
+      const out = [];
+      for (let q = 0; q < slots.length; q += 2) out.push(slots[q], slots[q + 1], c);
+      let t = s, si = 0;
+      for (let q = 0; q < k.length; q += 2) {
+        if (q === wq || k[q] === RQ) continue;
+        let n = k[q + 1];
+        while (n > 0) {
+          while (si < slots.length && t >= slots[si]) { t = Math.max(t, slots[si + 1]); si += 2; }
+          const p = Math.min(n, (si < slots.length ? slots[si] : bEnd) - t);
+          if (p <= 0) break;
+          out.push(t, t + p, k[q]); t += p; n -= p;
+        }
+      }
+      if (rq) out.push(bEnd, bEnd + rq, RQ);
+      const idx = [];
+      for (let q = 0; q < out.length; q += 3) idx.push(q);
+      idx.sort((x, y) => out[x] - out[y]);
+      return idx.flatMap((q) => [out[q], out[q + 1], out[q + 2]]);
+    }
+    return null;
+  }
   const T_PREP = performance.now();
 
   // Method colours: a stable hue per method.
@@ -352,12 +420,6 @@
     writeState();
   }
 
-  // First window that may end after t (by the running maximum of ends).
-  function firstWindow(t) {
-    let lo = 0, hi = WIN.length;
-    while (lo < hi) { const mid = (lo + hi) >> 1; if (weMax[mid] > t) hi = mid; else lo = mid + 1; }
-    return lo;
-  }
   // GC/safepoint windows: translucent bands over every lane, at least 2 px
   // wide so a short pause stays visible when zoomed out; at most one band
   // starts per pixel.
@@ -519,6 +581,17 @@
     return `<div class="evi">longest off CPU: ${fmtDur(of.e[b] - of.s[b])}${c >= 0 ? ' ' + esc(CAUSES[c]) : ''}` +
       `${ev ? ' — ' + esc(ev) : ''}${of.w[b] >= 0 ? ', woken by ' + esc(tname(of.w[b])) : ''}</div>`;
   }
+  // The JVM windows that took part of an off-CPU interval.
+  function stoppedBy(th, of, j) {
+    const k = of.k[j];
+    let h = '';
+    if (k) for (let q = 0; q < k.length; q += 2) {
+      if (k[q] === RQ || !WINC.has(k[q])) continue;
+      const wi = windowOverlapping(k[q], th.pid, of.s[j], of.e[j]);
+      if (wi >= 0) h += `<div class="evi">stopped by ${esc(WIN[wi].kind)} #${WIN[wi].n} (${fmtDur(we[wi] - ws[wi])}) for ${fmtDur(k[q + 1])}</div>`;
+    }
+    return h;
+  }
   // What the waker was doing at the wakeup: its innermost traced method.
   function wakerMethod(tid, t) {
     const wth = byTid.get(tid);
@@ -548,7 +621,7 @@
       const ev = D.strings[of.x[j]];
       let h = `<b>off CPU: ${esc(CAUSES[it.cause])}</b> — ${how}<br>thread ${who}` +
         (e >= 0 ? `<br>in <b>${esc(mname(th.spans.m[e]))}</b>` : '<br>outside traced methods') +
-        (ev ? `<div class="evi">${esc(ev)}</div>` : '') +
+        (ev ? `<div class="evi">${esc(ev)}</div>` : '') + stoppedBy(th, of, j) +
         `<div class="kv"><div>switch-out</div><div>+${fmtDur(of.s[j])}</div><div>off CPU</div><div>${fmtDur(of.e[j] - of.s[j])}</div>${causeRows(of.k[j])}`;
       if (of.w[j] >= 0) {
         const wm = wakerMethod(of.w[j], of.wt[j]);

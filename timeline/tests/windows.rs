@@ -1,0 +1,241 @@
+//! GC/safepoint windows and off-CPU evidence in the views, on a hand-made
+//! trace with JVM events: a monitor block released by another thread, a GC
+//! window over part of a block, and a safepoint that never ends.
+
+mod fixture;
+
+use fixture::*;
+use jtrace_format::kind;
+use jtrace_merge::{Cause, Trace};
+use jtrace_timeline::export::{self, cause_segments_in, collect, jvm_windows, STATE_TID_OFFSET, STOPS_TID};
+use serde_json::Value;
+
+const HOLDER: u32 = 104;
+
+/// * main (101): `A.run` [2000, 40000); enters a contended monitor of
+///   java.lang.Object at 3000, switched out at 4000, woken by the holder at
+///   9000, back at 9500, entered at 9600. Switched out again at 12000
+///   (futex-like, no evidence) until 20000, woken by holder at 19000; a GC
+///   window [14000, 17000) lies inside that block.
+/// * holder (104): runs, `B.work` [8000, 9200).
+/// * a safepoint begins at 30000 and never ends.
+fn trace() -> Trace {
+    let dir = tempdir("windows").join("t.jtrace");
+    let mut b = Builder::default();
+    b.jvm_start(1000);
+    b.method(1, "A", "run", "()V");
+    b.method(2, "B", "work", "(I)J");
+    b.java_thread(MAIN, 1000, "main", "main");
+    b.java_thread(HOLDER, 1000, "holder", "main");
+    b.switch_in(MAIN, 1000);
+    b.enter(MAIN, 2000, 1);
+    b.jvm_event(MAIN, 3000, kind::MONITOR_CONTENDED_ENTER, "java.lang.Object");
+    b.switch_out(MAIN, 4000, false);
+    b.wakeup(MAIN, 9000, HOLDER);
+    b.switch_in(MAIN, 9500);
+    b.jvm_event(MAIN, 9600, kind::MONITOR_CONTENDED_ENTERED, "java.lang.Object");
+    b.switch_out(MAIN, 12000, false);
+    b.jvm_event(0, 14000, kind::GC_START, "");
+    b.jvm_event(0, 17000, kind::GC_END, "");
+    b.wakeup(MAIN, 19000, HOLDER);
+    b.switch_in(MAIN, 20000);
+    b.jvm_event(0, 30000, kind::SAFEPOINT_BEGIN, "");
+    b.exit(MAIN, 40000, 1);
+    b.switch_in(HOLDER, 1000);
+    b.enter(HOLDER, 8000, 2);
+    b.exit(HOLDER, 9200, 2);
+    b.switch_out(HOLDER, 41000, false);
+    b.write(&dir, 1000, 41000);
+    Trace::open(&dir).unwrap()
+}
+
+#[test]
+fn windows_are_paired_per_cause() {
+    let t = trace();
+    let w = jvm_windows(&t);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(
+        (w[0].cause, w[0].seq, w[0].start, w[0].end, w[0].open),
+        (Cause::Gc, 1, 14000, 17000, false)
+    );
+    assert_eq!(w[0].pid, PID);
+    // The safepoint never ended: it runs to the JVM's last event.
+    assert_eq!((w[1].cause, w[1].start, w[1].open), (Cause::Safepoint, 30000, true));
+    assert!(w[1].end >= 40000, "{:?}", w[1]);
+}
+
+#[test]
+fn window_part_of_a_block_is_placed_on_its_window() {
+    let t = trace();
+    let wins = jvm_windows(&t);
+    let threads = collect(&t);
+    let main = threads.iter().find(|th| th.info.tid == MAIN).unwrap();
+    let block = main.offs.iter().find(|o| o.start == 12000).expect("the block at 12000");
+    assert_eq!(block.split.off.get(Cause::Gc), 3000, "{:?}", block.split.off);
+    let segs = cause_segments_in(block, &wins, PID);
+    // Exact, contiguous, in time order, covering the interval.
+    assert_eq!(segs.first().unwrap().0, block.start);
+    assert_eq!(segs.last().unwrap().1, block.end);
+    assert!(segs.windows(2).all(|p| p[0].1 == p[1].0), "{segs:?}");
+    for c in Cause::ALL {
+        let sum: u64 = segs.iter().filter(|s| s.2 == c).map(|s| s.1 - s.0).sum();
+        assert_eq!(sum, block.split.off.get(c), "{c:?}");
+    }
+    // The GC part is the window itself, the rest around it.
+    assert!(segs.contains(&(14000, 17000, Cause::Gc)), "{segs:?}");
+    assert!(
+        segs.iter().any(|s| s.1 == 14000) && segs.iter().any(|s| s.0 == 17000 && s.2 != Cause::Runqueue),
+        "{segs:?}"
+    );
+    // Another JVM's window does not move it.
+    let plain = cause_segments_in(block, &wins, PID + 1);
+    assert_eq!(plain, export::cause_segments(block));
+}
+
+fn chrome(t: &Trace) -> Vec<Value> {
+    let mut buf = Vec::new();
+    export::write_chrome(t, &mut buf).unwrap();
+    let doc: Value = serde_json::from_slice(&buf).expect("valid JSON");
+    doc["traceEvents"].as_array().unwrap().clone()
+}
+
+#[test]
+fn chrome_has_a_stops_track_and_evidence() {
+    let t = trace();
+    let evs = chrome(&t);
+    let stops: Vec<&Value> = evs.iter().filter(|e| e["tid"] == STOPS_TID && e["ph"] == "X").collect();
+    assert_eq!(stops.len(), 2, "{stops:?}");
+    assert_eq!(stops[0]["name"], "GC #1");
+    assert_eq!(stops[0]["cat"], "jvm");
+    assert_eq!(
+        (stops[0]["ts"].as_f64().unwrap(), stops[0]["dur"].as_f64().unwrap()),
+        (13.0, 3.0)
+    );
+    assert_eq!(stops[1]["name"], "safepoint #1");
+    assert_eq!(stops[1]["args"]["open"], true);
+    assert!(evs
+        .iter()
+        .any(|e| e["ph"] == "M" && e["tid"] == STOPS_TID && e["args"]["name"] == "JVM stops (GC, safepoints)"));
+    // main's gc slice is the window (µs since the trace start at 1000 ns).
+    let stid = MAIN + STATE_TID_OFFSET;
+    let gc: Vec<&Value> = evs.iter().filter(|e| e["tid"] == stid && e["name"] == "gc").collect();
+    assert_eq!(gc.len(), 1, "{gc:?}");
+    assert_eq!(
+        (gc[0]["ts"].as_f64().unwrap(), gc[0]["dur"].as_f64().unwrap()),
+        (13.0, 3.0)
+    );
+    // Nothing explained the block at its switch-out (the GC began later):
+    // the slice's name says gc, and no evidence is made up.
+    assert!(gc[0]["args"].get("evidence").is_none(), "{}", gc[0]);
+    // The monitor block carries the monitor's class.
+    let mon = evs
+        .iter()
+        .find(|e| e["tid"] == stid && e["name"] == "monitor")
+        .expect("monitor slice");
+    assert_eq!(
+        mon["args"]["evidence"],
+        "entering contended monitor of java.lang.Object"
+    );
+    assert_eq!(mon["args"]["waker"], "holder");
+}
+
+#[test]
+fn page_carries_windows_and_interned_evidence() {
+    let t = trace();
+    let mut buf = Vec::new();
+    jtrace_timeline::write_html(&t, &Default::default(), &mut buf).unwrap();
+    let html = String::from_utf8(buf).unwrap();
+    let open = "<script type=\"application/json\" id=\"data\">";
+    let start = html.find(open).unwrap() + open.len();
+    let d: Value = serde_json::from_str(&html[start..start + html[start..].find("</script>").unwrap()]).unwrap();
+    let w = d["windows"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(w[0]["kind"], "GC");
+    assert_eq!((w[0]["s"].as_u64(), w[0]["e"].as_u64()), (Some(13000), Some(16000)));
+    assert_eq!(d["causes"][w[0]["c"].as_u64().unwrap() as usize], "gc");
+    assert_eq!(w[1]["kind"], "safepoint");
+    assert_eq!(w[1]["open"], true);
+    let strings: Vec<&str> = d["strings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(strings[0], "");
+    // Interned: each text once.
+    let mut sorted = strings.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), strings.len(), "{strings:?}");
+    let main = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == MAIN)
+        .unwrap();
+    let x: Vec<usize> = main["offs"]["x"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    let s: Vec<u64> = main["offs"]["s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let at = |ts: u64| strings[x[s.iter().position(|&v| v == ts - 1000).unwrap()]];
+    assert_eq!(at(4000), "entering contended monitor of java.lang.Object");
+    assert_eq!(at(12000), "", "an unexplained block has no text");
+    // The script is the viewer's: it reads `x` and `strings`.
+    assert!(html.contains("D.strings[of.x[j]]"));
+}
+
+#[test]
+fn a_block_over_two_windows_is_cut_around_both() {
+    use jtrace_merge::{Breakdown, Evidence};
+    use jtrace_timeline::export::{JvmWindow, OffSpan};
+    // Blocked 1000..9000 then runnable until 9500; GC windows 2000..3000
+    // and 5000..7000; the merge counted 3000 ns gc, 5000 lock_native.
+    let mut split = Breakdown {
+        wall: 8500,
+        ..Default::default()
+    };
+    split.off.add(Cause::LockNative, 5000);
+    split.off.add(Cause::Gc, 3000);
+    split.off.add(Cause::Runqueue, 500);
+    let o = OffSpan {
+        start: 1000,
+        end: 9500,
+        preempted: false,
+        wake: None,
+        split,
+        evidence: Evidence::None,
+        depth: 0,
+        open: false,
+    };
+    let w = |seq, start, end| JvmWindow {
+        pid: PID,
+        cause: Cause::Gc,
+        seq,
+        start,
+        end,
+        open: false,
+    };
+    let segs = cause_segments_in(&o, &[w(1, 2000, 3000), w(2, 5000, 7000)], PID);
+    assert_eq!(
+        segs,
+        vec![
+            (1000, 2000, Cause::LockNative),
+            (2000, 3000, Cause::Gc),
+            (3000, 5000, Cause::LockNative),
+            (5000, 7000, Cause::Gc),
+            (7000, 9000, Cause::LockNative),
+            (9000, 9500, Cause::Runqueue),
+        ]
+    );
+    // Windows that cannot hold the gc part: the plain layout.
+    let short = cause_segments_in(&o, &[w(1, 2000, 3000)], PID);
+    assert_eq!(short, export::cause_segments(&o));
+}
