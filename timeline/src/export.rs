@@ -694,6 +694,7 @@ pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, mut out: impl Wri
 pub fn csv_header() -> Vec<String> {
     let mut h: Vec<String> = [
         "tid",
+        "pid",
         "thread",
         "class",
         "method",
@@ -702,6 +703,7 @@ pub fn csv_header() -> Vec<String> {
         "exit_ns",
         "wall_ns",
         "cpu_ns",
+        "off_cpu_ns",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -715,6 +717,7 @@ pub fn csv_header() -> Vec<String> {
             "depth",
             "outermost",
             "unfinished",
+            "native",
         ]
         .iter()
         .map(|s| s.to_string()),
@@ -723,10 +726,11 @@ pub fn csv_header() -> Vec<String> {
 }
 
 /// Writes one CSV row per method invocation (threads in tid order,
-/// invocations by entry time): the report's columns, one `<cause>_ns` column
-/// per cause in DESIGN.md order, times in CLOCK_MONOTONIC ns, booleans as
-/// `true`/`false`. `outermost` is false for a recursive invocation nested in
-/// another of the same method; the report sums only outermost rows.
+/// invocations by entry time): the report's columns, `off_cpu_ns` (their
+/// sum) and one `<cause>_ns` column per cause in DESIGN.md order, times in
+/// CLOCK_MONOTONIC ns, booleans as `true`/`false`. `outermost` is false for
+/// a recursive invocation nested in another of the same method; the report
+/// sums only outermost rows. `native` marks a library call (uprobe span).
 pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(csv_header())?;
@@ -737,6 +741,7 @@ pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
             let b = &s.inv.breakdown;
             let mut row: Vec<String> = vec![
                 t.info.tid.to_string(),
+                pid_of(trace, &t.info).to_string(),
                 name.clone(),
                 m.class.clone(),
                 m.name.clone(),
@@ -745,6 +750,7 @@ pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
                 s.inv.exit.to_string(),
                 b.wall.to_string(),
                 b.cpu.to_string(),
+                b.off.total().to_string(),
             ];
             row.extend(Cause::ALL.iter().map(|c| b.off.get(*c).to_string()));
             row.extend([
@@ -754,6 +760,7 @@ pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
                 s.depth.to_string(),
                 s.inv.outermost.to_string(),
                 s.inv.unfinished.to_string(),
+                m.native.to_string(),
             ]);
             w.write_record(&row)?;
         }

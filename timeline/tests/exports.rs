@@ -312,6 +312,7 @@ fn csv_parses_back_with_every_invocation() {
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     let mut want = vec![
         "tid",
+        "pid",
         "thread",
         "class",
         "method",
@@ -320,6 +321,7 @@ fn csv_parses_back_with_every_invocation() {
         "exit_ns",
         "wall_ns",
         "cpu_ns",
+        "off_cpu_ns",
     ]
     .into_iter()
     .map(String::from)
@@ -333,6 +335,7 @@ fn csv_parses_back_with_every_invocation() {
             "depth",
             "outermost",
             "unfinished",
+            "native",
         ]
         .map(String::from),
     );
@@ -348,6 +351,9 @@ fn csv_parses_back_with_every_invocation() {
         assert_eq!(row.len(), header.len());
         let off: u64 = Cause::ALL.iter().map(|c| num(row, &format!("{}_ns", c.name()))).sum();
         assert_eq!(num(row, "wall_ns"), num(row, "cpu_ns") + off);
+        assert_eq!(num(row, "off_cpu_ns"), off);
+        assert_eq!(num(row, "pid"), PID as u64);
+        assert_eq!(&row[col("native")], "false");
         assert_eq!(num(row, "wall_ns"), num(row, "exit_ns") - num(row, "entry_ns"));
     }
     // The worker's name has a comma and quotes: it survives the round trip.
