@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use jtrace_format::{fd_kind, Decoder, Payload, Record, Syscall, FILE_HEADER_LEN, SYSCALL_BLOCKED};
+use jtrace_format::{fd_kind, Decoder, Payload, Record, Syscall, FILE_HEADER_LEN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED};
 use jtrace_merge::Meta;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +25,7 @@ const NR_FUTEX: u32 = 202;
 const NR_WRITE: u32 = 1;
 const NR_FSYNC: u32 = 74;
 const NR_OPENAT: u32 = 257;
+const NR_PREAD64: u32 = 17;
 
 /// Block I/O and faults are system-wide effects: keep the tests apart.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -57,6 +58,40 @@ fn syscalls(recs: &[Record], tid: u32) -> Vec<(u64, Syscall)> {
         .filter_map(|r| match &r.payload {
             Payload::Syscall(s) => Some((r.ts, *s)),
             _ => None,
+        })
+        .collect()
+}
+
+/// The full records (written at the syscall's exit, modes io and all).
+fn full_syscalls(recs: &[Record], tid: u32) -> Vec<(u64, Syscall)> {
+    syscalls(recs, tid)
+        .into_iter()
+        .filter(|(_, s)| s.flags & SYSCALL_AT_SWITCH == 0)
+        .collect()
+}
+
+/// The records written at a switch-out inside a syscall (every mode but
+/// none), each with the length of the block it explains: from its ts (the
+/// switch-out) to the thread's next SWITCH_IN.
+fn at_switch_blocks(recs: &[Record], tid: u32) -> Vec<(u64, u64, Syscall)> {
+    let ins: Vec<u64> = recs
+        .iter()
+        .filter(|r| r.tid == tid && matches!(r.payload, Payload::SwitchIn(_)))
+        .map(|r| r.ts)
+        .collect();
+    syscalls(recs, tid)
+        .into_iter()
+        .filter(|(_, s)| s.flags & SYSCALL_AT_SWITCH != 0)
+        .map(|(ts, s)| {
+            assert_eq!(s.flags, SYSCALL_AT_SWITCH | SYSCALL_BLOCKED, "{s:?}");
+            assert_eq!((s.exit_ts, s.ret), (0, 0), "{s:?}");
+            let back = ins
+                .iter()
+                .copied()
+                .filter(|&t| t >= ts)
+                .min()
+                .unwrap_or_else(|| panic!("no switch-in after the block at {ts}: {s:?}"));
+            (ts, back - ts, s)
         })
         .collect()
 }
@@ -97,13 +132,33 @@ fn nanosleep_is_one_blocked_syscall_of_50_ms() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir("ksleep");
     let bin = cc(&dir, "sleep50", SLEEP_C);
+    let is_sleep = |s: &Syscall| s.nr == NR_NANOSLEEP || s.nr == NR_CLOCK_NANOSLEEP;
+    // Default mode (blocked): one record, written at the switch-out, and
+    // no syscall hook, so no full record.
     let trace = dir.join("t");
     let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
     let tid = field(&out, "tid") as u32;
     let recs = records(&trace);
-    let sleeps: Vec<_> = syscalls(&recs, tid)
+    assert!(full_syscalls(&recs, tid).is_empty(), "{:?}", full_syscalls(&recs, tid));
+    let blocks: Vec<_> = at_switch_blocks(&recs, tid)
         .into_iter()
-        .filter(|(_, s)| s.nr == NR_NANOSLEEP || s.nr == NR_CLOCK_NANOSLEEP)
+        .filter(|(_, _, s)| is_sleep(s))
+        .collect();
+    assert_eq!(blocks.len(), 1, "{blocks:?}");
+    let (_, d, s) = blocks[0];
+    assert!((48 * MS..=52 * MS).contains(&d), "blocked {d} ns");
+    assert_eq!(s.arg, 50 * MS, "requested sleep in arg");
+
+    // --syscalls io: the same block record, plus the full record at exit.
+    let trace = dir.join("t-io");
+    let out = run_ok(&trace, &["--syscalls", "io"], &[bin.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let recs = records(&trace);
+    let blocks = at_switch_blocks(&recs, tid);
+    assert_eq!(blocks.iter().filter(|(_, _, s)| is_sleep(s)).count(), 1, "{blocks:?}");
+    let sleeps: Vec<_> = full_syscalls(&recs, tid)
+        .into_iter()
+        .filter(|(_, s)| is_sleep(s))
         .collect();
     assert_eq!(sleeps.len(), 1, "{sleeps:?}");
     let (entry, s) = sleeps[0];
@@ -160,12 +215,35 @@ fn socket_read_shows_the_wait_and_the_four_tuple() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir("ksock");
     let bin = cc(&dir, "sock", SOCK_C);
+    let check_socket = |out: &str, s: &Syscall| {
+        assert_eq!(s.fd_kind, fd_kind::SOCKET);
+        assert_eq!((s.family, s.protocol), (2, 6), "AF_INET, TCP");
+        assert_eq!(u64::from(s.sport), field(out, "client_port"));
+        assert_eq!(u64::from(s.dport), field(out, "server_port"));
+        assert_eq!(&s.saddr[..4], &[127, 0, 0, 1]);
+        assert_eq!(&s.daddr[..4], &[127, 0, 0, 1]);
+    };
+    // Default mode: the read's block, recorded at the switch-out.
     let trace = dir.join("t");
     let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
     let tid = field(&out, "tid") as u32;
     let fd = field(&out, "fd") as i32;
     assert_eq!(field(&out, "n"), 5);
-    let reads: Vec<_> = syscalls(&records(&trace), tid)
+    let blocks: Vec<_> = at_switch_blocks(&records(&trace), tid)
+        .into_iter()
+        .filter(|(_, _, s)| (s.nr == NR_READ || s.nr == NR_RECVFROM) && s.fd == fd)
+        .collect();
+    assert_eq!(blocks.len(), 1, "{blocks:?}");
+    let (_, d, s) = blocks[0];
+    assert!((38 * MS..=50 * MS).contains(&d), "read blocked {d} ns");
+    check_socket(&out, &s);
+
+    // --syscalls io: also the full record, with its result.
+    let trace = dir.join("t-io");
+    let out = run_ok(&trace, &["--syscalls", "io"], &[bin.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let fd = field(&out, "fd") as i32;
+    let reads: Vec<_> = full_syscalls(&records(&trace), tid)
         .into_iter()
         .filter(|(_, s)| (s.nr == NR_READ || s.nr == NR_RECVFROM) && s.fd == fd)
         .collect();
@@ -173,14 +251,9 @@ fn socket_read_shows_the_wait_and_the_four_tuple() {
     let (entry, s) = reads[0];
     let d = s.exit_ts - entry;
     assert!((38 * MS..=50 * MS).contains(&d), "read took {d} ns");
-    assert_eq!(s.flags & SYSCALL_BLOCKED, SYSCALL_BLOCKED);
-    assert_eq!(s.fd_kind, fd_kind::SOCKET);
+    assert_eq!(s.flags, SYSCALL_BLOCKED);
     assert_eq!(s.ret, 5);
-    assert_eq!((s.family, s.protocol), (2, 6), "AF_INET, TCP");
-    assert_eq!(u64::from(s.sport), field(&out, "client_port"));
-    assert_eq!(u64::from(s.dport), field(&out, "server_port"));
-    assert_eq!(&s.saddr[..4], &[127, 0, 0, 1]);
-    assert_eq!(&s.daddr[..4], &[127, 0, 0, 1]);
+    check_socket(&out, &s);
 }
 
 const FILE_C: &str = r#"
@@ -217,16 +290,21 @@ fn file_write_fsync_fault_and_block_io() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir("kfile");
     let bin = cc(&dir, "file", FILE_C);
-    let trace = dir.join("t");
     let data = dir.join("data.bin");
-    let out = run_ok(&trace, &[], &[bin.to_str().unwrap(), data.to_str().unwrap()]);
+    // Full records of syscalls that need not block: --syscalls io.
+    let trace = dir.join("t-io");
+    let out = run_ok(
+        &trace,
+        &["--syscalls", "io"],
+        &[bin.to_str().unwrap(), data.to_str().unwrap()],
+    );
     let tid = field(&out, "tid") as u32;
     let fd = field(&out, "fd") as i32;
     // The kernel's dev_t: major << 20 | minor.
     let dev = field(&out, "major") << 20 | field(&out, "minor");
     let ino = field(&out, "ino");
     let recs = records(&trace);
-    let sc = syscalls(&recs, tid);
+    let sc = full_syscalls(&recs, tid);
     for nr in [NR_OPENAT, NR_WRITE, NR_FSYNC] {
         // The last one: ld.so opened (and closed) the libraries on fd 3 too.
         let (_, s) = sc
@@ -235,6 +313,38 @@ fn file_write_fsync_fault_and_block_io() {
             .unwrap_or_else(|| panic!("no syscall {nr} on fd {fd}: {sc:?}"));
         assert_eq!(s.fd_kind, fd_kind::FILE, "{s:?}");
         assert_eq!((s.dev, s.ino), (dev, ino), "{s:?}");
+    }
+    // The recorder named the file once, and the merge shows its path.
+    let paths: Vec<_> = recs
+        .iter()
+        .filter_map(|r| match &r.payload {
+            Payload::FilePath(p) if (p.dev, p.ino) == (dev, ino) => Some(p.path.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(paths, vec![data.to_str().unwrap().to_string()]);
+    let t = jtrace_merge::Trace::open(&trace).unwrap();
+    let fsync = t
+        .syscalls
+        .iter()
+        .rfind(|sc| sc.tid == tid && sc.rec.nr == NR_FSYNC && sc.rec.flags & SYSCALL_AT_SWITCH == 0)
+        .expect("fsync in the merged trace");
+    assert_eq!(
+        jtrace_merge::describe_syscall(&t, fsync),
+        format!("fsync(fd {fd}: file {}) = 0", data.display())
+    );
+
+    // Block I/O and the blocking page fault in the default mode, where the
+    // fault is told apart from a syscall by the task's saved registers.
+    let trace = dir.join("t");
+    let out = run_ok(&trace, &[], &[bin.to_str().unwrap(), data.to_str().unwrap()]);
+    let tid = field(&out, "tid") as u32;
+    let fd = field(&out, "fd") as i32;
+    let recs = records(&trace);
+    // Whatever blocked inside fsync was that file.
+    for (_, _, s) in at_switch_blocks(&recs, tid).iter().filter(|(_, _, s)| s.nr == NR_FSYNC) {
+        assert_eq!((s.fd, s.fd_kind), (fd, fd_kind::FILE), "{s:?}");
+        assert_eq!(s.ino, field(&out, "ino"), "{s:?}");
     }
     // The 4 MiB written reach the disk inside fsync, issued by this thread.
     let blocks: Vec<_> = recs
@@ -303,27 +413,132 @@ fn futex_wait_is_woken_by_the_releasing_thread() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir("kfutex");
     let bin = cc(&dir, "futex", FUTEX_C);
+    // Default mode: the futex block recorded at the switch-out.
     let trace = dir.join("t");
     let out = run_ok(&trace, &[], &[bin.to_str().unwrap()]);
     let holder = field(&out, "holder") as u32;
     let waiter = field(&out, "waiter") as u32;
     let recs = records(&trace);
-    let waits: Vec<_> = syscalls(&recs, waiter)
+    let waits: Vec<_> = at_switch_blocks(&recs, waiter)
         .into_iter()
-        .filter(|(_, s)| s.nr == NR_FUTEX && s.flags & SYSCALL_BLOCKED != 0)
+        .filter(|(_, d, s)| s.nr == NR_FUTEX && *d >= 10 * MS)
         .collect();
-    assert!(!waits.is_empty(), "no blocked futex of the waiter");
-    let (entry, s) = waits[0];
-    assert!(s.exit_ts - entry >= 10 * MS, "{s:?}");
+    assert_eq!(waits.len(), 1, "blocked futex waits of the waiter: {waits:?}");
+    let (out_ts, d, s) = waits[0];
     assert!(s.arg & 0xffff_ffff_ffff != 0, "futex address in arg");
     let wake = recs
         .iter()
-        .find(|r| r.tid == waiter && r.ts > entry && r.ts <= s.exit_ts && matches!(r.payload, Payload::Wakeup(_)))
+        .find(|r| r.tid == waiter && r.ts > out_ts && r.ts <= out_ts + d && matches!(r.payload, Payload::Wakeup(_)))
         .expect("a wakeup of the waiter inside its futex wait");
     match &wake.payload {
         Payload::Wakeup(w) => assert_eq!(w.waker_tid, holder),
         _ => unreachable!(),
     }
+}
+
+const PREAD_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int n = atoi(argv[2]);
+    struct stat st;
+    char buf[4096] = {0};
+    int fd = open(argv[1], O_CREAT | O_TRUNC | O_RDWR, 0644);
+    write(fd, buf, sizeof buf);
+    fstat(fd, &st);
+    long sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += pread(fd, buf, sizeof buf, 0);
+    printf("tid=%d fd=%d ino=%lu sum=%ld\n", gettid(), fd, (unsigned long)st.st_ino, sum);
+    return 0;
+}
+"#;
+
+#[test]
+fn default_mode_writes_nothing_for_syscalls_that_do_not_block() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("kpread");
+    let bin = cc(&dir, "pread", PREAD_C);
+    let data = dir.join("data.bin");
+    let n = 20_000u64;
+    let cmd = [bin.to_str().unwrap(), data.to_str().unwrap(), "20000"];
+    // ld.so reads the libraries with pread64 too: only those of the file.
+    let preads = |trace: &Path, out: &str| -> Vec<Syscall> {
+        syscalls(&records(trace), field(out, "tid") as u32)
+            .into_iter()
+            .filter(|(_, s)| s.nr == NR_PREAD64 && s.ino == field(out, "ino"))
+            .map(|(_, s)| s)
+            .collect()
+    };
+    // Reads of a cached page never block: no record at all by default.
+    let trace = dir.join("t");
+    let out = run_ok(&trace, &[], &cmd);
+    assert_eq!(field(&out, "sum"), n * 4096);
+    let got = preads(&trace, &out);
+    assert!(
+        got.is_empty(),
+        "{} pread records: {:?}",
+        got.len(),
+        &got[..got.len().min(3)]
+    );
+    // --syscalls io: every one of them, with its result.
+    let trace = dir.join("t-io");
+    let out = run_ok(&trace, &["--syscalls", "io"], &cmd);
+    let fd = field(&out, "fd") as i32;
+    let got = preads(&trace, &out);
+    let full: Vec<_> = got.iter().filter(|s| s.flags & SYSCALL_AT_SWITCH == 0).collect();
+    assert_eq!(full.len() as u64, n);
+    assert!(full
+        .iter()
+        .all(|s| s.ret == 4096 && s.fd == fd && s.fd_kind == fd_kind::FILE && s.arg == 4096));
+    // --syscalls none: nothing syscall-related at all.
+    let trace = dir.join("t-none");
+    let out = run_ok(&trace, &["--syscalls", "none"], &cmd);
+    let tid = field(&out, "tid") as u32;
+    assert!(syscalls(&records(&trace), tid).is_empty());
+}
+
+const STORM_C: &str = include_str!("../bpf/bench/storm.c");
+
+#[test]
+fn drops_are_counted_stored_and_reported() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("kdrops");
+    let bin = cc(&dir, "storm", STORM_C);
+    let trace = dir.join("t");
+    // One page of ring buffer against a switch storm: it must overflow.
+    let o = jtrace_run(
+        &trace,
+        &["--ringbuf-bytes", "4096"],
+        &[bin.to_str().unwrap(), "2", "0.3"],
+    );
+    assert!(o.status.success(), "jtrace run failed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(" LOST)"), "{err}");
+    let meta = Meta::load(&trace).unwrap();
+    assert!(meta.complete);
+    let lost = meta.kernel_lost_total();
+    assert!(lost > 0, "{:?}", meta.kernel_lost);
+    assert!(
+        meta.kernel_lost.get("switch_out").copied().unwrap_or(0) > 0,
+        "{:?}",
+        meta.kernel_lost
+    );
+    // Every record that reached the file is intact and readable.
+    let recs = records(&trace);
+    assert!(recs.len() > 1000, "{} records", recs.len());
+    let info = Command::new(jtrace()).arg("info").arg(&trace).output().unwrap();
+    assert!(info.status.success());
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("kernel lost switch_out: "), "{info}");
+    let report = Command::new(jtrace()).arg("report").arg(&trace).output().unwrap();
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let report = String::from_utf8_lossy(&report.stdout);
+    assert!(report.contains(&format!("lost events: kernel {lost},")), "{report}");
 }
 
 const GETPID_C: &str = r#"

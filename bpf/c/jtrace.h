@@ -284,19 +284,24 @@ static __always_inline void *rec_reserve(__u16 kind, __u32 size, __u32 tid, __u6
 }
 
 /*
- * Submits without waking the consumer unless the buffer is getting full:
- * a wakeup per record would cost an irq_work on every context switch, and
- * the consumer polls on a short timer anyway.
+ * Submits without waking the consumer unless the buffer is getting full
+ * or `wake` is set: a wakeup per record would cost an irq_work on every
+ * context switch, and the consumer polls on a short timer anyway.
  */
-static __always_inline void rec_submit(void *rec, __u16 kind)
+static __always_inline void rec_submit_wake(void *rec, __u16 kind, bool wake)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
-	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
+	if (wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
+			    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
 		flags = BPF_RB_FORCE_WAKEUP;
 	count(&emitted, kind);
 	bpf_ringbuf_submit(rec, flags);
+}
+
+static __always_inline void rec_submit(void *rec, __u16 kind)
+{
+	rec_submit_wake(rec, kind, false);
 }
 
 /* Copies a task name NUL-padded: reserved ring buffer memory is not zeroed. */

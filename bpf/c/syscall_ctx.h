@@ -304,6 +304,36 @@ static __always_inline void syscall_detail(struct task_struct *t, __u32 nr, int 
 	}
 }
 
+struct inode_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+/*
+ * Files and directories SYSCALL records have named. The consumer resolves
+ * the path of each once, from /proc/<tid>/fd/<fd>, which only works while
+ * the fd is open: the first record naming an inode wakes it right away
+ * instead of waiting for its poll timer. LRU: bounded, never full.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct inode_key);
+	__type(value, __u8);
+} named_inodes __weak SEC(".maps");
+
+static __always_inline bool first_sight_of_file(const struct fd_info *fi)
+{
+	struct inode_key k = { .dev = fi->dev, .ino = fi->ino };
+	__u8 one = 1;
+
+	if (fi->fd_kind != FDK_FILE && fi->fd_kind != FDK_DIR)
+		return false;
+	if (bpf_map_lookup_elem(&named_inodes, &k))
+		return false;
+	return bpf_map_update_elem(&named_inodes, &k, &one, BPF_NOEXIST) == 0;
+}
+
 /* Writes one SYSCALL record; header ts = `ts`. */
 static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u32 nr, __s64 ret, __s64 fd,
 					 __u32 flags, __u64 arg, const struct fd_info *fi)
@@ -327,7 +357,7 @@ static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u
 	__builtin_memcpy(r->daddr, fi->daddr, 16);
 	r->dev = fi->dev;
 	r->ino = fi->ino;
-	rec_submit(r, K_SYSCALL);
+	rec_submit_wake(r, K_SYSCALL, first_sight_of_file(fi));
 }
 
 #endif /* SYSCALL_CTX_H */

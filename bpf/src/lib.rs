@@ -50,7 +50,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use jtrace_format::{kind, Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC, RECORD_HEADER_LEN};
+use jtrace_format::{
+    fd_kind, kind, Decoder, Encoder, FileHeader, FilePath, Payload, ProbeDef, Record, KERNEL_MAGIC, RECORD_HEADER_LEN,
+};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeOpts};
 
@@ -243,6 +245,9 @@ pub struct KernelStats {
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
     pub probe_defs: u64,
+    /// FILE_PATH records written by the recorder (one per file or directory
+    /// some SYSCALL record named and whose path could be resolved).
+    pub file_paths: u64,
     /// Records lost, by kind name: every kernel kind (ring buffer full), plus,
     /// when non-zero, `"filter_full"` (a process could not be added to the
     /// filter, so its events are missing), `"lib_too_deep"` (library calls
@@ -375,6 +380,72 @@ struct Sink {
     records: u64,
     malformed: u64,
     error: Option<std::io::Error>,
+    paths: PathResolver,
+}
+
+/// How many times the path of one inode is looked for before giving up
+/// (the fd may be closed, or the thread gone, by the time its record is read).
+const PATH_ATTEMPTS: u8 = 3;
+
+/// Names the files SYSCALL records refer to by (dev, ino): once per inode,
+/// from `/proc/<tid>/fd/<fd>` while the fd is (usually) still open, checked
+/// with stat against the record's dev and ino so that a reused fd or a
+/// renamed file never gets a wrong name.
+#[derive(Default)]
+struct PathResolver {
+    /// Per inode: the attempts left, `None` when resolved or given up.
+    seen: std::collections::HashMap<(u64, u64), Option<u8>>,
+    written: u64,
+}
+
+impl PathResolver {
+    /// The FILE_PATH record for the file of this SYSCALL sample, if it is
+    /// the first time its inode is seen and its path can be confirmed.
+    fn file_path(&mut self, sample: &[u8]) -> Option<Record> {
+        let rec = Decoder::new(sample, 0).next()?.ok()?;
+        let Payload::Syscall(sc) = rec.payload else {
+            return None;
+        };
+        if !(sc.fd_kind == fd_kind::FILE || sc.fd_kind == fd_kind::DIR) || sc.fd < 0 || sc.ino == 0 {
+            return None;
+        }
+        let key = (sc.dev, sc.ino);
+        let left = self.seen.entry(key).or_insert(Some(PATH_ATTEMPTS));
+        let n = (*left)?;
+        let path = resolve_path(rec.tid, sc.fd, sc.dev, sc.ino);
+        // None once resolved, or out of attempts: never looked for again.
+        *left = if path.is_some() {
+            None
+        } else {
+            Some(n - 1).filter(|&n| n > 0)
+        };
+        let path = path?;
+        self.written += 1;
+        Some(Record {
+            tid: 0,
+            ts: rec.ts,
+            payload: Payload::FilePath(FilePath {
+                dev: sc.dev,
+                ino: sc.ino,
+                path,
+            }),
+        })
+    }
+}
+
+/// The path of `fd` of thread `tid` if it is still the file (dev, ino) the
+/// kernel reported (dev in the kernel's `major << 20 | minor` encoding).
+fn resolve_path(tid: u32, fd: i32, dev: u64, ino: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
+    let path = link.to_str()?;
+    // "/x (deleted)", "pipe:[…]", "anon_inode:…" are not paths to show.
+    if !path.starts_with('/') || path.ends_with(" (deleted)") {
+        return None;
+    }
+    let md = std::fs::metadata(path).ok()?;
+    let kdev = u64::from(libc::major(md.dev())) << 20 | u64::from(libc::minor(md.dev()));
+    (kdev == dev && md.ino() == ino).then(|| path.to_string())
 }
 
 impl Sink {
@@ -393,7 +464,20 @@ impl Sink {
         }
         match self.out.write_all(data) {
             Ok(()) => self.records += 1,
-            Err(e) => self.error = Some(e),
+            Err(e) => {
+                self.error = Some(e);
+                return;
+            }
+        }
+        if u16::from_le_bytes([data[0], data[1]]) == kind::SYSCALL {
+            if let Some(rec) = self.paths.file_path(data) {
+                let mut enc = Encoder::new();
+                enc.record(&rec);
+                match self.out.write_all(&enc.buf) {
+                    Ok(()) => self.records += 1,
+                    Err(e) => self.error = Some(e),
+                }
+            }
         }
     }
 
@@ -440,11 +524,13 @@ fn record(
         records: 0,
         malformed: 0,
         error: None,
+        paths: PathResolver::default(),
     });
     pump(&mut sk, &mut uprobes, &sink, stop, &ready)?;
 
     let mut stats = read_stats(&sk, &sink.borrow())?;
     stats.probe_defs = probes.len() as u64;
+    stats.file_paths = sink.borrow().paths.written;
     stats.records += stats.probe_defs;
     let Sink { out, error, .. } = sink.into_inner();
     if let Some(e) = error {

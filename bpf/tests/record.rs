@@ -100,7 +100,7 @@ fn check_common(recs: &[Record], stats: &KernelStats) -> Vec<Record> {
     assert_eq!(stats.lost_total, 0, "losses: {stats:?}");
     assert_eq!(stats.records, recs.len() as u64);
     assert_eq!(
-        stats.emitted.values().sum::<u64>() + stats.probe_defs,
+        stats.emitted.values().sum::<u64>() + stats.probe_defs + stats.file_paths,
         stats.records,
         "{stats:?}"
     );

@@ -61,6 +61,10 @@ pub mod kind {
     /// Kernel stream: the name of a library-call probe id, written once by the
     /// recorder at start (tid 0). Payload: [`super::ProbeDef`].
     pub const PROBE_DEF: u16 = 12;
+    /// Kernel stream: the path of a file (device + inode) some SYSCALL record
+    /// names, resolved by the recorder in user space once per inode (tid 0,
+    /// ts = that of the SYSCALL record naming it). Payload: [`super::FilePath`].
+    pub const FILE_PATH: u16 = 13;
 
     /// JVM: the agent started in this JVM. Payload: [`super::JvmStart`].
     pub const JVM_START: u16 = 100;
@@ -395,6 +399,17 @@ pub struct ProbeDef {
     pub symbol: String,
 }
 
+/// Kernel payload of [`kind::FILE_PATH`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePath {
+    /// Device (kernel dev_t), as in [`Syscall::dev`].
+    pub dev: u64,
+    /// Inode number, as in [`Syscall::ino`].
+    pub ino: u64,
+    /// Absolute path the file had when it was resolved.
+    pub path: String,
+}
+
 /// JVM payload shared by the blocking, GC and allocation kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JvmBlock {
@@ -514,6 +529,8 @@ pub enum Payload {
     LibCall(LibCall),
     /// See [`kind::PROBE_DEF`].
     ProbeDef(ProbeDef),
+    /// See [`kind::FILE_PATH`].
+    FilePath(FilePath),
     /// One of the JVM kinds carrying a [`JvmBlock`] (monitor, wait, park,
     /// sleep, GC, safepoint, allocation): the kind says which.
     Jvm(u16, JvmBlock),
@@ -682,6 +699,11 @@ impl Encoder {
                 self.str(&p.library);
                 self.str(&p.symbol);
             }
+            Payload::FilePath(p) => {
+                self.u64(p.dev);
+                self.u64(p.ino);
+                self.str(&p.path);
+            }
             Payload::Jvm(_, p) => {
                 self.u64(p.arg);
                 self.str(&p.class);
@@ -720,6 +742,7 @@ fn payload_kind(p: &Payload) -> u16 {
         Payload::BlockIo(_) => kind::BLOCK_IO,
         Payload::LibCall(_) => kind::LIB_CALL,
         Payload::ProbeDef(_) => kind::PROBE_DEF,
+        Payload::FilePath(_) => kind::FILE_PATH,
         Payload::Jvm(k, _) => *k,
         Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
         Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
@@ -923,6 +946,11 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
             library: c.str()?,
             symbol: c.str()?,
         }),
+        kind::FILE_PATH => Payload::FilePath(FilePath {
+            dev: c.u64()?,
+            ino: c.u64()?,
+            path: c.str()?,
+        }),
         kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::ALLOC_SAMPLE => Payload::Jvm(
             kind,
             JvmBlock {
@@ -1116,6 +1144,11 @@ mod tests {
                 probe: 1,
                 library: "libz.so.1".into(),
                 symbol: "inflate".into(),
+            }),
+            Payload::FilePath(FilePath {
+                dev: 8 << 20 | 1,
+                ino: 1234,
+                path: "/var/lib/data/é.bin".into(),
             }),
             Payload::Jvm(
                 kind::MONITOR_WAIT,

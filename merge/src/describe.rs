@@ -18,9 +18,11 @@ fn addr(family: u16, a: &[u8; 16], port: u16) -> String {
     }
 }
 
-/// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4` (no result
-/// for a record written at a switch-out: the syscall had not returned).
-pub fn describe_syscall(sc: &SyscallInfo) -> String {
+/// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4`,
+/// `fsync(fd 3: file /data/x.log) = 0` (the path if the trace has it, else
+/// the device and inode; no result for a record written at a switch-out:
+/// the syscall had not returned).
+pub fn describe_syscall(trace: &Trace, sc: &SyscallInfo) -> String {
     let r = &sc.rec;
     let mut s = syscall_name(r.nr);
     if r.fd >= 0 {
@@ -42,6 +44,8 @@ pub fn describe_syscall(sc: &SyscallInfo) -> String {
                 }
                 _ => {}
             }
+        } else if let Some(path) = trace.file_paths.get(&(r.dev, r.ino)) {
+            s.push_str(&format!(" {path}"));
         } else if r.ino != 0 {
             s.push_str(&format!(" dev {}:{} ino {}", r.dev >> 20, r.dev & 0xfffff, r.ino));
         }
@@ -77,7 +81,7 @@ pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
         Evidence::Window(Cause::Gc) => "stopped for GC".into(),
         Evidence::Window(_) => "stopped at a safepoint".into(),
         Evidence::Syscall(i) => match trace.syscalls.get(i as usize) {
-            Some(sc) => format!("in {}", describe_syscall(sc)),
+            Some(sc) => format!("in {}", describe_syscall(trace, sc)),
             None => "in a syscall".into(),
         },
         Evidence::PageFault => "handling a page fault".into(),
