@@ -894,6 +894,24 @@
       zoomAt(0.01, cx); out.zoom1000 = t();
       pan(200); out.pan = t();
       [vs, ve] = FULL(); out.full_again = t();
+      // Search over every span, the first "find next" (sorts the matches),
+      // then the next one, and the details of the widest span and interval.
+      let a = performance.now();
+      setSearch(D.methods.length ? D.methods[D.methods.length - 1][1] : '');
+      out.search = performance.now() - a;
+      a = performance.now(); findNext(1); out.find_first = performance.now() - a;
+      a = performance.now(); findNext(1); out.find_next = performance.now() - a;
+      out.matches = searchCount;
+      setSearch(''); pinned = null; pin.hidden = true;
+      [vs, ve] = FULL();
+      const th = D.threads[0];
+      a = performance.now();
+      if (th && th.spans.s.length) details({ kind: 'span', th, j: 0 });
+      if (th && th.offs.s.length) details({ kind: 'off', th, j: 0, cause: th.gc[0] });
+      if (WIN.length) details({ kind: 'window', j: 0 });
+      out.details = performance.now() - a;
+      out.full_with_bands = t();
+      out.bands = bandsDrawn.length;
       return out;
     },
   };
