@@ -3,13 +3,14 @@
 //! timeline`, loaded in headless Chromium driven over the DevTools protocol
 //! (`--remote-debugging-pipe`: NUL-separated JSON on fds 3 and 4, no extra
 //! crates). Checks: no console errors, one lane per thread, grouping, thread
-//! filter, wheel and keyboard zoom, the GC windows of the demo's
+//! filter, wheel and keyboard zoom, drag pan, axis units (ms → µs), click to
+//! pin, the GC windows of the demo's
 //! `System.gc()` drawn as bands across the lanes (read back from the
 //! canvas pixels) with their hover details, hover details of a span, of a
 //! woken interval (waker's lane highlighted, waker's method named) and the
 //! evidence text of a monitor and a socket block, "find next" over a
-//! method search, and the `#view=` window `--png --window` uses. The
-//! screenshots are kept in target/test-artifacts/timeline*.png.
+//! method search, the `#view=` window and `jtrace timeline --png --window`.
+//! The screenshots are kept in target/test-artifacts/timeline*.png.
 //!
 //! Needs the Debian package `chromium` (or $JTRACE_CHROMIUM).
 
@@ -451,6 +452,56 @@ fn timeline_of_the_demo_in_chromium() {
     b.key("0", "Digit0", 48, 0);
     b.next_frame();
 
+    // The axis is in ms over the whole trace, in µs (or ns) zoomed 1000×.
+    let ticks = b.eval("jtrace.ticks()");
+    assert!(
+        ticks.as_array().unwrap().len() >= 3
+            && ticks
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t.as_str().unwrap().ends_with(" ms")),
+        "axis at full view: {ticks}"
+    );
+    for _ in 0..3 {
+        b.mouse("mouseWheel", 800.0, 300.0, json!({"deltaX": 0, "deltaY": -1200}));
+        b.next_frame();
+    }
+    let ticks = b.eval("jtrace.ticks()");
+    assert!(
+        ticks.as_array().unwrap().iter().all(|t| {
+            let t = t.as_str().unwrap();
+            t.ends_with(" µs") || t.ends_with(" ns")
+        }),
+        "axis zoomed in: {ticks} at {}",
+        b.eval("jtrace.view()")
+    );
+    b.key("0", "Digit0", 48, 0);
+    b.next_frame();
+
+    // Drag pans: the view moves by the dragged time, keeping its width.
+    let v0 = b.eval("jtrace.view()");
+    b.mouse("mousePressed", 900.0, 300.0, json!({"button": "left", "clickCount": 1}));
+    for x in [880.0, 800.0, 700.0] {
+        b.mouse("mouseMoved", x, 300.0, json!({"button": "left", "buttons": 1}));
+    }
+    b.mouse(
+        "mouseReleased",
+        700.0,
+        300.0,
+        json!({"button": "left", "clickCount": 1}),
+    );
+    b.next_frame();
+    let v1 = b.eval("jtrace.view()");
+    let per_px = width(&v0) / (1400.0 - 240.0);
+    let moved = v1["start"].as_f64().unwrap() - v0["start"].as_f64().unwrap();
+    assert!(
+        (moved - 200.0 * per_px).abs() < 3.0 * per_px && (width(&v1) - width(&v0)).abs() < 1.0,
+        "drag by 200 px: {v0} -> {v1}"
+    );
+    b.key("0", "Digit0", 48, 0);
+    b.next_frame();
+
     // GC windows: the demo's System.gc() is at least one, each drawn as a
     // band across every lane (the gap under every lane is tinted at the
     // band and white beside it) with its details on the axis strip.
@@ -534,6 +585,33 @@ fn timeline_of_the_demo_in_chromium() {
     for want in ["Demo.crunch", "wall", "CPU", "off CPU", "switches", "invol"] {
         assert!(tip.contains(want), "span tooltip lacks {want:?}: {tip}");
     }
+
+    // A click pins the details; Esc unpins.
+    b.mouse(
+        "mousePressed",
+        at["pageX"].as_f64().unwrap(),
+        at["pageY"].as_f64().unwrap(),
+        json!({"button": "left", "clickCount": 1}),
+    );
+    b.mouse(
+        "mouseReleased",
+        at["pageX"].as_f64().unwrap(),
+        at["pageY"].as_f64().unwrap(),
+        json!({"button": "left", "clickCount": 1}),
+    );
+    b.next_frame();
+    let pinned = b.eval("document.getElementById('pin').hidden ? '' : document.getElementById('pin').textContent");
+    assert!(
+        pinned.as_str().unwrap().contains("Demo.crunch"),
+        "click did not pin: {pinned}"
+    );
+    b.key("Escape", "Escape", 27, 0);
+    b.next_frame();
+    assert_eq!(
+        b.eval("document.getElementById('pin').hidden"),
+        json!(true),
+        "Esc did not unpin"
+    );
 
     // Hover an interval whose waker is traced: "woken by" and the waker's lane lit.
     b.key("0", "Digit0", 48, 0);
@@ -721,4 +799,38 @@ fn timeline_of_the_demo_in_chromium() {
     b.screenshot("timeline-gc.png");
     let errors = b.errors();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
+    drop(b);
+
+    // `--png --window` through the CLI: a PNG of that window only, which
+    // differs from the whole trace's; a bad window is refused.
+    let shot = |extra: &[&str], png: &Path| {
+        Command::new(jtrace())
+            .arg("timeline")
+            .arg(&trace_dir)
+            .arg("-o")
+            .arg(dir.join("cli.html"))
+            .arg("--png")
+            .arg(png)
+            .arg("--png-size")
+            .arg("800x500")
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let (whole, part) = (dir.join("whole.png"), artifacts_dir().join("timeline-window.png"));
+    let o = shot(&[], &whole);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let win = format!(
+        "{}us..{}us",
+        (gs - pad).max(0.0) as u64 / 1000,
+        (ge + pad) as u64 / 1000
+    );
+    let o = shot(&["--window", &win], &part);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, c) = (std::fs::read(&whole).unwrap(), std::fs::read(&part).unwrap());
+    assert!(a.starts_with(b"\x89PNG") && c.starts_with(b"\x89PNG"));
+    assert_ne!(a, c, "--window made no difference");
+    let o = shot(&["--window", "20ms..10ms"], &dir.join("bad.png"));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ends before it starts"));
 }

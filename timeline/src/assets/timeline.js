@@ -219,7 +219,7 @@
   }
   viewFromHash();
   window.addEventListener('hashchange', () => { if (viewFromHash()) redraw(); });
-  let bandsDrawn = [];
+  let bandsDrawn = [], ticks = [];
 
   function layout() {
     lanes = [];
@@ -355,11 +355,13 @@
     const step = raw / p < 2 ? 2 * p : raw / p < 5 ? 5 * p : 10 * p;
     ctx.fillStyle = '#334'; ctx.font = '11px system-ui, sans-serif';
     ctx.strokeStyle = '#eceff3';
+    ticks = [];
     for (let t = Math.ceil(vs / step) * step; t < ve; t += step) {
       const x = Math.round(X(t)) + 0.5;
       if (x < LABEL_W) continue;
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 6); ctx.lineTo(x, AXIS_H); ctx.strokeStyle = '#889'; ctx.stroke();
       ctx.fillText(fmtTick(t, step), x + 3, AXIS_H - 9);
+      ticks.push(fmtTick(t, step));
     }
     // Windows on the axis too: a solid strip to hover for their details.
     for (const b of bandsDrawn) { ctx.fillStyle = BAND_EDGE[WIN[b.i].c]; ctx.fillRect(b.x0, AXIS_H - 5, b.x1 - b.x0, 5); }
@@ -881,6 +883,8 @@
     // GC/safepoint bands of the last frame: kind, number, canvas x range.
     bands: () => bandsDrawn.map((b) => ({ kind: WIN[b.i].kind, n: WIN[b.i].n, x0: b.x0, x1: b.x1, top: cv.getBoundingClientRect().top })),
     windows: () => WIN.length,
+    // Labels of the time axis as last drawn.
+    ticks: () => ticks.slice(),
     // The pinned item (e.g. the current search match), or null.
     pinned: () => (pinned && pinned.kind === 'span' ? { tid: pinned.th.tid, method: mname(pinned.th.spans.m[pinned.j]), start: pinned.th.ss[pinned.j], match: hitPos + 1 } : null),
     // Lanes highlighted as the waker of the hovered/pinned interval.
