@@ -38,6 +38,9 @@ pub const FLUSH_AT: usize = 64 * 1024;
 const GROW_STEP: u64 = 32 << 20;
 /// Allocated at creation (a short run never waits for the grower).
 const INITIAL: u64 = 4 << 20;
+/// Growing allocates and faults in this much at a time and publishes it at
+/// once, so an appender that has to wait for the grower waits for little.
+const CHUNK: u64 = 2 << 20;
 /// Virtual lengths tried for the mapping, largest first (only the pages
 /// written cost memory; a smaller one is tried if the address space is limited).
 const VIRTUAL_LENGTHS: [u64; 4] = [256 << 30, 16 << 30, 1 << 30, 64 << 20];
@@ -142,7 +145,7 @@ impl Mapped {
         let fd = self.file.as_raw_fd();
         let mut ready = self.ready.load(Ordering::Acquire);
         while ready < target {
-            let step = step_at(ready).min(self.cap - ready);
+            let step = CHUNK.min(self.cap - ready);
             if step == 0 {
                 return Err(std::io::Error::other("the stream reached the size of its mapping"));
             }
@@ -281,14 +284,21 @@ fn grower(m: std::sync::Weak<Mapped>) {
         if !m.grow_wanted.load(Ordering::Acquire) {
             continue;
         }
-        let _g = lock(&m.grow);
-        if m.closed.load(Ordering::SeqCst) {
-            return;
-        }
         let ready = m.ready.load(Ordering::Relaxed);
         let target = (m.pos.load(Ordering::Relaxed) + 2 * step_at(ready)).min(m.cap);
-        // A failure is left to the appender that needs the space to report.
-        let _ = m.grow_locked(target);
+        loop {
+            // One chunk per lock hold: an appender that caught up waits for
+            // one chunk at most.
+            let _g = lock(&m.grow);
+            if m.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let ready = m.ready.load(Ordering::Relaxed);
+            // A failure is left to the appender that needs the space to report.
+            if ready >= target || m.grow_locked((ready + CHUNK).min(target)).is_err() {
+                break;
+            }
+        }
         m.grow_wanted.store(false, Ordering::Release);
     }
 }

@@ -3,9 +3,30 @@
  * ignored test `bench_probe_overhead`). Usage: java Bench <calls per round> <rounds>
  *
  * Per round prints "ROUND <ns per traced tiny() call> <ns per untraced
- * call> <ns per 2 x System.nanoTime()>", all measured in the same JVM.
+ * call> <ns per 2 x System.nanoTime()> <process CPU ns per traced call>",
+ * all measured in the same JVM. The last column is the CPU time of every
+ * thread of the process during the traced loop (the tracer's own threads
+ * included), from /proc/self/task/{tid}/schedstat; -1 if unavailable.
  */
 public class Bench {
+    /** Sum of the run time (ns) of every thread of this process. */
+    static long processCpuNs() {
+        long sum = 0;
+        java.io.File[] tasks = new java.io.File("/proc/self/task").listFiles();
+        if (tasks == null) {
+            return -1;
+        }
+        for (java.io.File t : tasks) {
+            try {
+                String s = new String(java.nio.file.Files.readAllBytes(new java.io.File(t, "schedstat").toPath()));
+                sum += Long.parseLong(s.trim().split(" ")[0]);
+            } catch (Exception e) {
+                // The thread ended meanwhile.
+            }
+        }
+        return sum;
+    }
+
     static int tiny(int x) {
         return x + 1;
     }
@@ -59,10 +80,13 @@ public class Bench {
             clocks(n / 4);
         }
         for (int r = 0; r < rounds; r++) {
+            long cpu0 = processCpuNs();
             double a = traced(n);
+            long cpu1 = processCpuNs();
             double b = untraced(n);
             double c = clocks(n);
-            System.out.printf("ROUND %.2f %.2f %.2f%n", a, b, c);
+            double cpu = cpu0 < 0 || cpu1 < 0 ? -1 : (cpu1 - cpu0) / (double) n;
+            System.out.printf("ROUND %.2f %.2f %.2f %.2f%n", a, b, c, cpu);
         }
         System.out.println("SINK " + (sink & 1));
     }
