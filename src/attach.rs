@@ -150,7 +150,10 @@ fn attach_disabled(jvm: &Jvm) -> bool {
         let v = String::from_utf8_lossy(v);
         ["JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS=", "_JAVA_OPTIONS="]
             .iter()
-            .any(|k| v.strip_prefix(k).is_some_and(|o| o.split_whitespace().any(|w| w == flag)))
+            .any(|k| {
+                v.strip_prefix(k)
+                    .is_some_and(|o| o.split_whitespace().any(|w| w == flag))
+            })
     })
 }
 
@@ -190,9 +193,18 @@ fn as_user<T: Send>(uid: u32, gid: u32, f: impl FnOnce() -> anyhow::Result<T> + 
         s.spawn(|| {
             // SAFETY: plain syscalls on the calling thread; -1 keeps a field.
             unsafe {
-                if libc::syscall(libc::SYS_setresgid, -1 as libc::c_long, gid as libc::c_long, -1 as libc::c_long) != 0
-                    || libc::syscall(libc::SYS_setresuid, -1 as libc::c_long, uid as libc::c_long, -1 as libc::c_long)
-                        != 0
+                if libc::syscall(
+                    libc::SYS_setresgid,
+                    -1 as libc::c_long,
+                    gid as libc::c_long,
+                    -1 as libc::c_long,
+                ) != 0
+                    || libc::syscall(
+                        libc::SYS_setresuid,
+                        -1 as libc::c_long,
+                        uid as libc::c_long,
+                        -1 as libc::c_long,
+                    ) != 0
                 {
                     bail!(
                         "cannot take the identity of the JVM's user (uid {uid}, gid {gid}): {}",
@@ -263,7 +275,10 @@ fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
             break Ok(());
         }
         if !alive(jvm.pid) {
-            break Err(anyhow::anyhow!("the JVM {} exited while starting its attach listener", jvm.pid));
+            break Err(anyhow::anyhow!(
+                "the JVM {} exited while starting its attach listener",
+                jvm.pid
+            ));
         }
         if t0.elapsed() > LISTENER_TIMEOUT {
             break Err(anyhow::anyhow!(
@@ -294,7 +309,10 @@ fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<Stri
         let mut msg = b"1\0".to_vec();
         for a in &args {
             if a.len() > 1024 {
-                bail!("attach argument too long ({} bytes; HotSpot takes at most 1024)", a.len());
+                bail!(
+                    "attach argument too long ({} bytes; HotSpot takes at most 1024)",
+                    a.len()
+                );
             }
             msg.extend_from_slice(a.as_bytes());
             msg.push(0);
@@ -316,9 +334,7 @@ fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<Stri
                 Ok(0) => break,
                 Ok(n) => reply.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                    continue
-                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
                 Err(e) => return Err(e).context("reading the JVM's reply"),
             }
         }
@@ -335,7 +351,11 @@ fn parse_load_reply(reply: &str) -> anyhow::Result<i32> {
         Ok(0) => {}
         Ok(code) => bail!(
             "the JVM refused to load the agent (attach error {code}){}",
-            if rest.is_empty() { String::new() } else { format!(": {rest}") }
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(": {rest}")
+            }
         ),
         Err(_) => bail!("unexpected reply from the JVM's attach listener: {:?}", reply.trim()),
     }

@@ -153,6 +153,9 @@ pub(crate) fn early_events() -> Vec<jvmtiEvent> {
 /// current thread's JNIEnv or null (attach).
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, _cfg: &Config) {
     let f = FEATURES.get().copied().unwrap_or_default();
+    // A new session (attach) describes its methods and GC windows afresh.
+    *lock(&CODE_IDS) = None;
+    GC_OPEN.store(false, Ordering::SeqCst);
     let mut wanted = Vec::new();
     if f.monitor_contention {
         wanted.extend([
@@ -208,7 +211,7 @@ fn write_notes() {
     let notes = std::mem::take(&mut *lock(&NOTES));
     let Some(rec) = RECORDER.get() else { return };
     for m in notes {
-        eprintln!("jtrace agent: {m}");
+        crate::say(&m);
         rec.write_direct(&Record {
             tid: tid(),
             ts: now_ns(),

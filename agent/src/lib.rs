@@ -37,26 +37,74 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use jtrace_format::{JvmStart, MethodDef, MethodEvent, Payload, Record, ThreadStart, EXIT_BY_EXCEPTION};
 
 use config::Config;
 use jvm::jvmti;
-use recorder::{Recorder, SharedBuf};
+use recorder::{lock, Recorder, SharedBuf};
 use sys::*;
 
 /// JVMTI version requested from GetEnv: 1.2 exists in every JDK from 7 on,
 /// and the agent uses nothing newer.
 const JVMTI_VERSION_1_2: jint = 0x3001_0200;
 
-/// Configuration in force (set once, at load).
-static CONFIG: OnceLock<Config> = OnceLock::new();
-/// The stream writer (set once, at load, when the configuration is valid).
-static RECORDER: OnceLock<Recorder> = OnceLock::new();
-/// Cleared on an internal error: every callback then returns at once.
+/// A value installed for one recording session and read lock-free by every
+/// callback. A value is never freed: a callback that read it just before a
+/// stop may still be using it, so a stopped session's (small) state is
+/// leaked instead.
+pub(crate) struct Slot<T>(AtomicPtr<T>);
+
+impl<T> Slot<T> {
+    const fn new() -> Self {
+        Slot(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// The value in force, if any.
+    pub(crate) fn get(&self) -> Option<&'static T> {
+        // SAFETY: non-null pointers come from Box::leak in `set` and are never freed.
+        unsafe { self.0.load(Ordering::Acquire).as_ref() }
+    }
+
+    fn set(&self, v: T) {
+        self.0.store(Box::into_raw(Box::new(v)), Ordering::Release);
+    }
+
+    fn clear(&self) {
+        self.0.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+/// Configuration in force (set at load or attach, cleared at stop).
+static CONFIG: Slot<Config> = Slot::new();
+/// The stream writer (set at load or attach when the configuration is valid).
+pub(crate) static RECORDER: Slot<Recorder> = Slot::new();
+/// Cleared on an internal error or a stop: every callback then returns at once.
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Recording session number, incremented by every load or attach: a
+/// thread's state from an earlier session is reset on its next event.
+static SESSION: AtomicU64 = AtomicU64::new(0);
+/// The session was started by a dynamic attach (so it may be stopped).
+static ATTACHED: AtomicBool = AtomicBool::new(false);
+/// The agent's one JVMTI environment, reused by every attach of this JVM.
+static ENV: AtomicPtr<jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
+/// Every traced thread's stream buffer in the current session, by tid (for
+/// the final drain of a stop).
+static SESSION_BUFS: Mutex<Vec<(u32, SharedBuf)>> = Mutex::new(Vec::new());
+/// Serialises load, attach and stop (attach commands come one at a time on
+/// HotSpot's attach listener, but nothing else guarantees it).
+static CONTROL: Mutex<()> = Mutex::new(());
+
+/// Prints a message of the agent on the JVM's stderr, except in a JVM
+/// attached to: its output must stay as it was (the trace and jtrace's
+/// own output carry the message instead).
+pub(crate) fn say(msg: &str) {
+    if !ATTACHED.load(Ordering::Relaxed) {
+        eprintln!("jtrace agent: {msg}");
+    }
+}
 
 /// CLOCK_MONOTONIC in nanoseconds (the one clock of the whole trace).
 fn now_ns() -> u64 {
@@ -108,6 +156,8 @@ impl Hasher for IdHasher {
 
 #[derive(Default)]
 struct ThreadState {
+    /// The session this state belongs to ([`SESSION`]).
+    session: u64,
     /// THREAD_START handled (recorded, or the thread was excluded).
     registered: bool,
     /// Thread passes the thread rules.
@@ -133,7 +183,7 @@ fn guard(what: &str, f: impl FnOnce()) {
 /// Disables the agent and records why.
 fn internal_error(msg: &str) {
     ENABLED.store(false, Ordering::SeqCst);
-    eprintln!("jtrace agent: {msg}");
+    say(msg);
     // Recording the error must not panic again; ignore a failure here.
     let _ = catch_unwind(|| {
         if let Some(r) = RECORDER.get() {
@@ -159,6 +209,19 @@ fn with_state(rec: &Recorder, f: impl FnOnce(&mut ThreadState)) {
     let ok = STATE
         .try_with(|s| match s.try_borrow_mut() {
             Ok(mut st) => {
+                let session = SESSION.load(Ordering::Acquire);
+                if st.session != session {
+                    // First event of this thread in a new session (attach):
+                    // forget the old one.
+                    *st = ThreadState {
+                        session,
+                        ..ThreadState::default()
+                    };
+                }
+                if !st.registered {
+                    // A thread whose probe buffer predates this session.
+                    probe::register_own(rec, &mut st);
+                }
                 // Method events the bytecode probes buffered come first.
                 probe::drain(rec, &mut st);
                 f(&mut st);
@@ -193,6 +256,7 @@ unsafe fn register(
         return;
     }
     let buf = rec.new_thread_buf();
+    lock(&SESSION_BUFS).push((tid(), buf.clone()));
     if let Some(i) = info {
         let payload = Payload::ThreadStart(ThreadStart {
             daemon: i.daemon as u32,
@@ -469,9 +533,9 @@ fn create_stream(dir: &str) -> Result<std::fs::File, String> {
 /// AGENT_ERROR records in the stream when the output directory is known.
 fn report_untraced(messages: &[String], output: Option<&str>) {
     for m in messages {
-        eprintln!("jtrace agent: {m}");
+        say(m);
     }
-    eprintln!("jtrace agent: not tracing this JVM");
+    say("not tracing this JVM");
     let Some(dir) = output else { return };
     let Ok(file) = create_stream(dir) else { return };
     if let Ok(rec) = Recorder::new(file) {
@@ -485,72 +549,125 @@ fn report_untraced(messages: &[String], output: Option<&str>) {
     }
 }
 
-/// Loads the agent; every failure leaves the JVM running untraced.
-unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool) {
+/// Return codes of Agent_OnAttach (jtrace attach reports them).
+mod rc {
+    /// Recording (or the stop) went as asked.
+    pub const OK: i32 = 0;
+    /// The configuration is unusable; the stream, if any, says why.
+    pub const BAD_CONFIG: i32 = 1;
+    /// A session is already recording (or the agent was loaded at start-up).
+    pub const BUSY: i32 = 2;
+    /// `stop` without a session started by attach.
+    pub const NOT_RECORDING: i32 = 3;
+    /// The JVM refused what the agent needs; the stream says what.
+    pub const JVM_REFUSED: i32 = 4;
+}
+
+/// The agent's JVMTI environment: the one of an earlier attach (a JVM keeps
+/// one environment for the agent, however often it is attached), else a new one.
+unsafe fn jvmti_env(vm: *mut JavaVM) -> Result<*mut jvmtiEnv, String> {
+    let old = ENV.load(Ordering::SeqCst);
+    if !old.is_null() {
+        return Ok(old);
+    }
+    let mut envp: *mut c_void = std::ptr::null_mut();
+    let get_env = if vm.is_null() { None } else { (**vm).GetEnv };
+    let Some(get_env) = get_env else {
+        return Err("the JavaVM has no GetEnv".into());
+    };
+    let rc = get_env(vm, &mut envp, JVMTI_VERSION_1_2);
+    if rc != 0 || envp.is_null() {
+        return Err(format!("cannot get a JVMTI 1.2 environment (JNI error {rc})"));
+    }
+    ENV.store(envp.cast(), Ordering::SeqCst);
+    Ok(envp.cast())
+}
+
+/// Loads the agent (at start-up, or into a live VM with `attach`); every
+/// failure leaves the JVM running untraced. Returns an [`rc`] code.
+unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool) -> i32 {
+    let _control = lock(&CONTROL);
     if RECORDER.get().is_some() || CONFIG.get().is_some() {
-        eprintln!("jtrace agent: already loaded in this JVM; ignoring");
-        return;
+        if !attach {
+            eprintln!("jtrace agent: already loaded in this JVM; ignoring");
+        }
+        return rc::BUSY;
+    }
+    if attach {
+        ATTACHED.store(true, Ordering::SeqCst);
+    } else if ATTACHED.load(Ordering::SeqCst) {
+        return rc::BUSY;
     }
     let path = match config_path(options) {
         Ok(p) => p,
-        Err(e) => return report_untraced(&[e.message], None),
+        Err(e) => {
+            report_untraced(&[e.message], None);
+            return rc::BAD_CONFIG;
+        }
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) => return report_untraced(&[format!("{path}: cannot read configuration: {e}")], None),
+        Err(e) => {
+            report_untraced(&[format!("{path}: cannot read configuration: {e}")], None);
+            return rc::BAD_CONFIG;
+        }
     };
     let (cfg, errors) = Config::parse(&text);
     if !errors.is_empty() {
         let msgs: Vec<String> = errors.iter().map(|e| e.located(&path)).collect();
-        return report_untraced(&msgs, cfg.output.as_deref());
+        report_untraced(&msgs, cfg.output.as_deref());
+        return rc::BAD_CONFIG;
     }
     let Some(output) = cfg.output.clone() else {
-        return report_untraced(&[format!("{path}: no `output` directive")], None);
+        report_untraced(&[format!("{path}: no `output` directive")], None);
+        return rc::BAD_CONFIG;
     };
     let file = match create_stream(&output) {
         Ok(f) => f,
-        Err(e) => return report_untraced(&[e], None),
+        Err(e) => {
+            report_untraced(&[e], None);
+            return rc::BAD_CONFIG;
+        }
     };
     let rec = match Recorder::new(file) {
         Ok(r) => r,
-        Err(e) => return report_untraced(&[format!("cannot write the stream header: {e}")], None),
+        Err(e) => {
+            report_untraced(&[format!("cannot write the stream header: {e}")], None);
+            return rc::BAD_CONFIG;
+        }
     };
     let fail = |rec: Recorder, msg: String| {
-        eprintln!("jtrace agent: {msg}");
-        eprintln!("jtrace agent: not tracing this JVM");
+        say(&msg);
+        say("not tracing this JVM");
         rec.write_direct(&Record {
             tid: tid(),
             ts: now_ns(),
             payload: Payload::AgentError(msg),
         });
+        rc::JVM_REFUSED
     };
-
-    let mut envp: *mut c_void = std::ptr::null_mut();
-    let get_env = if vm.is_null() { None } else { (**vm).GetEnv };
-    let Some(get_env) = get_env else {
-        return fail(rec, "the JavaVM has no GetEnv".into());
+    let env = match jvmti_env(vm) {
+        Ok(e) => e,
+        Err(e) => return fail(rec, e),
     };
-    let rc = get_env(vm, &mut envp, JVMTI_VERSION_1_2);
-    if rc != 0 || envp.is_null() {
-        return fail(rec, format!("cannot get a JVMTI 1.2 environment (JNI error {rc})"));
-    }
-    let env = envp as *mut jvmtiEnv;
 
     probe::set_vm(vm, env);
     if cfg.traces_methods() {
         let mut caps = jvmtiCapabilities::default();
         if probe::enabled(&cfg) {
-            probe::capabilities(&mut caps);
+            probe::capabilities(&mut caps, attach);
         } else {
             caps.set_can_generate_method_entry_events(1);
             caps.set_can_generate_method_exit_events(1);
         }
         let err = jvmti!(env, AddCapabilities, &caps);
         if err != JVMTI_ERROR_NONE {
-            return fail(
-                rec,
-                format!("cannot get method entry/exit capabilities (JVMTI error {err})"),
-            );
+            let how = if probe::enabled(&cfg) {
+                "class retransformation"
+            } else {
+                "method entry/exit (only available at start-up; use bytecode_rewriting on)"
+            };
+            return fail(rec, format!("cannot get the {how} capabilities (JVMTI error {err})"));
         }
     }
     let mut callbacks = jvmtiEventCallbacks {
@@ -582,13 +699,156 @@ unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool) {
             return fail(rec, format!("cannot enable JVMTI event {e} (error {err})"));
         }
     }
-    // Both cells were empty above and loading is single-threaded at this point.
-    let _ = CONFIG.set(cfg);
-    let _ = RECORDER.set(rec);
+    lock(&SESSION_BUFS).clear();
+    SESSION.fetch_add(1, Ordering::SeqCst);
+    CONFIG.set(cfg);
+    RECORDER.set(rec);
     ENABLED.store(true, Ordering::SeqCst);
     if attach {
-        // The VM is already live: no VMInit will come. Threads register lazily.
-        start_recording(env, std::ptr::null_mut(), std::ptr::null_mut(), now_ns());
+        // The VM is already live: no VMInit will come. Threads register
+        // lazily, on their first event; the existing ones are named now.
+        let ts = now_ns();
+        let jni = probe::jni_env(std::ptr::null_mut());
+        probe::purge_buffers(jni);
+        start_recording(env, jni, std::ptr::null_mut(), ts);
+        name_existing_threads(env, jni, ts);
+        if !ENABLED.load(Ordering::SeqCst) {
+            // start_recording hit an internal error (recorded): undo what
+            // is on, so the JVM runs on as before.
+            stop_session(env);
+            return rc::JVM_REFUSED;
+        }
+    }
+    rc::OK
+}
+
+/// Records THREAD_START for the Java threads that existed before an attach
+/// (they get no ThreadStart event). JVMTI does not give a thread's kernel
+/// tid, but HotSpot names each thread it starts after its Java name (cut to
+/// 15 bytes, the kernel's limit), so a thread whose name matches exactly one
+/// task of this process is recorded with that task's tid; the others are
+/// named when they record their first event.
+unsafe fn name_existing_threads(env: *mut jvmtiEnv, jni: *mut JNIEnv, ts: u64) {
+    let Some((rec, cfg)) = active() else { return };
+    let mut n: jint = 0;
+    let mut threads: *mut jthread = std::ptr::null_mut();
+    if jvmti!(env, GetAllThreads, &mut n, &mut threads) != JVMTI_ERROR_NONE || threads.is_null() {
+        return;
+    }
+    let mut infos = Vec::new();
+    for &t in std::slice::from_raw_parts(threads, n.max(0) as usize) {
+        if let Some(i) = jvm::thread_info(env, jni, t) {
+            infos.push(i);
+        }
+        jvm::delete_local(jni, t);
+    }
+    jvmti!(env, Deallocate, threads.cast());
+    let mut comms: Vec<(u32, Vec<u8>)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            let Some(t) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(c) = std::fs::read(e.path().join("comm")) {
+                comms.push((t, c.strip_suffix(b"\n").unwrap_or(&c).to_vec()));
+            }
+        }
+    }
+    let short = |name: &str| -> Vec<u8> {
+        let b = name.as_bytes();
+        b[..b.len().min(15)].to_vec()
+    };
+    for i in infos {
+        let key = short(&i.name);
+        let same_name = infos_with(&comms, &key);
+        if same_name.len() != 1 || !cfg.thread_traced(&i.name) {
+            continue;
+        }
+        rec.write_direct(&Record {
+            tid: same_name[0],
+            ts,
+            payload: Payload::ThreadStart(ThreadStart {
+                daemon: i.daemon as u32,
+                name: i.name,
+                group: i.group,
+                parent: String::new(),
+            }),
+        });
+    }
+}
+
+/// The tids whose comm is `key`.
+fn infos_with(comms: &[(u32, Vec<u8>)], key: &[u8]) -> Vec<u32> {
+    comms.iter().filter(|(_, c)| c == key).map(|(t, _)| *t).collect()
+}
+
+/// Ends an attach session: no more events, the probes removed (the classes
+/// retransformed back to their original bytes), every buffered event
+/// written and the stream finished with JVM_END, the capabilities given
+/// back. The JVM runs on as if the agent had never been there, and a later
+/// attach starts a new session.
+unsafe fn stop_session(env: *mut jvmtiEnv) {
+    ENABLED.store(false, Ordering::SeqCst);
+    for e in JVMTI_MIN_EVENT_TYPE_VAL..=JVMTI_MAX_EVENT_TYPE_VAL {
+        // Events never enabled or not known to this JVM simply fail.
+        jvm::set_event(env, e as jvmtiEvent, false);
+    }
+    let jni = probe::jni_env(std::ptr::null_mut());
+    if let (Some(rec), Some(cfg)) = (RECORDER.get(), CONFIG.get()) {
+        {
+            let bufs: Vec<(u32, SharedBuf)> = lock(&SESSION_BUFS).clone();
+            // The last entry of a tid is its current buffer; a thread whose
+            // probes ran but that recorded nothing else gets one now.
+            let find = |t: u32| {
+                let found = bufs.iter().rev().find(|(x, _)| *x == t).map(|(_, b)| b.clone());
+                found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf()))
+            };
+            probe::stop(env, jni, cfg, rec, &find);
+        }
+        rec.finish(tid(), now_ns());
+    }
+    let mut caps = jvmtiCapabilities::default();
+    if jvmti!(env, GetCapabilities, &mut caps) == JVMTI_ERROR_NONE {
+        jvmti!(env, RelinquishCapabilities, &caps);
+    }
+    lock(&SESSION_BUFS).clear();
+    RECORDER.clear();
+    CONFIG.clear();
+}
+
+/// The thread rules applied to a thread known only by its tid (one whose
+/// probes ran in a session but that recorded nothing else): its kernel name
+/// is its Java name cut to 15 bytes.
+fn thread_traced_by_comm(cfg: &Config, t: u32) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/self/task/{t}/comm")).unwrap_or_default();
+    cfg.thread_traced(comm.trim_end_matches('\n'))
+}
+
+/// `stop`: ends the session a previous attach started. Returns an [`rc`] code.
+unsafe fn stop() -> i32 {
+    let _control = lock(&CONTROL);
+    if !ATTACHED.load(Ordering::SeqCst) || RECORDER.get().is_none() {
+        return rc::NOT_RECORDING;
+    }
+    let env = ENV.load(Ordering::SeqCst);
+    if env.is_null() {
+        return rc::NOT_RECORDING;
+    }
+    stop_session(env);
+    rc::OK
+}
+
+/// Keeps this library loaded for good: HotSpot unloads an agent library
+/// whose Agent_OnAttach returns an error, which would leave a session's
+/// callbacks pointing into unmapped code.
+fn pin_library() {
+    // SAFETY: dladdr on an address of this library; dlopen with RTLD_NOLOAD
+    // only takes another reference on the already loaded object.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(pin_library as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+            libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
+        }
     }
 }
 
@@ -599,17 +859,36 @@ unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool) {
 /// Called by the JVM with a valid `JavaVM` and a NUL-terminated (or null) option string.
 #[no_mangle]
 pub unsafe extern "C" fn Agent_OnLoad(vm: *mut JavaVM, options: *mut c_char, _reserved: *mut c_void) -> jint {
-    guard("Agent_OnLoad", || load(vm, options, false));
+    guard("Agent_OnLoad", || {
+        load(vm, options, false);
+    });
     0
 }
 
-/// Entry point when loaded into a running JVM (dynamic attach); best effort,
-/// same configuration as [`Agent_OnLoad`]. Always returns 0.
+/// Entry point when loaded into a running JVM (dynamic attach, `jtrace
+/// attach`): options `config=<file>` start a recording session, `stop` ends
+/// it and leaves the JVM as it was. HotSpot calls this again each time the
+/// library is loaded again, so one JVM can be attached to many times.
+/// Returns 0 on success, else an [`rc`] code (the stream and jtrace say
+/// why); the JVM runs on in every case.
 ///
 /// # Safety
 /// Called by the JVM with a valid `JavaVM` and a NUL-terminated (or null) option string.
 #[no_mangle]
 pub unsafe extern "C" fn Agent_OnAttach(vm: *mut JavaVM, options: *mut c_char, _reserved: *mut c_void) -> jint {
-    guard("Agent_OnAttach", || load(vm, options, true));
-    0
+    let mut code = rc::JVM_REFUSED;
+    guard("Agent_OnAttach", || {
+        pin_library();
+        let opts = if options.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(options).to_string_lossy().into_owned()
+        };
+        code = if opts.trim() == "stop" {
+            stop()
+        } else {
+            load(vm, options, true)
+        };
+    });
+    code
 }

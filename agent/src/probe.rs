@@ -106,10 +106,14 @@ pub(crate) fn enabled(cfg: &Config) -> bool {
     cfg.traces_methods() && cfg.bytecode_rewriting
 }
 
-/// Capabilities bytecode rewriting needs (added at load).
-pub(crate) fn capabilities(caps: &mut jvmtiCapabilities) {
+/// Capabilities bytecode rewriting needs (added at load). In a live VM
+/// (`attach`) only retransformation is needed (and available): every class
+/// is either loaded already, and retransformed, or loaded later, and hooked.
+pub(crate) fn capabilities(caps: &mut jvmtiCapabilities, attach: bool) {
     caps.set_can_retransform_classes(1);
-    caps.set_can_generate_all_class_hook_events(1);
+    if !attach {
+        caps.set_can_generate_all_class_hook_events(1);
+    }
 }
 
 /// Remembers the JVM and JVMTI environment (at load).
@@ -240,7 +244,7 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
 }
 
 /// A JNIEnv for the calling thread (`jni` if given, else from the JavaVM).
-unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
+pub(crate) unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
     if !jni.is_null() {
         return jni;
     }
@@ -276,6 +280,21 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -
         return Err("bytecode rewriting: no JNI environment".into());
     }
     JVMTI.store(env, Ordering::SeqCst);
+    if !READY.load(Ordering::Acquire) {
+        define_probe_class(jni)?;
+    }
+    let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
+    if err != JVMTI_ERROR_NONE {
+        return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
+    }
+    retransform_loaded(env, jni, cfg);
+    Ok(())
+}
+
+/// Defines `jtrace.Probe` in the bootstrap class loader (visible from every
+/// loader) and binds its natives. Done once per JVM: a later attach reuses
+/// the class, whose threads keep their buffers.
+unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
     let class = jni!(
         jni,
         DefineClass,
@@ -325,13 +344,77 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -
     BUF_FIELD.store(buf_field, Ordering::SeqCst);
     POS_FIELD.store(pos_field, Ordering::SeqCst);
     READY.store(true, Ordering::Release);
-
-    let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
-    if err != JVMTI_ERROR_NONE {
-        return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
-    }
-    retransform_loaded(env, jni, cfg);
     Ok(())
+}
+
+/// At the start of an attach session, before any probe of it exists:
+/// empties every thread's probe buffer without recording it. What the probes
+/// buffered since the last session stopped (frames that kept running
+/// instrumented code) belongs to no session.
+pub(crate) unsafe fn purge_buffers(jni: *mut JNIEnv) {
+    if !READY.load(Ordering::Acquire) || jni.is_null() {
+        return;
+    }
+    let all: Vec<usize> = lock(&REGISTERED).iter().map(|r| r.probe).collect();
+    for probe in all {
+        take_buffer(jni, probe as jobject, |_| {});
+    }
+}
+
+/// Registers the calling thread in the current session if it has a probe
+/// buffer from an earlier one (its `Probe` object outlives sessions, so
+/// register0 is not called again).
+pub(crate) fn register_own(rec: &Recorder, st: &mut ThreadState) {
+    let Ok((probe, jni)) = MINE.try_with(Cell::get) else {
+        return;
+    };
+    let Some((_, cfg)) = active() else { return };
+    let env = JVMTI.load(Ordering::SeqCst);
+    if probe.is_null() || jni.is_null() || env.is_null() {
+        return;
+    }
+    // SAFETY: on a Java thread with its JNIEnv; the thread reference is local.
+    unsafe {
+        let mut thread: jthread = std::ptr::null_mut();
+        if jvmti!(env, GetCurrentThread, &mut thread) == JVMTI_ERROR_NONE {
+            register(st, rec, cfg, env, jni, thread, now_ns());
+            jvm::delete_local(jni, thread);
+        }
+    }
+}
+
+/// Stops method tracing at the end of an attach session (the agent is
+/// disabled already, so the hook leaves classes alone): if the session
+/// traced methods, retransforms the classes with selected methods back to
+/// their original bytes; then writes
+/// every thread's buffered events into its stream buffer of this session
+/// (`buf_of(tid)`, which gives a thread that recorded nothing else in this
+/// session a new buffer). Frames still running an instrumented version keep
+/// calling the probes until they return; those events are discarded at the
+/// next attach.
+pub(crate) unsafe fn stop(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    cfg: &Config,
+    rec: &Recorder,
+    buf_of: &dyn Fn(u32) -> Option<SharedBuf>,
+) {
+    if !READY.load(Ordering::Acquire) || jni.is_null() {
+        return;
+    }
+    if enabled(cfg) {
+        retransform_loaded(env, jni, cfg);
+    }
+    let all: Vec<(usize, u32)> = lock(&REGISTERED).iter().map(|r| (r.probe, r.tid)).collect();
+    for (probe, t) in all {
+        match buf_of(t) {
+            Some(b) => {
+                take_buffer(jni, probe as jobject, |data| encode_block(rec, &b, t, data, None));
+                rec.flush_if_full(&b);
+            }
+            None => take_buffer(jni, probe as jobject, |_| {}),
+        }
+    }
 }
 
 /// Retransforms the loaded classes that have a selected method, so that

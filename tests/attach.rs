@@ -1,0 +1,322 @@
+//! End-to-end tests of `jtrace attach`: real JVMs (17 and 25) started
+//! without any agent, attached to three times while they run, then left to
+//! finish. They need root, as CI has.
+
+mod common;
+
+use common::*;
+use jtrace_merge::Trace;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Calls AttachTarget makes (about one per millisecond).
+const CALLS: usize = 9000;
+
+/// Starts AttachTarget and waits for its "ready" line; returns the child
+/// (stdout still piped, after that line) and the file of its call times.
+fn start_target(jdk: &str, dir: &Path) -> (Child, BufReader<std::process::ChildStdout>, PathBuf) {
+    let times = dir.join("times.txt");
+    let mut child = Command::new(java(jdk))
+        .arg("-cp")
+        .arg(classes())
+        .arg("AttachTarget")
+        .arg(CALLS.to_string())
+        .arg(&times)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start java");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n", "{jdk}: AttachTarget did not start");
+    (child, out, times)
+}
+
+fn attach(pid: u32, out: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    ensure_agent();
+    let o = Command::new(jtrace())
+        .arg("attach")
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run jtrace attach");
+    eprintln!("--- jtrace attach stderr\n{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+/// Checks one session's trace: complete, nothing lost, exact accounting,
+/// the worker named, its kernel switches there, and its AttachTarget.work
+/// invocations exactly the calls the program made inside the traced window
+/// (by its own clock readings), exceptional exits included. Returns how
+/// many calls were traced.
+fn check_session(jdk: &str, dir: &Path, times: &[u64]) -> usize {
+    let trace = Trace::open(dir).unwrap_or_else(|e| panic!("{jdk}: cannot open {}: {e:#}", dir.display()));
+    assert!(trace.meta.complete, "{jdk}: trace not complete");
+    assert_eq!(trace.losses.kernel + trace.losses.jvm, 0, "{jdk}: events lost");
+    assert!(
+        trace.losses.truncated.is_empty(),
+        "{jdk}: {} problems, first: {:?}",
+        trace.losses.truncated.len(),
+        trace.losses.truncated.first()
+    );
+    // The only agent message expected: park/sleep are not available on attach.
+    for e in &trace.losses.agent_errors {
+        assert!(
+            e.contains("park and sleep events are not recorded"),
+            "{jdk}: agent error {e}"
+        );
+    }
+    assert_exact(&trace);
+
+    let worker = trace
+        .threads
+        .values()
+        .find(|t| t.java_name.as_deref() == Some("attach-worker"))
+        .unwrap_or_else(|| panic!("{jdk}: the worker thread is not named in the trace"));
+    // A thread that existed before the attach and records nothing itself is
+    // named too (from the thread list at attach).
+    assert!(
+        trace
+            .threads
+            .values()
+            .any(|t| t.java_name.as_deref() == Some("Reference Handler")),
+        "{jdk}: existing threads are not named"
+    );
+    let report = jtrace_merge::build_report(&trace, &Default::default());
+    let wt = report.threads.iter().find(|t| t.tid == worker.tid).unwrap();
+    // It sleeps 1 ms per call: hundreds of voluntary switches per second.
+    assert!(
+        wt.voluntary_switches > 300,
+        "{jdk}: worker has {} voluntary switches",
+        wt.voluntary_switches
+    );
+
+    let mut invs: Vec<_> = invocations(&trace)
+        .into_iter()
+        .filter(|(t, inv)| t.tid == worker.tid && trace.methods[inv.method as usize].qualified() == "AttachTarget.work")
+        .map(|(_, inv)| inv)
+        .collect();
+    invs.sort_by_key(|i| i.entry);
+    assert!(
+        invs.len() > 300,
+        "{jdk}: only {} calls traced in the window",
+        invs.len()
+    );
+    // Call i was made after times[i]; its entry lies before times[i + 1].
+    let first = times.partition_point(|&t| t <= invs[0].entry) - 1;
+    for (k, inv) in invs.iter().enumerate() {
+        let i = first + k;
+        assert!(
+            times[i] <= inv.entry && times.get(i + 1).is_none_or(|&next| inv.entry < next),
+            "{jdk}: traced invocation {k} is not call {i}: a call inside the window was missed"
+        );
+        // Only the last call may be cut by the stop (no exit recorded).
+        assert!(!inv.unfinished || k == invs.len() - 1, "{jdk}: call {i} has no exit");
+        if !inv.unfinished {
+            assert_eq!(inv.exception, i % 50 == 49, "{jdk}: call {i} exception flag");
+        }
+    }
+    // The directory and files belong to the invoking user, as with `run`.
+    let md = std::fs::metadata(dir).unwrap();
+    assert_eq!(
+        (md.uid(), md.permissions().mode() & 0o777),
+        (65534, 0o700),
+        "{jdk}: trace dir owner/mode"
+    );
+    for e in std::fs::read_dir(dir).unwrap() {
+        let md = e.unwrap().metadata().unwrap();
+        assert_eq!(
+            (md.uid(), md.permissions().mode() & 0o777),
+            (65534, 0o600),
+            "{jdk}: trace file owner/mode"
+        );
+    }
+    invs.len()
+}
+
+/// The program runs untouched by three attaches: two tracing AttachTarget.work
+/// (each exact against the program's own record of its calls), then one
+/// tracing no method and stopped by SIGTERM, which must see no method event at
+/// all (the probes of the earlier sessions are gone). The program's output
+/// and exit code are those of an untraced run.
+#[test]
+fn attach_traces_a_running_jvm_and_leaves_it_as_before() {
+    for jdk in JDKS {
+        let dir = tempdir("attach");
+        let (mut child, mut stdout, times_file) = start_target(jdk, &dir);
+        let pid = child.id();
+        let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+        let mut traced = Vec::new();
+        for n in 1..=2 {
+            let out = dir.join(format!("s{n}.jtrace"));
+            let o = attach(
+                pid,
+                &out,
+                &["--duration", "1s", "--methods", "AttachTarget.work"],
+                &sudo,
+            );
+            assert!(o.status.success(), "{jdk}: attach {n} failed");
+            traced.push(out);
+        }
+        // Third session: no method selected, stopped by SIGTERM.
+        let out3 = dir.join("s3.jtrace");
+        let mut j = Command::new(jtrace())
+            .arg("attach")
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(&out3)
+            .envs(sudo)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(j.stderr.take().unwrap());
+        let mut log = String::new();
+        let t0 = Instant::now();
+        while !log.contains("recording") {
+            let mut l = String::new();
+            if err.read_line(&mut l).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
+                panic!("{jdk}: third attach did not start: {log}");
+            }
+            log.push_str(&l);
+        }
+        std::thread::sleep(Duration::from_millis(800));
+        unsafe { libc::kill(j.id() as i32, libc::SIGTERM) };
+        let st = j.wait().unwrap();
+        err.read_to_string(&mut log).unwrap();
+        eprintln!("--- third attach\n{log}");
+        assert!(st.success(), "{jdk}: attach stopped by SIGTERM failed: {log}");
+
+        // The program finishes as if nothing had happened.
+        let st = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        let thrown = CALLS / 50;
+        let sum: u64 = (0..CALLS as u64).filter(|i| i % 50 != 49).sum();
+        assert_eq!(
+            rest,
+            format!("calls {CALLS} thrown {thrown} sum {sum}\n"),
+            "{jdk}: output changed"
+        );
+        assert_eq!(st.code(), Some(7), "{jdk}: exit code changed");
+        // Nothing from jtrace on the program's stderr; JDK 21+ prints its own
+        // warning about a dynamically loaded agent.
+        for l in stderr.lines() {
+            assert!(l.starts_with("WARNING: "), "{jdk}: unexpected stderr line {l:?}");
+        }
+
+        let times: Vec<u64> = std::fs::read_to_string(&times_file)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(times.len(), CALLS);
+        for out in &traced {
+            let n = check_session(jdk, out, &times);
+            eprintln!("{jdk}: {} traced {n} calls", out.display());
+        }
+        let t3 = Trace::open(&out3).unwrap();
+        assert!(t3.meta.complete, "{jdk}: third trace not complete");
+        assert!(
+            t3.losses.truncated.is_empty(),
+            "{jdk}: {} problems after the probes were removed, first: {:?}",
+            t3.losses.truncated.len(),
+            t3.losses.truncated.first()
+        );
+        let n3 = invocations(&t3).len();
+        assert_eq!(n3, 0, "{jdk}: {n3} method invocations after the probes were removed");
+        assert!(
+            t3.threads
+                .values()
+                .any(|t| t.java_name.as_deref() == Some("attach-worker")),
+            "{jdk}: worker not named in the third session"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A dead pid, a process that is not a JVM, and a JVM that refuses attach:
+/// each fails at once with a clear message and a non-zero exit, leaving no
+/// trace directory behind; the JVM that refused runs on undisturbed.
+#[test]
+fn attach_refuses_what_it_cannot_attach_to() {
+    let dir = tempdir("attach-refused");
+    // A pid that just exited (reaped).
+    let mut t = Command::new("true").spawn().unwrap();
+    let dead = t.id();
+    t.wait().unwrap();
+    let out = dir.join("dead.jtrace");
+    let o = attach(dead, &out, &["--duration", "1s"], &[]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("no process with pid {dead}")),
+        "dead pid message"
+    );
+    assert!(!out.exists());
+
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let out = dir.join("sleep.jtrace");
+    let o = attach(sleeper.id(), &out, &["--duration", "1s"], &[]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a HotSpot JVM"),
+        "non-JVM message"
+    );
+    assert!(!out.exists());
+
+    for jdk in JDKS {
+        let mut child = Command::new(java(jdk))
+            .args(["-XX:+DisableAttachMechanism", "-cp"])
+            .arg(classes())
+            .args(["AttachTarget", "1500"])
+            .arg(dir.join("times.txt"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let out = dir.join("disabled.jtrace");
+        let t0 = Instant::now();
+        let o = attach(child.id(), &out, &["--duration", "1s"], &[]);
+        assert!(!o.status.success());
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{jdk}: refusal took {:?}",
+            t0.elapsed()
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("DisableAttachMechanism"),
+            "{jdk}: disabled-attach message"
+        );
+        assert!(!out.exists());
+        let st = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        // No thread dump (SIGQUIT was not sent) and the normal end.
+        assert_eq!(
+            rest,
+            format!(
+                "calls 1500 thrown 30 sum {}\n",
+                (0..1500u64).filter(|i| i % 50 != 49).sum::<u64>()
+            )
+        );
+        assert_eq!(st.code(), Some(7));
+        assert!(stderr.is_empty(), "{jdk}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
