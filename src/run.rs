@@ -586,23 +586,6 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
             None => " until it exits or Ctrl-C".into(),
         }
     );
-    // A pidfd becomes readable when the process exits (zombie or not).
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
-    let deadline = duration.map(|d| std::time::Instant::now() + d);
-    let why = loop {
-        if STOP_RECORDING.load(Ordering::SeqCst) {
-            break "interrupted";
-        }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            break "duration reached";
-        }
-        if pidfd >= 0 {
-            let mut pfd = libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
     let why = wait_for_stop(args.pid, args.duration);
     let stats = stop_kernel(recorder, &mut meta)?;
     meta.complete = true;
@@ -638,6 +621,23 @@ pub(crate) fn install_stop_handlers() {
 /// Waits until `duration` has passed, a stop signal arrived or process
 /// `pid` exited; returns which, for the closing message.
 pub(crate) fn wait_for_stop(pid: u32, duration: Option<std::time::Duration>) -> &'static str {
+    // A pidfd becomes readable when the process exits (zombie or not).
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    let deadline = duration.map(|d| std::time::Instant::now() + d);
+    let why = loop {
+        if STOP_RECORDING.load(Ordering::SeqCst) {
+            break "interrupted";
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break "duration reached";
+        }
+        if pidfd >= 0 {
+            let mut pfd = libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
                 break "process exited";
             }
         } else {
