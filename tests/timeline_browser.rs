@@ -360,6 +360,49 @@ fn timeline_of_the_demo_in_chromium() {
     let errors = b.errors();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 
+    // The page lays out every interval's causes as the chrome export does
+    // (GC/safepoint parts on their windows): same segments, to the ns.
+    let wins = jtrace_timeline::export::jvm_windows(&trace);
+    let t0 = jtrace_timeline::export::time_origin(&trace);
+    let mut windowed = 0;
+    for th in jtrace_timeline::export::collect(&trace) {
+        let pid = if th.info.tgid != 0 {
+            th.info.tgid
+        } else {
+            trace.meta.pid
+        };
+        let want: Vec<(u64, u64, usize)> = th
+            .offs
+            .iter()
+            .flat_map(|o| jtrace_timeline::export::cause_segments_in(o, &wins, pid))
+            .map(|(s, e, c)| (s - t0, e - t0, c as usize))
+            .collect();
+        windowed += want
+            .iter()
+            .filter(|s| {
+                matches!(
+                    jtrace_merge::Cause::ALL[s.2],
+                    jtrace_merge::Cause::Gc | jtrace_merge::Cause::Safepoint
+                )
+            })
+            .count();
+        let got: Vec<(u64, u64, usize)> = b
+            .eval(&format!("jtrace.segments({})", th.info.tid))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s[0].as_f64().unwrap() as u64,
+                    s[1].as_f64().unwrap() as u64,
+                    s[2].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "segments of {} [{}]", th.info.display_name(), th.info.tid);
+    }
+    assert!(windowed > 0, "no gc/safepoint segment in the demo");
+
     // One lane per thread, application threads first.
     let lanes = b.eval("jtrace.lanes()");
     let lanes = lanes.as_array().unwrap();

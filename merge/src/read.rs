@@ -2,7 +2,7 @@
 
 use crate::cause::Cause;
 use crate::meta::Meta;
-use jtrace_format::{self as fmt, kind, Decoder, FileHeader, Payload};
+use jtrace_format::{self as fmt, kind, DecodeError, Decoder, FileHeader, Payload, Record};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -201,9 +201,17 @@ pub struct Trace {
     /// Library-call probe names by probe id.
     probes: HashMap<u32, MethodIdx>,
     /// GC / safepoint windows per JVM pid, copied into threads after reading.
-    windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
+    pub(crate) windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
+    /// Streaming reads ([`crate::stream`]): events go to the external sort
+    /// instead of `events`, syscall records travel with their events.
+    pub(crate) sorter: Option<Box<crate::stream::Sorter>>,
     /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
     open_blocks: HashMap<u32, u32>,
+}
+
+/// Records of a stream held whole in memory.
+fn records(data: &[u8]) -> Decoder<'_> {
+    Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN)
 }
 
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
@@ -227,35 +235,16 @@ fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
 impl Trace {
     /// Reads a trace directory written by `jtrace run`.
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
-        if !dir.is_dir() {
-            anyhow::bail!("{} is not a jtrace trace directory", dir.display());
-        }
-        let meta = Meta::load(dir)?;
-        let mut t = Trace {
-            dir: dir.to_path_buf(),
-            meta,
-            details: vec![String::new()],
-            ..Default::default()
-        };
-        t.losses.kernel = t.meta.kernel_lost_total();
-
+        let mut t = Trace::begin(dir)?;
         let kpath = dir.join(fmt::KERNEL_FILE);
         if kpath.exists() {
             let data = read_stream(&kpath, fmt::KERNEL_MAGIC)?;
-            t.read_kernel(&kpath, &data);
+            t.read_kernel(&kpath, records(&data));
         }
-        let mut jvm_files: Vec<PathBuf> = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin"))
-            })
-            .collect();
-        jvm_files.sort();
-        for p in jvm_files {
+        for p in Trace::jvm_files(dir)? {
             let data = read_stream(&p, fmt::JVM_MAGIC)?;
-            t.read_jvm(&p, &data);
+            let header = FileHeader::parse(&data).expect("checked by read_stream");
+            t.read_jvm(&p, &header, records(&data));
         }
         t.spread_windows();
         for (tid, evs) in t.events.iter_mut() {
@@ -272,6 +261,37 @@ impl Trace {
             }
         }
         Ok(t)
+    }
+
+    /// A trace with its metadata and no events yet.
+    pub(crate) fn begin(dir: &Path) -> anyhow::Result<Trace> {
+        if !dir.is_dir() {
+            anyhow::bail!("{} is not a jtrace trace directory", dir.display());
+        }
+        let meta = Meta::load(dir)?;
+        let mut t = Trace {
+            dir: dir.to_path_buf(),
+            meta,
+            details: vec![String::new()],
+            ..Default::default()
+        };
+        t.losses.kernel = t.meta.kernel_lost_total();
+        Ok(t)
+    }
+
+    /// The JVM streams of a trace directory, in name order.
+    pub(crate) fn jvm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        let mut jvm_files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin"))
+            })
+            .collect();
+        jvm_files.sort();
+        Ok(jvm_files)
     }
 
     /// The VM thread's calls of `SafepointSynchronize::begin` and `end`
@@ -323,7 +343,7 @@ impl Trace {
         (self.details.len() - 1) as u32
     }
 
-    fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
+    pub(crate) fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
         self.threads.entry(tid).or_insert_with(|| ThreadInfo {
             tid,
             ..Default::default()
@@ -339,11 +359,15 @@ impl Trace {
     }
 
     fn push(&mut self, tid: u32, ts: u64, event: Event) {
+        if let Some(s) = &mut self.sorter {
+            s.push(tid, ts, event);
+            return;
+        }
         self.events.entry(tid).or_default().push(Timed { ts, event });
     }
 
-    fn read_kernel(&mut self, path: &Path, data: &[u8]) {
-        for rec in Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN) {
+    pub(crate) fn read_kernel(&mut self, path: &Path, records: impl Iterator<Item = Result<Record, DecodeError>>) {
+        for rec in records {
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {
@@ -408,8 +432,14 @@ impl Trace {
                     th.comm = fmt::comm_str(&p.comm);
                 }
                 Payload::Syscall(rec) => {
-                    let idx = self.syscalls.len() as u32;
-                    self.syscalls.push(SyscallInfo { tid, enter: ts, rec });
+                    let info = SyscallInfo { tid, enter: ts, rec };
+                    let idx = match &mut self.sorter {
+                        Some(s) => s.add_syscall(info),
+                        None => {
+                            self.syscalls.push(info);
+                            (self.syscalls.len() - 1) as u32
+                        }
+                    };
                     self.push(tid, ts, Event::Syscall { idx, enter: true });
                     if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
                         // Its block ends at the thread's next switch-in.
@@ -468,7 +498,12 @@ impl Trace {
         }
     }
 
-    fn read_jvm(&mut self, path: &Path, data: &[u8]) {
+    pub(crate) fn read_jvm(
+        &mut self,
+        path: &Path,
+        header: &FileHeader,
+        records: impl Iterator<Item = Result<Record, DecodeError>>,
+    ) {
         // Method ids are only unique within one JVM.
         let mut ids: HashMap<u64, MethodIdx> = HashMap::new();
         let mut interned: HashMap<MethodInfo, MethodIdx> = HashMap::new();
@@ -478,8 +513,8 @@ impl Trace {
         let mut jvm_pid = None;
         // A stream the agent did not close (JVM killed) ends in zero fill,
         // where the decoder stops: say so, the rest is a valid prefix.
-        let mut finished = FileHeader::parse(data).is_some_and(|h| h.flags & fmt::STREAM_COMPLETE != 0);
-        for rec in Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN) {
+        let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
+        for rec in records {
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {

@@ -264,19 +264,21 @@ pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
     v
 }
 
-/// [`cause_segments`], with the part of a window cause (GC, safepoint) put
+/// [`cause_segments`], with the parts of window causes (GC, safepoint) put
 /// where the windows of the thread's JVM (`pid`) overlap the blocked part:
-/// the merge counts exactly those overlaps as the window's cause, so the
-/// slices line up with the windows. The other blocked causes fill the rest
-/// of the blocked part around them in column order (cut where a window
-/// interrupts them); `runqueue` stays last. Durations are exact; segments
-/// are in time order. Falls back to [`cause_segments`] when the windows do
-/// not account for the part.
+/// the merge counts exactly those overlaps as the window's cause (the first
+/// cause in column order wins where windows nest, as gc inside a
+/// safepoint), so the slices line up with the windows. The other blocked
+/// causes fill the rest of the blocked part around them in column order
+/// (cut where a window interrupts them); `runqueue` stays last. Durations
+/// are exact; segments are in time order. A cause whose windows cannot hold
+/// its part is laid out like the others.
 pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u64, u64, Cause)> {
     let blocked: Vec<(Cause, u64)> = o.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
     let b_end = o.start + blocked.iter().map(|(_, ns)| ns).sum::<u64>();
+    // Disjoint, sorted by start.
+    let mut reserved: Vec<(u64, u64, Cause)> = Vec::new();
     for &(wc, v) in &blocked {
-        // Slots of the window cause: the overlaps, in time order, up to v.
         let mut slots = Vec::new();
         let mut left = v;
         for w in windows
@@ -284,43 +286,70 @@ pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u
             .take_while(|w| w.start < b_end)
             .filter(|w| w.cause == wc && w.pid == pid && w.end > o.start)
         {
-            let (a, b) = (w.start.max(o.start), w.end.min(b_end));
-            if b > a && left > 0 {
+            for (a, b) in free_parts(w.start.max(o.start), w.end.min(b_end), &reserved) {
+                if left == 0 {
+                    break;
+                }
                 let n = (b - a).min(left);
-                slots.push((a, a + n));
+                slots.push((a, a + n, wc));
                 left -= n;
             }
         }
-        if slots.is_empty() || left > 0 {
+        if !slots.is_empty() && left == 0 {
+            reserved.extend(slots);
+            reserved.sort_by_key(|r| r.0);
+        }
+    }
+    if reserved.is_empty() {
+        return cause_segments(o);
+    }
+    let mut out = reserved.clone();
+    let (mut t, mut si) = (o.start, 0);
+    for &(c, ns) in blocked.iter().filter(|(c, _)| !reserved.iter().any(|r| r.2 == *c)) {
+        let mut n = ns;
+        while n > 0 {
+            while si < reserved.len() && t >= reserved[si].0 {
+                t = t.max(reserved[si].1);
+                si += 1;
+            }
+            let lim = reserved.get(si).map_or(b_end, |r| r.0);
+            let p = n.min(lim.saturating_sub(t));
+            if p == 0 {
+                break;
+            }
+            out.push((t, t + p, c));
+            t += p;
+            n -= p;
+        }
+    }
+    let rq = o.split.off.get(Cause::Runqueue);
+    if rq > 0 {
+        out.push((b_end, b_end + rq, Cause::Runqueue));
+    }
+    out.sort_by_key(|s| s.0);
+    out
+}
+
+/// The parts of `[a, b)` not covered by `reserved` (disjoint, sorted).
+fn free_parts(a: u64, b: u64, reserved: &[(u64, u64, Cause)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut t = a;
+    for &(ra, rb, _) in reserved {
+        if rb <= t {
             continue;
         }
-        let mut out: Vec<(u64, u64, Cause)> = slots.iter().map(|&(a, b)| (a, b, wc)).collect();
-        let (mut t, mut si) = (o.start, 0);
-        for &(c, ns) in blocked.iter().filter(|(c, _)| *c != wc) {
-            let mut n = ns;
-            while n > 0 {
-                while si < slots.len() && t >= slots[si].0 {
-                    t = t.max(slots[si].1);
-                    si += 1;
-                }
-                let lim = slots.get(si).map_or(b_end, |s| s.0);
-                let p = n.min(lim.saturating_sub(t));
-                if p == 0 {
-                    break;
-                }
-                out.push((t, t + p, c));
-                t += p;
-                n -= p;
-            }
+        if ra >= b {
+            break;
         }
-        let rq = o.split.off.get(Cause::Runqueue);
-        if rq > 0 {
-            out.push((b_end, b_end + rq, Cause::Runqueue));
+        if ra > t {
+            out.push((t, ra));
         }
-        out.sort_by_key(|s| s.0);
-        return out;
+        t = t.max(rb);
     }
-    cause_segments(o)
+    if t < b {
+        out.push((t, b));
+    }
+    out
 }
 
 /// Order in which views list threads: application threads, then JVM threads,

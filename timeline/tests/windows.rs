@@ -239,3 +239,47 @@ fn a_block_over_two_windows_is_cut_around_both() {
     let short = cause_segments_in(&o, &[w(1, 2000, 3000)], PID);
     assert_eq!(short, export::cause_segments(&o));
 }
+
+#[test]
+fn a_gc_nested_in_a_safepoint_keeps_both_on_their_windows() {
+    use jtrace_merge::{Breakdown, Evidence};
+    use jtrace_timeline::export::{JvmWindow, OffSpan};
+    // Blocked 1000..9000; a safepoint 2000..8000 with a GC 4000..5000 in it:
+    // gc wins inside the GC, safepoint in the rest of the safepoint.
+    let mut split = Breakdown {
+        wall: 8000,
+        ..Default::default()
+    };
+    split.off.add(Cause::LockNative, 2000);
+    split.off.add(Cause::Gc, 1000);
+    split.off.add(Cause::Safepoint, 5000);
+    let o = OffSpan {
+        start: 1000,
+        end: 9000,
+        preempted: false,
+        wake: None,
+        split,
+        evidence: Evidence::None,
+        depth: 0,
+        open: false,
+    };
+    let w = |cause, start, end| JvmWindow {
+        pid: PID,
+        cause,
+        seq: 1,
+        start,
+        end,
+        open: false,
+    };
+    let segs = cause_segments_in(&o, &[w(Cause::Safepoint, 2000, 8000), w(Cause::Gc, 4000, 5000)], PID);
+    assert_eq!(
+        segs,
+        vec![
+            (1000, 2000, Cause::LockNative),
+            (2000, 4000, Cause::Safepoint),
+            (4000, 5000, Cause::Gc),
+            (5000, 8000, Cause::Safepoint),
+            (8000, 9000, Cause::LockNative),
+        ]
+    );
+}

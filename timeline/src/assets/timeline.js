@@ -126,44 +126,55 @@
     nEvents += n + m;
   }
   // Segments [start, end, cause, ...] of an interval from s with the sparse
-  // split k whose GC/safepoint part lies in windows of its JVM, or null.
-  // Same rule as cause_segments_in in export.rs: the window cause takes the
-  // overlaps with its windows, the other blocked causes fill the rest.
+  // split k whose GC/safepoint parts lie in windows of its JVM, or null.
+  // Same rule as cause_segments_in in export.rs: each window cause (column
+  // order) takes the free parts of its windows' overlaps, the other blocked
+  // causes fill the rest in order, runqueue last.
   function layoutWindowed(pid, s, k) {
     let sumB = 0, rq = 0;
     for (let q = 0; q < k.length; q += 2) if (k[q] === RQ) rq = k[q + 1]; else sumB += k[q + 1];
     const bEnd = s + sumB;
+    let res = []; // [start, end, cause], disjoint, by start
+    const placed = new Set();
     for (let wq = 0; wq < k.length; wq += 2) {
       const c = k[wq];
       if (c === RQ || !WINC.has(c)) continue;
       const slots = [];
       let left = k[wq + 1];
-      for (let i = firstWindow(s); i < WIN.length && ws[i] < bEnd; i++) {
+      for (let i = firstWindow(s); i < WIN.length && ws[i] < bEnd && left > 0; i++) {
         if (WIN[i].c !== c || WIN[i].pid !== pid || we[i] <= s) continue;
-        const a = Math.max(ws[i], s), b = Math.min(we[i], bEnd);
-        if (b > a && left > 0) { const n = Math.min(b - a, left); slots.push(a, a + n); left -= n; }
-      }
-      if (!slots.length || left > 0) continue;
-      const out = [];
-      for (let q = 0; q < slots.length; q += 2) out.push(slots[q], slots[q + 1], c);
-      let t = s, si = 0;
-      for (let q = 0; q < k.length; q += 2) {
-        if (q === wq || k[q] === RQ) continue;
-        let n = k[q + 1];
-        while (n > 0) {
-          while (si < slots.length && t >= slots[si]) { t = Math.max(t, slots[si + 1]); si += 2; }
-          const p = Math.min(n, (si < slots.length ? slots[si] : bEnd) - t);
-          if (p <= 0) break;
-          out.push(t, t + p, k[q]); t += p; n -= p;
+        // Free parts of the overlap.
+        let t = Math.max(ws[i], s);
+        const b = Math.min(we[i], bEnd);
+        for (let r = 0; r <= res.length && left > 0 && t < b; r++) {
+          const ra = r < res.length ? res[r][0] : b, rb = r < res.length ? res[r][1] : b;
+          if (rb <= t) continue;
+          const e = Math.min(ra, b);
+          if (e > t) { const n = Math.min(e - t, left); slots.push([t, t + n, c]); left -= n; }
+          t = Math.max(t, rb);
         }
       }
-      if (rq) out.push(bEnd, bEnd + rq, RQ);
-      const idx = [];
-      for (let q = 0; q < out.length; q += 3) idx.push(q);
-      idx.sort((x, y) => out[x] - out[y]);
-      return idx.flatMap((q) => [out[q], out[q + 1], out[q + 2]]);
+      if (slots.length && left === 0) { res = res.concat(slots).sort((x, y) => x[0] - y[0]); placed.add(c); }
     }
-    return null;
+    if (!res.length) return null;
+    const out = [];
+    for (const r of res) out.push(r[0], r[1], r[2]);
+    let t = s, si = 0;
+    for (let q = 0; q < k.length; q += 2) {
+      if (k[q] === RQ || placed.has(k[q])) continue;
+      let n = k[q + 1];
+      while (n > 0) {
+        while (si < res.length && t >= res[si][0]) { t = Math.max(t, res[si][1]); si++; }
+        const p = Math.min(n, (si < res.length ? res[si][0] : bEnd) - t);
+        if (p <= 0) break;
+        out.push(t, t + p, k[q]); t += p; n -= p;
+      }
+    }
+    if (rq) out.push(bEnd, bEnd + rq, RQ);
+    const idx = [];
+    for (let q = 0; q < out.length; q += 3) idx.push(q);
+    idx.sort((x, y) => out[x] - out[y]);
+    return idx.flatMap((q) => [out[q], out[q + 1], out[q + 2]]);
   }
   const T_PREP = performance.now();
 
@@ -883,6 +894,13 @@
     // GC/safepoint bands of the last frame: kind, number, canvas x range.
     bands: () => bandsDrawn.map((b) => ({ kind: WIN[b.i].kind, n: WIN[b.i].n, x0: b.x0, x1: b.x1, top: cv.getBoundingClientRect().top })),
     windows: () => WIN.length,
+    // A thread's state segments as laid out: [[start, end, cause], ...].
+    segments(tid) {
+      const th = byTid.get(tid);
+      const out = [];
+      for (let g = 0; g < th.nseg; g++) out.push([th.gs[g], th.ge[g], th.gc[g]]);
+      return out;
+    },
     // Labels of the time axis as last drawn.
     ticks: () => ticks.slice(),
     // The pinned item (e.g. the current search match), or null.
