@@ -7,7 +7,7 @@ mod views;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use jtrace_merge::{build_report, ReportFilter, Trace};
+use jtrace_merge::{build_report, build_report_streaming, ReportFilter, Trace};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +61,16 @@ enum Cmd {
         /// Rows in the method tables.
         #[arg(long, default_value_t = 25)]
         top: usize,
+        /// Memory for buffered events (e.g. 64M, 1G); a longer trace is
+        /// sorted in runs on disk, so memory does not grow with its length.
+        #[arg(long, value_parser = jtrace_merge::stream::parse_size, default_value = "256M")]
+        memory_budget: usize,
+        /// Where sorted runs go when the trace exceeds the budget (default $TMPDIR or /tmp).
+        #[arg(long)]
+        temp_dir: Option<PathBuf>,
+        /// Read the whole trace into memory first (the pre-streaming path; for comparisons).
+        #[arg(long, hide = true)]
+        in_memory: bool,
     },
     /// Write the per-thread timeline as one self-contained HTML file.
     Timeline(views::TimelineArgs),
@@ -106,17 +116,32 @@ fn main() -> ExitCode {
             method,
             cause,
             top,
-        } => open(&trace).and_then(|t| {
-            let r = build_report(&t, &ReportFilter { thread, method, cause });
-            let mut out = std::io::stdout().lock();
-            if json {
-                serde_json::to_writer_pretty(&mut out, &r)?;
-                writeln!(out)?;
+            memory_budget,
+            temp_dir,
+            in_memory,
+        } => {
+            let filter = ReportFilter { thread, method, cause };
+            let report = if in_memory {
+                open(&trace).map(|t| build_report(&t, &filter))
             } else {
-                out.write_all(jtrace_timeline::render_report(&r, top).as_bytes())?;
-            }
-            Ok(())
-        }),
+                let opts = jtrace_merge::stream::StreamOptions {
+                    memory_budget,
+                    temp_dir,
+                };
+                build_report_streaming(&trace, &filter, &opts)
+                    .with_context(|| format!("cannot report on trace {}", trace.display()))
+            };
+            report.and_then(|r| {
+                let mut out = std::io::stdout().lock();
+                if json {
+                    serde_json::to_writer_pretty(&mut out, &r)?;
+                    writeln!(out)?;
+                } else {
+                    out.write_all(jtrace_timeline::render_report(&r, top).as_bytes())?;
+                }
+                Ok(())
+            })
+        }
         Cmd::Timeline(args) => views::timeline(args),
         Cmd::Export(args) => views::export(args),
         Cmd::Info { trace } => open(&trace).map(|t| print_info(&t)),

@@ -9,7 +9,6 @@
 
 use crate::cause::{Breakdown, Cause};
 use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
-use std::collections::HashMap;
 
 /// x86-64 syscall numbers the attribution distinguishes.
 pub mod nr {
@@ -148,8 +147,9 @@ struct Context {
     /// Open GC / safepoint windows.
     gc: u32,
     safepoint: u32,
-    /// The syscall in flight.
-    syscall: Option<u32>,
+    /// The syscall in flight and the cause it stands for (computed when it
+    /// is entered, so the record itself need not be kept).
+    syscall: Option<(u32, Cause)>,
     /// A page fault happened since the thread last entered a syscall or
     /// came back on CPU.
     fault: bool,
@@ -160,12 +160,11 @@ impl Context {
     /// then a non-futex syscall (threads in native code keep waiting on their
     /// socket or file whatever the JVM does), then a JVM-wide stop, then a
     /// futex, then a page fault.
-    fn evidence(&self, trace: &Trace) -> (Cause, Evidence) {
+    fn evidence(&self) -> (Cause, Evidence) {
         if let Some(&(cause, detail)) = self.jvm.last() {
             return (cause, Evidence::Jvm { cause, detail });
         }
-        let sc = self.syscall.map(|i| (i, syscall_cause(&trace.syscalls[i as usize])));
-        if let Some((i, c)) = sc {
+        if let Some((i, c)) = self.syscall {
             if c != Cause::LockNative {
                 return (c, Evidence::Syscall(i));
             }
@@ -176,7 +175,7 @@ impl Context {
         if self.safepoint > 0 {
             return (Cause::Safepoint, Evidence::Window(Cause::Safepoint));
         }
-        if let Some((i, c)) = sc {
+        if let Some((i, c)) = self.syscall {
             return (c, Evidence::Syscall(i));
         }
         if self.fault {
@@ -283,61 +282,90 @@ struct Frame {
     outermost: bool,
 }
 
-/// Walks one thread's events (already sorted by time) and drives `v`.
-/// `trace` supplies the side tables (syscalls) the events refer to.
-pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor) -> ThreadTotals {
-    let mut totals = ThreadTotals::default();
-    let Some(first) = events.first() else {
-        v.thread_begin(thread);
-        v.thread_end(thread, &totals);
-        return totals;
-    };
-    v.thread_begin(thread);
-    let mut acc = Breakdown::default();
-    let mut last = first.ts;
-    let mut state = CpuState::On;
-    let mut seen_switch = false;
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut open_count: HashMap<MethodIdx, u32> = HashMap::new();
-    let mut ctx = Context::default();
+/// The merge of one thread, fed one event at a time in time order: the
+/// state machine behind [`analyze_thread`], usable on a stream that never
+/// holds the thread's events in memory (see [`crate::stream`]). Memory is
+/// bounded by the thread's stack depth.
+pub struct ThreadWalk<'a> {
+    thread: &'a ThreadInfo,
+    totals: ThreadTotals,
+    acc: Breakdown,
+    /// Time of the previous event; `None` before the first.
+    last: Option<u64>,
+    state: CpuState,
+    seen_switch: bool,
+    stack: Vec<Frame>,
+    open_count: crate::stream::TidMap<u32>,
+    ctx: Context,
+}
 
-    for e in events {
+impl<'a> ThreadWalk<'a> {
+    /// Starts a thread (reports [`Visitor::thread_begin`]).
+    pub fn new(thread: &'a ThreadInfo, v: &mut dyn Visitor) -> Self {
+        v.thread_begin(thread);
+        ThreadWalk {
+            thread,
+            totals: ThreadTotals::default(),
+            acc: Breakdown::default(),
+            last: None,
+            state: CpuState::On,
+            seen_switch: false,
+            stack: Vec::new(),
+            open_count: Default::default(),
+            ctx: Context::default(),
+        }
+    }
+
+    /// Number of open frames.
+    pub fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// The next event of the thread (not earlier than the previous one).
+    /// `syscall` is the record of an [`Event::Syscall`] entry (it names the
+    /// cause of blocks inside it); it is ignored for other events.
+    pub fn event(&mut self, e: &Timed, syscall: Option<&SyscallInfo>, v: &mut dyn Visitor) {
+        let thread = self.thread;
+        let last = self.last.unwrap_or(e.ts);
         // Attribute [last, e.ts) to the state the thread was in. The context
         // only changes at events, so one cause covers the whole segment.
         let d = e.ts - last;
+        let acc = &mut self.acc;
         acc.wall += d;
-        match state {
+        match self.state {
             CpuState::On => acc.cpu += d,
             CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
             CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
-            CpuState::Off { .. } => acc.off.add(ctx.evidence(trace).0, d),
+            CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
         }
-        last = e.ts;
+        self.last = Some(e.ts);
+        let acc = self.acc;
+        let (stack, totals, ctx) = (&mut self.stack, &mut self.totals, &mut self.ctx);
 
         match e.event {
             Event::SwitchOut {
                 preempted, prev_state, ..
             } => {
-                if matches!(state, CpuState::Off { .. }) {
+                if matches!(self.state, CpuState::Off { .. }) {
                     totals.anomalies += 1;
                 }
-                seen_switch = true;
+                self.seen_switch = true;
                 if preempted {
-                    acc.involuntary += 1;
+                    self.acc.involuntary += 1;
                 } else {
-                    acc.voluntary += 1;
+                    self.acc.voluntary += 1;
                 }
                 let evidence = if preempted {
                     Evidence::Preempted
                 } else {
-                    ctx.evidence(trace).1
+                    ctx.evidence().1
                 };
-                state = CpuState::Off {
+                self.state = CpuState::Off {
                     since: e.ts,
                     preempted,
                     prev_state,
                     wake: None,
-                    at_out: acc,
+                    at_out: self.acc,
                     evidence,
                 };
             }
@@ -349,12 +377,12 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                     waker_tid,
                     waker_tgid,
                 };
-                if let CpuState::Off { wake: wake @ None, .. } = &mut state {
+                if let CpuState::Off { wake: wake @ None, .. } = &mut self.state {
                     *wake = Some(w);
                 }
                 v.wakeup(thread, stack.len(), &w);
             }
-            Event::SwitchIn { .. } => match state {
+            Event::SwitchIn { .. } => match self.state {
                 CpuState::Off {
                     since,
                     preempted,
@@ -374,22 +402,22 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                         evidence,
                     };
                     v.off_cpu(thread, stack.len(), &iv);
-                    state = CpuState::On;
+                    self.state = CpuState::On;
                     ctx.fault = false;
                 }
                 CpuState::On => {
                     // The first switch-in of a thread seen mid-life is normal;
                     // a later one means a switch-out was lost.
-                    if seen_switch {
+                    if self.seen_switch {
                         totals.anomalies += 1;
                     }
-                    seen_switch = true;
+                    self.seen_switch = true;
                 }
             },
             Event::ThreadStart => {
                 // A new thread is not running until its first switch-in.
-                if !seen_switch && stack.is_empty() {
-                    state = CpuState::Off {
+                if !self.seen_switch && stack.is_empty() {
+                    self.state = CpuState::Off {
                         since: e.ts,
                         preempted: false,
                         prev_state: 0,
@@ -401,9 +429,9 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
             }
             Event::Syscall { idx, enter } => {
                 if enter {
-                    ctx.syscall = Some(idx);
+                    ctx.syscall = Some((idx, syscall.map_or(Cause::SyscallOther, syscall_cause)));
                     ctx.fault = false;
-                } else if ctx.syscall == Some(idx) {
+                } else if ctx.syscall.is_some_and(|(i, _)| i == idx) {
                     ctx.syscall = None;
                 }
             }
@@ -424,7 +452,7 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
                 *n = if begin { *n + 1 } else { n.saturating_sub(1) };
             }
             Event::Enter(m) => {
-                let n = open_count.entry(m).or_insert(0);
+                let n = self.open_count.entry(m).or_insert(0);
                 let outermost = *n == 0;
                 *n += 1;
                 v.enter(thread, e.ts, stack.len(), m);
@@ -438,26 +466,67 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
             Event::Exit { method, exception } => {
                 let Some(pos) = stack.iter().rposition(|f| f.method == method) else {
                     totals.anomalies += 1;
-                    continue;
+                    return;
                 };
                 // Frames above the matching one lost their exits.
                 while stack.len() > pos + 1 {
                     totals.anomalies += 1;
                     let f = stack.pop().unwrap();
-                    close(thread, f, e.ts, acc, false, true, &mut open_count, stack.len(), v);
+                    close(thread, f, e.ts, acc, false, true, &mut self.open_count, stack.len(), v);
                 }
                 let f = stack.pop().unwrap();
-                close(thread, f, e.ts, acc, exception, false, &mut open_count, stack.len(), v);
+                close(
+                    thread,
+                    f,
+                    e.ts,
+                    acc,
+                    exception,
+                    false,
+                    &mut self.open_count,
+                    stack.len(),
+                    v,
+                );
             }
             Event::ThreadEnd => {}
         }
     }
-    while let Some(f) = stack.pop() {
-        close(thread, f, last, acc, false, true, &mut open_count, stack.len(), v);
+
+    /// Closes the frames still open at the thread's last event (as
+    /// unfinished) and reports [`Visitor::thread_end`].
+    pub fn finish(mut self, v: &mut dyn Visitor) -> ThreadTotals {
+        if let Some(last) = self.last {
+            while let Some(f) = self.stack.pop() {
+                close(
+                    self.thread,
+                    f,
+                    last,
+                    self.acc,
+                    false,
+                    true,
+                    &mut self.open_count,
+                    self.stack.len(),
+                    v,
+                );
+            }
+            self.totals.breakdown = self.acc;
+        }
+        v.thread_end(self.thread, &self.totals);
+        self.totals
     }
-    totals.breakdown = acc;
-    v.thread_end(thread, &totals);
-    totals
+}
+
+/// Walks one thread's events (already sorted by time) and drives `v`.
+/// `trace` supplies the side tables (syscalls) the events refer to.
+pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &mut dyn Visitor) -> ThreadTotals {
+    let mut w = ThreadWalk::new(thread, v);
+    for e in events {
+        let sc = match e.event {
+            Event::Syscall { idx, enter: true } => trace.syscalls.get(idx as usize),
+            _ => None,
+        };
+        w.event(e, sc, v);
+    }
+    w.finish(v)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -468,7 +537,7 @@ fn close(
     acc: Breakdown,
     exception: bool,
     unfinished: bool,
-    open_count: &mut HashMap<MethodIdx, u32>,
+    open_count: &mut crate::stream::TidMap<u32>,
     depth: usize,
     v: &mut dyn Visitor,
 ) {

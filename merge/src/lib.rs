@@ -23,9 +23,10 @@ pub mod index;
 pub mod meta;
 pub mod read;
 pub mod report;
+pub mod stream;
 
 pub use analyze::{
-    analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor,
+    analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals, ThreadWalk, Visitor,
     Wake,
 };
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
@@ -33,4 +34,4 @@ pub use describe::{describe_evidence, describe_syscall};
 pub use index::CallIndex;
 pub use meta::Meta;
 pub use read::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, Trace};
-pub use report::{build_report, glob_match, Report, ReportFilter};
+pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};

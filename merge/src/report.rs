@@ -251,10 +251,28 @@ fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter:
     v
 }
 
-/// Builds the report of a trace.
+/// Builds the report of a trace held in memory.
 pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
     let mut agg = Aggregate::default();
     analyze(trace, &mut agg);
+    finish_report(trace, agg, filter)
+}
+
+/// Builds the report of a trace directory with the streaming analysis
+/// ([`crate::stream`]): the same report as [`build_report`] on
+/// [`Trace::open`], in memory bounded by `opts`, whatever the trace length.
+pub fn build_report_streaming(
+    dir: &std::path::Path,
+    filter: &ReportFilter,
+    opts: &crate::stream::StreamOptions,
+) -> anyhow::Result<Report> {
+    let (trace, events) = crate::stream::open(dir, opts)?;
+    let mut agg = Aggregate::default();
+    crate::stream::analyze(&trace, events, &mut agg)?;
+    Ok(finish_report(&trace, agg, filter))
+}
+
+fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report {
     let keep_thread = |t: &ThreadInfo| {
         filter
             .thread

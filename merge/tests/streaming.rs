@@ -1,0 +1,189 @@
+//! The streaming analysis gives exactly what the in-memory one gives: every
+//! visitor callback and the whole JSON report, with and without spilled runs.
+
+#[path = "../examples/synth.rs"]
+#[allow(dead_code)]
+mod synth;
+
+use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::{
+    analyze, build_report, build_report_streaming, Cause, Invocation, MethodIdx, OffCpuInterval, ReportFilter,
+    ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+};
+use std::path::{Path, PathBuf};
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jtrace-streaming-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Every callback, as text.
+#[derive(Default)]
+struct Log(Vec<String>);
+
+impl Visitor for Log {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.0.push(format!("begin {t:?}"));
+    }
+    fn enter(&mut self, t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
+        self.0.push(format!("enter {} {ts} {depth} {m}", t.tid));
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        self.0.push(format!("exit {} {depth} {inv:?}", t.tid));
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.0.push(format!("off {} {depth} {iv:?}", t.tid));
+    }
+    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
+        self.0.push(format!("wake {} {depth} {w:?}", t.tid));
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        self.0.push(format!("end {} {totals:?}", t.tid));
+    }
+}
+
+fn in_memory(dir: &Path) -> (Vec<String>, String) {
+    let t = Trace::open(dir).unwrap();
+    let mut log = Log::default();
+    analyze(&t, &mut log);
+    let r = serde_json::to_string_pretty(&build_report(&t, &ReportFilter::default())).unwrap();
+    (log.0, r)
+}
+
+fn streamed(dir: &Path, budget: usize) -> (Vec<String>, String, usize) {
+    let opts = StreamOptions {
+        memory_budget: budget,
+        temp_dir: None,
+    };
+    let (t, events) = stream::open(dir, &opts).unwrap();
+    let runs = events.spilled_runs();
+    let mut log = Log::default();
+    stream::analyze(&t, events, &mut log).unwrap();
+    let r = build_report_streaming(dir, &ReportFilter::default(), &opts).unwrap();
+    (log.0, serde_json::to_string_pretty(&r).unwrap(), runs)
+}
+
+fn assert_same(a: &[String], b: &[String]) {
+    assert_eq!(a.len(), b.len(), "callback counts differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x, y, "callback {i} differs");
+    }
+}
+
+#[test]
+fn synthetic_trace_same_callbacks_and_report_at_every_budget() {
+    let dir = tempdir("synth").join("t.jtrace");
+    let n = synth::generate(&dir, 300_000, 12).unwrap();
+    assert!(n >= 300_000);
+    let (log, report) = in_memory(&dir);
+    // The trace exercises what the streaming path must carry: causes from
+    // syscalls, JVM states, windows, faults; wakers; recursion.
+    let r: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let off = &r["methods"][0]["off_cpu_ns"];
+    for c in ["monitor", "park", "sleep", "socket", "lock_native", "page_fault", "runqueue", "gc"] {
+        assert!(
+            r["methods"].as_array().unwrap().iter().any(|m| m["off_cpu_ns"][c].as_u64().unwrap_or(0) > 0),
+            "no method has {c} time: {off}"
+        );
+    }
+    assert!(r["threads"].as_array().unwrap().iter().any(|t| t["name"] == "VM Thread"));
+    // One run in memory; a few runs; many small runs.
+    for (budget, min_runs, max_runs) in [(256 << 20, 0, 0), (2 << 20, 3, 40), (64 << 10, 100, usize::MAX)] {
+        let (slog, sreport, runs) = streamed(&dir, budget);
+        assert!(
+            (min_runs..=max_runs).contains(&runs),
+            "budget {budget}: {runs} runs, expected {min_runs}..={max_runs}"
+        );
+        assert_same(&log, &slog);
+        assert_eq!(report, sreport, "budget {budget}: reports differ");
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn filters_apply_the_same() {
+    let dir = tempdir("filters").join("t.jtrace");
+    synth::generate(&dir, 50_000, 4).unwrap();
+    let t = Trace::open(&dir).unwrap();
+    let opts = StreamOptions {
+        memory_budget: 32 << 10,
+        temp_dir: None,
+    };
+    for filter in [
+        ReportFilter {
+            thread: Some("worker-[12]".into()),
+            ..Default::default()
+        },
+        ReportFilter {
+            thread: Some("worker-1".into()),
+            method: Some("com.example.C3.*".into()),
+            cause: Some(Cause::Monitor),
+        },
+    ] {
+        let a = serde_json::to_string(&build_report(&t, &filter)).unwrap();
+        let b = serde_json::to_string(&build_report_streaming(&dir, &filter, &opts).unwrap()).unwrap();
+        assert_eq!(a, b);
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A stream cut off inside a record still reports, with the truncation in
+/// the problems, identically on both paths.
+#[test]
+fn truncated_streams_still_report() {
+    let dir = tempdir("trunc").join("t.jtrace");
+    synth::generate(&dir, 60_000, 4).unwrap();
+    for f in [jtrace_format::KERNEL_FILE.to_string(), "jvm-4242.bin".to_string()] {
+        let p = dir.join(&f);
+        let len = std::fs::metadata(&p).unwrap().len();
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        // Cut inside a record: records are multiples of 8 bytes long.
+        file.set_len(len * 2 / 3 / 8 * 8 + 5).unwrap();
+    }
+    let (log, report) = in_memory(&dir);
+    let (slog, sreport, runs) = streamed(&dir, 16 << 10);
+    assert!(runs > 1);
+    assert_same(&log, &slog);
+    assert_eq!(report, sreport);
+    let r: serde_json::Value = serde_json::from_str(&sreport).unwrap();
+    let problems = r["trace"]["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|p| p.as_str().unwrap().contains("kernel.bin")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.as_str().unwrap().contains("jvm-4242.bin")), "{problems:?}");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// No place for the sorted runs: a clear error, not a panic and not a
+/// silently partial report.
+#[test]
+fn missing_temp_dir_is_a_clear_error() {
+    let dir = tempdir("notemp").join("t.jtrace");
+    synth::generate(&dir, 20_000, 4).unwrap();
+    let opts = StreamOptions {
+        memory_budget: 8 << 10,
+        temp_dir: Some(dir.join("no/such/dir")),
+    };
+    let e = build_report_streaming(&dir, &ReportFilter::default(), &opts).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("temporary directory") && msg.contains("no/such/dir"), "{msg}");
+    // It fits a larger budget: no temporary space needed at all.
+    let opts = StreamOptions {
+        memory_budget: 64 << 20,
+        ..opts
+    };
+    build_report_streaming(&dir, &ReportFilter::default(), &opts).unwrap();
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn sizes_parse() {
+    assert_eq!(stream::parse_size("64M"), Ok(64 << 20));
+    assert_eq!(stream::parse_size("512k"), Ok(512 << 10));
+    assert_eq!(stream::parse_size("1000"), Ok(1000));
+    assert!(stream::parse_size("12X").is_err());
+    assert!(stream::parse_size("").is_err());
+}
