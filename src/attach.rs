@@ -522,15 +522,25 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let failure = match started {
         Err(e) => Some(e.context(format!("cannot load the agent into the JVM {}", jvm.pid))),
         Ok(0) if state.started => None,
-        Ok(rc) => Some(anyhow::anyhow!(
-            "the agent did not start in the JVM {} (Agent_OnAttach returned {rc}){}",
-            jvm.pid,
-            if state.errors.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", state.errors.join("; "))
-            }
-        )),
+        Ok(rc) => {
+            // The agent's return codes (agent/src/lib.rs, mod rc).
+            let why = match rc {
+                1 => "it could not use its configuration",
+                2 => "the JVM is traced by jtrace already (started under `jtrace run`, or another `jtrace attach` is recording)",
+                4 => "the JVM refused what the agent needs",
+                0 => "it wrote no JVM_START",
+                _ => "it failed",
+            };
+            Some(anyhow::anyhow!(
+                "the agent did not start in the JVM {}: {why} (code {rc}){}",
+                jvm.pid,
+                if state.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", state.errors.join("; "))
+                }
+            ))
+        }
     };
     if let Some(e) = failure {
         let _ = recorder.stop();
