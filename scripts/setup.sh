@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what jtrace needs to build and run on a fresh Debian machine:
 # clang + libbpf build deps for the eBPF programs, libclang for bindgen,
-# bpftool for vmlinux.h, taskset and chromium for the tests. Idempotent;
+# bpftool for vmlinux.h, taskset and chromium for the tests, perf and
+# bpftrace for the comparison benchmark (bpf/bench/run.sh). Idempotent;
 # needs root.
 set -euo pipefail
-pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium)
+pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

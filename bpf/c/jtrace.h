@@ -227,6 +227,7 @@ struct task_state {
 	__u64 out_ts;		/* ts of the last SWITCH_OUT */
 	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
 	__u32 last;		/* ST_* */
+	__u32 named;		/* its COMM record was written */
 	/* syscalls.bpf.c (modes io and all): the syscall in flight */
 	__u32 sc_flags;		/* SC_* */
 	__u64 sc_ts;		/* entry */
@@ -249,6 +250,10 @@ struct {
 	__type(key, int);
 	__type(value, struct task_state);
 } task_states __weak SEC(".maps");
+
+/* Unconsumed bytes above which a record wakes the consumer: a quarter of
+ * the ring buffer, set by user space (__weak: one copy once linked). */
+const volatile __u64 wake_bytes __weak = (16 << 20) / 4;
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {
@@ -292,8 +297,7 @@ static __always_inline void rec_submit_wake(void *rec, __u16 kind, bool wake)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >
-			    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
+	if (wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wake_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	count(&emitted, kind);
 	bpf_ringbuf_submit(rec, flags);

@@ -19,14 +19,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* Process that launches the traced command (jtrace itself); 0 = none. */
 const volatile __u32 launcher_tgid = 0;
 
-/* Threads that already got their COMM record. LRU: bounded, never full. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u8);
-} seen_tids SEC(".maps");
-
 /*
  * task_states (jtrace.h) also serves to notice a switch-in the tracepoint
  * never reported: some kernels and sandboxes run no tracepoint programs
@@ -49,17 +41,16 @@ static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const c
 
 /*
  * A COMM record before the first switch of a thread, so every thread in
- * kernel.bin has a name even if it existed before recording started.
+ * kernel.bin has a name even if it existed before recording started. The
+ * flag lives in the task's storage, which the switch needs anyway (a new
+ * task, even one with a recycled tid, starts without it).
  */
-static __always_inline void note_tid(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
+static __always_inline void note_tid(struct task_struct *t, struct task_state *st, __u32 tid, __u32 tgid,
+				     __u64 ts)
 {
-	__u8 one = 1;
-
-	if (bpf_map_lookup_elem(&seen_tids, &tid))
+	if (!st || st->named)
 		return;
-	/* NOEXIST: if two CPUs race, only the one that inserted emits. */
-	if (bpf_map_update_elem(&seen_tids, &tid, &one, BPF_NOEXIST))
-		return;
+	st->named = 1;
 	emit_task(K_COMM, tid, tgid, t->comm, ts);
 }
 
@@ -160,10 +151,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
 	__u64 ts = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 prev_pid = BPF_CORE_READ(prev, pid);
-	__u32 prev_tgid = BPF_CORE_READ(prev, tgid);
-	__u32 next_pid = BPF_CORE_READ(next, pid);
-	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	/* Direct loads: tp_btf arguments are trusted BTF pointers, no helper call. */
+	__u32 prev_pid = prev->pid;
+	__u32 prev_tgid = prev->tgid;
+	__u32 next_pid = next->pid;
+	__u32 next_tgid = next->tgid;
 	struct task_state *st;
 	__u64 runtime;
 
@@ -171,9 +163,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (prev_pid && tgid_traced(prev_tgid)) {
 		struct switch_out_rec *r;
 
-		note_tid(prev, prev_pid, prev_tgid, ts);
 		st = bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+		note_tid(prev, st, prev_pid, prev_tgid, ts);
+		runtime = prev->se.sum_exec_runtime;
 		if (st && st->last == ST_OUT)
 			infer_switch_in(st, prev_pid, prev_tgid, cpu, runtime, ts);
 		if (st && !preempt && prev_state != 0)
@@ -200,8 +192,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (next_pid && tgid_traced(next_tgid)) {
 		struct switch_in_rec *r;
 
-		note_tid(next, next_pid, next_tgid, ts);
 		st = bpf_task_storage_get(&task_states, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		note_tid(next, st, next_pid, next_tgid, ts);
 		if (st) {
 			st->last = ST_IN;
 			/* A fault before this switch-in did not block (faults.bpf.c). */
@@ -221,21 +213,22 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 
 static __always_inline void emit_wakeup(struct task_struct *p, __u32 new_task)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-	__u64 waker = bpf_get_current_pid_tgid();
+	__u32 tgid = p->tgid;
+	__u64 waker, ts;
 	struct wakeup_rec *r;
 
 	if (!tgid_traced(tgid))
 		return;
-	r = rec_reserve(K_WAKEUP, sizeof(*r), BPF_CORE_READ(p, pid), ts);
+	ts = bpf_ktime_get_ns();
+	waker = bpf_get_current_pid_tgid();
+	r = rec_reserve(K_WAKEUP, sizeof(*r), p->pid, ts);
 	if (!r)
 		return;
 	r->tgid = tgid;
 	r->waker_tid = (__u32)waker;
 	r->waker_tgid = waker >> 32;
 	/* task_cpu(p): what the tracepoint itself reports as target_cpu. */
-	r->target_cpu = BPF_CORE_READ(p, thread_info.cpu);
+	r->target_cpu = p->thread_info.cpu;
 	r->new_task = new_task;
 	r->reserved = 0;
 	rec_submit(r, K_WAKEUP);
@@ -277,8 +270,6 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	}
 	if (!tgid_traced(ctgid))
 		return 0;
-	/* A recycled tid must get its COMM record again before its first switch. */
-	bpf_map_delete_elem(&seen_tids, &cpid);
 	r = rec_reserve(K_FORK, sizeof(*r), cpid, ts);
 	if (!r)
 		return 0;

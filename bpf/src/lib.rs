@@ -585,6 +585,7 @@ fn setup<'o>(
     let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
     rodata.launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
     rodata.syscall_mode = cfg.syscalls.bpf_value();
+    rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;
     // Full syscall records only: the at-switch ones need no program of their own.
     let syscalls = matches!(cfg.syscalls, SyscallMode::Io | SyscallMode::All);
     let p = &mut open.progs;
