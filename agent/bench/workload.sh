@@ -4,17 +4,23 @@
 #
 # Usage: agent/bench/workload.sh [REPEATS] [THREADS] [REQUESTS]   (default 5 4 80000; root)
 #
-# agent/bench/java/work/*.java: worker threads parse, validate, hash
-# (SHA-256), cache (a locked LRU) and render requests; every method of
-# package `work` (about 1 to 10 us each, 9 calls per request) is traced.
-# Four set-ups, interleaved, REPEATS times each, on JDK 17 and 25:
-#   plain        java
-#   agent        java -agentpath:libjtrace_agent.so tracing work.* (no kernel side)
-#   run          jtrace run (kernel recording, the agent without methods)
-#   run+methods  jtrace run --methods 'work.*'
+# agent/bench/java/{work,infra}: worker threads build, parse, validate, hash
+# (SHA-256) and render requests, with a shared LRU cache behind a lock and
+# per-user statistics in a concurrent map (package infra, not traced);
+# every method of package `work` is traced: 6 calls per request of about 1
+# to 10 us each (about 2 us on average).
+# Five set-ups, interleaved, REPEATS times each, on JDK 17 and 25:
+#   plain          java
+#   agent          java -agentpath:libjtrace_agent.so, default JVM events, no methods
+#   agent+methods  the same tracing work.* (no kernel side)
+#   run            jtrace run (kernel recording, the agent without methods)
+#   run+methods    jtrace run --methods 'work.*'
 # Prints min / median of the workload's measured phase (ELAPSED_MS, after a
-# warm-up of a quarter of the requests) and of the process wall time, and
-# the overheads agent vs plain and run+methods vs run (medians).
+# warm-up of a quarter of the requests), of the CPU time of the process and
+# its children (user + sys) and of the process wall time; then the overheads
+# of method tracing (agent+methods vs agent, run+methods vs run) and of the
+# whole agent (agent+methods vs plain), from the minima (on a loaded machine
+# noise only adds time) and from the medians.
 # Traces go to $JTRACE_BENCH_OUT (default /dev/shm).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,19 +33,18 @@ agent=$PWD/target/release/libjtrace_agent.so
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base=${JTRACE_BENCH_OUT:-/dev/shm}/jtrace-workload-$$
-javac --release 17 -d "$tmp/classes" agent/bench/java/work/*.java
-printf 'output %s\ninclude_method work.*\n' "$base" >"$tmp/agent.conf"
+javac --release 17 -d "$tmp/classes" agent/bench/java/work/*.java agent/bench/java/infra/*.java
+printf 'output %s\n' "$base" >"$tmp/events.conf"
+printf 'output %s\ninclude_method work.*\n' "$base" >"$tmp/methods.conf"
 
 one() { # jdk label command...
     local jdk=$1 label=$2
     shift 2
     rm -rf "$base"
-    local t0 t1 ms
-    t0=$(date +%s%N)
-    ms=$("$@" | sed -n 's/^ELAPSED_MS //p')
-    t1=$(date +%s%N)
+    local ms
+    ms=$(/usr/bin/time -f '%e %U %S' -o "$tmp/time" "$@" 2>/dev/null | sed -n 's/^ELAPSED_MS //p')
     [ -n "$ms" ] || { echo "no ELAPSED_MS from: $*" >&2; exit 1; }
-    echo "$label $ms $(((t1 - t0) / 1000000))" >>"$tmp/rows-$(basename "$jdk")"
+    echo "$label $ms $(tail -1 "$tmp/time")" >>"$tmp/rows-$(basename "$jdk")"
     rm -rf "$base"
 }
 
@@ -48,7 +53,8 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
     java=("$jdk/bin/java" -cp "$tmp/classes" work.Workload "$threads" "$requests")
     for _ in $(seq "$repeats"); do
         one "$jdk" plain "${java[@]}"
-        one "$jdk" agent "${java[0]}" "-agentpath:$agent=$tmp/agent.conf" "${java[@]:1}"
+        one "$jdk" agent "${java[0]}" "-agentpath:$agent=$tmp/events.conf" "${java[@]:1}"
+        one "$jdk" agent+methods "${java[0]}" "-agentpath:$agent=$tmp/methods.conf" "${java[@]:1}"
         one "$jdk" run "$jtrace" run -o "$base" -- "${java[@]}"
         one "$jdk" run+methods "$jtrace" run -o "$base" --methods 'work.*' -- "${java[@]}"
     done
@@ -57,17 +63,21 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
 import sys, statistics
 rows = {}
 for line in open(sys.argv[1]):
-    label, ms, wall = line.split()
-    rows.setdefault(label, []).append((float(ms), float(wall)))
-med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in rows.items()}
-print(f"{'set-up':<12} {'workload ms (min / median)':>27} {'process wall ms (min / median)':>31}")
+    label, ms, wall, user, sys_ = line.split()
+    rows.setdefault(label, []).append((float(ms), float(user) + float(sys_), float(wall)))
+def mm(xs, f):
+    return f"{min(xs):{f}} / {statistics.median(xs):{f}}"
+print(f"{'set-up':<14} {'workload ms min / median':>25} {'CPU s min / median':>19} {'wall s min / median':>20}")
 for k, v in rows.items():
-    a = [x[0] for x in v]
-    b = [x[1] for x in v]
-    print(f"{k:<12} {min(a):12.1f} / {statistics.median(a):8.1f} {min(b):16.0f} / {statistics.median(b):8.0f}")
-for t, u in (("agent", "plain"), ("run+methods", "run")):
-    if t in med and u in med:
-        print(f"overhead {t} vs {u}: workload {100 * (med[t][0] / med[u][0] - 1):+.1f}%, "
-              f"process wall {100 * (med[t][1] / med[u][1] - 1):+.1f}%")
+    print(f"{k:<14} {mm([x[0] for x in v], '9.1f'):>25} {mm([x[1] for x in v], '6.2f'):>19} "
+          f"{mm([x[2] for x in v], '6.2f'):>20}")
+def over(t, u, i, f):
+    a = [x[i] for x in rows[t]]
+    b = [x[i] for x in rows[u]]
+    return f"{100 * (f(a) / f(b) - 1):+.1f}%"
+for t, u in (("agent+methods", "agent"), ("run+methods", "run"), ("agent+methods", "plain")):
+    print(f"{t} vs {u}: workload {over(t, u, 0, min)} (min) {over(t, u, 0, statistics.median)} (median); "
+          f"CPU {over(t, u, 1, min)} / {over(t, u, 1, statistics.median)}; "
+          f"wall {over(t, u, 2, min)} / {over(t, u, 2, statistics.median)}")
 PY
 done

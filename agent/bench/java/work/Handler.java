@@ -8,6 +8,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import infra.Stats;
+import infra.Store;
+
 /** Handles one request; one instance per worker thread. */
 final class Handler {
     private final Store store;

@@ -1,23 +1,23 @@
-package work;
+package infra;
 
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 
 /** A shared LRU cache behind one lock. */
-final class Store {
+public final class Store {
     private final LinkedHashMap<String, String> map;
     private final int capacity;
 
-    Store(int capacity) {
+    public Store(int capacity) {
         this.capacity = capacity;
         map = new LinkedHashMap<>(capacity * 2, 0.75f, true);
     }
 
-    synchronized String get(String key) {
+    public synchronized String get(String key) {
         return map.get(key);
     }
 
-    synchronized void put(String key, String value) {
+    public synchronized void put(String key, String value) {
         map.put(key, value);
         if (map.size() > capacity) {
             Iterator<String> eldest = map.keySet().iterator();
@@ -26,7 +26,7 @@ final class Store {
         }
     }
 
-    synchronized int size() {
+    public synchronized int size() {
         return map.size();
     }
 }
