@@ -80,15 +80,29 @@ fn check_session(jdk: &str, dir: &Path, times: &[u64]) -> usize {
         .values()
         .find(|t| t.java_name.as_deref() == Some("attach-worker"))
         .unwrap_or_else(|| panic!("{jdk}: the worker thread is not named in the trace"));
-    // A thread that existed before the attach and records nothing itself is
-    // named too (from the thread list at attach).
+    // Threads that existed before the attach and record nothing themselves
+    // are named too (from the thread list at attach), the main thread included.
+    for name in ["Reference Handler", "main"] {
+        assert!(
+            trace.threads.values().any(|t| t.java_name.as_deref() == Some(name)),
+            "{jdk}: existing thread {name:?} is not named"
+        );
+    }
+    // The views read it like a `run` trace.
+    let txt = text(dir);
     assert!(
-        trace
-            .threads
-            .values()
-            .any(|t| t.java_name.as_deref() == Some("Reference Handler")),
-        "{jdk}: existing threads are not named"
+        txt.contains("attach-worker") && txt.contains("AttachTarget.work"),
+        "{jdk}: text trace"
     );
+    let html = dir.with_extension("html");
+    let st = Command::new(jtrace())
+        .arg("timeline")
+        .arg(dir)
+        .arg("-o")
+        .arg(&html)
+        .status()
+        .unwrap();
+    assert!(st.success() && html.is_file(), "{jdk}: jtrace timeline failed");
     let report = jtrace_merge::build_report(&trace, &Default::default());
     let wt = report.threads.iter().find(|t| t.tid == worker.tid).unwrap();
     // It sleeps 1 ms per call: hundreds of voluntary switches per second.

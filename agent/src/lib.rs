@@ -758,9 +758,16 @@ unsafe fn name_existing_threads(env: *mut jvmtiEnv, jni: *mut JNIEnv, ts: u64) {
         let b = name.as_bytes();
         b[..b.len().min(15)].to_vec()
     };
+    let pid = std::process::id();
     for i in infos {
         let key = short(&i.name);
-        let same_name = infos_with(&comms, &key);
+        let mut same_name = infos_with(&comms, &key);
+        if i.name == "main" && same_name.is_empty() {
+            // The launcher's main thread keeps the launcher's name; the
+            // other task of that name is the primordial thread (tid = pid).
+            same_name = infos_with(&comms, b"java");
+            same_name.retain(|&t| t != pid);
+        }
         if same_name.len() != 1 || !cfg.thread_traced(&i.name) {
             continue;
         }
