@@ -205,6 +205,8 @@ pub struct Trace {
     /// Streaming reads ([`crate::stream`]): events go to the external sort
     /// instead of `events`, syscall records travel with their events.
     pub(crate) sorter: Option<Box<crate::stream::Sorter>>,
+    /// The tgid last set from a switch record, per thread.
+    tgids: crate::stream::TidMap<u32>,
     /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
     open_blocks: HashMap<u32, u32>,
 }
@@ -343,7 +345,20 @@ impl Trace {
         (self.details.len() - 1) as u32
     }
 
+    /// Switch records repeat the thread's process id: look the thread up
+    /// only when it changes (once per thread, not once per switch).
+    fn set_tgid(&mut self, tid: u32, tgid: u32) {
+        if self.tgids.get(&tid) != Some(&tgid) {
+            self.thread(tid).tgid = tgid;
+            self.tgids.insert(tid, tgid);
+        }
+    }
+
+    /// The thread's entry (created if new), for a change.
     pub(crate) fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
+        // Whatever the caller changes, the switch records' tgid cache no
+        // longer knows the thread's tgid.
+        self.tgids.remove(&tid);
         self.threads.entry(tid).or_insert_with(|| ThreadInfo {
             tid,
             ..Default::default()
@@ -379,7 +394,7 @@ impl Trace {
             let (tid, ts) = (rec.tid, rec.ts);
             match rec.payload {
                 Payload::SwitchOut(p) => {
-                    self.thread(tid).tgid = p.tgid;
+                    self.set_tgid(tid, p.tgid);
                     self.push(
                         tid,
                         ts,
@@ -392,7 +407,7 @@ impl Trace {
                     );
                 }
                 Payload::SwitchIn(p) => {
-                    self.thread(tid).tgid = p.tgid;
+                    self.set_tgid(tid, p.tgid);
                     self.end_block(tid, ts);
                     self.push(
                         tid,
@@ -505,7 +520,7 @@ impl Trace {
         records: impl Iterator<Item = Result<Record, DecodeError>>,
     ) {
         // Method ids are only unique within one JVM.
-        let mut ids: HashMap<u64, MethodIdx> = HashMap::new();
+        let mut ids: crate::stream::TidMap<MethodIdx, u64> = Default::default();
         let mut interned: HashMap<MethodInfo, MethodIdx> = HashMap::new();
         for (i, m) in self.methods.iter().enumerate() {
             interned.insert(m.clone(), i as MethodIdx);

@@ -100,10 +100,13 @@ impl std::hash::Hasher for TidHasher {
     fn write_u32(&mut self, n: u32) {
         self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
 }
 
-/// A map keyed by tid.
-pub(crate) type TidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<TidHasher>>;
+/// A map keyed by tid (or another integer id).
+pub(crate) type TidMap<V, K = u32> = HashMap<K, V, std::hash::BuildHasherDefault<TidHasher>>;
 
 // ---------------------------------------------------------------- reading
 
@@ -797,7 +800,16 @@ pub fn analyze(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> 
             }
             walk.event(e, sc, v);
         };
-        if sources.len() == 1 {
+        if let [Source::Mem(it)] = &mut sources[..] {
+            // The trace fit the budget: a plain walk over the sorted buffer.
+            for e in it {
+                let sc = match e.event {
+                    Event::Syscall { enter: true, .. } => mem_sc(e),
+                    _ => None,
+                };
+                emit(&mut walk, e, sc.as_ref(), v);
+            }
+        } else if sources.len() == 1 {
             while let Some((e, sc)) = next(&mut sources[0])? {
                 emit(&mut walk, &e, sc.as_ref(), v);
             }
@@ -815,11 +827,20 @@ pub fn analyze(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> 
             while let Some(Reverse((_, i))) = heap.pop() {
                 let (e, sc) = heads[i].take().expect("head of a queued source");
                 emit(&mut walk, &e, sc.as_ref(), v);
-                let h = next(&mut sources[i])?;
-                if let Some((e, _)) = &h {
-                    heap.push(Reverse((e.ts, i)));
+                // A thread's runs mostly cover disjoint times: keep taking
+                // from this source while it stays ahead of every other one.
+                let limit = heap.peek().map(|r| r.0);
+                loop {
+                    match next(&mut sources[i])? {
+                        Some((e, sc)) if limit.is_none_or(|l| (e.ts, i) < l) => emit(&mut walk, &e, sc.as_ref(), v),
+                        Some(h) => {
+                            heap.push(Reverse((h.0.ts, i)));
+                            heads[i] = Some(h);
+                            break;
+                        }
+                        None => break,
+                    }
                 }
-                heads[i] = h;
             }
         }
         drop(emit);
