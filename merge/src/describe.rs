@@ -18,6 +18,37 @@ fn addr(family: u16, a: &[u8; 16], port: u16) -> String {
     }
 }
 
+/// `FUTEX_WAIT_BITSET_PRIVATE`: the command and flags of a futex op.
+fn futex_op(op: u32) -> String {
+    const NAMES: [&str; 14] = [
+        "WAIT",
+        "WAKE",
+        "FD",
+        "REQUEUE",
+        "CMP_REQUEUE",
+        "WAKE_OP",
+        "LOCK_PI",
+        "UNLOCK_PI",
+        "TRYLOCK_PI",
+        "WAIT_BITSET",
+        "WAKE_BITSET",
+        "WAIT_REQUEUE_PI",
+        "CMP_REQUEUE_PI",
+        "LOCK_PI2",
+    ];
+    let mut s = match NAMES.get((op & 127) as usize) {
+        Some(n) => format!("FUTEX_{n}"),
+        None => format!("FUTEX_op{}", op & 127),
+    };
+    if op & 128 != 0 {
+        s.push_str("_PRIVATE");
+    }
+    if op & 256 != 0 {
+        s.push_str("|FUTEX_CLOCK_REALTIME");
+    }
+    s
+}
+
 /// `read(fd 5: socket tcp 127.0.0.1:40000->127.0.0.1:5000) = 4`,
 /// `fsync(fd 3: file /data/x.log) = 0` (the path if the trace has it, else
 /// the device and inode; no result for a record written at a switch-out:
@@ -51,7 +82,12 @@ pub fn describe_syscall(trace: &Trace, sc: &SyscallInfo) -> String {
         }
         s.push(')');
     } else if r.nr == crate::analyze::nr::FUTEX {
-        s.push_str(&format!("(uaddr {:#x})", r.arg));
+        // arg packs the address in its low 48 bits and the op above them.
+        s.push_str(&format!(
+            "(uaddr {:#x}, {})",
+            r.arg & 0xffff_ffff_ffff,
+            futex_op((r.arg >> 48) as u32)
+        ));
     } else {
         s.push_str("()");
     }
@@ -85,5 +121,36 @@ pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
             None => "in a syscall".into(),
         },
         Evidence::PageFault => "handling a page fault".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn futex_address_and_op_are_unpacked() {
+        let rec = jtrace_format::Syscall {
+            exit_ts: 0,
+            nr: crate::analyze::nr::FUTEX,
+            fd_kind: 0,
+            ret: 0,
+            fd: -1,
+            flags: jtrace_format::SYSCALL_AT_SWITCH,
+            arg: 0x7ff9_6004_39f8 | (9 | 128) << 48,
+            family: 0,
+            protocol: 0,
+            sport: 0,
+            dport: 0,
+            saddr: [0; 16],
+            daddr: [0; 16],
+            dev: 0,
+            ino: 0,
+        };
+        let sc = SyscallInfo { tid: 1, enter: 0, rec };
+        assert_eq!(
+            describe_syscall(&Trace::default(), &sc),
+            "futex(uaddr 0x7ff9600439f8, FUTEX_WAIT_BITSET_PRIVATE)"
+        );
     }
 }
