@@ -1,29 +1,65 @@
 #!/usr/bin/env bash
-# Merge + report throughput on synthetic traces written by the real encoder.
-# Usage: bench/merge_throughput.sh [EVENTS...]   (default: 1000000 10000000)
-# Prints, per size, min and median wall seconds of `jtrace report` over 5 runs,
-# events/s at the median, and peak RSS.
+# Merge + report throughput on synthetic traces written by the real encoder
+# (merge/examples/synth.rs: 16 threads; syscalls, monitors, park, sleep, GC
+# windows, safepoint probes, out-of-order span records, per-thread JVM chunks).
+#
+# Usage: bench/merge_throughput.sh [EVENTS...]     (default: 1000000 10000000)
+#   REPEATS=5   runs per mode and size (interleaved across modes)
+#   MODES="in-memory stream stream-64M"           which paths to time
+#   SIMPLE=1    the older, simpler step shape (enter, switch, wake, exit)
+#   TRACE_DIR=… where the synthetic traces go (default a temp dir; each is
+#               deleted after its size is measured; 100M events take ~5 GB)
+#
+# Per size and mode: min and median wall seconds of `jtrace report --json`,
+# events/s at the median, peak RSS (max over runs, /usr/bin/time -v), and the
+# number of sorted runs the streaming path spilled. `in-memory` is the
+# pre-streaming path (hidden flag --in-memory: the whole trace in memory);
+# `stream` is the default (256 MiB budget); `stream-64M` forces runs on disk
+# from ~2.5 M events on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p jtrace -p jtrace-merge --examples --bins
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1000000 10000000)
-tmp=$(mktemp -d)
+repeats=${REPEATS:-5}
+modes=(${MODES:-in-memory stream stream-64M})
+tmp=$(mktemp -d "${TRACE_DIR:-${TMPDIR:-/tmp}}/jtrace-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+mode_args() {
+    case $1 in
+        in-memory) echo "--in-memory" ;;
+        stream) echo "" ;;
+        stream-*) echo "--memory-budget ${1#stream-}" ;;
+    esac
+}
 for n in "${sizes[@]}"; do
-    target/release/examples/synth "$tmp/t$n" "$n" 16 >/dev/null
-    times=()
-    rss=0
-    for _ in 1 2 3 4 5; do
-        out=$( { /usr/bin/time -f "%e %M" target/release/jtrace report "$tmp/t$n" >/dev/null; } 2>&1 | tail -1)
-        times+=("${out% *}")
-        r=${out#* }
-        [ "$r" -gt "$rss" ] && rss=$r
+    df -h "$tmp" | tail -1 | awk '{print "disk free before writing: " $4}'
+    target/release/examples/synth "$tmp/t$n" "$n" 16 ${SIMPLE:+simple} >/dev/null
+    echo "events=$n  trace size $(du -sh "$tmp/t$n" | cut -f1)"
+    declare -A times=() rss=()
+    for ((r = 0; r < repeats; r++)); do
+        for m in "${modes[@]}"; do
+            # shellcheck disable=SC2046
+            /usr/bin/time -v -o "$tmp/time" target/release/jtrace report --json $(mode_args "$m") "$tmp/t$n" >/dev/null
+            w=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, a, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + a[i]; print s}' "$tmp/time")
+            k=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tmp/time")
+            times[$m]="${times[$m]:-} $w"
+            [ "$k" -gt "${rss[$m]:-0}" ] && rss[$m]=$k
+        done
     done
-    sorted=$(printf '%s\n' "${times[@]}" | sort -g)
-    min=$(echo "$sorted" | head -1)
-    med=$(echo "$sorted" | sed -n 3p)
-    rate=$(python3 -c "print(f'{$n/$med/1e6:.2f}')")
-    echo "events=$n  min=${min}s  median=${med}s  rate=${rate}M events/s  peak_rss=$((rss/1024))MiB"
+    for m in "${modes[@]}"; do
+        sorted=$(printf '%s\n' ${times[$m]} | sort -g)
+        min=$(echo "$sorted" | head -1)
+        med=$(echo "$sorted" | sed -n "$(((repeats + 1) / 2))p")
+        rate=$(python3 -c "print(f'{$n/$med/1e6:.2f}')")
+        runs=""
+        if [ "$m" != in-memory ]; then
+            budget=$(mode_args "$m" | awk '{print $2}')
+            runs="  runs=$(target/release/examples/phases "$tmp/t$n" ${budget:-256M} --stream-only | sed -n 's/.*(\([0-9]*\) runs).*/\1/p')"
+        fi
+        printf 'events=%s  %-11s min=%ss  median=%ss  rate=%sM events/s  peak_rss=%sMiB%s\n' \
+            "$n" "$m" "$min" "$med" "$rate" "$((rss[$m] / 1024))" "$runs"
+    done
+    unset times rss
     rm -rf "$tmp/t$n"
 done

@@ -1,7 +1,7 @@
 //! Times the phases of the streaming report on a trace directory: reading +
 //! buffering/sorting, the walk, and the in-memory path for comparison.
 //!
-//! cargo run --release -p jtrace-merge --example phases -- TRACE [BUDGET]
+//! cargo run --release -p jtrace-merge --example phases -- TRACE [BUDGET] [--stream-only]
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};
@@ -42,6 +42,9 @@ fn main() -> anyhow::Result<()> {
         (t2 - t1).as_secs_f64(),
         c.0
     );
+    if args.iter().any(|a| a == "--stream-only") {
+        return Ok(());
+    }
     let t0 = Instant::now();
     let trace = Trace::open(&dir)?;
     let t1 = Instant::now();
