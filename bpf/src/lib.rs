@@ -10,6 +10,10 @@
 //! and are appended verbatim to the stream file by a consumer thread; their
 //! layout is the one of the `jtrace-format` crate.
 //!
+//! Every program is a BTF-enabled tracepoint (tp_btf) or a uprobe attached
+//! through the uprobe PMU: nothing needs tracefs or kprobes. The kernel must
+//! publish its BTF ([`required_kernel_features`]) and be 5.15 or later.
+//!
 //! What is recorded besides the scheduler (see [`RecorderConfig`]):
 //! syscalls ([`SyscallMode`]: by default the syscall of every voluntary
 //! switch-out, read at the switch from the task's saved registers, with no
@@ -554,6 +558,17 @@ const SCHED_TRACEPOINTS: [&str; 7] = [
     "task_rename",
 ];
 
+/// The running kernel's release if it is older than `major.minor`.
+fn kernel_older_than(major: u32, minor: u32) -> Option<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let release = release.trim().to_string();
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let (ma, mi) = (it.next()??, it.next()??);
+    ((ma, mi) < (major, minor)).then_some(release)
+}
+
 /// The tracepoints among `wanted` that this kernel's BTF does not know.
 fn missing_tracepoints(wanted: &[&str]) -> Vec<String> {
     let Ok(btf) = std::fs::read(VMLINUX_BTF) else {
@@ -626,6 +641,13 @@ fn setup<'o>(
                     } else {
                         ""
                     }
+                );
+            }
+            if let Some(release) = kernel_older_than(5, 15) {
+                bail!(
+                    "this kernel ({release}) is older than 5.15: jtrace needs the BPF helper \
+                     bpf_task_pt_regs in tracing programs (5.15) to tell which syscall a thread \
+                     blocks in ({e})"
                 );
             }
             return Err(load_error("loading BPF programs", e));
