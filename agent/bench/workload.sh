@@ -2,7 +2,7 @@
 # Tracing overhead on a multi-threaded request-processing workload
 # (BENCHMARKS.md, "Method tracing cost").
 #
-# Usage: agent/bench/workload.sh [REPEATS] [THREADS] [REQUESTS]   (default 5 4 80000; root)
+# Usage: agent/bench/workload.sh [REPEATS] [THREADS] [REQUESTS]   (default 5 4 300000; root)
 #
 # agent/bench/java/{work,infra}: worker threads build, parse, validate, hash
 # (SHA-256) and render requests, with a shared LRU cache behind a lock and
@@ -26,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats=${1:-5}
 threads=${2:-4}
-requests=${3:-80000}
+requests=${3:-300000}
 cargo build -q --release -p jtrace -p jtrace-agent
 jtrace=$PWD/target/release/jtrace
 agent=$PWD/target/release/libjtrace_agent.so

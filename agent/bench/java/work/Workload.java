@@ -24,7 +24,7 @@ public final class Workload {
 
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 4;
-        int requests = args.length > 1 ? Integer.parseInt(args[1]) : 80_000;
+        int requests = args.length > 1 ? Integer.parseInt(args[1]) : 300_000;
         Store store = new Store(4096);
         run(threads, requests / 4, store);
         long t0 = System.nanoTime();
