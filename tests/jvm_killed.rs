@@ -56,7 +56,11 @@ fn killed_jvm_leaves_a_readable_prefix() {
         let stream = out.join(format!("{}{pid}.bin", jtrace_format::JVM_FILE_PREFIX));
         let data = std::fs::read(&stream).unwrap_or_else(|e| panic!("{jdk}: {}: {e}", stream.display()));
         let header = FileHeader::parse(&data).unwrap();
-        assert_eq!(header.flags & STREAM_COMPLETE, 0, "{jdk}: a killed JVM cannot have closed its stream");
+        assert_eq!(
+            header.flags & STREAM_COMPLETE,
+            0,
+            "{jdk}: a killed JVM cannot have closed its stream"
+        );
         let records = jtrace_format::Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN)
             .collect::<Result<Vec<_>, _>>()
             .unwrap_or_else(|e| panic!("{jdk}: the prefix does not decode: {e}"));
