@@ -127,6 +127,7 @@ fn main() -> ExitCode {
                 let opts = jtrace_merge::stream::StreamOptions {
                     memory_budget,
                     temp_dir,
+                    ..Default::default()
                 };
                 build_report_streaming(&trace, &filter, &opts)
                     .with_context(|| format!("cannot report on trace {}", trace.display()))

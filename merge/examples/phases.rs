@@ -27,7 +27,7 @@ fn main() -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let opts = StreamOptions {
         memory_budget: budget.unwrap_or(stream::DEFAULT_BUDGET),
-        temp_dir: None,
+        ..Default::default()
     };
     let t0 = Instant::now();
     let (trace, events) = stream::open(&dir, &opts)?;

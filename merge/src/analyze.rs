@@ -258,6 +258,10 @@ pub trait Visitor {
     fn off_cpu(&mut self, _thread: &ThreadInfo, _depth: usize, _iv: &OffCpuInterval) {}
     /// The thread was woken (reported when it happens, before the switch-in).
     fn wakeup(&mut self, _thread: &ThreadInfo, _depth: usize, _wake: &Wake) {}
+    /// Right after [`Visitor::wakeup`], in [`crate::stream::analyze_with_wakers`]
+    /// only: the traced method the waker was in at that moment, if any (what
+    /// [`crate::CallIndex::method_at`] answers on a whole trace).
+    fn waker_method(&mut self, _thread: &ThreadInfo, _depth: usize, _wake: &Wake, _method: Option<MethodIdx>) {}
     /// A thread's events end.
     fn thread_end(&mut self, _thread: &ThreadInfo, _totals: &ThreadTotals) {}
 }

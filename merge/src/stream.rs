@@ -32,9 +32,9 @@
 //! println!("slowest invocation: {} ns", v.0);
 //! ```
 
-use crate::analyze::{ThreadWalk, Visitor};
+use crate::analyze::{Invocation, OffCpuInterval, ThreadTotals, ThreadWalk, Visitor, Wake};
 use crate::cause::Cause;
-use crate::read::{Event, SyscallInfo, Timed, Trace};
+use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
 use jtrace_format::{self as fmt, DecodeError, Decoder, FileHeader, Record};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -53,6 +53,9 @@ pub struct StreamOptions {
     /// Where runs go (default `$TMPDIR`, else /tmp). The files are unlinked
     /// as soon as they are created, so nothing is left behind.
     pub temp_dir: Option<PathBuf>,
+    /// Also prepare [`analyze_with_wakers`] (the waker's method of every
+    /// wakeup): each wakeup is sent to its waker's stream as a query.
+    pub waker_methods: bool,
 }
 
 impl Default for StreamOptions {
@@ -60,6 +63,7 @@ impl Default for StreamOptions {
         StreamOptions {
             memory_budget: DEFAULT_BUDGET,
             temp_dir: None,
+            waker_methods: false,
         }
     }
 }
@@ -253,6 +257,8 @@ const SC_ITEM: usize = std::mem::size_of::<SyscallInfo>();
 /// One thread's segment of a run file.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
+    /// Byte offset in the run file.
+    offset: u64,
     /// Events in the segment.
     count: u64,
 }
@@ -285,6 +291,8 @@ pub(crate) struct Sorter {
     pub(crate) error: Option<anyhow::Error>,
     /// Events buffered in total.
     pub(crate) events: u64,
+    /// Wakeups as queries to their wakers ([`analyze_with_wakers`]).
+    queries: Option<Box<Sorter>>,
 }
 
 impl Sorter {
@@ -301,6 +309,7 @@ impl Sorter {
             span: TidMap::default(),
             error: None,
             events: 0,
+            queries: opts.waker_methods.then(|| Box::new(Sorter::new(&small(opts)))),
         }
     }
 
@@ -315,6 +324,9 @@ impl Sorter {
 
     pub(crate) fn push(&mut self, tid: u32, ts: u64, event: Event) {
         self.events += 1;
+        if let (Some(q), Event::Wakeup { waker_tid, .. }) = (&mut self.queries, event) {
+            q.push(waker_tid, ts, cross(tid, None));
+        }
         let b = self.buckets.entry(tid).or_default();
         let cap = b.capacity();
         b.push(Timed { ts, event });
@@ -347,7 +359,9 @@ impl Sorter {
     /// Sorts the buffer thread by thread and writes it as a run.
     fn spill(&mut self) -> anyhow::Result<()> {
         let dir = self.temp_dir()?;
-        let path = dir.join(format!("jtrace-run-{}-{}.tmp", std::process::id(), self.runs.len()));
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("jtrace-run-{}-{serial}.tmp", std::process::id()));
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -368,6 +382,7 @@ impl Sorter {
         tids.sort_unstable();
         let mut segments = BTreeMap::new();
         let mut out = Vec::with_capacity(1 << 20);
+        let mut written = 0u64;
         let werr = |e: std::io::Error| {
             anyhow::anyhow!(
                 "cannot write a sorted run in {}: {e} (free space there, set TMPDIR or --temp-dir, \
@@ -378,6 +393,7 @@ impl Sorter {
         for tid in tids {
             let mut evs = self.buckets.remove(&tid).unwrap_or_default();
             sort_bucket(&mut self.span, tid, &mut evs);
+            let offset = written + out.len() as u64;
             for e in &evs {
                 let sc = match e.event {
                     Event::Syscall { idx, enter: true } => self.syscalls.get((idx - self.sc_base) as usize),
@@ -386,12 +402,14 @@ impl Sorter {
                 encode(&mut out, e, sc);
                 if out.len() >= 1 << 20 {
                     file.write_all(&out).map_err(werr)?;
+                    written += out.len() as u64;
                     out.clear();
                 }
             }
             segments.insert(
                 tid,
                 Segment {
+                    offset,
                     count: evs.len() as u64,
                 },
             );
@@ -412,6 +430,9 @@ impl Sorter {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
+        if let Some(e) = self.queries.as_mut().and_then(|q| q.error.take()) {
+            return Err(e);
+        }
         for (tid, evs) in self.buckets.iter_mut() {
             sort_bucket(&mut self.span, *tid, evs);
         }
@@ -425,6 +446,7 @@ impl Sorter {
                     segments: r.segments,
                     buf: Vec::new(),
                     pos: 0,
+                    offset: 0,
                 })
                 .collect(),
             buckets: self.buckets,
@@ -432,6 +454,8 @@ impl Sorter {
             sc_base: self.sc_base,
             windows: HashMap::new(),
             spilled_runs,
+            queries: self.queries,
+            opts_small: small(&self.opts),
         };
         Ok((events, self.span))
     }
@@ -445,6 +469,15 @@ fn sort_bucket(span: &mut TidMap<(u64, u64)>, tid: u32, evs: &mut [Timed]) {
         let s = span.entry(tid).or_insert((first.ts, last.ts));
         s.0 = s.0.min(first.ts);
         s.1 = s.1.max(last.ts);
+    }
+}
+
+/// Options for the query and answer sorts: a quarter of the budget each.
+fn small(opts: &StreamOptions) -> StreamOptions {
+    StreamOptions {
+        memory_budget: (opts.memory_budget / 4).max(64 << 10),
+        temp_dir: opts.temp_dir.clone(),
+        waker_methods: false,
     }
 }
 
@@ -541,14 +574,32 @@ struct RunReader {
     segments: BTreeMap<u32, Segment>,
     buf: Vec<u8>,
     pos: usize,
+    /// File offset of `buf[0]`.
+    offset: u64,
 }
 
 impl RunReader {
+    /// Positions the reader at a byte offset of the run (a no-op when
+    /// segments are read in order, as walks do).
+    fn seek(&mut self, to: u64) -> anyhow::Result<()> {
+        if self.offset + self.pos as u64 == to {
+            return Ok(());
+        }
+        self.file
+            .seek(SeekFrom::Start(to))
+            .map_err(|e| anyhow::anyhow!("cannot read back a sorted run: {e}"))?;
+        self.buf.clear();
+        self.pos = 0;
+        self.offset = to;
+        Ok(())
+    }
+
     fn ensure(&mut self, n: usize) -> anyhow::Result<()> {
         if self.buf.len() - self.pos >= n {
             return Ok(());
         }
         self.buf.drain(..self.pos);
+        self.offset += self.pos as u64;
         self.pos = 0;
         let old = self.buf.len();
         self.buf.resize(old + (1 << 20), 0);
@@ -678,6 +729,10 @@ pub struct SortedEvents {
     /// GC / safepoint windows (time-ordered) per Java thread's process.
     windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
     spilled_runs: usize,
+    /// Wakeup queries by waker, not yet sorted.
+    queries: Option<Box<Sorter>>,
+    /// Options of the query and answer sorts.
+    opts_small: StreamOptions,
 }
 
 impl SortedEvents {
@@ -738,123 +793,383 @@ enum Source<'a> {
     Mem(std::slice::Iter<'a, Timed>),
 }
 
-/// Walks every thread of a streamed trace, in tid order, and drives `v`
-/// exactly as [`crate::analyze`] does on the same trace opened whole.
-pub fn analyze(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> anyhow::Result<()> {
-    let SortedEvents {
-        readers,
-        buckets,
-        syscalls,
-        sc_base,
-        windows,
-        ..
-    } = &mut events;
-    let no_windows = Vec::new();
-    for (tid, info) in &trace.threads {
-        let wins = windows
-            .get(&info.tgid)
-            .filter(|_| info.java_name.is_some())
-            .unwrap_or(&no_windows);
-        let mut sources: Vec<Source> = Vec::new();
+/// One thread's events in time order: its segments of every run and of the
+/// buffer merged by time (ties to the earlier run: stream order), with the
+/// JVM-wide windows of its process merged in after the thread's own events
+/// of the same time (where the stable sort of [`Trace::open`] puts them).
+struct ThreadEvents<'a> {
+    sources: Vec<Source<'a>>,
+    heads: Vec<Option<(Timed, Option<SyscallInfo>)>>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Source to take from without consulting the heap, while it leads.
+    current: Option<usize>,
+    syscalls: &'a [SyscallInfo],
+    sc_base: u32,
+    windows: &'a [(u64, Cause, bool)],
+    /// The next event of the sources, held back while windows go first.
+    held: Option<(Timed, Option<SyscallInfo>)>,
+}
+
+impl<'a> ThreadEvents<'a> {
+    fn new(
+        tid: u32,
+        readers: &'a mut [RunReader],
+        buckets: &'a TidMap<Vec<Timed>>,
+        syscalls: &'a [SyscallInfo],
+        sc_base: u32,
+        windows: &'a [(u64, Cause, bool)],
+    ) -> anyhow::Result<Self> {
+        let mut sources = Vec::new();
         for r in readers.iter_mut() {
-            if let Some(seg) = r.segments.get(tid).copied() {
+            if let Some(seg) = r.segments.get(&tid).copied() {
+                r.seek(seg.offset)?;
                 sources.push(Source::Run(r, seg.count));
             }
         }
-        if let Some(b) = buckets.get(tid) {
+        if let Some(b) = buckets.get(&tid) {
             sources.push(Source::Mem(b.iter()));
         }
-        let mem_sc = |e: &Timed| match e.event {
-            Event::Syscall { idx, enter: true } => idx
-                .checked_sub(*sc_base)
-                .and_then(|i| syscalls.get(i as usize))
-                .copied(),
-            _ => None,
+        let mut t = ThreadEvents {
+            heads: Vec::with_capacity(sources.len()),
+            sources,
+            heap: BinaryHeap::new(),
+            current: None,
+            syscalls,
+            sc_base,
+            windows,
+            held: None,
         };
-        let next = |s: &mut Source| -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
-            match s {
-                Source::Run(_, 0) => Ok(None),
-                Source::Run(r, n) => {
-                    *n -= 1;
-                    r.next().map(Some)
+        if t.sources.len() == 1 {
+            t.current = Some(0);
+            t.heads.push(None);
+        } else {
+            for i in 0..t.sources.len() {
+                let h = t.pull(i)?;
+                if let Some((e, _)) = &h {
+                    t.heap.push(Reverse((e.ts, i)));
                 }
-                Source::Mem(it) => Ok(it.next().map(|e| (*e, mem_sc(e)))),
+                t.heads.push(h);
             }
-        };
-        let mut walk = ThreadWalk::new(info, v);
-        let mut wi = 0;
-        // Windows go after the thread's own events of the same time (the
-        // stable sort of Trace::open puts them after).
-        let mut emit = |walk: &mut ThreadWalk, e: &Timed, sc: Option<&SyscallInfo>, v: &mut dyn Visitor| {
-            while wi < wins.len() && wins[wi].0 < e.ts {
-                let (ts, cause, begin) = wins[wi];
-                walk.event(
-                    &Timed {
-                        ts,
-                        event: Event::Window { cause, begin },
-                    },
-                    None,
-                    v,
-                );
-                wi += 1;
+        }
+        Ok(t)
+    }
+
+    fn pull(&mut self, i: usize) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+        match &mut self.sources[i] {
+            Source::Run(_, 0) => Ok(None),
+            Source::Run(r, n) => {
+                *n -= 1;
+                r.next().map(Some)
             }
-            walk.event(e, sc, v);
-        };
-        if let [Source::Mem(it)] = &mut sources[..] {
-            // The trace fit the budget: a plain walk over the sorted buffer.
-            for e in it {
+            Source::Mem(it) => Ok(it.next().map(|e| {
                 let sc = match e.event {
-                    Event::Syscall { enter: true, .. } => mem_sc(e),
+                    Event::Syscall { idx, enter: true } => idx
+                        .checked_sub(self.sc_base)
+                        .and_then(|i| self.syscalls.get(i as usize))
+                        .copied(),
                     _ => None,
                 };
-                emit(&mut walk, e, sc.as_ref(), v);
-            }
-        } else if sources.len() == 1 {
-            while let Some((e, sc)) = next(&mut sources[0])? {
-                emit(&mut walk, &e, sc.as_ref(), v);
-            }
-        } else {
-            let mut heads: Vec<Option<(Timed, Option<SyscallInfo>)>> = Vec::with_capacity(sources.len());
-            let mut heap = BinaryHeap::new();
-            for (i, s) in sources.iter_mut().enumerate() {
-                let h = next(s)?;
-                if let Some((e, _)) = &h {
-                    heap.push(Reverse((e.ts, i)));
-                }
-                heads.push(h);
-            }
-            // Ties go to the earlier source: runs are in stream order.
-            while let Some(Reverse((_, i))) = heap.pop() {
-                let (e, sc) = heads[i].take().expect("head of a queued source");
-                emit(&mut walk, &e, sc.as_ref(), v);
-                // A thread's runs mostly cover disjoint times: keep taking
-                // from this source while it stays ahead of every other one.
-                let limit = heap.peek().map(|r| r.0);
-                loop {
-                    match next(&mut sources[i])? {
-                        Some((e, sc)) if limit.is_none_or(|l| (e.ts, i) < l) => emit(&mut walk, &e, sc.as_ref(), v),
-                        Some(h) => {
-                            heap.push(Reverse((h.0.ts, i)));
-                            heads[i] = Some(h);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-            }
+                (*e, sc)
+            })),
         }
-        drop(emit);
-        for &(ts, cause, begin) in &wins[wi..] {
-            walk.event(
-                &Timed {
+    }
+
+    /// The next event of the sources, merged by time.
+    fn next_own(&mut self) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+        if let Some(i) = self.current {
+            // A thread's runs mostly cover disjoint times: keep taking from
+            // this source while it stays ahead of every other one.
+            let limit = self.heap.peek().map(|r| r.0);
+            match self.pull(i)? {
+                Some(h) if limit.is_none_or(|l| (h.0.ts, i) < l) => return Ok(Some(h)),
+                Some(h) => {
+                    self.heap.push(Reverse((h.0.ts, i)));
+                    self.heads[i] = Some(h);
+                }
+                None => {}
+            }
+            self.current = None;
+        }
+        let Some(Reverse((_, i))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        self.current = Some(i);
+        Ok(self.heads[i].take())
+    }
+
+    /// The thread's next event, windows included.
+    fn next(&mut self) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+        if self.held.is_none() {
+            self.held = self.next_own()?;
+        }
+        if let Some(&(ts, cause, begin)) = self.windows.first() {
+            if self.held.as_ref().is_none_or(|(e, _)| ts < e.ts) {
+                self.windows = &self.windows[1..];
+                let e = Timed {
                     ts,
                     event: Event::Window { cause, begin },
-                },
-                None,
-                v,
-            );
+                };
+                return Ok(Some((e, None)));
+            }
         }
-        walk.finish(v);
+        Ok(self.held.take())
+    }
+}
+
+impl SortedEvents {
+    /// Rewinds for another walk.
+    fn rewind(&mut self) -> anyhow::Result<()> {
+        for r in &mut self.readers {
+            r.seek(0)?;
+        }
+        Ok(())
+    }
+
+    /// One thread's events (threads must be taken in tid order for the runs
+    /// to be read sequentially; any order works, only slower).
+    fn thread<'a>(
+        &'a mut self,
+        info: &ThreadInfo,
+        no_windows: &'a [(u64, Cause, bool)],
+    ) -> anyhow::Result<ThreadEvents<'a>> {
+        let windows = self
+            .windows
+            .get(&info.tgid)
+            .filter(|_| info.java_name.is_some())
+            .map_or(no_windows, |w| &w[..]);
+        ThreadEvents::new(
+            info.tid,
+            &mut self.readers,
+            &self.buckets,
+            &self.syscalls,
+            self.sc_base,
+            windows,
+        )
+    }
+}
+
+/// Walks every thread of a streamed trace, in tid order, and drives `v`
+/// exactly as [`crate::analyze`] does on the same trace opened whole.
+pub fn analyze(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> anyhow::Result<()> {
+    walk_all(trace, &mut events, v, None)
+}
+
+fn walk_all(
+    trace: &Trace,
+    events: &mut SortedEvents,
+    v: &mut dyn Visitor,
+    mut answers: Option<&mut SortedEvents>,
+) -> anyhow::Result<()> {
+    events.rewind()?;
+    for info in trace.threads.values() {
+        let mut evs = events.thread(info, &[])?;
+        match answers.as_deref_mut() {
+            None => {
+                let mut walk = ThreadWalk::new(info, v);
+                while let Some((e, sc)) = evs.next()? {
+                    walk.event(&e, sc.as_ref(), v);
+                }
+                walk.finish(v);
+            }
+            Some(answers) => {
+                let mut w = WithWakers {
+                    inner: v,
+                    answers: answers.thread(info, &[])?,
+                    group: Vec::new(),
+                    group_ts: None,
+                    held: None,
+                    error: None,
+                };
+                let mut walk = ThreadWalk::new(info, &mut w);
+                while let Some((e, sc)) = evs.next()? {
+                    walk.event(&e, sc.as_ref(), &mut w);
+                }
+                walk.finish(&mut w);
+                if let Some(e) = w.error {
+                    return Err(e);
+                }
+            }
+        }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- wakers
+
+/// A wakeup as its waker's stream carries it (a query: "which method was
+/// I in at `ts`?") and as the answer travels back to the wakee: the same
+/// event kind, with `waker_tid` naming the other thread.
+fn cross(other: u32, method: Option<MethodIdx>) -> Event {
+    Event::Wakeup {
+        waker_tid: other,
+        waker_tgid: method.unwrap_or(u32::MAX),
+        new_task: false,
+    }
+}
+
+/// Tracks a thread's stack from the walk's callbacks to answer "which traced
+/// method was the thread in at `t`" exactly as [`crate::CallIndex::method_at`]
+/// does: among the invocations containing `t` (entry ≤ t ≤ exit), the one
+/// entered last, ties to the one that ended last.
+#[derive(Default)]
+struct StackAt {
+    /// Open frames: (entry, method).
+    stack: Vec<(u64, MethodIdx)>,
+    /// Of the invocations that ended at the latest end time: that time, and
+    /// the best (entry, method).
+    closed: Option<(u64, u64, MethodIdx)>,
+}
+
+impl Visitor for StackAt {
+    fn enter(&mut self, _: &ThreadInfo, ts: u64, _: usize, m: MethodIdx) {
+        self.stack.push((ts, m));
+    }
+    fn exit(&mut self, _: &ThreadInfo, _: usize, inv: &Invocation) {
+        self.stack.pop();
+        match self.closed {
+            Some((at, entry, _)) if at == inv.exit && inv.entry < entry => {}
+            _ => self.closed = Some((inv.exit, inv.entry, inv.method)),
+        }
+    }
+}
+
+impl StackAt {
+    /// The answer for `t`, once every event at or before `t` was walked and
+    /// none after it.
+    fn at(&self, t: u64) -> Option<MethodIdx> {
+        let closed = self.closed.filter(|c| c.0 == t);
+        // Open frames all contain t; the top one was entered last, and of
+        // frames entered at that same time the lowest ends last.
+        let open = self.stack.last().map(|&(top, _)| {
+            let low = self.stack.iter().rev().take_while(|f| f.0 == top).last().unwrap();
+            (low.0, low.1)
+        });
+        match (open, closed) {
+            (Some((e, m)), Some((_, ce, cm))) => Some(if e >= ce { m } else { cm }),
+            (Some((_, m)), None) => Some(m),
+            (None, Some((_, _, cm))) => Some(cm),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Passes a walk on, adding each wakeup's waker method from the answers.
+struct WithWakers<'a, 'b> {
+    inner: &'b mut dyn Visitor,
+    answers: ThreadEvents<'a>,
+    /// Answers at `group_ts`: (waker, method).
+    group: Vec<(u32, Option<MethodIdx>)>,
+    group_ts: Option<u64>,
+    held: Option<Timed>,
+    error: Option<anyhow::Error>,
+}
+
+impl WithWakers<'_, '_> {
+    fn lookup(&mut self, ts: u64, waker: u32) -> anyhow::Result<Option<MethodIdx>> {
+        if self.group_ts != Some(ts) {
+            self.group.clear();
+            self.group_ts = Some(ts);
+            loop {
+                let e = match self.held.take() {
+                    Some(e) => e,
+                    None => match self.answers.next()? {
+                        Some((e, _)) => e,
+                        None => break,
+                    },
+                };
+                if e.ts < ts {
+                    continue;
+                }
+                if e.ts > ts {
+                    self.held = Some(e);
+                    break;
+                }
+                if let Event::Wakeup {
+                    waker_tid, waker_tgid, ..
+                } = e.event
+                {
+                    self.group
+                        .push((waker_tid, (waker_tgid != u32::MAX).then_some(waker_tgid)));
+                }
+            }
+        }
+        Ok(self.group.iter().find(|a| a.0 == waker).and_then(|a| a.1))
+    }
+}
+
+impl Visitor for WithWakers<'_, '_> {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.inner.thread_begin(t)
+    }
+    fn enter(&mut self, t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
+        self.inner.enter(t, ts, depth, m)
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        self.inner.exit(t, depth, inv)
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.inner.off_cpu(t, depth, iv)
+    }
+    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
+        self.inner.wakeup(t, depth, w);
+        match self.lookup(w.ts, w.waker_tid) {
+            Ok(m) => self.inner.waker_method(t, depth, w, m),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        self.inner.thread_end(t, totals)
+    }
+}
+
+/// [`analyze`], plus [`Visitor::waker_method`] after every wakeup: the
+/// traced method the waker was in at that moment (what [`crate::CallIndex`] says
+/// on the whole trace), without holding other threads' stacks in memory.
+///
+/// How: the reading pass sent each wakeup, as a query, into a second sorted
+/// stream keyed by the waker; a first walk over every thread answers its
+/// queries from its own stack as it goes and sends the answers, keyed by the
+/// wakee, into a third; the second walk hands them out. Memory stays bounded
+/// by the budget; the price is a second walk.
+pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> anyhow::Result<()> {
+    let Some(queries) = events.queries.take() else {
+        anyhow::bail!("these events were read without waker queries");
+    };
+    let mut queries = queries.finish()?.0;
+    let mut answers = Sorter::new(&events.opts_small);
+    events.rewind()?;
+    queries.rewind()?;
+    for info in trace.threads.values() {
+        let mut qs = queries.thread(info, &[])?;
+        let mut evs = events.thread(info, &[])?;
+        let mut st = StackAt::default();
+        let mut walk = ThreadWalk::new(info, &mut st);
+        let mut q = qs.next()?;
+        while let Some((e, sc)) = evs.next()? {
+            while let Some((qe, _)) = q.filter(|(qe, _)| qe.ts < e.ts) {
+                answer(&mut answers, &st, info.tid, &qe);
+                q = qs.next()?;
+            }
+            walk.event(&e, sc.as_ref(), &mut st);
+        }
+        walk.finish(&mut st);
+        while let Some((qe, _)) = q {
+            answer(&mut answers, &st, info.tid, &qe);
+            q = qs.next()?;
+        }
+    }
+    let mut answers = answers.finish()?.0;
+    answers.rewind()?;
+    walk_all(trace, &mut events, v, Some(&mut answers))
+}
+
+fn answer(answers: &mut Sorter, st: &StackAt, waker: u32, q: &Timed) {
+    if let Event::Wakeup { waker_tid: wakee, .. } = q.event {
+        // Only known methods travel back; no answer means none.
+        if let Some(m) = st.at(q.ts) {
+            answers.push(wakee, q.ts, cross(waker, Some(m)));
+        }
+    }
 }

@@ -7,7 +7,7 @@ mod synth;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, build_report, build_report_streaming, Cause, Invocation, MethodIdx, OffCpuInterval, ReportFilter,
+    analyze, build_report, CallIndex, build_report_streaming, Cause, Invocation, MethodIdx, OffCpuInterval, ReportFilter,
     ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
 };
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ fn in_memory(dir: &Path) -> (Vec<String>, String) {
 fn streamed(dir: &Path, budget: usize) -> (Vec<String>, String, usize) {
     let opts = StreamOptions {
         memory_budget: budget,
-        temp_dir: None,
+        ..Default::default()
     };
     let (t, events) = stream::open(dir, &opts).unwrap();
     let runs = events.spilled_runs();
@@ -102,6 +102,52 @@ fn synthetic_trace_same_callbacks_and_report_at_every_budget() {
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
+/// Every wakeup with its waker's method, as the whole-trace index says.
+struct Wakers<'a>(Option<&'a CallIndex>, Vec<String>);
+
+impl Visitor for Wakers<'_> {
+    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
+        if let Some(index) = self.0 {
+            let m = index.method_at(w.waker_tid, w.ts);
+            self.1.push(format!("{} {depth} {w:?} {m:?}", t.tid));
+        }
+    }
+    fn waker_method(&mut self, t: &ThreadInfo, depth: usize, w: &Wake, m: Option<MethodIdx>) {
+        self.1.push(format!("{} {depth} {w:?} {m:?}", t.tid));
+    }
+}
+
+/// The waker's method of every wakeup, answered from the waker's own
+/// stream in bounded memory, equals the whole-trace index's answer.
+#[test]
+fn waker_methods_equal_the_call_index() {
+    let dir = tempdir("wakers").join("t.jtrace");
+    synth::generate(&dir, 200_000, 8).unwrap();
+    let t = Trace::open(&dir).unwrap();
+    let index = CallIndex::build(&t);
+    let mut expected = Wakers(Some(&index), Vec::new());
+    analyze(&t, &mut expected);
+    assert!(expected.1.len() > 10_000);
+    assert!(expected.1.iter().any(|s| !s.ends_with("None")));
+    for budget in [256 << 20, 64 << 10] {
+        let opts = StreamOptions {
+            memory_budget: budget,
+            waker_methods: true,
+            ..Default::default()
+        };
+        let (st, events) = stream::open(&dir, &opts).unwrap();
+        let mut got = Wakers(None, Vec::new());
+        stream::analyze_with_wakers(&st, events, &mut got).unwrap();
+        assert_same(&expected.1, &got.1);
+        // The rest of the walk is unchanged by the extra pass.
+        let (st, events) = stream::open(&dir, &opts).unwrap();
+        let mut log = Log::default();
+        stream::analyze_with_wakers(&st, events, &mut log).unwrap();
+        assert_same(&in_memory(&dir).0, &log.0);
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
 #[test]
 fn filters_apply_the_same() {
     let dir = tempdir("filters").join("t.jtrace");
@@ -109,7 +155,7 @@ fn filters_apply_the_same() {
     let t = Trace::open(&dir).unwrap();
     let opts = StreamOptions {
         memory_budget: 32 << 10,
-        temp_dir: None,
+        ..Default::default()
     };
     for filter in [
         ReportFilter {
@@ -166,6 +212,7 @@ fn missing_temp_dir_is_a_clear_error() {
     let opts = StreamOptions {
         memory_budget: 8 << 10,
         temp_dir: Some(dir.join("no/such/dir")),
+        ..Default::default()
     };
     let e = build_report_streaming(&dir, &ReportFilter::default(), &opts).unwrap_err();
     let msg = format!("{e:#}");
