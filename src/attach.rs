@@ -519,6 +519,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let stream = out.join(format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid));
     let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
     let state = read_stream(&stream);
+    let no_answer = started.is_err();
     let failure = match started {
         Err(e) => Some(e.context(format!("cannot load the agent into the JVM {}", jvm.pid))),
         Ok(0) if state.started => None,
@@ -543,6 +544,11 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         }
     };
     if let Some(e) = failure {
+        if no_answer && alive(jvm.pid) {
+            // No answer (timeout, broken connection): the agent may be
+            // starting all the same; make sure it does not stay on.
+            let _ = load_agent(&jvm, &agent, "stop");
+        }
         let _ = recorder.stop();
         let _ = std::fs::remove_dir_all(&out);
         return Err(e);

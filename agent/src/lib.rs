@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use jtrace_format::{JvmStart, MethodDef, MethodEvent, Payload, Record, ThreadStart, EXIT_BY_EXCEPTION};
@@ -52,9 +52,8 @@ use sys::*;
 const JVMTI_VERSION_1_2: jint = 0x3001_0200;
 
 /// A value installed for one recording session and read lock-free by every
-/// callback. A value is never freed: a callback that read it just before a
-/// stop may still be using it, so a stopped session's (small) state is
-/// leaked instead.
+/// callback. Callbacks only use it inside [`guard`], so a stop frees it once
+/// no guarded callback is running ([`IN_FLIGHT`]).
 pub(crate) struct Slot<T>(AtomicPtr<T>);
 
 impl<T> Slot<T> {
@@ -72,10 +71,16 @@ impl<T> Slot<T> {
         self.0.store(Box::into_raw(Box::new(v)), Ordering::Release);
     }
 
-    fn clear(&self) {
-        self.0.store(std::ptr::null_mut(), Ordering::Release);
+    /// Removes the value; the caller frees it when no callback can hold it.
+    fn take(&self) -> Option<Box<T>> {
+        let p = self.0.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        // SAFETY: non-null pointers come from Box::into_raw in `set`.
+        (!p.is_null()).then(|| unsafe { Box::from_raw(p) })
     }
 }
+
+/// Guarded callbacks running now, on every thread (see [`guard`]).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 /// Configuration in force (set at load or attach, cleared at stop).
 static CONFIG: Slot<Config> = Slot::new();
@@ -175,9 +180,12 @@ struct ThreadState {
 /// Runs a callback body, turning a panic into a disabled agent plus an
 /// AGENT_ERROR record: a panic must never unwind into the JVM.
 fn guard(what: &str, f: impl FnOnce()) {
+    // Counted so that a stop knows when the session's state is no longer used.
+    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
     if catch_unwind(AssertUnwindSafe(f)).is_err() {
         internal_error(&format!("internal error (panic) in {what}; agent disabled"));
     }
+    IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Disables the agent and records why.
@@ -819,8 +827,23 @@ unsafe fn stop_session(env: *mut jvmtiEnv) {
         jvmti!(env, RelinquishCapabilities, &caps);
     }
     lock(&SESSION_BUFS).clear();
-    RECORDER.clear();
-    CONFIG.clear();
+    let rec = RECORDER.take();
+    let cfg = CONFIG.take();
+    // Callbacks that got the session's state before it was taken may still
+    // be using it; we are a guarded callback ourselves. Once the others are
+    // done, nothing can reach it any more: free it (this unmaps and closes
+    // the stream). If one lingers, leak it rather than risk a crash.
+    let t0 = std::time::Instant::now();
+    while IN_FLIGHT.load(Ordering::SeqCst) > 1 && t0.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if IN_FLIGHT.load(Ordering::SeqCst) <= 1 {
+        drop(rec);
+        drop(cfg);
+    } else {
+        std::mem::forget(rec);
+        std::mem::forget(cfg);
+    }
 }
 
 /// The thread rules applied to a thread known only by its tid (one whose
