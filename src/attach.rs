@@ -504,6 +504,18 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         ..Default::default()
     };
     meta.store(&out)?;
+    // JVMTI reports no safepoints: probe the JVM's libjvm.so for them, as
+    // `run` and `record` do.
+    let mut lib_calls = lib_calls;
+    let (safepoints, stripped) =
+        jtrace_bpf::safepoints::safepoint_calls(jtrace_bpf::safepoints::libjvm_of_pid(jvm.pid).as_slice());
+    for lib in stripped {
+        eprintln!(
+            "jtrace: {} has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded",
+            lib.display()
+        );
+    }
+    lib_calls.extend(safepoints);
     let mut kcfg = args.kernel.config(&out, lib_calls);
     kcfg.pids = vec![jvm.pid];
     let recorder = match KernelRecorder::start(kcfg) {
