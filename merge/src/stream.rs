@@ -447,6 +447,7 @@ impl Sorter {
                     buf: Vec::new(),
                     pos: 0,
                     offset: 0,
+                    chunk: 1 << 20,
                 })
                 .collect(),
             buckets: self.buckets,
@@ -565,7 +566,14 @@ fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
 }
 
 /// Longest encoded event (a syscall entry with its record).
-const MAX_ENCODED: usize = 8 + 1 + 8 + 16 + 8 + 4 + 4 + 8 + 8 + 32 + 16;
+const MAX_ENCODED: usize = 8 // ts
+    + 1 // tag
+    + 4 + 4 // idx, tid
+    + 8 + 8 // enter, exit_ts
+    + 4 + 4 + 8 + 4 + 4 + 8 // nr, fd_kind, ret, fd, flags, arg
+    + 2 * 4 // family, protocol, sport, dport
+    + 16 * 2 // saddr, daddr
+    + 8 + 8; // dev, ino
 
 /// Sequential reader of one run file.
 #[derive(Debug)]
@@ -576,6 +584,8 @@ struct RunReader {
     pos: usize,
     /// File offset of `buf[0]`.
     offset: u64,
+    /// Bytes per read.
+    chunk: usize,
 }
 
 impl RunReader {
@@ -594,18 +604,21 @@ impl RunReader {
         Ok(())
     }
 
+    /// Makes `n` bytes available (fewer only at the end of the run).
     fn ensure(&mut self, n: usize) -> anyhow::Result<()> {
-        if self.buf.len() - self.pos >= n {
-            return Ok(());
+        while self.buf.len() - self.pos < n {
+            self.buf.drain(..self.pos);
+            self.offset += self.pos as u64;
+            self.pos = 0;
+            let old = self.buf.len();
+            self.buf.resize(old + self.chunk, 0);
+            let got = read_full(&mut self.file, &mut self.buf[old..])
+                .map_err(|e| anyhow::anyhow!("cannot read back a sorted run: {e}"))?;
+            self.buf.truncate(old + got);
+            if got == 0 {
+                break;
+            }
         }
-        self.buf.drain(..self.pos);
-        self.offset += self.pos as u64;
-        self.pos = 0;
-        let old = self.buf.len();
-        self.buf.resize(old + (1 << 20), 0);
-        let got = read_full(&mut self.file, &mut self.buf[old..])
-            .map_err(|e| anyhow::anyhow!("cannot read back a sorted run: {e}"))?;
-        self.buf.truncate(old + got);
         Ok(())
     }
 
@@ -992,6 +1005,96 @@ fn walk_all(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of event survives a run file, also where a record spans
+    /// two reads of the run (the longest one, a syscall entry, included).
+    #[test]
+    fn events_round_trip_through_a_run_across_refills() {
+        let rec = fmt::Syscall {
+            exit_ts: 9,
+            nr: 45,
+            fd_kind: 1,
+            ret: -11,
+            fd: 7,
+            flags: 3,
+            arg: u64::MAX,
+            family: 10,
+            protocol: 6,
+            sport: 1,
+            dport: 65535,
+            saddr: [1; 16],
+            daddr: [2; 16],
+            dev: 3,
+            ino: u64::MAX - 1,
+        };
+        let sc = SyscallInfo { tid: 5, enter: 8, rec };
+        let kinds = [
+            Event::SwitchOut {
+                preempted: true,
+                prev_state: 1,
+                cpu: 2,
+                next_tid: 3,
+            },
+            Event::SwitchIn { cpu: 1, prev_tid: 9 },
+            Event::Wakeup {
+                waker_tid: 4,
+                waker_tgid: u32::MAX,
+                new_task: true,
+            },
+            Event::Enter(77),
+            Event::Exit {
+                method: 78,
+                exception: true,
+            },
+            Event::ThreadStart,
+            Event::ThreadEnd,
+            Event::Syscall { idx: 12, enter: true },
+            Event::Syscall { idx: 12, enter: false },
+            Event::PageFault { address: 0xdead_beef },
+            Event::Block {
+                cause: Cause::Park,
+                begin: true,
+                detail: 3,
+            },
+            Event::Window {
+                cause: Cause::Safepoint,
+                begin: false,
+            },
+        ];
+        let mut out = Vec::new();
+        let mut expect = Vec::new();
+        for i in 0..5_000u64 {
+            let event = kinds[(i % kinds.len() as u64) as usize];
+            let e = Timed { ts: i, event };
+            let s = matches!(event, Event::Syscall { enter: true, .. }).then_some(sc);
+            encode(&mut out, &e, s.as_ref());
+            expect.push((e, s));
+        }
+        let path = std::env::temp_dir().join(format!("jtrace-run-test-{}", std::process::id()));
+        std::fs::write(&path, &out).unwrap();
+        // Reads of every size around a record's: records span reads at
+        // every offset.
+        for chunk in (1..=2 * MAX_ENCODED).chain([4096, 1 << 20]) {
+            let mut r = RunReader {
+                file: File::open(&path).unwrap(),
+                segments: BTreeMap::new(),
+                buf: Vec::new(),
+                pos: 0,
+                offset: 0,
+                chunk,
+            };
+            for (i, want) in expect.iter().enumerate() {
+                assert_eq!(&r.next().unwrap(), want, "chunk {chunk}, event {i}");
+            }
+            assert_eq!(r.offset + r.pos as u64, out.len() as u64);
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
 }
 
 // ---------------------------------------------------------------- wakers
