@@ -81,6 +81,9 @@ fn main() {
             .source(src)
             .obj(&obj)
             .clang_args([
+                // v3: atomic OR (the filter bitmap) and 32-bit jumps; any
+                // kernel that runs jtrace (5.15+) has them.
+                "-mcpu=v3".as_ref(),
                 "-Wall".as_ref(),
                 "-I".as_ref(),
                 out.as_os_str(),

@@ -21,7 +21,8 @@
 #define K_PAGE_FAULT 9
 #define K_BLOCK_IO 10
 #define K_LIB_CALL 11
-/* Counter slot, not a record kind: a process could not be added to the filter. */
+/* Counter slot, not a record kind: a process could not be added to the
+ * filter (its tgid is beyond TRACED_TGID_LIMIT: never on Linux today). */
 #define K_FILTER_FULL 0
 /* Counter slot of `dropped`, not a record kind: a library call nested deeper
  * than the per-thread stack (LIB_STACK_DEPTH) was not recorded. */
@@ -185,13 +186,16 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events __weak SEC(".maps");
 
-/* The filter: processes (tgids) whose threads are recorded. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} traced_tgids __weak SEC(".maps");
+/*
+ * The filter: processes (tgids) whose threads are recorded, one bit per
+ * tgid. Sized for PID_MAX_LIMIT (the largest pid_max of a 64-bit kernel),
+ * so it can never be full; testing a tgid is one load and a bit test, no
+ * helper call, which matters on sched_switch (every switch of the system).
+ * Defined in sched.bpf.c (a global variable in .bss, which user space
+ * reaches through the skeleton's mmap), declared here for the others.
+ */
+#define TRACED_TGID_LIMIT (4 << 20)
+extern __u64 traced_bits[TRACED_TGID_LIMIT / 64];
 
 /* Records submitted, per kind. Per-CPU so counting needs no atomics. */
 struct {
@@ -257,7 +261,19 @@ const volatile __u64 wake_bytes __weak = (16 << 20) / 4;
 
 static __always_inline bool tgid_traced(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&traced_tgids, &tgid) != NULL;
+	/* pid 0 (the idle tasks) is never set. */
+	return tgid < TRACED_TGID_LIMIT && (traced_bits[tgid / 64] & (1ULL << (tgid % 64)));
+}
+
+/* Adds a process to the filter; false if its tgid does not fit (cannot
+ * happen below PID_MAX_LIMIT). Atomic: forks on other CPUs set bits of the
+ * same word. */
+static __always_inline bool trace_tgid(__u32 tgid)
+{
+	if (tgid >= TRACED_TGID_LIMIT)
+		return false;
+	__sync_fetch_and_or(&traced_bits[tgid / 64], 1ULL << (tgid % 64));
+	return true;
 }
 
 static __always_inline void count(void *map, __u32 kind)

@@ -16,6 +16,9 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* The filter (jtrace.h): defined once, here. */
+__u64 traced_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
+
 /* Process that launches the traced command (jtrace itself); 0 = none. */
 const volatile __u32 launcher_tgid = 0;
 
@@ -148,19 +151,26 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
-	__u64 ts = bpf_ktime_get_ns();
-	__u32 cpu = bpf_get_smp_processor_id();
 	/* Direct loads: tp_btf arguments are trusted BTF pointers, no helper call. */
-	__u32 prev_pid = prev->pid;
 	__u32 prev_tgid = prev->tgid;
-	__u32 next_pid = next->pid;
 	__u32 next_tgid = next->tgid;
+	/* The idle tasks (pid 0) are never in the filter. */
+	bool out = tgid_traced(prev_tgid);
+	bool in = tgid_traced(next_tgid);
+	__u32 prev_pid, next_pid, cpu;
 	struct task_state *st;
-	__u64 runtime;
+	__u64 ts, runtime;
 
-	/* pid 0 is the idle task of every CPU; never trace it. */
-	if (prev_pid && tgid_traced(prev_tgid)) {
+	/* Nothing before the filter: most switches of a busy machine are of
+	 * untraced tasks, and this runs on every one of them. */
+	if (!out && !in)
+		return 0;
+	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
+	ts = bpf_ktime_get_ns();
+	cpu = bpf_get_smp_processor_id();
+	prev_pid = prev->pid;
+	next_pid = next->pid;
+	if (out) {
 		struct switch_out_rec *r;
 
 		st = bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -189,7 +199,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			st->out_runtime = runtime;
 		}
 	}
-	if (next_pid && tgid_traced(next_tgid)) {
+	if (in) {
 		struct switch_in_rec *r;
 
 		st = bpf_task_storage_get(&task_states, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -262,12 +272,9 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	 * process joins the filter: this follows the process tree of the
 	 * command without tracing the launcher's own threads.
 	 */
-	if (ctgid != ptgid && ((launcher_tgid && ptgid == launcher_tgid) || tgid_traced(ptgid))) {
-		__u8 one = 1;
-
-		if (bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY))
-			count(&dropped, K_FILTER_FULL);
-	}
+	if (ctgid != ptgid && ((launcher_tgid && ptgid == launcher_tgid) || tgid_traced(ptgid)) &&
+	    !trace_tgid(ctgid))
+		count(&dropped, K_FILTER_FULL);
 	if (!tgid_traced(ctgid))
 		return 0;
 	r = rec_reserve(K_FORK, sizeof(*r), cpid, ts);

@@ -94,7 +94,8 @@ pub const PREV_TID_UNKNOWN: u32 = u32::MAX;
 const INFERRED_SWITCH_IN_SLOT: u32 = 31;
 
 /// Counter slot 0 of the BPF drop counters: a process could not be added to
-/// the filter map (it was full). Not a record kind.
+/// the filter (its tgid is beyond the bitmap: impossible while
+/// [`check_pid_max`] holds, counted anyway). Not a record kind.
 const FILTER_FULL_SLOT: u32 = 0;
 
 /// Counter slot of the BPF drop counters: a library call nested deeper than
@@ -254,7 +255,9 @@ pub struct KernelStats {
     pub file_paths: u64,
     /// Records lost, by kind name: every kernel kind (ring buffer full), plus,
     /// when non-zero, `"filter_full"` (a process could not be added to the
-    /// filter, so its events are missing), `"lib_too_deep"` (library calls
+    /// filter because its pid is beyond the filter's capacity, so its events
+    /// are missing; jtrace refuses to start when `kernel.pid_max` allows
+    /// such pids), `"lib_too_deep"` (library calls
     /// nested deeper than 16 per thread), `"block_map_full"` (a block request
     /// could not be followed to its completion), `"missed_runs"` (runs of a
     /// program the kernel skipped) and `"malformed"` (a sample whose size
@@ -292,6 +295,7 @@ impl KernelRecorder {
     /// recorded, or with the reason they cannot be.
     pub fn start(cfg: RecorderConfig) -> Result<KernelRecorder> {
         required_kernel_features()?;
+        check_pid_max()?;
         let probes = resolve_lib_calls(&cfg.lib_calls)?;
         let rb = cfg.ringbuf_bytes;
         if !rb.is_power_of_two() || rb < page_size() || rb > u32::MAX as usize {
@@ -581,6 +585,41 @@ fn missing_tracepoints(wanted: &[&str]) -> Vec<String> {
     wanted.iter().filter(|n| !has(n)).map(|n| n.to_string()).collect()
 }
 
+/// Capacity of the BPF filter bitmap (`TRACED_TGID_LIMIT` in jtrace.h):
+/// PID_MAX_LIMIT of a 64-bit kernel, the largest `kernel.pid_max` allowed.
+const FILTER_TGID_LIMIT: u32 = 4 << 20;
+
+/// Checks that every pid this kernel can hand out fits in the filter, so
+/// that no process of the traced tree can be missed for want of room.
+fn check_pid_max() -> Result<()> {
+    const PATH: &str = "/proc/sys/kernel/pid_max";
+    let text = std::fs::read_to_string(PATH).with_context(|| format!("reading {PATH}"))?;
+    let pid_max: u64 = text
+        .trim()
+        .parse()
+        .with_context(|| format!("{PATH} holds {:?}, not a number", text.trim()))?;
+    if pid_max > u64::from(FILTER_TGID_LIMIT) {
+        bail!(
+            "kernel.pid_max is {pid_max}, above the {FILTER_TGID_LIMIT} process ids jtrace's \
+             filter holds; lower it (sysctl kernel.pid_max={FILTER_TGID_LIMIT})"
+        );
+    }
+    Ok(())
+}
+
+/// Sets the filter bit of `tgid` (before the programs are attached: no
+/// BPF program writes the bitmap yet).
+fn filter_add(bits: &mut [u64], tgid: u32) -> Result<()> {
+    let word = bits
+        .get_mut((tgid / 64) as usize)
+        .filter(|_| tgid < FILTER_TGID_LIMIT)
+        .with_context(|| {
+            format!("cannot trace pid {tgid}: above the {FILTER_TGID_LIMIT} process ids jtrace's filter holds")
+        })?;
+    *word |= 1 << (tgid % 64);
+    Ok(())
+}
+
 /// Opens the BPF object with the configuration applied (programs of the
 /// features not wanted are not even loaded), loads it, fills the filter
 /// with the given pids, attaches the tracepoint programs and one uprobe /
@@ -653,14 +692,17 @@ fn setup<'o>(
             return Err(load_error("loading BPF programs", e));
         }
     };
+    let filter = &mut sk
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .context("the BPF filter (.bss) is not memory-mapped")?
+        .traced_bits;
     for &pid in &cfg.pids {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             bail!("cannot trace pid {pid}: no such process");
         }
-        sk.maps
-            .traced_tgids
-            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
-            .with_context(|| format!("adding pid {pid} to the filter"))?;
+        filter_add(filter, pid)?;
     }
     sk.attach().map_err(|e| load_error("attaching BPF programs", e))?;
     let mut links = Vec::new();
