@@ -163,7 +163,12 @@ fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
     let tmp = PathBuf::from(format!("/proc/{}/root/tmp", jvm.pid));
     let dir = std::fs::read_dir(&tmp).ok()?;
     for d in dir.flatten() {
-        if !d.file_name().to_string_lossy().starts_with("hsperfdata_") {
+        // The JVM's own directory (a stale file of another user's old
+        // process with the same pid must not decide).
+        use std::os::unix::fs::MetadataExt;
+        if !d.file_name().to_string_lossy().starts_with("hsperfdata_")
+            || !d.metadata().is_ok_and(|m| m.uid() == jvm.uid)
+        {
             continue;
         }
         let Ok(data) = std::fs::read(d.path().join(jvm.nspid.to_string())) else {

@@ -1,22 +1,25 @@
 import java.io.FileWriter;
+import java.io.InputStreamReader;
+import java.io.BufferedReader;
 import java.io.PrintWriter;
 
 /**
  * A program started without any agent, for `jtrace attach` tests.
  *
- * Thread "attach-worker" calls {@link #work} exactly CALLS times, about one
- * call per millisecond (it sleeps 1 ms between calls). Every 50th call
- * throws, and the caller catches it. The program keeps its own record of
+ * Thread "attach-worker" calls {@link #work} about once per millisecond (it
+ * sleeps 1 ms between calls) until the program's stdin is closed. Every 50th
+ * call throws, and the caller catches it. The program keeps its own record of
  * every call: the System.nanoTime() (CLOCK_MONOTONIC, the trace's clock) at
  * which it was made, written to a file at the end, so a test can count the
- * calls that fell inside a traced window independently of the trace. It
- * prints a deterministic summary and exits with code 7, whatever happened
- * to it meanwhile.
+ * calls that fell inside a traced window independently of the trace. It then
+ * prints a summary that depends only on the number of calls and exits with
+ * code 7, whatever happened to it meanwhile.
  *
- * Arguments: number of calls, file for the call times.
+ * Argument: file for the call times.
  */
 public class AttachTarget {
     static volatile long sink;
+    static volatile boolean stop;
 
     static long work(int i) {
         long x = i;
@@ -31,18 +34,19 @@ public class AttachTarget {
     }
 
     public static void main(String[] args) throws Exception {
-        final int calls = Integer.parseInt(args[0]);
-        final long[] times = new long[calls];
+        // Ten minutes at one call per millisecond.
+        final long[] times = new long[600_000];
         final long[] sum = new long[1];
-        final int[] thrown = new int[1];
+        final int[] counts = new int[2];
         Thread worker = new Thread(() -> {
-            for (int i = 0; i < calls; i++) {
+            for (int i = 0; i < times.length && !stop; i++) {
                 times[i] = System.nanoTime();
                 try {
                     sum[0] += work(i);
                 } catch (IllegalStateException e) {
-                    thrown[0]++;
+                    counts[1]++;
                 }
+                counts[0] = i + 1;
                 try {
                     Thread.sleep(1);
                 } catch (InterruptedException e) {
@@ -53,13 +57,17 @@ public class AttachTarget {
         worker.start();
         System.out.println("ready");
         System.out.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        while (in.readLine() != null) {
+        }
+        stop = true;
         worker.join();
-        try (PrintWriter w = new PrintWriter(new FileWriter(args[1]))) {
-            for (long t : times) {
-                w.println(t);
+        try (PrintWriter w = new PrintWriter(new FileWriter(args[0]))) {
+            for (int i = 0; i < counts[0]; i++) {
+                w.println(times[i]);
             }
         }
-        System.out.println("calls " + calls + " thrown " + thrown[0] + " sum " + sum[0]);
+        System.out.println("calls " + counts[0] + " thrown " + counts[1] + " sum " + sum[0]);
         System.exit(7);
     }
 }
