@@ -205,6 +205,8 @@ pub struct Trace {
     /// Streaming reads ([`crate::stream`]): events go to the external sort
     /// instead of `events`, syscall records travel with their events.
     pub(crate) sorter: Option<Box<crate::stream::Sorter>>,
+    /// Index of each string in `details`.
+    detail_ids: HashMap<String, u32>,
     /// The tgid last set from a switch record, per thread.
     tgids: crate::stream::TidMap<u32>,
     /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
@@ -337,12 +339,19 @@ impl Trace {
         (self.methods.len() - 1) as MethodIdx
     }
 
+    /// Interned: the table grows with the number of distinct strings (monitor
+    /// and blocker classes), not with the number of events.
     fn detail(&mut self, s: String) -> u32 {
         if s.is_empty() {
             return 0;
         }
-        self.details.push(s);
-        (self.details.len() - 1) as u32
+        if let Some(&i) = self.detail_ids.get(&s) {
+            return i;
+        }
+        self.details.push(s.clone());
+        let i = (self.details.len() - 1) as u32;
+        self.detail_ids.insert(s, i);
+        i
     }
 
     /// Switch records repeat the thread's process id: look the thread up
