@@ -8,10 +8,11 @@
 # 2 x System.nanoTime(), in the same JVM) under every tracer, on JDK 17 and
 # 25. JVMs with different tracers are interleaved, REPEATS times; each JVM
 # prints 5 rounds. Per tracer it prints min / median over all rounds of: ns
-# per traced call, the floor of the same rounds, their ratio (computed per
-# round), the ratio to the median floor of the untraced JVMs (JVMTI method
-# events slow down System.nanoTime too), and the process CPU per traced call
-# (every thread of the JVM, tracer threads included).
+# per traced call, the floor measured in the same JVMs, the ratio of the two
+# (min to min, median to median), the ratio to the median floor of the
+# untraced JVMs (JVMTI method events slow down System.nanoTime too), and the
+# process CPU per traced call (every thread of the JVM, tracer threads
+# included).
 #
 # Tracers: none; jtrace (bytecode rewriting, trace written); JVMTI
 # MethodEntry/MethodExit (the agent with bytecode_rewriting off); on JDK 25
@@ -65,10 +66,13 @@ def mm(xs):
 # JVMTI method events slow down every call, System.nanoTime included, so a
 # tracer's own floor can be meaningless: also compare with the untraced JVMs'.
 base = statistics.median(x[1] for x in rows["untraced"])
-print(f"{'tracer':<11} {'ns/call min / median':>21} {'floor, same JVM':>17} {'ratio, same JVM':>17} "
+print(f"{'tracer':<11} {'ns/call min / median':>21} {'floor min / median':>19} {'ratio min / median':>19} "
       f"{'x untraced floor':>17} {'CPU ns/call':>17}")
 for label, r in rows.items():
-    print(f"{label:<11} {mm([x[0] for x in r]):>21} {mm([x[1] for x in r]):>17} "
-          f"{mm([x[0] / x[1] for x in r]):>17} {mm([x[0] / base for x in r]):>17} {mm([x[2] for x in r]):>17}")
+    t = [x[0] for x in r]
+    f = [x[1] for x in r]
+    ratio = f"{min(t) / min(f):7.2f} / {statistics.median(t) / statistics.median(f):7.2f}"
+    print(f"{label:<11} {mm(t):>21} {mm(f):>19} {ratio:>19} {mm([x / base for x in t]):>17} "
+          f"{mm([x[2] for x in r]):>17}")
 PY
 done

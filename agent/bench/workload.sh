@@ -2,13 +2,16 @@
 # Tracing overhead on a multi-threaded request-processing workload
 # (BENCHMARKS.md, "Method tracing cost").
 #
-# Usage: agent/bench/workload.sh [REPEATS] [THREADS] [REQUESTS]   (default 5 4 300000; root)
+# Usage: agent/bench/workload.sh [REPEATS] [THREADS] [REQUESTS] [BODY WORDS...]
+#        (default 5 4 300000 200 800; root)
 #
 # agent/bench/java/{work,infra}: worker threads build, parse, validate, hash
 # (SHA-256) and render requests, with a shared LRU cache behind a lock and
 # per-user statistics in a concurrent map (package infra, not traced);
-# every method of package `work` is traced: 6 calls per request of about 1
-# to 10 us each (about 2 us on average).
+# every method of package `work` is traced: 6 calls per request. The body
+# size sets the work per call: 200 words (8 bytes each) is about 1 to 2 us
+# per traced call on average on this machine, 800 about 4 to 5 us; REQUESTS
+# is for 200 words and scaled down for bigger bodies (same run time).
 # Five set-ups, interleaved, REPEATS times each, on JDK 17 and 25:
 #   plain          java
 #   agent          java -agentpath:libjtrace_agent.so, default JVM events, no methods
@@ -27,6 +30,9 @@ cd "$(dirname "$0")/../.."
 repeats=${1:-5}
 threads=${2:-4}
 requests=${3:-300000}
+shift $(($# < 3 ? $# : 3))
+bodies=("$@")
+[ ${#bodies[@]} -gt 0 ] || bodies=(200 800)
 cargo build -q --release -p jtrace -p jtrace-agent
 jtrace=$PWD/target/release/jtrace
 agent=$PWD/target/release/libjtrace_agent.so
@@ -48,9 +54,12 @@ one() { # jdk label command...
     rm -rf "$base"
 }
 
+for words in "${bodies[@]}"; do
 for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64; do
     [ -x "$jdk/bin/java" ] || continue
-    java=("$jdk/bin/java" -cp "$tmp/classes" work.Workload "$threads" "$requests")
+    n=$((requests * 200 / words))
+    rm -f "$tmp/rows-$(basename "$jdk")"
+    java=("$jdk/bin/java" -cp "$tmp/classes" work.Workload "$threads" "$n" "$words")
     for _ in $(seq "$repeats"); do
         one "$jdk" plain "${java[@]}"
         one "$jdk" agent "${java[0]}" "-agentpath:$agent=$tmp/events.conf" "${java[@]:1}"
@@ -58,7 +67,7 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
         one "$jdk" run "$jtrace" run -o "$base" -- "${java[@]}"
         one "$jdk" run+methods "$jtrace" run -o "$base" --methods 'work.*' -- "${java[@]}"
     done
-    echo "== $("$jdk/bin/java" -version 2>&1 | head -1), $threads threads, $requests requests, $repeats runs each"
+    echo "== $("$jdk/bin/java" -version 2>&1 | head -1), $threads threads, $n requests, body $words words, $repeats runs each"
     python3 - "$tmp/rows-$(basename "$jdk")" <<'PY'
 import sys, statistics
 rows = {}
@@ -80,4 +89,5 @@ for t, u in (("agent+methods", "agent"), ("run+methods", "run"), ("agent+methods
           f"CPU {over(t, u, 1, min)} / {over(t, u, 1, statistics.median)}; "
           f"wall {over(t, u, 2, min)} / {over(t, u, 2, statistics.median)}")
 PY
+done
 done

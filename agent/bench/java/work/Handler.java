@@ -16,9 +16,12 @@ final class Handler {
     private final Store store;
     private final MessageDigest sha;
     private final StringBuilder sb = new StringBuilder(512);
+    /** Hex words in a request body (8 bytes each): the size of the work per call. */
+    private final int bodyWords;
 
-    Handler(Store store) {
+    Handler(Store store, int bodyWords) {
         this.store = store;
+        this.bodyWords = bodyWords;
         try {
             this.sha = MessageDigest.getInstance("SHA-256");
         } catch (NoSuchAlgorithmException e) {
@@ -42,12 +45,12 @@ final class Handler {
         return cached;
     }
 
-    /** A request line like an HTTP query string, with a ~1.5 KB body. */
+    /** A request line like an HTTP query string, with a body of about 8 x bodyWords bytes. */
     String requestLine(int i) {
         sb.setLength(0);
         sb.append("user=u").append(i % 97).append("&op=").append(i % 3 == 0 ? "put" : "get");
         sb.append("&item=").append(i % 5000).append("&body=");
-        for (int k = 0; k < 200; k++) {
+        for (int k = 0; k < bodyWords; k++) {
             sb.append(Integer.toHexString((i * 31 + k) * 0x9E3779B1));
         }
         return sb.toString();
