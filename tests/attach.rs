@@ -93,6 +93,26 @@ fn check_session(jdk: &str, dir: &Path, times: &[u64]) -> usize {
             "{jdk}: existing thread {name:?} is not named"
         );
     }
+    // Names alike in their first 15 bytes (all the kernel keeps) are told
+    // apart: each on its own tid, whose kernel name is the cut one.
+    let mut idle: Vec<u32> = Vec::new();
+    for k in 1..=3 {
+        let name = format!("attach-idle-thread-{k}");
+        let t = trace
+            .threads
+            .values()
+            .find(|t| t.java_name.as_deref() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("{jdk}: {name} is not named"));
+        assert_eq!(
+            t.comm, "attach-idle-thr",
+            "{jdk}: {name} on tid {} of another thread",
+            t.tid
+        );
+        idle.push(t.tid);
+    }
+    idle.sort();
+    idle.dedup();
+    assert_eq!(idle.len(), 3, "{jdk}: idle threads share tids");
     // The views read it like a `run` trace.
     let txt = text(dir);
     assert!(

@@ -13,7 +13,8 @@ import java.io.PrintWriter;
  * which it was made, written to a file at the end, so a test can count the
  * calls that fell inside a traced window independently of the trace. It then
  * prints a summary that depends only on the number of calls and exits with
- * code 7, whatever happened to it meanwhile.
+ * code 7, whatever happened to it meanwhile. Three daemon threads whose
+ * names differ only after their 15th byte sleep meanwhile.
  *
  * Argument: file for the call times.
  */
@@ -55,6 +56,21 @@ public class AttachTarget {
             }
         }, "attach-worker");
         worker.start();
+        // Threads whose names the kernel cuts to the same 15 bytes
+        // ("attach-idle-thr"), waking every 100 ms.
+        for (int k = 1; k <= 3; k++) {
+            Thread idle = new Thread(() -> {
+                while (true) {
+                    try {
+                        Thread.sleep(100);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }, "attach-idle-thread-" + k);
+            idle.setDaemon(true);
+            idle.start();
+        }
         System.out.println("ready");
         System.out.flush();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));

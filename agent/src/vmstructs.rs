@@ -1,0 +1,162 @@
+//! The kernel tid of any Java thread, for naming the threads that already
+//! exist when the agent attaches (JVMTI gives no tid, and those threads get
+//! no ThreadStart).
+//!
+//! HotSpot describes its own data structures in the exported table
+//! `gHotSpotVMStructs` (what the serviceability agent and async-profiler
+//! read). From it come the offsets of `JavaThread::_osthread` (in `Thread`
+//! on older JDKs) and `OSThread::_thread_id`; `java.lang.Thread.eetop` holds
+//! the thread's `JavaThread*`. Every read of VM memory goes through
+//! `process_vm_readv` on our own process, so a thread that exits meanwhile
+//! yields an error (or a tid the caller checks), never a fault.
+
+use std::ffi::{c_void, CStr};
+
+use crate::sys::*;
+
+/// Calls a JNI function; `None` if the table lacks it.
+macro_rules! jni {
+    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
+        let env: *mut JNIEnv = $env;
+        (**env).$f.map(|f| f(env $(, $a)*))
+    }};
+}
+
+/// How to find a thread's tid in this JVM.
+pub(crate) struct TidReader {
+    eetop: jfieldID,
+    osthread: usize,
+    thread_id: usize,
+}
+
+/// Reads a `T` at `addr` of our own memory; `None` if it is not mapped.
+fn read<T: Copy + Default>(addr: usize) -> Option<T> {
+    if addr == 0 {
+        return None;
+    }
+    let mut v = T::default();
+    let local = libc::iovec {
+        iov_base: (&mut v as *mut T).cast(),
+        iov_len: std::mem::size_of::<T>(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: std::mem::size_of::<T>(),
+    };
+    // SAFETY: copies from our own address space into `v`; an unmapped
+    // source address is an error (EFAULT), not a fault.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == std::mem::size_of::<T>() as isize).then_some(v)
+}
+
+/// A C string of the VM's tables (static data of libjvm.so).
+fn read_cstr(addr: usize) -> Option<String> {
+    let mut out = Vec::new();
+    while out.len() < 256 {
+        let b: u8 = read(addr + out.len())?;
+        if b == 0 {
+            return Some(String::from_utf8_lossy(&out).into_owned());
+        }
+        out.push(b);
+    }
+    None
+}
+
+/// The value of an exported `uint64_t`/pointer variable of libjvm.so.
+unsafe fn exported(lib: *mut c_void, name: &CStr) -> Option<usize> {
+    let p = libc::dlsym(lib, name.as_ptr());
+    if p.is_null() {
+        return None;
+    }
+    read::<u64>(p as usize).map(|v| v as usize)
+}
+
+impl TidReader {
+    /// Finds the offsets in this JVM; `None` if it is not a HotSpot that
+    /// describes them (the caller then falls back to thread names).
+    ///
+    /// # Safety
+    /// Live phase, on a Java thread whose JNIEnv is `jni`.
+    pub(crate) unsafe fn new(jni: *mut JNIEnv) -> Option<TidReader> {
+        if jni.is_null() {
+            return None;
+        }
+        // libjvm.so is the library that implements the JNI functions.
+        let f = (**jni).GetVersion? as *const c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(f, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let lib = libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if lib.is_null() {
+            return None;
+        }
+        let offsets = Self::offsets(lib);
+        libc::dlclose(lib);
+        let (osthread, thread_id) = offsets?;
+        let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr())?;
+        if class.is_null() {
+            jni!(jni, ExceptionClear);
+            return None;
+        }
+        let eetop = jni!(jni, GetFieldID, class, c"eetop".as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
+        crate::jvm::delete_local(jni, class);
+        if eetop.is_null() {
+            jni!(jni, ExceptionClear);
+            return None;
+        }
+        Some(TidReader {
+            eetop,
+            osthread,
+            thread_id,
+        })
+    }
+
+    /// Offsets of the thread's OSThread and of the OSThread's tid.
+    unsafe fn offsets(lib: *mut c_void) -> Option<(usize, usize)> {
+        let table = exported(lib, c"gHotSpotVMStructs")?;
+        let type_name = exported(lib, c"gHotSpotVMStructEntryTypeNameOffset")?;
+        let field_name = exported(lib, c"gHotSpotVMStructEntryFieldNameOffset")?;
+        let offset = exported(lib, c"gHotSpotVMStructEntryOffsetOffset")?;
+        let stride = exported(lib, c"gHotSpotVMStructEntryArrayStride")?;
+        if table == 0 || stride == 0 {
+            return None;
+        }
+        let (mut osthread, mut thread_id) = (None, None);
+        // The table ends with an entry without a type name; bounded anyway.
+        for i in 0..100_000 {
+            let e = table + i * stride;
+            let tn: usize = read(e + type_name)?;
+            if tn == 0 {
+                break;
+            }
+            let fnp: usize = read(e + field_name)?;
+            if fnp == 0 {
+                continue;
+            }
+            let (t, f) = (read_cstr(tn)?, read_cstr(fnp)?);
+            match (t.as_str(), f.as_str()) {
+                ("JavaThread" | "Thread", "_osthread") => osthread = Some(read::<u64>(e + offset)? as usize),
+                ("OSThread", "_thread_id") => thread_id = Some(read::<u64>(e + offset)? as usize),
+                _ => {}
+            }
+            if let (Some(a), Some(b)) = (osthread, thread_id) {
+                return Some((a, b));
+            }
+        }
+        None
+    }
+
+    /// The kernel tid of `thread`, if it is alive and the VM says.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv and `thread` a live reference.
+    pub(crate) unsafe fn tid(&self, jni: *mut JNIEnv, thread: jthread) -> Option<u32> {
+        let java_thread = jni!(jni, GetLongField, thread, self.eetop)? as usize;
+        let os_thread: usize = read(java_thread + self.osthread)?;
+        let tid: i32 = read(os_thread + self.thread_id)?;
+        // A thread that exited meanwhile may leave stale memory: only a tid
+        // of this process counts.
+        (tid > 0 && std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()).then_some(tid as u32)
+    }
+}
