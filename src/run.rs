@@ -99,6 +99,21 @@ impl KernelArgs {
     }
 }
 
+/// The requested library calls plus the probes that record the safepoints
+/// of the traced JVM (`libjvm`; if not known, of the JDKs in the system's
+/// JVM directory): JVMTI does not report safepoints.
+pub(crate) fn with_safepoints(mut lib_calls: Vec<LibCallSpec>, libjvm: Option<PathBuf>) -> Vec<LibCallSpec> {
+    let (calls, stripped) = jtrace_bpf::safepoints::safepoint_calls(libjvm);
+    for lib in stripped {
+        eprintln!(
+            "jtrace: {} has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded",
+            lib.display()
+        );
+    }
+    lib_calls.extend(calls);
+    lib_calls
+}
+
 /// Stops the kernel recorder and stores its counters in the metadata.
 pub(crate) fn stop_kernel(recorder: KernelRecorder, meta: &mut Meta) -> anyhow::Result<KernelStats> {
     // Let in-flight kernel events of the last exits reach the ring buffer.
@@ -377,7 +392,8 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     };
     meta.store(&out)?;
 
-    let mut kcfg = args.kernel.config(&out, lib_calls);
+    let libjvm = jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]);
+    let mut kcfg = args.kernel.config(&out, with_safepoints(lib_calls, libjvm));
     kcfg.launcher_tgid = Some(std::process::id());
     let recorder = KernelRecorder::start(kcfg);
     let recorder = match recorder {
@@ -567,7 +583,8 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         ..Default::default()
     };
     meta.store(&out)?;
-    let mut kcfg = args.kernel.config(&out, lib_calls);
+    let libjvm = jtrace_bpf::safepoints::libjvm_of_pid(args.pid);
+    let mut kcfg = args.kernel.config(&out, with_safepoints(lib_calls, libjvm));
     kcfg.pids = vec![args.pid];
     let recorder = match KernelRecorder::start(kcfg) {
         Ok(r) => r,

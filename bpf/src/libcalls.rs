@@ -1,8 +1,12 @@
 //! `--lib-calls`: which library functions to interpose with uprobes, found
 //! the way the traced program's dynamic linker would find them.
 
+use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use object::{Object, ObjectSymbol, SymbolFlags};
 
 use anyhow::{bail, Context, Result};
 
@@ -59,12 +63,33 @@ pub fn parse_lib_calls(spec: &str) -> Result<Vec<LibCallSpec>> {
 /// so that a typo fails before anything runs.
 pub fn resolve_lib_calls(specs: &[LibCallSpec]) -> Result<Vec<ResolvedLibCall>> {
     let mut cache: Option<Vec<(String, PathBuf)>> = None;
+    let paths = specs
+        .iter()
+        .map(|s| find_library(&s.library, &mut cache))
+        .collect::<Result<Vec<_>>>()?;
+    // One pass over each library's symbol tables (libjvm.so has ~50k).
+    let mut found: HashMap<&Path, Vec<Sym>> = HashMap::new();
+    for (i, path) in paths.iter().enumerate() {
+        if found.contains_key(path.as_path()) {
+            continue;
+        }
+        let names: Vec<&str> = specs
+            .iter()
+            .zip(&paths)
+            .filter(|(_, p)| *p == path)
+            .map(|(s, _)| s.symbol.as_str())
+            .collect();
+        let syms = lookup_functions(path, &names)
+            .with_context(|| format!("reading {} (for {})", path.display(), specs[i].library))?;
+        found.insert(path, syms);
+    }
+    let mut next: HashMap<&Path, usize> = HashMap::new();
     let mut out = Vec::new();
-    for s in specs {
-        let path = find_library(&s.library, &mut cache)?;
-        match find_function(&path, &s.symbol)
-            .with_context(|| format!("reading {} (for {})", path.display(), s.library))?
-        {
+    for (s, path) in specs.iter().zip(&paths) {
+        let k = next.entry(path.as_path()).or_insert(0);
+        let sym = found[path.as_path()][*k];
+        *k += 1;
+        match sym {
             Sym::Function => {}
             Sym::Missing => bail!("{} ({}) has no symbol {}", s.library, path.display(), s.symbol),
             Sym::NotFunction => bail!(
@@ -83,7 +108,10 @@ pub fn resolve_lib_calls(specs: &[LibCallSpec]) -> Result<Vec<ResolvedLibCall>> 
                 path.display()
             ),
         }
-        out.push(ResolvedLibCall { spec: s.clone(), path });
+        out.push(ResolvedLibCall {
+            spec: s.clone(),
+            path: path.clone(),
+        });
     }
     Ok(out)
 }
@@ -132,7 +160,8 @@ fn find_library(lib: &str, cache: &mut Option<Vec<(String, PathBuf)>>) -> Result
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
+/// How a library defines a symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sym {
     Function,
     Ifunc,
@@ -140,73 +169,37 @@ pub(crate) enum Sym {
     Missing,
 }
 
-const SHT_SYMTAB: u32 = 2;
-const SHT_DYNSYM: u32 = 11;
 const STT_FUNC: u8 = 2;
 const STT_GNU_IFUNC: u8 = 10;
 
-fn rd<const N: usize>(b: &[u8], off: usize) -> Result<[u8; N]> {
-    b.get(off..off + N)
-        .and_then(|s| s.try_into().ok())
-        .context("truncated ELF file")
-}
-
-fn u16_at(b: &[u8], off: usize) -> Result<u16> {
-    Ok(u16::from_le_bytes(rd(b, off)?))
-}
-
-fn u32_at(b: &[u8], off: usize) -> Result<u32> {
-    Ok(u32::from_le_bytes(rd(b, off)?))
-}
-
-fn u64_at(b: &[u8], off: usize) -> Result<usize> {
-    Ok(u64::from_le_bytes(rd(b, off)?) as usize)
-}
-
-/// Looks `name` up in the ELF64 little-endian file's `.dynsym` and `.symtab`
-/// (defined symbols only).
-pub(crate) fn find_function(path: &Path, name: &str) -> Result<Sym> {
-    let b = std::fs::read(path)?;
-    if b.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-        bail!("not a 64-bit little-endian ELF file");
-    }
-    let shoff = u64_at(&b, 0x28)?;
-    let shentsize = u16_at(&b, 0x3a)? as usize;
-    let shnum = u16_at(&b, 0x3c)? as usize;
-    let sh = |i: usize| shoff + i * shentsize;
-    let mut best = Sym::Missing;
-    for i in 0..shnum {
-        let ty = u32_at(&b, sh(i) + 4)?;
-        if ty != SHT_SYMTAB && ty != SHT_DYNSYM {
+/// How each of `names` is defined in the ELF file at `path`: looked up in
+/// its `.dynsym` and `.symtab` (defined symbols only; local ones count, so
+/// that HotSpot's internal functions can be probed), in one pass.
+pub(crate) fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
+    let file = File::open(path)?;
+    // Safety: a read-only private map of a library file, used while this
+    // function runs; libraries are replaced by rename, not rewritten.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let elf = object::File::parse(&*map).map_err(|e| anyhow::anyhow!("not an ELF file: {e}"))?;
+    let mut out = vec![Sym::Missing; names.len()];
+    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+        if sym.is_undefined() {
             continue;
         }
-        let off = u64_at(&b, sh(i) + 24)?;
-        let size = u64_at(&b, sh(i) + 32)?;
-        let link = u32_at(&b, sh(i) + 40)? as usize;
-        let entsize = u64_at(&b, sh(i) + 56)?.max(24);
-        let str_off = u64_at(&b, sh(link) + 24)?;
-        let str_size = u64_at(&b, sh(link) + 32)?;
-        let strtab = b.get(str_off..str_off + str_size).context("truncated string table")?;
-        for s in (off..off + size).step_by(entsize) {
-            let st_name = u32_at(&b, s)? as usize;
-            let st_info = rd::<1>(&b, s + 4)?[0];
-            let st_shndx = u16_at(&b, s + 6)?;
-            let Some(rest) = strtab.get(st_name..) else {
-                continue;
+        let Ok(name) = sym.name() else { continue };
+        let SymbolFlags::Elf { st_info, .. } = sym.flags() else {
+            continue;
+        };
+        for (i, _) in names.iter().enumerate().filter(|(_, n)| **n == name) {
+            out[i] = match (st_info & 0xf, out[i]) {
+                (_, Sym::Function) | (STT_FUNC, _) => Sym::Function,
+                (STT_GNU_IFUNC, _) => Sym::Ifunc,
+                (_, Sym::Missing) => Sym::NotFunction,
+                (_, was) => was,
             };
-            let n = rest.split(|&c| c == 0).next().unwrap_or_default();
-            if n != name.as_bytes() || st_shndx == 0 {
-                continue;
-            }
-            match st_info & 0xf {
-                STT_FUNC => return Ok(Sym::Function),
-                STT_GNU_IFUNC => best = Sym::Ifunc,
-                _ if best == Sym::Missing => best = Sym::NotFunction,
-                _ => {}
-            }
         }
     }
-    Ok(best)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -239,5 +232,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("IFUNC"), "{e}");
+    }
+
+    /// Several symbols of one library are looked up in one pass, each
+    /// answered for itself.
+    #[test]
+    fn symbols_of_one_library_are_told_apart() {
+        let ok = resolve_lib_calls(&parse_lib_calls("libc.so.6:getpid,libc.so.6:getppid").unwrap()).unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].path, ok[1].path);
+        let e = resolve_lib_calls(&parse_lib_calls("libc.so.6:getpid,libc.so.6:nosuchfn,libc.so.6:getppid").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has no symbol nosuchfn"), "{e}");
+        let e = resolve_lib_calls(&parse_lib_calls("libc.so.6:environ").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a function"), "{e}");
     }
 }

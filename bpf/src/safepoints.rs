@@ -9,11 +9,11 @@
 //! uprobes cost nothing measurable; the merge turns these spans into
 //! safepoint windows of the JVM (`jtrace_merge`, cause `safepoint`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use jtrace_format::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
 
-use crate::libcalls::{find_function, LibCallSpec, Sym};
+use crate::libcalls::{lookup_functions, LibCallSpec, Sym};
 
 /// Where JDKs are installed on Debian-like systems (one per subdirectory).
 const JVM_DIR: &str = "/usr/lib/jvm";
@@ -54,24 +54,27 @@ fn installed_libjvms() -> Vec<PathBuf> {
         .collect()
 }
 
-/// Library calls that record the safepoints of JVMs using `hints` (paths of
-/// `libjvm.so`) or any JDK installed in `/usr/lib/jvm`. A `libjvm.so`
-/// without the two symbols (a stripped build) is left out and reported in
-/// the second list, so the caller can say why there are no safepoint
-/// windows.
-pub fn safepoint_calls(hints: &[PathBuf]) -> (Vec<LibCallSpec>, Vec<PathBuf>) {
-    let mut libs: Vec<PathBuf> = hints
-        .iter()
-        .cloned()
-        .chain(installed_libjvms())
-        .filter_map(|p| p.canonicalize().ok())
-        .collect();
+/// Library calls that record the safepoints of the JVM using `libjvm`, or
+/// when it is not known (the command is a script, say), of any JDK
+/// installed in `/usr/lib/jvm`. Each probed library costs about 0.1 s per
+/// uprobe when recording stops (the kernel waits for an RCU grace period on
+/// every detach), hence not probing every JDK when the JVM is known. A
+/// `libjvm.so` without the two symbols (a stripped build) is left out and
+/// returned in the second list, so the caller can say why there are no
+/// safepoint windows.
+pub fn safepoint_calls(libjvm: Option<PathBuf>) -> (Vec<LibCallSpec>, Vec<PathBuf>) {
+    let mut libs: Vec<PathBuf> = match libjvm {
+        Some(lib) => vec![lib],
+        None => installed_libjvms(),
+    };
+    libs = libs.into_iter().filter_map(|p| p.canonicalize().ok()).collect();
     libs.sort();
     libs.dedup();
     let (mut calls, mut stripped) = (Vec::new(), Vec::new());
     for lib in libs {
-        if has_function(&lib, SAFEPOINT_BEGIN_SYMBOL) && has_function(&lib, SAFEPOINT_END_SYMBOL) {
-            for symbol in [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL] {
+        let symbols = [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL];
+        if lookup_functions(&lib, &symbols).is_ok_and(|s| s == [Sym::Function; 2]) {
+            for symbol in symbols {
                 calls.push(LibCallSpec {
                     library: lib.to_string_lossy().into_owned(),
                     symbol: symbol.to_string(),
@@ -84,18 +87,15 @@ pub fn safepoint_calls(hints: &[PathBuf]) -> (Vec<LibCallSpec>, Vec<PathBuf>) {
     (calls, stripped)
 }
 
-fn has_function(lib: &Path, symbol: &str) -> bool {
-    matches!(find_function(lib, symbol), Ok(Sym::Function))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// Debian's OpenJDK 17 and Temurin 25 both keep the symbols.
     #[test]
     fn installed_jdks_have_safepoint_symbols() {
-        let (calls, stripped) = safepoint_calls(&[]);
+        let (calls, stripped) = safepoint_calls(None);
         assert!(stripped.is_empty(), "stripped libjvm.so: {stripped:?}");
         let jdks = installed_libjvms().iter().filter_map(|p| p.canonicalize().ok()).count();
         assert!(jdks >= 1, "no JDK in {JVM_DIR}");
@@ -107,8 +107,30 @@ mod tests {
             .any(|c| Path::new(&c.library) == java.canonicalize().unwrap()));
     }
 
+    /// A running JVM's libjvm.so is found through /proc; no process, none.
     #[test]
-    fn libjvm_of_self_is_none() {
-        assert_eq!(libjvm_of_pid(std::process::id()), None);
+    fn libjvm_of_a_running_jvm() {
+        let mut jvm = std::process::Command::new("java")
+            .args(["-Xshare:off", "-XX:TieredStopAtLevel=1", "-version"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start java");
+        // libjvm.so is mapped within milliseconds of exec; poll until then.
+        let mut found = None;
+        for _ in 0..200 {
+            // Canonical while the process lives: its /proc root goes with it.
+            found = libjvm_of_pid(jvm.id()).and_then(|p| p.canonicalize().ok());
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let _ = jvm.kill();
+        let _ = jvm.wait();
+        let found = found.expect("the JVM maps libjvm.so");
+        let expected = libjvm_of_launcher("java").unwrap().canonicalize().unwrap();
+        assert_eq!(found, expected);
+        assert_eq!(libjvm_of_pid(u32::MAX), None);
     }
 }
