@@ -51,6 +51,10 @@ pub struct AttachArgs {
     /// Trace directory to write.
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Only end a recording session left running in the JVM by a `jtrace
+    /// attach` that was killed (its trace stays incomplete).
+    #[arg(long, conflicts_with_all = ["duration", "methods", "config", "output"])]
+    stop: bool,
     /// Kernel recording options.
     #[command(flatten)]
     kernel: KernelArgs,
@@ -460,7 +464,24 @@ pub fn attach(args: AttachArgs) -> ExitCode {
     }
 }
 
+/// `jtrace attach PID --stop`: ends an orphaned session.
+fn stop_orphan(pid: u32) -> anyhow::Result<()> {
+    let jvm = inspect(pid)?;
+    let agent = run::agent_path()?;
+    match load_agent(&jvm, &agent, "stop")? {
+        0 => {
+            eprintln!("jtrace: stopped the jtrace session in JVM {pid}; it runs on untraced");
+            Ok(())
+        }
+        3 => bail!("no jtrace attach session is recording in JVM {pid}"),
+        rc => bail!("the agent in JVM {pid} did not stop (code {rc})"),
+    }
+}
+
 fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> anyhow::Result<()> {
+    if args.stop {
+        return stop_orphan(args.pid);
+    }
     let jvm = inspect(args.pid)?;
     let owner = run::invoking_user()?;
     let jvm_owner = Owner {
@@ -511,16 +532,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     meta.store(&out)?;
     // JVMTI reports no safepoints: probe the JVM's libjvm.so for them, as
     // `run` and `record` do.
-    let mut lib_calls = lib_calls;
-    let (safepoints, stripped) =
-        jtrace_bpf::safepoints::safepoint_calls(jtrace_bpf::safepoints::libjvm_of_pid(jvm.pid).as_slice());
-    for lib in stripped {
-        eprintln!(
-            "jtrace: {} has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded",
-            lib.display()
-        );
-    }
-    lib_calls.extend(safepoints);
+    let lib_calls = run::with_safepoints(lib_calls, jtrace_bpf::safepoints::libjvm_of_pid(jvm.pid));
     let mut kcfg = args.kernel.config(&out, lib_calls);
     kcfg.pids = vec![jvm.pid];
     let recorder = match KernelRecorder::start(kcfg) {
@@ -544,7 +556,10 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
             // The agent's return codes (agent/src/lib.rs, mod rc).
             let why = match rc {
                 1 => "it could not use its configuration",
-                2 => "the JVM is traced by jtrace already (started under `jtrace run`, or another `jtrace attach` is recording)",
+                2 => {
+                    "the JVM is traced by jtrace already (started under `jtrace run`, or another `jtrace attach` \
+                     is recording; if that one was killed, end its session with `jtrace attach PID --stop`)"
+                }
                 4 => "the JVM refused what the agent needs",
                 0 => "it wrote no JVM_START",
                 _ => "it failed",

@@ -360,3 +360,85 @@ fn attach_refuses_what_it_cannot_attach_to() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `jtrace attach` killed with SIGKILL leaves its session running in the
+/// JVM: a new attach is refused with a hint, `jtrace attach PID --stop` ends
+/// the orphan (a second --stop finds nothing to stop), and a new session
+/// then traces exactly as usual.
+#[test]
+fn a_killed_attach_is_recovered_with_stop() {
+    for jdk in JDKS {
+        let dir = tempdir("attach-orphan");
+        let (mut child, mut stdout, times_file) = start_target(jdk, &dir);
+        let pid = child.id();
+        let mut orphan = Command::new(jtrace())
+            .arg("attach")
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(dir.join("orphan.jtrace"))
+            .args(["--methods", "AttachTarget.work"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(orphan.stderr.take().unwrap());
+        let mut log = String::new();
+        while !log.contains("recording") {
+            let mut l = String::new();
+            assert!(
+                err.read_line(&mut l).unwrap() > 0,
+                "{jdk}: first attach did not start: {log}"
+            );
+            log.push_str(&l);
+        }
+        orphan.kill().unwrap();
+        orphan.wait().unwrap();
+
+        let o = attach(pid, &dir.join("refused.jtrace"), &["--duration", "1s"], &[]);
+        assert!(!o.status.success(), "{jdk}: attached over an orphaned session");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--stop"),
+            "{jdk}: no hint to --stop"
+        );
+        assert!(!dir.join("refused.jtrace").exists());
+        let stop = |what: &str| {
+            let o = Command::new(jtrace())
+                .args(["attach", &pid.to_string(), "--stop"])
+                .output()
+                .unwrap();
+            let msg = String::from_utf8_lossy(&o.stderr).into_owned();
+            eprintln!("--- {what}: {msg}");
+            (o.status.success(), msg)
+        };
+        let (ok, msg) = stop("stop");
+        assert!(ok, "{jdk}: --stop failed: {msg}");
+        let (ok, msg) = stop("second stop");
+        assert!(
+            !ok && msg.contains("no jtrace attach session"),
+            "{jdk}: second --stop: {msg}"
+        );
+
+        let out = dir.join("after.jtrace");
+        let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+        let o = attach(
+            pid,
+            &out,
+            &["--duration", "1s", "--methods", "AttachTarget.work"],
+            &sudo,
+        );
+        assert!(o.status.success(), "{jdk}: attach after --stop failed");
+
+        drop(child.stdin.take());
+        let st = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let times: Vec<u64> = std::fs::read_to_string(&times_file)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
+        assert_eq!(st.code(), Some(7), "{jdk}: exit code changed");
+        check_session(jdk, &out, &times);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
