@@ -205,7 +205,7 @@ impl Mapped {
             }
         }
         let ready = self.ready.load(Ordering::Relaxed);
-        if end + step_at(ready) / 2 > ready {
+        if end + step_at(ready) > ready {
             self.wake_grower();
         }
         // SAFETY: [start, end) is reserved for us alone and allocated.
@@ -272,7 +272,7 @@ fn step_at(ready: u64) -> u64 {
     ready.clamp(INITIAL, GROW_STEP)
 }
 
-/// The background grower: when woken, allocates the file two steps ahead of
+/// The background grower: when woken, allocates the file three steps ahead of
 /// the position; exits when the stream is closed.
 fn grower(m: std::sync::Weak<Mapped>) {
     loop {
@@ -285,7 +285,7 @@ fn grower(m: std::sync::Weak<Mapped>) {
             continue;
         }
         let ready = m.ready.load(Ordering::Relaxed);
-        let target = (m.pos.load(Ordering::Relaxed) + 2 * step_at(ready)).min(m.cap);
+        let target = (m.pos.load(Ordering::Relaxed) + 3 * step_at(ready)).min(m.cap);
         loop {
             // One chunk per lock hold: an appender that caught up waits for
             // one chunk at most.
@@ -632,7 +632,9 @@ mod tests {
         std::mem::forget(rec);
         let data = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        assert_eq!(data.len() as u64, INITIAL, "preallocated, not truncated");
+        // Preallocated (by the creator, maybe more by the grower), not truncated.
+        let len = data.len() as u64;
+        assert!(len >= INITIAL && len % CHUNK == 0, "{len}");
         assert_eq!(FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE, 0);
         let recs = records(&data);
         // Whole 64 KiB chunks reached the file; the last partial buffer did not.
