@@ -2,7 +2,7 @@
 # Cost of `jtrace attach` on a running JVM, and whether the JVM is as before
 # after the detach. AttachLoad calls a 10 µs method in a loop and prints its
 # call rate every 100 ms; 3 s after it starts, `jtrace attach --duration 3s
-# --methods AttachLoad.batch` traces that method; the JVM then runs 3 s more.
+# --methods AttachLoad.batch` traces that method; the JVM runs 14 s in all.
 # Per JDK and run: attach latency (jtrace start -> "recording": BPF load,
 # agent load, retransformation), stop latency (end of the duration -> jtrace
 # exit: retransform back, drain, finish), and the median call rate before,
@@ -21,9 +21,10 @@ for JDK in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
   : > "$W/results"
   for r in $(seq "$RUNS"); do
     t0=$(ms)
-    "$JDK/bin/java" -cp "$W/cls" AttachLoad 10 > "$W/rates" &
+    "$JDK/bin/java" -cp "$W/cls" AttachLoad 14 > "$W/rates" &
     JP=$!
     sleep 3
+    : > "$W/log"
     a0=$(ms)
     "$J" attach "$JP" --duration 3s --methods AttachLoad.batch -o "$W/t.jtrace" 2> "$W/log" &
     AP=$!
@@ -42,7 +43,10 @@ for JDK in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
         if ($1 > r + 1000 && $1 < r + 2500) d[++nd] = $2
         if ($1 > e + 1000 && $1 < e + 2800) f[++nf] = $2
       }
-      END { printf "%d %d %.1f %.1f %.1f\n", lat, stop, med(b, nb) / 100, med(d, nd) / 100, med(f, nf) / 100 }' "$W/rates" >> "$W/results"
+      END {
+        if (nb == 0 || nd == 0 || nf == 0) { print "a phase has no samples (the JVM ended too early); run skipped" > "/dev/stderr"; exit }
+        printf "%d %d %.1f %.1f %.1f\n", lat, stop, med(b, nb) / 100, med(d, nd) / 100, med(f, nf) / 100
+      }' "$W/rates" >> "$W/results"
     rm -rf "$W/t.jtrace"
   done
   echo "== $JDK ($RUNS runs; rates in k calls/s)"

@@ -48,7 +48,8 @@ pub struct AttachArgs {
     /// JPMT-style configuration file (as for `jtrace run`).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Trace directory to write.
+    /// Trace directory to write (default: the config's `output`, else
+    /// trace.jtrace); the JVM's user must be able to write it meanwhile.
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Only end a recording session left running in the JVM by a `jtrace

@@ -833,6 +833,11 @@ unsafe fn stop_session(env: *mut jvmtiEnv) {
             probe::stop(env, jni, cfg, rec, &find);
         }
         rec.finish(tid(), now_ns());
+        // Everything is written: give the threads' buffer memory back now
+        // (each thread keeps its handle until its next event or its end).
+        for (_, b) in lock(&SESSION_BUFS).iter() {
+            *lock(b) = recorder::ThreadBuf::default();
+        }
     }
     let mut caps = jvmtiCapabilities::default();
     if jvmti!(env, GetCapabilities, &mut caps) == JVMTI_ERROR_NONE {
