@@ -289,6 +289,16 @@ static __always_inline void count(void *map, __u32 kind)
  * counted) when the ring buffer is full. The kernel never waits for the
  * consumer.
  */
+static __always_inline void rec_hdr_fill(void *rec, __u16 kind, __u32 size, __u32 tid, __u64 ts)
+{
+	struct rec_hdr *h = rec;
+
+	h->kind = kind;
+	h->len = size;
+	h->tid = tid;
+	h->ts = ts;
+}
+
 static __always_inline void *rec_reserve(__u16 kind, __u32 size, __u32 tid, __u64 ts)
 {
 	struct rec_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
@@ -297,11 +307,17 @@ static __always_inline void *rec_reserve(__u16 kind, __u32 size, __u32 tid, __u6
 		count(&dropped, kind);
 		return NULL;
 	}
-	h->kind = kind;
-	h->len = size;
-	h->tid = tid;
-	h->ts = ts;
+	rec_hdr_fill(h, kind, size, tid, ts);
 	return h;
+}
+
+/* Whether a record submitted now should wake the consumer. */
+static __always_inline __u64 wake_flags(bool wake)
+{
+	/* Unconsumed data beyond wake_bytes: the consumer's timer may be too slow. */
+	if (wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wake_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
 }
 
 /*
@@ -311,10 +327,8 @@ static __always_inline void *rec_reserve(__u16 kind, __u32 size, __u32 tid, __u6
  */
 static __always_inline void rec_submit_wake(void *rec, __u16 kind, bool wake)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u64 flags = wake_flags(wake);
 
-	if (wake || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wake_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
 	count(&emitted, kind);
 	bpf_ringbuf_submit(rec, flags);
 }

@@ -84,26 +84,50 @@ static __always_inline void infer_switch_in(struct task_state *st, __u32 tid, __
 #define ENOSYS 38
 
 /*
+ * The records of one sched_switch run, built in a per-CPU buffer and
+ * written with one ring-buffer operation (one reserve/commit, one
+ * availability query) instead of one per record:
+ *   [SYSCALL (112) | PAGE_FAULT (40)] [SWITCH_OUT (32)] [SWITCH_IN (32)]
+ * The consumer splits a sample into its records by their `len`; the stream
+ * is byte for byte what separate samples would give. A batch is written or
+ * lost whole, and counted per record either way.
+ */
+#define BATCH_BYTES 256
+
+struct switch_batch {
+	__u8 b[BATCH_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct switch_batch);
+} switch_batches SEC(".maps");
+
+/*
  * The thread `prev` (tid `tid`, task storage `st`) switches out
  * voluntarily. On x86-64 it is inside a syscall iff its saved user
  * registers say so: entry_SYSCALL_64 stores the syscall number in orig_ax
  * and -ENOSYS in ax, which becomes the return value only at exit;
  * exceptions store an error code in orig_ax but the user's rax in ax, and
  * interrupts a negative vector in orig_ax. So the syscall it blocks in is
- * known with no syscall hook: write a SYSCALL_AT_SWITCH record for this
- * block (mode blocked and above). Outside a syscall, a user page fault
- * since the thread came on CPU is what it blocks on: write that fault,
- * with its own timestamp. Faults that do not block (nearly all) are never
- * written, which bounds their cost to a task-storage update.
+ * known with no syscall hook: a SYSCALL_AT_SWITCH record for this block
+ * (mode blocked and above). Outside a syscall, a user page fault since the
+ * thread came on CPU is what it blocks on: that fault, with its own
+ * timestamp. Faults that do not block (nearly all) are never written,
+ * which bounds their cost to a task-storage update.
  *
- * Called before the SWITCH_OUT record is reserved, so that the record that
- * explains a block precedes it in the stream.
+ * The record (if any) goes at the start of the batch `buf`, before the
+ * SWITCH_OUT, so that the record that explains a block precedes it in the
+ * stream. Returns its kind (0: none); *wake says it needs the consumer now.
  */
-static __always_inline void note_voluntary_switch_out(struct task_struct *prev, struct task_state *st,
-						      __u32 tid, __u64 ts)
+static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev, struct task_state *st,
+						       __u32 tid, __u64 ts, void *buf, bool *wake)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-	struct page_fault_rec *r;
+	struct page_fault_rec *r = buf;
+	struct syscall_rec *sr = buf;
 	struct fd_info fi;
 	__u64 args[3], arg;
 	long orig_ax;
@@ -112,7 +136,7 @@ static __always_inline void note_voluntary_switch_out(struct task_struct *prev, 
 	int cls;
 
 	if (!regs)
-		return;
+		return 0;
 	orig_ax = regs->orig_ax;
 	if (orig_ax >= 0 && (long)regs->ax == -ENOSYS) {
 		/* A fault before the syscall is not what it blocks on. */
@@ -122,7 +146,7 @@ static __always_inline void note_voluntary_switch_out(struct task_struct *prev, 
 		nr = orig_ax;
 		/* The last switch-out of an exiting thread explains nothing. */
 		if (syscall_mode == SCM_NONE || nr == NR_exit || nr == NR_exit_group)
-			return;
+			return 0;
 		args[0] = regs->di;
 		args[1] = regs->si;
 		args[2] = regs->dx;
@@ -132,19 +156,18 @@ static __always_inline void note_voluntary_switch_out(struct task_struct *prev, 
 		if (cls == C_CLOSE && fi.fd_kind == FDK_NONE && (st->sc_flags & SC_IN_FLIGHT) &&
 		    st->sc_nr == nr)
 			fi = st->sc_fd;
-		emit_syscall(tid, ts, 0, nr, 0, fd, SYSCALL_BLOCKED | SYSCALL_AT_SWITCH, arg, &fi);
-		return;
+		rec_hdr_fill(sr, K_SYSCALL, sizeof(*sr), tid, ts);
+		*wake = fill_syscall(sr, 0, nr, 0, fd, SYSCALL_BLOCKED | SYSCALL_AT_SWITCH, arg, &fi);
+		return K_SYSCALL;
 	}
 	if (!st->pf_pending)
-		return;
+		return 0;
 	st->pf_pending = 0;
-	r = rec_reserve(K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
-	if (!r)
-		return;
+	rec_hdr_fill(r, K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
 	r->address = st->pf_addr;
 	r->ip = st->pf_ip;
 	r->error_code = st->pf_err;
-	rec_submit(r, K_PAGE_FAULT);
+	return K_PAGE_FAULT;
 }
 
 SEC("tp_btf/sched_switch")
@@ -157,13 +180,19 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* The idle tasks (pid 0) are never in the filter. */
 	bool out = tgid_traced(prev_tgid);
 	bool in = tgid_traced(next_tgid);
-	__u32 prev_pid, next_pid, cpu;
+	__u32 prev_pid, next_pid, cpu, zero = 0, off = 0;
+	struct switch_batch *batch;
 	struct task_state *st;
 	__u64 ts, runtime;
+	__u16 why = 0;
+	bool wake = false;
 
 	/* Nothing before the filter: most switches of a busy machine are of
 	 * untraced tasks, and this runs on every one of them. */
 	if (!out && !in)
+		return 0;
+	batch = bpf_map_lookup_elem(&switch_batches, &zero);
+	if (!batch)
 		return 0;
 	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
 	ts = bpf_ktime_get_ns();
@@ -178,21 +207,23 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		runtime = prev->se.sum_exec_runtime;
 		if (st && st->last == ST_OUT)
 			infer_switch_in(st, prev_pid, prev_tgid, cpu, runtime, ts);
-		if (st && !preempt && prev_state != 0)
-			note_voluntary_switch_out(prev, st, prev_pid, ts);
-		r = rec_reserve(K_SWITCH_OUT, sizeof(*r), prev_pid, ts);
-		if (r) {
-			r->tgid = prev_tgid;
-			/*
-			 * A preempted task stays runnable even if it had already set a
-			 * sleeping state (preempted on its way to schedule()); report it
-			 * as TASK_RUNNING, as the kernel's own trace output does ("R+").
-			 */
-			r->prev_state = preempt ? 0 : prev_state;
-			r->cpu = cpu;
-			r->next_tid = next_pid;
-			rec_submit(r, K_SWITCH_OUT);
+		if (st && !preempt && prev_state != 0) {
+			why = note_voluntary_switch_out(prev, st, prev_pid, ts, batch->b, &wake);
+			off = why == K_SYSCALL ? sizeof(struct syscall_rec)
+			      : why == K_PAGE_FAULT ? sizeof(struct page_fault_rec) : 0;
 		}
+		r = (void *)batch->b + off;
+		rec_hdr_fill(r, K_SWITCH_OUT, sizeof(*r), prev_pid, ts);
+		r->tgid = prev_tgid;
+		/*
+		 * A preempted task stays runnable even if it had already set a
+		 * sleeping state (preempted on its way to schedule()); report it
+		 * as TASK_RUNNING, as the kernel's own trace output does ("R+").
+		 */
+		r->prev_state = preempt ? 0 : prev_state;
+		r->cpu = cpu;
+		r->next_tid = next_pid;
+		off += sizeof(*r);
 		if (st) {
 			st->last = ST_OUT;
 			st->out_ts = ts;
@@ -209,15 +240,34 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			/* A fault before this switch-in did not block (faults.bpf.c). */
 			st->pf_pending = 0;
 		}
-		r = rec_reserve(K_SWITCH_IN, sizeof(*r), next_pid, ts);
-		if (r) {
-			r->tgid = next_tgid;
-			r->cpu = cpu;
-			r->prev_tid = prev_pid;
-			r->reserved = 0;
-			rec_submit(r, K_SWITCH_IN);
-		}
+		/* off ≤ 144 here; the mask only tells the verifier. */
+		r = (void *)batch->b + (off & 255);
+		if ((off & 255) + sizeof(*r) > BATCH_BYTES)
+			return 0;
+		rec_hdr_fill(r, K_SWITCH_IN, sizeof(*r), next_pid, ts);
+		r->tgid = next_tgid;
+		r->cpu = cpu;
+		r->prev_tid = prev_pid;
+		r->reserved = 0;
+		off += sizeof(*r);
 	}
+	if (off > BATCH_BYTES)
+		return 0;
+	if (bpf_ringbuf_output(&events, batch->b, off, wake_flags(wake))) {
+		if (why)
+			count(&dropped, why);
+		if (out)
+			count(&dropped, K_SWITCH_OUT);
+		if (in)
+			count(&dropped, K_SWITCH_IN);
+		return 0;
+	}
+	if (why)
+		count(&emitted, why);
+	if (out)
+		count(&emitted, K_SWITCH_OUT);
+	if (in)
+		count(&emitted, K_SWITCH_IN);
 	return 0;
 }
 

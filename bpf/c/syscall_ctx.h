@@ -334,14 +334,13 @@ static __always_inline bool first_sight_of_file(const struct fd_info *fi)
 	return bpf_map_update_elem(&named_inodes, &k, &one, BPF_NOEXIST) == 0;
 }
 
-/* Writes one SYSCALL record; header ts = `ts`. */
-static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u32 nr, __s64 ret, __s64 fd,
+/*
+ * Fills the body of a SYSCALL record (the header is the caller's); returns
+ * whether the consumer should be woken for it (first_sight_of_file).
+ */
+static __always_inline bool fill_syscall(struct syscall_rec *r, __u64 exit_ts, __u32 nr, __s64 ret, __s64 fd,
 					 __u32 flags, __u64 arg, const struct fd_info *fi)
 {
-	struct syscall_rec *r = rec_reserve(K_SYSCALL, sizeof(*r), tid, ts);
-
-	if (!r)
-		return;
 	r->exit_ts = exit_ts;
 	r->nr = nr;
 	r->fd_kind = fi->fd_kind;
@@ -357,7 +356,20 @@ static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u
 	__builtin_memcpy(r->daddr, fi->daddr, 16);
 	r->dev = fi->dev;
 	r->ino = fi->ino;
-	rec_submit_wake(r, K_SYSCALL, first_sight_of_file(fi));
+	return first_sight_of_file(fi);
+}
+
+/* Writes one SYSCALL record; header ts = `ts`. */
+static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u32 nr, __s64 ret, __s64 fd,
+					 __u32 flags, __u64 arg, const struct fd_info *fi)
+{
+	struct syscall_rec *r = rec_reserve(K_SYSCALL, sizeof(*r), tid, ts);
+	bool wake;
+
+	if (!r)
+		return;
+	wake = fill_syscall(r, exit_ts, nr, ret, fd, flags, arg, fi);
+	rec_submit_wake(r, K_SYSCALL, wake);
 }
 
 #endif /* SYSCALL_CTX_H */

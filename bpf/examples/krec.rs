@@ -1,7 +1,7 @@
 //! The kernel recorder alone, for benchmarking the BPF programs without the
 //! rest of jtrace (no JVM agent, no merge):
 //!
-//! `krec [--syscalls MODE] OUT_FILE -- COMMAND [ARGS...]`
+//! `krec [--syscalls MODE] [--ringbuf-kb N] OUT_FILE -- COMMAND [ARGS...]`
 //!
 //! records the command's process tree (default event set) into OUT_FILE and
 //! prints the counters to stderr; exits with the command's status.
@@ -26,18 +26,30 @@ fn run() -> Result<ExitCode> {
     let Some(sep) = args.iter().position(|a| a == "--") else {
         bail!("usage: krec [--syscalls none|blocked|io|all] OUT_FILE -- COMMAND [ARGS...]");
     };
+    const USAGE: &str = "usage: krec [--syscalls none|blocked|io|all] [--ringbuf-kb N] OUT_FILE -- COMMAND [ARGS...]";
     let (opts, cmd) = (&args[..sep], &args[sep + 1..]);
-    let (mode, out) = match opts {
-        [out] => (Default::default(), out),
-        [flag, mode, out] if flag == "--syscalls" => (mode.parse()?, out),
-        _ => bail!("usage: krec [--syscalls none|blocked|io|all] OUT_FILE -- COMMAND [ARGS...]"),
+    let Some((out, mut flags)) = opts.split_last() else {
+        bail!(USAGE);
     };
     if cmd.is_empty() {
         bail!("no command after --");
     }
     let mut cfg = RecorderConfig::new(out);
     cfg.launcher_tgid = Some(std::process::id());
-    cfg.syscalls = mode;
+    while let [flag, value, rest @ ..] = flags {
+        match flag.as_str() {
+            "--syscalls" => cfg.syscalls = value.parse()?,
+            "--ringbuf-kb" => {
+                let kb: usize = value.parse().with_context(|| format!("--ringbuf-kb {value:?}"))?;
+                cfg.ringbuf_bytes = kb << 10;
+            }
+            _ => bail!(USAGE),
+        }
+        flags = rest;
+    }
+    if !flags.is_empty() {
+        bail!(USAGE);
+    }
     let rec = KernelRecorder::start(cfg)?;
     let status = Command::new(&cmd[0])
         .args(&cmd[1..])

@@ -260,7 +260,7 @@ pub struct KernelStats {
     /// such pids), `"lib_too_deep"` (library calls
     /// nested deeper than 16 per thread), `"block_map_full"` (a block request
     /// could not be followed to its completion), `"missed_runs"` (runs of a
-    /// program the kernel skipped) and `"malformed"` (a sample whose size
+    /// program the kernel skipped) and `"malformed"` (a record whose size
     /// disagreed with its header).
     pub lost: BTreeMap<&'static str, u64>,
     /// Sum of [`KernelStats::lost`].
@@ -457,16 +457,28 @@ fn resolve_path(tid: u32, fd: i32, dev: u64, ino: u64) -> Option<String> {
 }
 
 impl Sink {
-    fn sample(&mut self, data: &[u8]) {
-        // The BPF side writes the total length into the header; a sample of
-        // another size would desynchronise every reader after it.
-        let ok = data.len() >= RECORD_HEADER_LEN
-            && u16::from_le_bytes([data[2], data[3]]) as usize == data.len()
-            && data.len() & 7 == 0;
-        if !ok {
-            self.malformed += 1;
-            return;
+    /// One ring-buffer sample: one record, or several written together (a
+    /// switch with its SYSCALL / PAGE_FAULT, SWITCH_OUT and SWITCH_IN).
+    fn sample(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            // The BPF side writes each record's length into its header; a
+            // length that disagrees with the sample would desynchronise every
+            // reader after it, so the rest of the sample is dropped.
+            let len = match data.get(2..4) {
+                Some(b) => u16::from_le_bytes([b[0], b[1]]) as usize,
+                None => 0,
+            };
+            if len < RECORD_HEADER_LEN || len > data.len() || len & 7 != 0 {
+                self.malformed += 1;
+                return;
+            }
+            let (rec, rest) = data.split_at(len);
+            self.record(rec);
+            data = rest;
         }
+    }
+
+    fn record(&mut self, data: &[u8]) {
         if self.error.is_some() {
             return;
         }
