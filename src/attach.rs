@@ -312,8 +312,19 @@ fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<Stri
         if !is_socket(&sock) {
             start_listener(&jvm, &sock)?;
         }
-        let mut s = UnixStream::connect(&sock)
-            .with_context(|| format!("cannot connect to the JVM's attach socket {}", sock.display()))?;
+        let mut s = match UnixStream::connect(&sock) {
+            // A socket file left by an earlier process with the same pid
+            // (killed before it could remove it): nobody listens on it.
+            // Remove it and have this JVM start its listener.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(&sock)
+                    .with_context(|| format!("cannot remove the stale attach socket {}", sock.display()))?;
+                start_listener(&jvm, &sock)?;
+                UnixStream::connect(&sock)
+            }
+            r => r,
+        }
+        .with_context(|| format!("cannot connect to the JVM's attach socket {}", sock.display()))?;
         let deadline = Instant::now() + timeout;
         s.set_write_timeout(Some(timeout))?;
         let mut msg = b"1\0".to_vec();

@@ -442,3 +442,40 @@ fn a_killed_attach_is_recovered_with_stop() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A socket file left at the JVM's attach path by an earlier process with
+/// the same pid (nobody listens on it) is replaced: the attach works, and
+/// the JVM prints no thread dump.
+#[test]
+fn a_stale_attach_socket_is_replaced() {
+    for jdk in JDKS {
+        let dir = tempdir("attach-stale");
+        let (mut child, mut stdout, times_file) = start_target(jdk, &dir);
+        let pid = child.id();
+        let sock = PathBuf::from(format!("/tmp/.java_pid{pid}"));
+        drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind a stale socket"));
+        assert!(sock.exists());
+        let out = dir.join("s.jtrace");
+        let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+        let o = attach(
+            pid,
+            &out,
+            &["--duration", "1s", "--methods", "AttachTarget.work"],
+            &sudo,
+        );
+        assert!(o.status.success(), "{jdk}: attach over a stale socket failed");
+        drop(child.stdin.take());
+        let st = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let times: Vec<u64> = std::fs::read_to_string(&times_file)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
+        assert_eq!(st.code(), Some(7));
+        check_session(jdk, &out, &times);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
