@@ -91,6 +91,8 @@ struct Mapped {
     grow: Mutex<()>,
     /// The background grower was asked to grow and has not done so yet.
     grow_wanted: AtomicBool,
+    /// Appends that found the file not yet grown and waited for the grow lock.
+    waits: AtomicU64,
     /// The background grower, once started.
     grower: Mutex<Option<std::thread::Thread>>,
 }
@@ -130,6 +132,7 @@ impl Mapped {
             full: AtomicBool::new(false),
             grow: Mutex::new(()),
             grow_wanted: AtomicBool::new(false),
+            waits: AtomicU64::new(0),
             grower: Mutex::new(None),
         };
         m.grow_locked(INITIAL.min(cap))?;
@@ -198,6 +201,7 @@ impl Mapped {
         let end = start + n;
         if end > self.ready.load(Ordering::Acquire) {
             // The grower is behind: grow ourselves (the only blocking path).
+            self.waits.fetch_add(1, Ordering::Relaxed);
             let _g = lock(&self.grow);
             if end > self.cap || self.grow_locked(end).is_err() {
                 self.full.store(true, Ordering::SeqCst);
@@ -209,9 +213,7 @@ impl Mapped {
             self.wake_grower();
         }
         // SAFETY: [start, end) is reserved for us alone and allocated.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(start as usize), bytes.len())
-        };
+        unsafe { copy_out(bytes, self.map.as_mut_ptr().add(start as usize)) };
         true
     }
 
@@ -253,6 +255,13 @@ impl Mapped {
             // SAFETY: no appender is left; the header is inside the file.
             unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_mut_ptr(), b.len()) };
         }
+        if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+            eprintln!(
+                "jtrace agent (debug): stream {} bytes; {} appends waited for the file to grow",
+                used,
+                self.waits.load(Ordering::Relaxed)
+            );
+        }
         let _ = self.map.flush();
         let _ = self.file.set_len(used);
         let _ = self.file.sync_data();
@@ -264,6 +273,35 @@ impl Mapped {
             t.unpark();
         }
     }
+}
+
+/// Copies `src` to `dst` in the mapping. The trace is never read back by
+/// this process, so on x86-64 whole 16-byte blocks use non-temporal stores:
+/// no read of the destination lines and no eviction of the application's
+/// cache lines.
+///
+/// # Safety
+/// `dst` must be valid for `src.len()` bytes of writes.
+unsafe fn copy_out(src: &[u8], dst: *mut u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        let head = dst.align_offset(16).min(src.len());
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
+        let blocks = (src.len() - head) / 16;
+        for i in 0..blocks {
+            let off = head + i * 16;
+            // SAFETY (SSE2 is part of x86-64): dst + off is 16-byte aligned.
+            let v = _mm_loadu_si128(src.as_ptr().add(off).cast::<__m128i>());
+            _mm_stream_si128(dst.add(off).cast::<__m128i>(), v);
+        }
+        let done = head + blocks * 16;
+        std::ptr::copy_nonoverlapping(src.as_ptr().add(done), dst.add(done), src.len() - done);
+        // Order the streamed stores before anything written after this append.
+        _mm_sfence();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
 }
 
 /// The next grow step when `ready` bytes are allocated: doubling, so a
@@ -634,7 +672,7 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         // Preallocated (by the creator, maybe more by the grower), not truncated.
         let len = data.len() as u64;
-        assert!(len >= INITIAL && len % CHUNK == 0, "{len}");
+        assert!(len >= INITIAL && len.is_multiple_of(CHUNK), "{len}");
         assert_eq!(FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE, 0);
         let recs = records(&data);
         // Whole 64 KiB chunks reached the file; the last partial buffer did not.
