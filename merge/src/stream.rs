@@ -437,6 +437,9 @@ impl Sorter {
             sort_bucket(&mut self.span, *tid, evs);
         }
         let spilled_runs = self.runs.len();
+        // The runs' read buffers share an eighth of the budget (at least
+        // 64 KiB each), so many runs do not add up to more memory.
+        let chunk = (self.opts.memory_budget / 8 / spilled_runs.max(1)).clamp(64 << 10, 1 << 20);
         let events = SortedEvents {
             readers: self
                 .runs
@@ -447,7 +450,7 @@ impl Sorter {
                     buf: Vec::new(),
                     pos: 0,
                     offset: 0,
-                    chunk: 1 << 20,
+                    chunk,
                 })
                 .collect(),
             buckets: self.buckets,
