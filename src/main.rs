@@ -145,7 +145,7 @@ fn main() -> ExitCode {
         }
         Cmd::Timeline(args) => views::timeline(args),
         Cmd::Export(args) => views::export(args),
-        Cmd::Info { trace } => open(&trace).map(|t| print_info(&t)),
+        Cmd::Info { trace } => open(&trace).and_then(|t| print_info(&t).map_err(Into::into)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -162,56 +162,69 @@ fn main() -> ExitCode {
     }
 }
 
-fn print_info(t: &Trace) {
+/// `jtrace info`: written in one go, so that a closed pipe (`| head`) is an
+/// error to ignore, not a panic of println!.
+/// `jtrace info`. Errors, not println!'s panic, on a closed pipe (`| head`).
+fn print_info(t: &Trace) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let m = &t.meta;
-    println!("trace      {}", t.dir.display());
-    println!("format     v{}  (written by jtrace {})", m.version, m.jtrace_version);
-    println!(
+    writeln!(out, "trace      {}", t.dir.display())?;
+    writeln!(
+        out,
+        "format     v{}  (written by jtrace {})",
+        m.version, m.jtrace_version
+    )?;
+    writeln!(
+        out,
         "complete   {}",
         if m.complete {
             "yes"
         } else {
             "NO: recording was cut off; this is a readable prefix"
         }
-    );
-    println!("command    {}", m.command.join(" "));
-    println!("pid        {}", m.pid);
+    )?;
+    writeln!(out, "command    {}", m.command.join(" "))?;
+    writeln!(out, "pid        {}", m.pid)?;
     if let Some(c) = m.exit_code {
-        println!("exit code  {c}");
+        writeln!(out, "exit code  {c}")?;
     }
-    println!("kernel     {}", m.kernel);
-    println!("started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns));
-    println!(
+    writeln!(out, "kernel     {}", m.kernel)?;
+    writeln!(out, "started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns))?;
+    writeln!(
+        out,
         "duration   {} ms",
         jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns))
-    );
+    )?;
     if !m.methods.is_empty() {
-        println!("methods    {}", m.methods.join(" "));
+        writeln!(out, "methods    {}", m.methods.join(" "))?;
     }
-    println!(
+    writeln!(
+        out,
         "threads    {} ({} known to the JVM)",
         t.threads.len(),
         t.threads.values().filter(|x| x.java_name.is_some()).count()
-    );
-    println!("JVMs       {:?}", t.jvm_pids);
-    println!("methods    {} traced", t.methods.len());
-    println!("events     kernel {}  jvm {}", t.kernel_records, t.jvm_records);
-    println!("lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm);
+    )?;
+    writeln!(out, "JVMs       {:?}", t.jvm_pids)?;
+    writeln!(out, "methods    {} traced", t.methods.len())?;
+    writeln!(out, "events     kernel {}  jvm {}", t.kernel_records, t.jvm_records)?;
+    writeln!(out, "lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm)?;
     if m.kernel_inferred_switch_ins > 0 {
-        println!(
+        writeln!(
+            out,
             "inferred   {} switch-ins the kernel did not report",
             m.kernel_inferred_switch_ins
-        );
+        )?;
     }
     for (k, v) in &m.kernel_lost {
         if *v > 0 {
-            println!("  kernel lost {k}: {v}");
+            writeln!(out, "  kernel lost {k}: {v}")?;
         }
     }
     for p in &t.losses.truncated {
-        println!("problem    {p}");
+        writeln!(out, "problem    {p}")?;
     }
     for p in &t.losses.agent_errors {
-        println!("agent      {p}");
+        writeln!(out, "agent      {p}")?;
     }
+    out.flush()
 }
