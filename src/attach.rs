@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::run::{self, KernelArgs, Owner, EXIT_USAGE};
+use crate::run::{self, kernel_events, KernelArgs, Owner};
 
 /// Arguments of `jtrace attach`.
 #[derive(clap::Args)]
@@ -454,18 +454,9 @@ fn read_stream(path: &Path) -> StreamState {
 
 /// Runs `jtrace attach`.
 pub fn attach(args: AttachArgs) -> ExitCode {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "jtrace: `jtrace attach` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
-    let lib_calls = match args.kernel.validate() {
+    let lib_calls = match run::prepare(&args.kernel, "attach") {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("jtrace: {e:#}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(code) => return code,
     };
     match attach_inner(args, lib_calls) {
         Ok(()) => ExitCode::SUCCESS,
@@ -628,16 +619,10 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     if let Some(p) = &problem {
         eprintln!("jtrace: {p}; the JVM side of the trace is a readable prefix");
     }
-    let lost = stats.lost_total;
     eprintln!(
-        "jtrace: {why}; detached; trace written to {} ({} kernel events{}); read it with `jtrace report {}`",
+        "jtrace: {why}; detached; trace written to {} ({}); read it with `jtrace report {}`",
         out.display(),
-        stats.records,
-        if lost > 0 {
-            format!(", {lost} LOST")
-        } else {
-            String::new()
-        },
+        kernel_events(&stats),
         out.display()
     );
     if problem.is_some() {

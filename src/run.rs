@@ -328,16 +328,9 @@ pub(crate) fn config_output(path: &Path) -> Option<PathBuf> {
 
 /// Runs `jtrace run`; returns the command's exit status as ours.
 pub fn run(args: RunArgs) -> ExitCode {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("jtrace: `jtrace run` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    let lib_calls = match args.kernel.validate() {
+    let lib_calls = match prepare(&args.kernel, "run") {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("jtrace: {e:#}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(code) => return code,
     };
     match run_inner(args, lib_calls) {
         Ok(code) => code,
@@ -456,16 +449,10 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     meta.complete = true;
     meta.store(&out)?;
     hand_over(&out, owner)?;
-    let lost = stats.lost_total;
     eprintln!(
-        "jtrace: trace written to {} ({} kernel events{}); read it with `jtrace text {}` or `jtrace report {}`",
+        "jtrace: trace written to {} ({}); read it with `jtrace text {}` or `jtrace report {}`",
         out.display(),
-        stats.records,
-        if lost > 0 {
-            format!(", {lost} LOST")
-        } else {
-            String::new()
-        },
+        kernel_events(&stats),
         out.display(),
         out.display()
     );
@@ -527,20 +514,34 @@ extern "C" fn request_stop(_sig: libc::c_int) {
     STOP_RECORDING.store(true, Ordering::SeqCst);
 }
 
-/// Runs `jtrace record`: the kernel side only, on an already running process.
-pub fn record(args: RecordArgs) -> ExitCode {
+/// What every recording command checks first: root (to load eBPF), then
+/// the kernel options; the library calls to trace, or the exit code.
+pub(crate) fn prepare(kernel: &KernelArgs, command: &str) -> Result<Vec<LibCallSpec>, ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!(
-            "jtrace: `jtrace record` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
+            "jtrace: `jtrace {command}` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
         );
-        return ExitCode::from(EXIT_USAGE);
+        return Err(ExitCode::from(EXIT_USAGE));
     }
-    let lib_calls = match args.kernel.validate() {
+    kernel.validate().map_err(|e| {
+        eprintln!("jtrace: {e:#}");
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+/// "N kernel events", and how many were lost if any: for closing messages.
+pub(crate) fn kernel_events(stats: &KernelStats) -> String {
+    match stats.lost_total {
+        0 => format!("{} kernel events", stats.records),
+        lost => format!("{} kernel events, {lost} LOST", stats.records),
+    }
+}
+
+/// Runs `jtrace record`: the kernel side only, on an already running process.
+pub fn record(args: RecordArgs) -> ExitCode {
+    let lib_calls = match prepare(&args.kernel, "record") {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("jtrace: {e:#}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(code) => return code,
     };
     if unsafe { libc::kill(args.pid as libc::pid_t, 0) } != 0
         && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
@@ -608,16 +609,10 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
     meta.complete = true;
     meta.store(&out)?;
     hand_over(&out, owner)?;
-    let lost = stats.lost_total;
     eprintln!(
-        "jtrace: {why}; trace written to {} ({} kernel events{}); read it with `jtrace text {}`",
+        "jtrace: {why}; trace written to {} ({}); read it with `jtrace text {}`",
         out.display(),
-        stats.records,
-        if lost > 0 {
-            format!(", {lost} LOST")
-        } else {
-            String::new()
-        },
+        kernel_events(&stats),
         out.display()
     );
     Ok(())
