@@ -2,6 +2,8 @@
 # Cost per run of each jtrace BPF program (kernel bpf_stats), during the
 # pure-switching ping-pong pinned to one CPU (run as root):
 #   sh bpf/bench/progcost.sh [JTRACE] [ROUND_TRIPS] [JTRACE_RUN_ARGS...]
+# WORK=n in the environment: work per hop (pingpong.c), e.g. the WORK
+# bench/run.sh calibrates for 100k switches/s.
 # JTRACE may also be the kernel-recorder-only example
 # (cargo build --release -p jtrace-bpf --example krec; target/release/examples/krec).
 # Enables kernel.bpf_stats_enabled for the run (restored after), samples
@@ -26,8 +28,8 @@ for p in json.load(sys.stdin):
         print(p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))' $ids | sort
 }
 case $J in
-*krec) $J "$@" $D/t.bin -- taskset -c 0 $D/pingpong $N >/dev/null 2>&1 & ;;
-*) $J run "$@" -o $D/t -- taskset -c 0 $D/pingpong $N >/dev/null 2>&1 & ;;
+*krec) $J "$@" $D/t.bin -- taskset -c 0 $D/pingpong $N ${WORK:-0} >/dev/null 2>&1 & ;;
+*) $J run "$@" -o $D/t -- taskset -c 0 $D/pingpong $N ${WORK:-0} >/dev/null 2>&1 & ;;
 esac
 JP=$!
 sleep 1.5

@@ -87,16 +87,32 @@ static __always_inline void infer_switch_in(struct task_state *st, __u32 tid, __
  * The records of one sched_switch run, built in a per-CPU buffer and
  * written with one ring-buffer operation (one reserve/commit, one
  * availability query) instead of one per record:
- *   [SYSCALL (112) | PAGE_FAULT (40)] [SWITCH_OUT (32)] [SWITCH_IN (32)]
+ *   [WAKEUP (40)] [SYSCALL (112) | PAGE_FAULT (40)] [SWITCH_OUT (32)] [SWITCH_IN (32)]
  * The consumer splits a sample into its records by their `len`; the stream
  * is byte for byte what separate samples would give. A batch is written or
  * lost whole, and counted per record either way.
+ *
+ * The WAKEUP is one that sched_waking left here: a wakeup of a task that
+ * last ran on this CPU (nearly always where it runs next) waits for the
+ * next switch of this CPU, traced or not, which comes soon: the woken task
+ * is queued here. That saves the wakeup its own ring-buffer operation. The
+ * stream stays in time order per thread except for the rare wakee that
+ * another CPU steals (the merge sorts each thread's events by time).
+ * Programs on one CPU never interleave here: sched_switch and the wakeup
+ * tracepoints run with interrupts off. Recording stops with a flush of
+ * these from user space (`flush_pending_wakeups` in lib.rs).
  */
 #define BATCH_BYTES 256
 
 struct switch_batch {
+	__u32 wake_pending;	/* `wake` holds a record not yet written */
+	__u32 pad;
+	struct wakeup_rec wake;	/* immediately before b: one contiguous sample */
 	__u8 b[BATCH_BYTES];
 };
+
+_Static_assert(__builtin_offsetof(struct switch_batch, b) ==
+	       __builtin_offsetof(struct switch_batch, wake) + sizeof(struct wakeup_rec), "batch layout");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -170,6 +186,16 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 	return K_PAGE_FAULT;
 }
 
+/* Writes the WAKEUP waiting in `batch` on its own. */
+static __always_inline void flush_wakeup(struct switch_batch *batch)
+{
+	batch->wake_pending = 0;
+	if (bpf_ringbuf_output(&events, &batch->wake, sizeof(batch->wake), wake_flags(false)))
+		count(&dropped, K_WAKEUP);
+	else
+		count(&emitted, K_WAKEUP);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -181,19 +207,23 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	bool out = tgid_traced(prev_tgid);
 	bool in = tgid_traced(next_tgid);
 	__u32 prev_pid, next_pid, cpu, zero = 0, off = 0;
-	struct switch_batch *batch;
+	/* A per-CPU array lookup is inlined (no helper call). */
+	struct switch_batch *batch = bpf_map_lookup_elem(&switch_batches, &zero);
 	struct task_state *st;
 	__u64 ts, runtime;
 	__u16 why = 0;
-	bool wake = false;
+	bool wake = false, pending;
 
-	/* Nothing before the filter: most switches of a busy machine are of
-	 * untraced tasks, and this runs on every one of them. */
-	if (!out && !in)
-		return 0;
-	batch = bpf_map_lookup_elem(&switch_batches, &zero);
 	if (!batch)
 		return 0;
+	pending = batch->wake_pending;
+	/* Nothing else before the filter: most switches of a busy machine are
+	 * of untraced tasks, and this runs on every one of them. */
+	if (!out && !in) {
+		if (pending)
+			flush_wakeup(batch);
+		return 0;
+	}
 	/* One timestamp for both halves: the CPU passes from prev to next at one instant. */
 	ts = bpf_ktime_get_ns();
 	cpu = bpf_get_smp_processor_id();
@@ -253,7 +283,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	}
 	if (off > BATCH_BYTES)
 		return 0;
-	if (bpf_ringbuf_output(&events, batch->b, off, wake_flags(wake))) {
+	batch->wake_pending = 0;
+	if (bpf_ringbuf_output(&events, pending ? (void *)&batch->wake : (void *)batch->b,
+			       pending ? off + sizeof(struct wakeup_rec) : off, wake_flags(wake))) {
+		if (pending)
+			count(&dropped, K_WAKEUP);
 		if (why)
 			count(&dropped, why);
 		if (out)
@@ -262,6 +296,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			count(&dropped, K_SWITCH_IN);
 		return 0;
 	}
+	if (pending)
+		count(&emitted, K_WAKEUP);
 	if (why)
 		count(&emitted, why);
 	if (out)
@@ -271,26 +307,45 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
+static __always_inline void fill_wakeup(struct wakeup_rec *r, struct task_struct *p, __u32 tgid, __u32 cpu,
+					__u32 new_task, __u64 ts)
+{
+	__u64 waker = bpf_get_current_pid_tgid();
+
+	rec_hdr_fill(r, K_WAKEUP, sizeof(*r), p->pid, ts);
+	r->tgid = tgid;
+	r->waker_tid = (__u32)waker;
+	r->waker_tgid = waker >> 32;
+	r->target_cpu = cpu;
+	r->new_task = new_task;
+	r->reserved = 0;
+}
+
 static __always_inline void emit_wakeup(struct task_struct *p, __u32 new_task)
 {
-	__u32 tgid = p->tgid;
-	__u64 waker, ts;
+	__u32 tgid = p->tgid, zero = 0, cpu;
+	struct switch_batch *batch;
 	struct wakeup_rec *r;
+	__u64 ts;
 
 	if (!tgid_traced(tgid))
 		return;
 	ts = bpf_ktime_get_ns();
-	waker = bpf_get_current_pid_tgid();
+	/* task_cpu(p): what the tracepoint itself reports as target_cpu. */
+	cpu = p->thread_info.cpu;
+	/* Last ran here: the next switch of this CPU writes it (switch_batch). */
+	batch = bpf_map_lookup_elem(&switch_batches, &zero);
+	if (batch && cpu == bpf_get_smp_processor_id()) {
+		if (batch->wake_pending)
+			flush_wakeup(batch);
+		fill_wakeup(&batch->wake, p, tgid, cpu, new_task, ts);
+		batch->wake_pending = 1;
+		return;
+	}
 	r = rec_reserve(K_WAKEUP, sizeof(*r), p->pid, ts);
 	if (!r)
 		return;
-	r->tgid = tgid;
-	r->waker_tid = (__u32)waker;
-	r->waker_tgid = waker >> 32;
-	/* task_cpu(p): what the tracepoint itself reports as target_cpu. */
-	r->target_cpu = p->thread_info.cpu;
-	r->new_task = new_task;
-	r->reserved = 0;
+	fill_wakeup(r, p, tgid, cpu, new_task, ts);
 	rec_submit(r, K_WAKEUP);
 }
 

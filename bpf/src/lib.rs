@@ -387,6 +387,9 @@ struct Sink {
     out: BufWriter<File>,
     records: u64,
     malformed: u64,
+    /// WAKEUP records written by [`flush_pending_wakeups`]: not counted by
+    /// the BPF side.
+    flushed_wakeups: u64,
     error: Option<std::io::Error>,
     paths: PathResolver,
 }
@@ -543,6 +546,7 @@ fn record(
         out: BufWriter::with_capacity(1 << 20, file),
         records: 0,
         malformed: 0,
+        flushed_wakeups: 0,
         error: None,
         paths: PathResolver::default(),
     });
@@ -784,7 +788,36 @@ fn pump(
     // Detach first so that nothing arrives after the final drain.
     uprobes.clear();
     sk.links = Default::default();
-    rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))
+    rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))?;
+    flush_pending_wakeups(sk, &mut sink.borrow_mut())
+}
+
+/// Offset of the WAKEUP record in a `struct switch_batch` value
+/// (sched.bpf.c), after the `wake_pending` flag and its padding.
+const BATCH_WAKE_OFFSET: usize = 8;
+
+/// Writes the WAKEUP records still waiting in the per-CPU switch batches
+/// (sched.bpf.c defers a wakeup to the next switch of its CPU): once the
+/// programs are detached, nothing else will write them.
+fn flush_pending_wakeups(sk: &skel::JtraceSkel<'_>, sink: &mut Sink) -> Result<()> {
+    let per_cpu = sk
+        .maps
+        .switch_batches
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .context("reading the BPF switch batches")?
+        .unwrap_or_default();
+    for v in per_cpu {
+        let pending = v.get(..4).is_some_and(|b| b != [0; 4]);
+        let len = v
+            .get(BATCH_WAKE_OFFSET + 2..BATCH_WAKE_OFFSET + 4)
+            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize);
+        if let (true, Some(rec)) = (pending, v.get(BATCH_WAKE_OFFSET..BATCH_WAKE_OFFSET + len)) {
+            let before = sink.records;
+            sink.sample(rec);
+            sink.flushed_wakeups += sink.records - before;
+        }
+    }
+    Ok(())
 }
 
 /// Sums a per-CPU u64 counter array of the BPF programs.
@@ -825,6 +858,7 @@ fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &Sink) -> Result<KernelStats> {
         st.emitted.insert(name, percpu_sum(&sk.maps.emitted, k.into())?);
         st.lost.insert(name, percpu_sum(&sk.maps.dropped, k.into())?);
     }
+    *st.emitted.entry("wakeup").or_default() += sink.flushed_wakeups;
     st.inferred_switch_ins = percpu_sum(&sk.maps.emitted, INFERRED_SWITCH_IN_SLOT)?;
     let p = &sk.progs;
     let missed: u64 = [
@@ -869,4 +903,66 @@ fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &Sink) -> Result<KernelStats> {
     }
     st.lost_total = st.lost.values().sum();
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_bits_are_set_per_tgid_and_out_of_range_refused() {
+        let mut bits = vec![0u64; (FILTER_TGID_LIMIT / 64) as usize];
+        filter_add(&mut bits, 1).unwrap();
+        filter_add(&mut bits, 64 + 3).unwrap();
+        filter_add(&mut bits, FILTER_TGID_LIMIT - 1).unwrap();
+        assert_eq!(bits[0], 0b10);
+        assert_eq!(bits[1], 1 << 3);
+        assert_eq!(*bits.last().unwrap(), 1 << 63);
+        assert_eq!(bits.iter().map(|w| w.count_ones()).sum::<u32>(), 3);
+        let e = filter_add(&mut bits, FILTER_TGID_LIMIT).unwrap_err().to_string();
+        assert!(e.contains("cannot trace pid 4194304"), "{e}");
+        // This kernel's pid_max fits (Linux caps it at the filter's capacity).
+        check_pid_max().unwrap();
+    }
+
+    #[test]
+    fn samples_are_split_into_records_and_bad_lengths_counted() {
+        let path = std::env::temp_dir().join(format!("jtrace-bpf-sink-{}", std::process::id()));
+        let mut sink = Sink {
+            out: BufWriter::new(File::create(&path).unwrap()),
+            records: 0,
+            malformed: 0,
+            flushed_wakeups: 0,
+            error: None,
+            paths: PathResolver::default(),
+        };
+        let rec = |kind: u16, len: u16| {
+            let mut r = vec![0u8; len as usize];
+            r[..2].copy_from_slice(&kind.to_le_bytes());
+            r[2..4].copy_from_slice(&len.to_le_bytes());
+            r
+        };
+        // A batch of three records, then a lone one.
+        let batch = [
+            rec(kind::WAKEUP, 40),
+            rec(kind::SWITCH_OUT, 32),
+            rec(kind::SWITCH_IN, 32),
+        ]
+        .concat();
+        sink.sample(&batch);
+        sink.sample(&rec(kind::SWITCH_IN, 32));
+        assert_eq!((sink.records, sink.malformed), (4, 0));
+        // A length past the sample's end: the rest of the sample is dropped.
+        let mut bad = [rec(kind::SWITCH_OUT, 32), rec(kind::SWITCH_IN, 32)].concat();
+        bad[34] = 64;
+        sink.sample(&bad);
+        // Not a multiple of 8, and shorter than a header.
+        sink.sample(&rec(kind::SWITCH_IN, 20));
+        sink.sample(&[0u8; 3]);
+        assert_eq!((sink.records, sink.malformed), (5, 3));
+        sink.flush();
+        drop(sink);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 40 + 32 + 32 + 32 + 32);
+        std::fs::remove_file(&path).unwrap();
+    }
 }
