@@ -19,8 +19,10 @@
 #   run            jtrace run (kernel recording, the agent without methods)
 #   run+methods    jtrace run --methods 'work.*'
 # Prints min / median of the workload's measured phase (ELAPSED_MS, after a
-# warm-up of a quarter of the requests), of the CPU time of the process and
-# its children (user + sys) and of the process wall time; then the overheads
+# warm-up of a quarter of the requests), of the CPU time of its worker
+# threads in that phase (WORKER_CPU_MS: the cost on the application's own
+# threads), of the CPU time of the process and its children (user + sys:
+# JIT, GC and the tracer's threads included) and of the process wall time; then the overheads
 # of method tracing (agent+methods vs agent, run+methods vs run) and of the
 # whole agent (agent+methods vs plain), from the minima (on a loaded machine
 # noise only adds time) and from the medians.
@@ -47,10 +49,12 @@ one() { # jdk label command...
     local jdk=$1 label=$2
     shift 2
     rm -rf "$base"
-    local ms
-    ms=$(/usr/bin/time -f '%e %U %S' -o "$tmp/time" "$@" 2>/dev/null | sed -n 's/^ELAPSED_MS //p')
-    [ -n "$ms" ] || { echo "no ELAPSED_MS from: $*" >&2; exit 1; }
-    echo "$label $ms $(tail -1 "$tmp/time")" >>"$tmp/rows-$(basename "$jdk")"
+    local o ms wcpu
+    o=$(/usr/bin/time -f '%e %U %S' -o "$tmp/time" "$@" 2>/dev/null)
+    ms=$(sed -n 's/^ELAPSED_MS //p' <<<"$o")
+    wcpu=$(sed -n 's/^WORKER_CPU_MS //p' <<<"$o")
+    [ -n "$ms" ] && [ -n "$wcpu" ] || { echo "no ELAPSED_MS/WORKER_CPU_MS from: $*" >&2; exit 1; }
+    echo "$label $ms $wcpu $(tail -1 "$tmp/time")" >>"$tmp/rows-$(basename "$jdk")"
     rm -rf "$base"
 }
 
@@ -72,20 +76,22 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
 import sys, statistics
 rows = {}
 for line in open(sys.argv[1]):
-    label, ms, wall, user, sys_ = line.split()
-    rows.setdefault(label, []).append((float(ms), float(user) + float(sys_), float(wall)))
+    label, ms, wcpu, wall, user, sys_ = line.split()
+    rows.setdefault(label, []).append((float(ms), float(user) + float(sys_), float(wall), float(wcpu)))
 def mm(xs, f):
     return f"{min(xs):{f}} / {statistics.median(xs):{f}}"
-print(f"{'set-up':<14} {'workload ms min / median':>25} {'CPU s min / median':>19} {'wall s min / median':>20}")
+print(f"{'set-up':<14} {'workload ms min / median':>25} {'worker CPU ms':>21} {'CPU s min / median':>19} "
+      f"{'wall s min / median':>20}")
 for k, v in rows.items():
-    print(f"{k:<14} {mm([x[0] for x in v], '9.1f'):>25} {mm([x[1] for x in v], '6.2f'):>19} "
-          f"{mm([x[2] for x in v], '6.2f'):>20}")
+    print(f"{k:<14} {mm([x[0] for x in v], '9.1f'):>25} {mm([x[3] for x in v], '9.1f'):>21} "
+          f"{mm([x[1] for x in v], '6.2f'):>19} {mm([x[2] for x in v], '6.2f'):>20}")
 def over(t, u, i, f):
     a = [x[i] for x in rows[t]]
     b = [x[i] for x in rows[u]]
     return f"{100 * (f(a) / f(b) - 1):+.1f}%"
 for t, u in (("agent+methods", "agent"), ("run+methods", "run"), ("agent+methods", "plain")):
     print(f"{t} vs {u}: workload {over(t, u, 0, min)} (min) {over(t, u, 0, statistics.median)} (median); "
+          f"worker CPU {over(t, u, 3, min)} / {over(t, u, 3, statistics.median)}; "
           f"CPU {over(t, u, 1, min)} / {over(t, u, 1, statistics.median)}; "
           f"wall {over(t, u, 2, min)} / {over(t, u, 2, statistics.median)}")
 PY
