@@ -803,6 +803,10 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     Ok((t, events))
 }
 
+/// An event as the walk gets it, with the record of a syscall entry (boxed:
+/// rare, and large next to the event).
+type Ev = (Timed, Option<Box<SyscallInfo>>);
+
 /// One source of a thread's merged events.
 enum Source<'a> {
     Run(&'a mut RunReader, u64),
@@ -815,7 +819,7 @@ enum Source<'a> {
 /// of the same time (where the stable sort of [`Trace::open`] puts them).
 struct ThreadEvents<'a> {
     sources: Vec<Source<'a>>,
-    heads: Vec<Option<(Timed, Option<SyscallInfo>)>>,
+    heads: Vec<Option<Ev>>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// Source to take from without consulting the heap, while it leads.
     current: Option<usize>,
@@ -823,7 +827,7 @@ struct ThreadEvents<'a> {
     sc_base: u32,
     windows: &'a [(u64, Cause, bool)],
     /// The next event of the sources, held back while windows go first.
-    held: Option<(Timed, Option<SyscallInfo>)>,
+    held: Option<Ev>,
 }
 
 impl<'a> ThreadEvents<'a> {
@@ -870,19 +874,19 @@ impl<'a> ThreadEvents<'a> {
         Ok(t)
     }
 
-    fn pull(&mut self, i: usize) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+    fn pull(&mut self, i: usize) -> anyhow::Result<Option<Ev>> {
         match &mut self.sources[i] {
             Source::Run(_, 0) => Ok(None),
             Source::Run(r, n) => {
                 *n -= 1;
-                r.next().map(Some)
+                r.next().map(|(e, sc)| Some((e, sc.map(Box::new))))
             }
             Source::Mem(it) => Ok(it.next().map(|e| {
                 let sc = match e.event {
                     Event::Syscall { idx, enter: true } => idx
                         .checked_sub(self.sc_base)
                         .and_then(|i| self.syscalls.get(i as usize))
-                        .copied(),
+                        .map(|sc| Box::new(*sc)),
                     _ => None,
                 };
                 (*e, sc)
@@ -891,7 +895,7 @@ impl<'a> ThreadEvents<'a> {
     }
 
     /// The next event of the sources, merged by time.
-    fn next_own(&mut self) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+    fn next_own(&mut self) -> anyhow::Result<Option<Ev>> {
         if let Some(i) = self.current {
             // A thread's runs mostly cover disjoint times: keep taking from
             // this source while it stays ahead of every other one.
@@ -913,8 +917,20 @@ impl<'a> ThreadEvents<'a> {
         Ok(self.heads[i].take())
     }
 
+    /// When the thread's events are all in the buffer and none was taken
+    /// yet: the buffer's slice, the windows, and the syscall table.
+    #[allow(clippy::type_complexity)]
+    fn plain(&self) -> Option<(&'a [Timed], &'a [(u64, Cause, bool)], &'a [SyscallInfo], u32)> {
+        match &self.sources[..] {
+            [Source::Mem(it)] if self.held.is_none() => {
+                Some((it.as_slice(), self.windows, self.syscalls, self.sc_base))
+            }
+            _ => None,
+        }
+    }
+
     /// The thread's next event, windows included.
-    fn next(&mut self) -> anyhow::Result<Option<(Timed, Option<SyscallInfo>)>> {
+    fn next(&mut self) -> anyhow::Result<Option<Ev>> {
         if self.held.is_none() {
             self.held = self.next_own()?;
         }
@@ -982,8 +998,44 @@ fn walk_all(
         match answers.as_deref_mut() {
             None => {
                 let mut walk = ThreadWalk::new(info, v);
-                while let Some((e, sc)) = evs.next()? {
-                    walk.event(&e, sc.as_ref(), v);
+                if let Some((slice, mut wins, syscalls, sc_base)) = evs.plain() {
+                    // The thread is in the buffer only (the trace fit the
+                    // budget, or the thread began after the last spill): a
+                    // plain walk over the sorted slice.
+                    for e in slice {
+                        while let Some(&(ts, cause, begin)) = wins.first().filter(|w| w.0 < e.ts) {
+                            walk.event(
+                                &Timed {
+                                    ts,
+                                    event: Event::Window { cause, begin },
+                                },
+                                None,
+                                v,
+                            );
+                            wins = &wins[1..];
+                        }
+                        let sc = match e.event {
+                            Event::Syscall { idx, enter: true } => {
+                                idx.checked_sub(sc_base).and_then(|i| syscalls.get(i as usize))
+                            }
+                            _ => None,
+                        };
+                        walk.event(e, sc, v);
+                    }
+                    for &(ts, cause, begin) in wins {
+                        walk.event(
+                            &Timed {
+                                ts,
+                                event: Event::Window { cause, begin },
+                            },
+                            None,
+                            v,
+                        );
+                    }
+                } else {
+                    while let Some((e, sc)) = evs.next()? {
+                        walk.event(&e, sc.as_deref(), v);
+                    }
                 }
                 walk.finish(v);
             }
@@ -998,7 +1050,7 @@ fn walk_all(
                 };
                 let mut walk = ThreadWalk::new(info, &mut w);
                 while let Some((e, sc)) = evs.next()? {
-                    walk.event(&e, sc.as_ref(), &mut w);
+                    walk.event(&e, sc.as_deref(), &mut w);
                 }
                 walk.finish(&mut w);
                 if let Some(e) = w.error {
@@ -1252,18 +1304,19 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
         let mut evs = events.thread(info, &[])?;
         let mut st = StackAt::default();
         let mut walk = ThreadWalk::new(info, &mut st);
-        let mut q = qs.next()?;
+        // Queries carry no syscall record: keep just the event.
+        let mut q = qs.next()?.map(|(qe, _)| qe);
         while let Some((e, sc)) = evs.next()? {
-            while let Some((qe, _)) = q.filter(|(qe, _)| qe.ts < e.ts) {
+            while let Some(qe) = q.filter(|qe| qe.ts < e.ts) {
                 answer(&mut answers, &st, info.tid, &qe);
-                q = qs.next()?;
+                q = qs.next()?.map(|(qe, _)| qe);
             }
-            walk.event(&e, sc.as_ref(), &mut st);
+            walk.event(&e, sc.as_deref(), &mut st);
         }
         walk.finish(&mut st);
-        while let Some((qe, _)) = q {
+        while let Some(qe) = q {
             answer(&mut answers, &st, info.tid, &qe);
-            q = qs.next()?;
+            q = qs.next()?.map(|(qe, _)| qe);
         }
     }
     let mut answers = answers.finish()?.0;
