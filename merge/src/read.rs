@@ -538,6 +538,8 @@ impl Trace {
         // A stream the agent did not close (JVM killed) ends in zero fill,
         // where the decoder stops: say so, the rest is a valid prefix.
         let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
+        // Method events whose id had no definition: count, first id.
+        let mut undefined: (u64, Option<u64>) = (0, None);
         for rec in records {
             let rec = match rec {
                 Ok(r) => r,
@@ -592,11 +594,11 @@ impl Trace {
                             let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
                             self.push(tid, ts, Event::Exit { method, exception })
                         }
-                        None => self.losses.truncated.push(format!(
-                            "{}: method id {:#x} used before its definition",
-                            path.display(),
-                            e.method
-                        )),
+                        None => {
+                            // One message per stream, not one per event.
+                            undefined.0 += 1;
+                            undefined.1.get_or_insert(e.method);
+                        }
                     }
                 }
                 Payload::JvmEnd(p) => {
@@ -633,6 +635,12 @@ impl Trace {
                 }
                 _ => {}
             }
+        }
+        if let (n, Some(first)) = undefined {
+            self.losses.truncated.push(format!(
+                "{}: {n} method event(s) used a method id before its definition (first: {first:#x})",
+                path.display()
+            ));
         }
         if !finished {
             self.losses.truncated.push(format!(

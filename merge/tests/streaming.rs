@@ -7,8 +7,8 @@ mod synth;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, build_report, CallIndex, build_report_streaming, Cause, Invocation, MethodIdx, OffCpuInterval, ReportFilter,
-    ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    analyze, build_report, build_report_streaming, CallIndex, Cause, Invocation, MethodIdx, OffCpuInterval,
+    ReportFilter, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
 };
 use std::path::{Path, PathBuf};
 
@@ -82,13 +82,30 @@ fn synthetic_trace_same_callbacks_and_report_at_every_budget() {
     // syscalls, JVM states, windows, faults; wakers; recursion.
     let r: serde_json::Value = serde_json::from_str(&report).unwrap();
     let off = &r["methods"][0]["off_cpu_ns"];
-    for c in ["monitor", "park", "sleep", "socket", "lock_native", "page_fault", "runqueue", "gc"] {
+    for c in [
+        "monitor",
+        "park",
+        "sleep",
+        "socket",
+        "lock_native",
+        "page_fault",
+        "runqueue",
+        "gc",
+    ] {
         assert!(
-            r["methods"].as_array().unwrap().iter().any(|m| m["off_cpu_ns"][c].as_u64().unwrap_or(0) > 0),
+            r["methods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["off_cpu_ns"][c].as_u64().unwrap_or(0) > 0),
             "no method has {c} time: {off}"
         );
     }
-    assert!(r["threads"].as_array().unwrap().iter().any(|t| t["name"] == "VM Thread"));
+    assert!(r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "VM Thread"));
     // One run in memory; a few runs; many small runs.
     for (budget, min_runs, max_runs) in [(256 << 20, 0, 0), (2 << 20, 3, 40), (64 << 10, 100, usize::MAX)] {
         let (slog, sreport, runs) = streamed(&dir, budget);
@@ -199,7 +216,10 @@ fn truncated_streams_still_report() {
         problems.iter().any(|p| p.as_str().unwrap().contains("kernel.bin")),
         "{problems:?}"
     );
-    assert!(problems.iter().any(|p| p.as_str().unwrap().contains("jvm-4242.bin")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.as_str().unwrap().contains("jvm-4242.bin")),
+        "{problems:?}"
+    );
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
@@ -216,7 +236,10 @@ fn missing_temp_dir_is_a_clear_error() {
     };
     let e = build_report_streaming(&dir, &ReportFilter::default(), &opts).unwrap_err();
     let msg = format!("{e:#}");
-    assert!(msg.contains("temporary directory") && msg.contains("no/such/dir"), "{msg}");
+    assert!(
+        msg.contains("temporary directory") && msg.contains("no/such/dir"),
+        "{msg}"
+    );
     // It fits a larger budget: no temporary space needed at all.
     let opts = StreamOptions {
         memory_budget: 64 << 20,
@@ -233,4 +256,66 @@ fn sizes_parse() {
     assert_eq!(stream::parse_size("1000"), Ok(1000));
     assert!(stream::parse_size("12X").is_err());
     assert!(stream::parse_size("").is_err());
+}
+
+/// Method events with an undefined id are counted in one problem line per
+/// stream (not one line per event: the report stays small on a bad stream).
+#[test]
+fn undefined_method_ids_are_one_problem() {
+    use jtrace_format::*;
+    let dir = tempdir("undef").join("t.jtrace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut j = Encoder::new();
+    j.record(&Record {
+        tid: 9,
+        ts: 0,
+        payload: Payload::JvmStart(JvmStart {
+            pid: 9,
+            vm_version: "x".into(),
+        }),
+    });
+    for (i, m) in [7u64, 8, 7].into_iter().enumerate() {
+        j.record(&Record {
+            tid: 10,
+            ts: 10 + i as u64,
+            payload: Payload::MethodEntry(MethodEvent {
+                method: m,
+                flags: 0,
+                reserved: 0,
+            }),
+        });
+    }
+    j.record(&Record {
+        tid: 9,
+        ts: 20,
+        payload: Payload::JvmEnd(JvmEnd { lost_events: 0 }),
+    });
+    let mut bytes = FileHeader::new(JVM_MAGIC).to_bytes().to_vec();
+    bytes.extend_from_slice(&j.buf);
+    std::fs::write(dir.join("jvm-9.bin"), bytes).unwrap();
+    jtrace_merge::Meta {
+        format: "jtrace".into(),
+        version: FORMAT_VERSION,
+        complete: true,
+        ..Default::default()
+    }
+    .store(&dir)
+    .unwrap();
+    let (_, report) = in_memory(&dir);
+    let (_, sreport, _) = streamed(&dir, 1 << 20);
+    assert_eq!(report, sreport);
+    let r: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let problems: Vec<&str> = r["trace"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .filter(|p| p.contains("before its definition"))
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("3 method event(s)") && problems[0].contains("0x7"),
+        "{problems:?}"
+    );
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
