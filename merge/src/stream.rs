@@ -68,6 +68,16 @@ impl Default for StreamOptions {
     }
 }
 
+/// `64 KiB`, `256 MiB`: a budget as messages show it.
+fn human(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// Parses a size such as `64M`, `512K`, `2G` or a number of bytes.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
@@ -165,6 +175,7 @@ impl RecordReader {
 
     /// Whether `buf[pos..]` starts with a whole record, or with something
     /// the decoder decides on by itself (zero fill, a bad length).
+    #[inline]
     fn decidable(&self) -> bool {
         let rest = &self.buf[self.pos..];
         if rest.len() < fmt::RECORD_HEADER_LEN {
@@ -215,6 +226,7 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 impl Iterator for RecordReader {
     type Item = Result<Record, DecodeError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -346,9 +358,9 @@ impl Sorter {
         let dir = self.opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
         if !dir.is_dir() {
             anyhow::bail!(
-                "the trace does not fit the memory budget ({} MiB) and the temporary directory {} for sorted runs \
+                "the trace does not fit the memory budget ({}) and the temporary directory {} for sorted runs \
                  does not exist (set TMPDIR or --temp-dir, or raise --memory-budget)",
-                self.opts.memory_budget >> 20,
+                human(self.opts.memory_budget),
                 dir.display()
             );
         }
@@ -369,10 +381,10 @@ impl Sorter {
             .open(&path)
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "cannot create a sorted run in {} (the trace does not fit the memory budget of {} MiB): {e} \
+                    "cannot create a sorted run in {} (the trace does not fit the memory budget of {}): {e} \
                      (set TMPDIR or --temp-dir, or raise --memory-budget)",
                     dir.display(),
-                    self.opts.memory_budget >> 20
+                    human(self.opts.memory_budget)
                 )
             })?;
         // Unlinked at once: the run lives as long as the open file, and
