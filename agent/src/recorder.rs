@@ -135,7 +135,11 @@ impl Mapped {
             waits: AtomicU64::new(0),
             grower: Mutex::new(None),
         };
-        m.grow_locked(INITIAL.min(cap))?;
+        if let Err(e) = m.grow_locked(INITIAL.min(cap)) {
+            // SAFETY: our mapping, never used.
+            unsafe { libc::munmap(m.map.as_mut_ptr().cast(), m.cap as usize) };
+            return Err(e);
+        }
         let header = FileHeader::new(JVM_MAGIC).to_bytes();
         // SAFETY: the first INITIAL bytes are allocated and nobody else writes yet.
         unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), m.map.as_mut_ptr(), header.len()) };
