@@ -9,8 +9,8 @@
 # (SHA-256) and render requests, with a shared LRU cache behind a lock and
 # per-user statistics in a concurrent map (package infra, not traced);
 # every method of package `work` is traced: 6 calls per request. The body
-# size sets the work per call: 200 words (8 bytes each) is about 1 to 2 us
-# per traced call on average on this machine, 800 about 4 to 5 us; REQUESTS
+# size sets the work per call: 200 words (8 bytes each) is about 0.9 us of
+# CPU per traced call on average on this machine, 800 about 3.3 us; REQUESTS
 # is for 200 words and scaled down for bigger bodies (same run time).
 # Five set-ups, interleaved, REPEATS times each, on JDK 17 and 25:
 #   plain          java
