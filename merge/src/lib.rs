@@ -15,6 +15,12 @@
 //! analyze(&trace, &mut v);
 //! println!("slowest invocation: {} ns", v.0);
 //! ```
+//!
+//! [`Trace::open`] holds the whole trace in memory (views that need all of it,
+//! e.g. the HTML timeline). [`stream`] runs the same analysis on a trace of any
+//! length in memory bounded by a budget (what `jtrace report` uses), with the
+//! same results, including the waker's method of every wakeup
+//! ([`stream::analyze_with_wakers`]).
 
 pub mod analyze;
 pub mod cause;
