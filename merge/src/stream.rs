@@ -993,7 +993,7 @@ impl SortedEvents {
 }
 
 /// Walks every thread of a streamed trace, in tid order, and drives `v`
-/// exactly as [`crate::analyze`] does on the same trace opened whole.
+/// exactly as [`crate::analyze()`] does on the same trace opened whole.
 pub fn analyze(trace: &Trace, mut events: SortedEvents, v: &mut dyn Visitor) -> anyhow::Result<()> {
     walk_all(trace, &mut events, v, None)
 }
