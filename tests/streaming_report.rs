@@ -6,39 +6,15 @@
 
 mod common;
 
+#[path = "../merge/tests/common/callback_log.rs"]
+mod callback_log;
+use callback_log::Log;
+
 use common::*;
 use jtrace_merge::stream::{self, StreamOptions};
-use jtrace_merge::{
-    analyze, build_report, CallIndex, Invocation, MethodIdx, OffCpuInterval, ReportFilter, ThreadInfo, ThreadTotals,
-    Trace, Visitor, Wake,
-};
+use jtrace_merge::{analyze, build_report, CallIndex, MethodIdx, ReportFilter, ThreadInfo, Trace, Visitor, Wake};
 use std::path::Path;
 use std::process::Command;
-
-/// Every callback, as text (waker methods resolved when given).
-#[derive(Default)]
-struct Log(Vec<String>);
-
-impl Visitor for Log {
-    fn thread_begin(&mut self, t: &ThreadInfo) {
-        self.0.push(format!("begin {t:?}"));
-    }
-    fn enter(&mut self, t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
-        self.0.push(format!("enter {} {ts} {depth} {m}", t.tid));
-    }
-    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
-        self.0.push(format!("exit {} {depth} {inv:?}", t.tid));
-    }
-    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        self.0.push(format!("off {} {depth} {iv:?}", t.tid));
-    }
-    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
-        self.0.push(format!("wake {} {depth} {w:?}", t.tid));
-    }
-    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
-        self.0.push(format!("end {} {totals:?}", t.tid));
-    }
-}
 
 /// Every wakeup with its waker's method (from the index when given).
 struct Wakes<'a>(Option<&'a CallIndex>, Vec<(u32, u64, Option<MethodIdx>)>);

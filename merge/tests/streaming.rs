@@ -5,10 +5,14 @@
 #[allow(dead_code)]
 mod synth;
 
+#[path = "common/callback_log.rs"]
+mod callback_log;
+use callback_log::Log;
+
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, build_report, build_report_streaming, CallIndex, Cause, Invocation, MethodIdx, OffCpuInterval,
-    ReportFilter, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    analyze, build_report, build_report_streaming, CallIndex, Cause, MethodIdx, ReportFilter, ThreadInfo, Trace,
+    Visitor, Wake,
 };
 use std::path::{Path, PathBuf};
 
@@ -17,31 +21,6 @@ fn tempdir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// Every callback, as text.
-#[derive(Default)]
-struct Log(Vec<String>);
-
-impl Visitor for Log {
-    fn thread_begin(&mut self, t: &ThreadInfo) {
-        self.0.push(format!("begin {t:?}"));
-    }
-    fn enter(&mut self, t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
-        self.0.push(format!("enter {} {ts} {depth} {m}", t.tid));
-    }
-    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
-        self.0.push(format!("exit {} {depth} {inv:?}", t.tid));
-    }
-    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        self.0.push(format!("off {} {depth} {iv:?}", t.tid));
-    }
-    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
-        self.0.push(format!("wake {} {depth} {w:?}", t.tid));
-    }
-    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
-        self.0.push(format!("end {} {totals:?}", t.tid));
-    }
 }
 
 fn in_memory(dir: &Path) -> (Vec<String>, String) {
