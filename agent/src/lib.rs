@@ -99,6 +99,9 @@ static ENV: AtomicPtr<jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
 /// Every traced thread's stream buffer in the current session, by tid (for
 /// the final drain of a stop).
 static SESSION_BUFS: Mutex<Vec<(u32, SharedBuf)>> = Mutex::new(Vec::new());
+/// Threads of the current session given a THREAD_START by
+/// `name_existing_threads` (they get no second one when they register).
+static NAMED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// Serialises load, attach and stop (attach commands come one at a time on
 /// HotSpot's attach listener, but nothing else guarantees it).
 static CONTROL: Mutex<()> = Mutex::new(());
@@ -266,7 +269,12 @@ unsafe fn register(
     }
     let buf = rec.new_thread_buf();
     lock(&SESSION_BUFS).push((tid(), buf.clone()));
-    if let Some(i) = info {
+    // Named already (and only this once: a later thread on a reused tid is not).
+    let named = {
+        let mut n = lock(&NAMED);
+        n.iter().position(|&t| t == tid()).map(|i| n.swap_remove(i)).is_some()
+    };
+    if let (Some(i), false) = (info, named) {
         let payload = Payload::ThreadStart(ThreadStart {
             daemon: i.daemon as u32,
             name: i.name,
@@ -452,6 +460,9 @@ unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread,
                 register(st, rec, cfg, env, jni, thread, ts);
             }
         });
+        // Threads started before VMInit (Reference Handler, Finalizer,
+        // Signal Dispatcher, ...) get no ThreadStart event: name them now.
+        name_existing_threads(env, jni, ts);
     }
     let mut events = vec![JVMTI_EVENT_THREAD_START, JVMTI_EVENT_THREAD_END];
     if cfg.traces_methods() && !probe::enabled(cfg) {
@@ -709,6 +720,7 @@ unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool) -> i32 {
         }
     }
     lock(&SESSION_BUFS).clear();
+    lock(&NAMED).clear();
     SESSION.fetch_add(1, Ordering::SeqCst);
     CONFIG.set(cfg);
     RECORDER.set(rec);
@@ -791,6 +803,12 @@ unsafe fn name_existing_threads(env: *mut jvmtiEnv, jni: *mut JNIEnv, ts: u64) {
                 same_name[0]
             }
         };
+        // The calling thread names itself when it registers; a thread is
+        // named once per session.
+        if tid == crate::tid() || lock(&NAMED).contains(&tid) {
+            continue;
+        }
+        lock(&NAMED).push(tid);
         rec.write_direct(&Record {
             tid,
             ts,

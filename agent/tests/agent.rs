@@ -406,6 +406,41 @@ fn thread_identities_are_kernel_tids() {
     }
 }
 
+/// Java threads started before VMInit get no ThreadStart event; the agent
+/// names them at VMInit (GetAllThreads, matched to the kernel tasks by
+/// name), once each.
+#[test]
+fn threads_started_before_vminit_are_named() {
+    for java in jvms() {
+        let r = run(&java, BASIC, "early-threads");
+        check_well_formed(&r);
+        let j = java.display();
+        let recorded = r.thread_tids();
+        let mut tids = Vec::new();
+        for name in ["Reference Handler", "Finalizer", "Signal Dispatcher"] {
+            let tid = recorded.get(name).copied();
+            assert!(
+                tid.is_some_and(|t| t > 0),
+                "{j}: no THREAD_START for {name}: {recorded:?}"
+            );
+            tids.extend(tid);
+        }
+        let starts = |t: u32| {
+            r.records
+                .iter()
+                .filter(|x| x.tid == t && matches!(x.payload, Payload::ThreadStart(_)))
+                .count()
+        };
+        for t in &tids {
+            assert_eq!(starts(*t), 1, "{j}: tid {t} named more than once");
+        }
+        tids.sort();
+        tids.dedup();
+        assert_eq!(tids.len(), 3, "{j}: {recorded:?}");
+        assert!(!tids.contains(&recorded["main"]), "{j}: {recorded:?}");
+    }
+}
+
 #[test]
 fn timestamps_are_clock_monotonic() {
     for java in jvms() {
