@@ -971,51 +971,99 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
     })
 }
 
-impl<'a> Iterator for Decoder<'a> {
-    type Item = Result<Record, DecodeError>;
+/// A record whose payload is not decoded yet: its header fields and the
+/// payload bytes, borrowed from the stream. Readers that only need a few
+/// fixed-offset fields of the hot kinds read them from `payload` directly
+/// (no [`Payload`] built, nothing allocated) and [`RawRecord::decode`] the rest.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    /// Record kind ([`kind`]).
+    pub kind: u16,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts: u64,
+    /// The payload bytes (record length minus the header; may include padding).
+    pub payload: &'a [u8],
+    /// Offset of the record in the file, for messages.
+    pub offset: usize,
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = &self.data[self.pos..];
+impl RawRecord<'_> {
+    /// Decodes the payload, exactly as [`Decoder`]'s iterator does.
+    pub fn decode(&self) -> Result<Record, DecodeError> {
+        match decode_payload(self.kind, self.payload) {
+            Some(payload) => Ok(Record {
+                tid: self.tid,
+                ts: self.ts,
+                payload,
+            }),
+            None => Err(DecodeError::Corrupt {
+                offset: self.offset,
+                what: "payload shorter than its kind",
+            }),
+        }
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// The next record with its payload undecoded. After an error (or a
+    /// payload that then fails to [`RawRecord::decode`]) the caller stops.
+    #[inline]
+    pub fn next_raw(&mut self) -> Option<Result<RawRecord<'a>, DecodeError>> {
+        let data: &'a [u8] = self.data;
+        let rest = &data[self.pos..];
         if rest.is_empty() {
             return None;
         }
         let offset = self.base + self.pos;
-        if rest.len() < RECORD_HEADER_LEN {
-            self.pos = self.data.len();
+        let Some(head) = rest.first_chunk::<RECORD_HEADER_LEN>() else {
+            self.pos = data.len();
             return Some(Err(DecodeError::Truncated { offset }));
-        }
-        let kind = u16::from_le_bytes([rest[0], rest[1]]);
-        let len = u16::from_le_bytes([rest[2], rest[3]]) as usize;
-        let tid = u32::from_le_bytes(rest[4..8].try_into().unwrap());
-        let ts = u64::from_le_bytes(rest[8..16].try_into().unwrap());
+        };
+        let kind = u16::from_le_bytes([head[0], head[1]]);
+        let len = u16::from_le_bytes([head[2], head[3]]) as usize;
+        let tid = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let ts = u64::from_le_bytes([
+            head[8], head[9], head[10], head[11], head[12], head[13], head[14], head[15],
+        ]);
         if kind == 0 && len == 0 {
             // Zero fill: a preallocated or mmap'd file that was not written
             // to the end. Treat as the end of the stream.
-            self.pos = self.data.len();
+            self.pos = data.len();
             return None;
         }
         if len < RECORD_HEADER_LEN || !len.is_multiple_of(8) {
-            self.pos = self.data.len();
+            self.pos = data.len();
             return Some(Err(DecodeError::Corrupt {
                 offset,
                 what: "bad record length",
             }));
         }
         if rest.len() < len {
-            self.pos = self.data.len();
+            self.pos = data.len();
             return Some(Err(DecodeError::Truncated { offset }));
         }
         self.pos += len;
-        match decode_payload(kind, &rest[RECORD_HEADER_LEN..len]) {
-            Some(payload) => Some(Ok(Record { tid, ts, payload })),
-            None => {
-                self.pos = self.data.len();
-                Some(Err(DecodeError::Corrupt {
-                    offset,
-                    what: "payload shorter than its kind",
-                }))
-            }
+        Some(Ok(RawRecord {
+            kind,
+            tid,
+            ts,
+            payload: &rest[RECORD_HEADER_LEN..len],
+            offset,
+        }))
+    }
+}
+
+impl<'a> Iterator for Decoder<'a> {
+    type Item = Result<Record, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let r = self.next_raw()?.and_then(|raw| raw.decode());
+        if r.is_err() {
+            self.pos = self.data.len();
         }
+        Some(r)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::cause::Cause;
 use crate::meta::Meta;
-use jtrace_format::{self as fmt, kind, DecodeError, Decoder, FileHeader, Payload, Record};
+use jtrace_format::{self as fmt, kind, DecodeError, Decoder, FileHeader, Payload, RawRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -218,6 +218,39 @@ fn records(data: &[u8]) -> Decoder<'_> {
     Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN)
 }
 
+/// Records with their payloads undecoded, from a stream held whole in
+/// memory ([`Decoder`]) or read in chunks ([`crate::stream::RecordReader`]).
+pub(crate) trait RawRecords {
+    /// The next record; the reading stops at the first error.
+    fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>>;
+}
+
+impl RawRecords for Decoder<'_> {
+    #[inline]
+    fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>> {
+        Decoder::next_raw(self)
+    }
+}
+
+/// The first `N` little-endian u32 fields of a payload, if it has them: the
+/// fast path of the fixed-size hot kinds (one bounds check, nothing built).
+#[inline]
+fn words<const N: usize>(p: &[u8]) -> Option<[u32; N]> {
+    let mut out = [0u32; N];
+    let b = p.get(..4 * N)?;
+    for (o, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+        *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    Some(out)
+}
+
+impl<R: RawRecords + ?Sized> RawRecords for &mut R {
+    #[inline]
+    fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>> {
+        (**self).next_raw()
+    }
+}
+
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
     let data = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let header = FileHeader::parse(&data)
@@ -342,15 +375,20 @@ impl Trace {
     /// Interned: the table grows with the number of distinct strings (monitor
     /// and blocker classes), not with the number of events.
     fn detail(&mut self, s: String) -> u32 {
+        self.detail_str(&s)
+    }
+
+    /// [`Trace::detail`] of a borrowed string: allocates only for a new one.
+    fn detail_str(&mut self, s: &str) -> u32 {
         if s.is_empty() {
             return 0;
         }
-        if let Some(&i) = self.detail_ids.get(&s) {
+        if let Some(&i) = self.detail_ids.get(s) {
             return i;
         }
-        self.details.push(s.clone());
+        self.details.push(s.to_owned());
         let i = (self.details.len() - 1) as u32;
-        self.detail_ids.insert(s, i);
+        self.detail_ids.insert(s.to_owned(), i);
         i
     }
 
@@ -390,9 +428,63 @@ impl Trace {
         self.events.entry(tid).or_default().push(Timed { ts, event });
     }
 
-    pub(crate) fn read_kernel(&mut self, path: &Path, records: impl Iterator<Item = Result<Record, DecodeError>>) {
-        for rec in records {
-            let rec = match rec {
+    pub(crate) fn read_kernel(&mut self, path: &Path, mut records: impl RawRecords) {
+        while let Some(raw) = records.next_raw() {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    self.losses.truncated.push(format!("{}: {e}", path.display()));
+                    break;
+                }
+            };
+            let (tid, ts) = (raw.tid, raw.ts);
+            // Fast paths: the hot fixed-size kinds straight from the bytes,
+            // exactly as the decoded payloads below would give them.
+            match raw.kind {
+                kind::SWITCH_OUT => {
+                    if let Some([tgid, prev_state, cpu, next_tid]) = words(raw.payload) {
+                        self.kernel_records += 1;
+                        self.set_tgid(tid, tgid);
+                        self.push(
+                            tid,
+                            ts,
+                            Event::SwitchOut {
+                                preempted: prev_state == fmt::TASK_RUNNING,
+                                prev_state,
+                                cpu,
+                                next_tid,
+                            },
+                        );
+                        continue;
+                    }
+                }
+                kind::SWITCH_IN => {
+                    if let Some([tgid, cpu, prev_tid, _]) = words(raw.payload) {
+                        self.kernel_records += 1;
+                        self.set_tgid(tid, tgid);
+                        self.end_block(tid, ts);
+                        self.push(tid, ts, Event::SwitchIn { cpu, prev_tid });
+                        continue;
+                    }
+                }
+                kind::WAKEUP => {
+                    if let Some([_, waker_tid, waker_tgid, _, new_task, _]) = words(raw.payload) {
+                        self.kernel_records += 1;
+                        self.push(
+                            tid,
+                            ts,
+                            Event::Wakeup {
+                                waker_tid,
+                                waker_tgid,
+                                new_task: new_task != 0,
+                            },
+                        );
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let rec = match raw.decode() {
                 Ok(r) => r,
                 Err(e) => {
                     self.losses.truncated.push(format!("{}: {e}", path.display()));
@@ -400,7 +492,6 @@ impl Trace {
                 }
             };
             self.kernel_records += 1;
-            let (tid, ts) = (rec.tid, rec.ts);
             match rec.payload {
                 Payload::SwitchOut(p) => {
                     self.set_tgid(tid, p.tgid);
@@ -522,12 +613,7 @@ impl Trace {
         }
     }
 
-    pub(crate) fn read_jvm(
-        &mut self,
-        path: &Path,
-        header: &FileHeader,
-        records: impl Iterator<Item = Result<Record, DecodeError>>,
-    ) {
+    pub(crate) fn read_jvm(&mut self, path: &Path, header: &FileHeader, mut records: impl RawRecords) {
         // Method ids are only unique within one JVM.
         let mut ids: crate::stream::TidMap<MethodIdx, u64> = Default::default();
         let mut interned: HashMap<MethodInfo, MethodIdx> = HashMap::new();
@@ -540,8 +626,54 @@ impl Trace {
         let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
         // Method events whose id had no definition: count, first id.
         let mut undefined: (u64, Option<u64>) = (0, None);
-        for rec in records {
-            let rec = match rec {
+        while let Some(raw) = records.next_raw() {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    self.losses.truncated.push(format!("{}: {e}", path.display()));
+                    finished = true;
+                    break;
+                }
+            };
+            let (tid, ts) = (raw.tid, raw.ts);
+            // Fast paths: method entry/exit and the blocking states straight
+            // from the bytes (the class name is looked up, not allocated).
+            match raw.kind {
+                kind::METHOD_ENTRY | kind::METHOD_EXIT => {
+                    if let Some([lo, hi, flags, _]) = words(raw.payload) {
+                        self.jvm_records += 1;
+                        let id = (hi as u64) << 32 | lo as u64;
+                        match ids.get(&id) {
+                            Some(&method) if raw.kind == kind::METHOD_ENTRY => self.push(tid, ts, Event::Enter(method)),
+                            Some(&method) => {
+                                let exception = flags & fmt::EXIT_BY_EXCEPTION != 0;
+                                self.push(tid, ts, Event::Exit { method, exception })
+                            }
+                            None => {
+                                undefined.0 += 1;
+                                undefined.1.get_or_insert(id);
+                            }
+                        }
+                        continue;
+                    }
+                }
+                k @ kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => {
+                    // JvmBlock: u64 arg, then a u16-length-prefixed string.
+                    let p = raw.payload;
+                    let class = p
+                        .get(8..10)
+                        .map(|n| u16::from_le_bytes([n[0], n[1]]) as usize)
+                        .and_then(|n| p.get(10..10 + n));
+                    if let (Some(class), Some((cause, begin))) = (class, block_of(k)) {
+                        self.jvm_records += 1;
+                        let detail = self.detail_str(&String::from_utf8_lossy(class));
+                        self.push(tid, ts, Event::Block { cause, begin, detail });
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let rec = match raw.decode() {
                 Ok(r) => r,
                 Err(e) => {
                     self.losses.truncated.push(format!("{}: {e}", path.display()));
@@ -550,7 +682,6 @@ impl Trace {
                 }
             };
             self.jvm_records += 1;
-            let (tid, ts) = (rec.tid, rec.ts);
             match rec.payload {
                 Payload::JvmStart(p) => jvm_pid = Some(p.pid),
                 Payload::ThreadStart(p) => {
@@ -607,17 +738,7 @@ impl Trace {
                 }
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
                 Payload::Jvm(k, b) => {
-                    let block = match k {
-                        kind::MONITOR_CONTENDED_ENTER => Some((Cause::Monitor, true)),
-                        kind::MONITOR_CONTENDED_ENTERED => Some((Cause::Monitor, false)),
-                        kind::MONITOR_WAIT => Some((Cause::Wait, true)),
-                        kind::MONITOR_WAITED => Some((Cause::Wait, false)),
-                        kind::PARK_BEGIN => Some((Cause::Park, true)),
-                        kind::PARK_END => Some((Cause::Park, false)),
-                        kind::SLEEP_BEGIN => Some((Cause::Sleep, true)),
-                        kind::SLEEP_END => Some((Cause::Sleep, false)),
-                        _ => None,
-                    };
+                    let block = block_of(k);
                     let window = match k {
                         kind::GC_START => Some((Cause::Gc, true)),
                         kind::GC_END => Some((Cause::Gc, false)),
@@ -652,6 +773,21 @@ impl Trace {
         if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
             self.jvm_pids.push(pid);
         }
+    }
+}
+
+/// The blocking state a JVM kind begins or ends.
+fn block_of(k: u16) -> Option<(Cause, bool)> {
+    match k {
+        kind::MONITOR_CONTENDED_ENTER => Some((Cause::Monitor, true)),
+        kind::MONITOR_CONTENDED_ENTERED => Some((Cause::Monitor, false)),
+        kind::MONITOR_WAIT => Some((Cause::Wait, true)),
+        kind::MONITOR_WAITED => Some((Cause::Wait, false)),
+        kind::PARK_BEGIN => Some((Cause::Park, true)),
+        kind::PARK_END => Some((Cause::Park, false)),
+        kind::SLEEP_BEGIN => Some((Cause::Sleep, true)),
+        kind::SLEEP_END => Some((Cause::Sleep, false)),
+        _ => None,
     }
 }
 

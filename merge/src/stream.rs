@@ -35,7 +35,7 @@
 use crate::analyze::{Invocation, OffCpuInterval, ThreadTotals, ThreadWalk, Visitor, Wake};
 use crate::cause::Cause;
 use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
-use jtrace_format::{self as fmt, DecodeError, Decoder, FileHeader, Record};
+use jtrace_format::{self as fmt, DecodeError, Decoder, FileHeader, RawRecord};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
@@ -223,11 +223,9 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-impl Iterator for RecordReader {
-    type Item = Result<Record, DecodeError>;
-
+impl crate::read::RawRecords for RecordReader {
     #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>> {
         if self.done {
             return None;
         }
@@ -239,14 +237,9 @@ impl Iterator for RecordReader {
             self.done = true;
             return None;
         }
-        let len = if rest.len() >= 4 {
-            u16::from_le_bytes([rest[2], rest[3]]) as usize
-        } else {
-            0
-        };
-        let r = Decoder::new(rest, self.base + self.pos).next();
+        let r = Decoder::new(rest, self.base + self.pos).next_raw();
         match &r {
-            Some(Ok(_)) => self.pos += len,
+            Some(Ok(raw)) => self.pos += fmt::RECORD_HEADER_LEN + raw.payload.len(),
             _ => self.done = true,
         }
         r
@@ -289,7 +282,13 @@ pub(crate) struct Sorter {
     opts: StreamOptions,
     /// Bytes held by `buckets` and `syscalls` (capacities).
     bytes: usize,
-    buckets: TidMap<Vec<Timed>>,
+    /// Buffered events per thread, in first-seen order: (tid, events).
+    buckets: Vec<(u32, Vec<Timed>)>,
+    /// Index in `buckets` of each thread's bucket.
+    slot: TidMap<usize>,
+    /// The last thread pushed and its bucket: consecutive records are
+    /// mostly of one thread, so most pushes skip the lookup.
+    last: Option<(u32, usize)>,
     /// Records of the syscall entries in the buffer; index = idx - `sc_base`.
     syscalls: Vec<SyscallInfo>,
     sc_base: u32,
@@ -312,7 +311,9 @@ impl Sorter {
         Sorter {
             opts: opts.clone(),
             bytes: 0,
-            buckets: TidMap::default(),
+            buckets: Vec::new(),
+            slot: TidMap::default(),
+            last: None,
             syscalls: Vec::new(),
             sc_base: 0,
             next_syscall: 0,
@@ -339,7 +340,19 @@ impl Sorter {
         if let (Some(q), Event::Wakeup { waker_tid, .. }) = (&mut self.queries, event) {
             q.push(waker_tid, ts, cross(tid, None));
         }
-        let b = self.buckets.entry(tid).or_default();
+        let i = match self.last {
+            Some((t, i)) if t == tid => i,
+            _ => {
+                let n = self.buckets.len();
+                let i = *self.slot.entry(tid).or_insert(n);
+                if i == n {
+                    self.buckets.push((tid, Vec::new()));
+                }
+                self.last = Some((tid, i));
+                i
+            }
+        };
+        let b = &mut self.buckets[i].1;
         let cap = b.capacity();
         b.push(Timed { ts, event });
         self.bytes += (b.capacity() - cap) * ITEM;
@@ -390,8 +403,10 @@ impl Sorter {
         // Unlinked at once: the run lives as long as the open file, and
         // nothing is left behind whatever happens to the process.
         let _ = std::fs::remove_file(&path);
-        let mut tids: Vec<u32> = self.buckets.keys().copied().collect();
-        tids.sort_unstable();
+        let mut buckets = std::mem::take(&mut self.buckets);
+        buckets.sort_unstable_by_key(|b| b.0);
+        self.slot.clear();
+        self.last = None;
         let mut segments = BTreeMap::new();
         let mut out = Vec::with_capacity(1 << 20);
         let mut written = 0u64;
@@ -402,8 +417,7 @@ impl Sorter {
                 dir.display()
             )
         };
-        for tid in tids {
-            let mut evs = self.buckets.remove(&tid).unwrap_or_default();
+        for (tid, mut evs) in buckets {
             sort_bucket(&mut self.span, tid, &mut evs);
             let offset = written + out.len() as u64;
             for e in &evs {
@@ -428,7 +442,6 @@ impl Sorter {
         }
         file.write_all(&out).map_err(werr)?;
         file.seek(SeekFrom::Start(0)).map_err(werr)?;
-        self.buckets = TidMap::default();
         self.syscalls = Vec::new();
         self.sc_base = self.next_syscall;
         self.bytes = 0;
@@ -448,6 +461,7 @@ impl Sorter {
         for (tid, evs) in self.buckets.iter_mut() {
             sort_bucket(&mut self.span, *tid, evs);
         }
+        let buckets: TidMap<Vec<Timed>> = self.buckets.into_iter().collect();
         let spilled_runs = self.runs.len();
         // The runs' read buffers share an eighth of the budget (at least
         // 64 KiB each), so many runs do not add up to more memory.
@@ -465,7 +479,7 @@ impl Sorter {
                     chunk,
                 })
                 .collect(),
-            buckets: self.buckets,
+            buckets,
             syscalls: self.syscalls,
             sc_base: self.sc_base,
             windows: HashMap::new(),
