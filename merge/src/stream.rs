@@ -651,15 +651,17 @@ impl RunReader {
         Ok(())
     }
 
-    /// Decodes the next event of the current segment.
-    fn next(&mut self) -> anyhow::Result<(Timed, Option<SyscallInfo>)> {
+    /// Decodes the next event of the current segment; the record of a
+    /// syscall entry goes to `sc_out` (then returns true).
+    #[inline]
+    fn next(&mut self, sc_out: &mut Option<SyscallInfo>) -> anyhow::Result<(Timed, bool)> {
         self.ensure(MAX_ENCODED)?;
         let b = &self.buf[self.pos..];
         let bad = || anyhow::anyhow!("a sorted run is corrupt (was the temporary file changed?)");
         let mut c = Cur { b, at: 0 };
         let ts = c.u64().ok_or_else(bad)?;
         let tag = c.u8().ok_or_else(bad)?;
-        let mut sc = None;
+        let mut has = false;
         let event = (|| {
             Some(match tag {
                 0 => Event::SwitchOut {
@@ -709,7 +711,8 @@ impl RunReader {
                         dev: c.u64()?,
                         ino: c.u64()?,
                     };
-                    sc = Some(SyscallInfo { tid, enter, rec });
+                    *sc_out = Some(SyscallInfo { tid, enter, rec });
+                    has = true;
                     Event::Syscall { idx, enter: true }
                 }
                 10 => Event::PageFault { address: c.u64()? },
@@ -727,7 +730,7 @@ impl RunReader {
         })()
         .ok_or_else(bad)?;
         self.pos += c.at;
-        Ok((Timed { ts, event }, sc))
+        Ok((Timed { ts, event }, has))
     }
 }
 
@@ -829,9 +832,14 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     Ok((t, events))
 }
 
-/// An event as the walk gets it, with the record of a syscall entry (boxed:
-/// rare, and large next to the event).
-type Ev = (Timed, Option<Box<SyscallInfo>>);
+/// An event as the merge moves it: the event and the source it came from
+/// when it is a syscall entry with a record ([`NO_SC`] otherwise). The
+/// record itself stays put (in the source's slot or the syscall table): a
+/// small, plain value to move around per event, nothing allocated.
+type Ev = (Timed, u32);
+
+/// [`Ev`] without a syscall record.
+const NO_SC: u32 = u32::MAX;
 
 /// One source of a thread's merged events.
 enum Source<'a> {
@@ -854,6 +862,9 @@ struct ThreadEvents<'a> {
     windows: &'a [(u64, Cause, bool)],
     /// The next event of the sources, held back while windows go first.
     held: Option<Ev>,
+    /// Per run source: the syscall record of its latest entry event (a
+    /// source has at most one event out at a time, so one slot each).
+    sc: Vec<Option<SyscallInfo>>,
 }
 
 impl<'a> ThreadEvents<'a> {
@@ -884,7 +895,9 @@ impl<'a> ThreadEvents<'a> {
             sc_base,
             windows,
             held: None,
+            sc: Vec::new(),
         };
+        t.sc.resize(t.sources.len(), None);
         if t.sources.len() == 1 {
             t.current = Some(0);
             t.heads.push(None);
@@ -905,17 +918,12 @@ impl<'a> ThreadEvents<'a> {
             Source::Run(_, 0) => Ok(None),
             Source::Run(r, n) => {
                 *n -= 1;
-                r.next().map(|(e, sc)| Some((e, sc.map(Box::new))))
+                let (e, has) = r.next(&mut self.sc[i])?;
+                Ok(Some((e, if has { i as u32 } else { NO_SC })))
             }
             Source::Mem(it) => Ok(it.next().map(|e| {
-                let sc = match e.event {
-                    Event::Syscall { idx, enter: true } => idx
-                        .checked_sub(self.sc_base)
-                        .and_then(|i| self.syscalls.get(i as usize))
-                        .map(|sc| Box::new(*sc)),
-                    _ => None,
-                };
-                (*e, sc)
+                let m = matches!(e.event, Event::Syscall { enter: true, .. });
+                (*e, if m { i as u32 } else { NO_SC })
             })),
         }
     }
@@ -955,8 +963,9 @@ impl<'a> ThreadEvents<'a> {
         }
     }
 
-    /// The thread's next event, windows included.
-    fn next(&mut self) -> anyhow::Result<Option<Ev>> {
+    /// The thread's next event, windows included, with the record of a
+    /// syscall entry.
+    fn next(&mut self) -> anyhow::Result<Option<(Timed, Option<&SyscallInfo>)>> {
         if self.held.is_none() {
             self.held = self.next_own()?;
         }
@@ -970,7 +979,20 @@ impl<'a> ThreadEvents<'a> {
                 return Ok(Some((e, None)));
             }
         }
-        Ok(self.held.take())
+        let Some((e, src)) = self.held.take() else {
+            return Ok(None);
+        };
+        let sc = match (src, e.event) {
+            (NO_SC, _) => None,
+            (i, Event::Syscall { idx, .. }) => match self.sources[i as usize] {
+                Source::Mem(_) => idx
+                    .checked_sub(self.sc_base)
+                    .and_then(|k| self.syscalls.get(k as usize)),
+                Source::Run(..) => self.sc[i as usize].as_ref(),
+            },
+            _ => None,
+        };
+        Ok(Some((e, sc)))
     }
 }
 
@@ -1060,7 +1082,7 @@ fn walk_all(
                     }
                 } else {
                     while let Some((e, sc)) = evs.next()? {
-                        walk.event(&e, sc.as_deref(), v);
+                        walk.event(&e, sc, v);
                     }
                 }
                 walk.finish(v);
@@ -1076,7 +1098,7 @@ fn walk_all(
                 };
                 let mut walk = ThreadWalk::new(info, &mut w);
                 while let Some((e, sc)) = evs.next()? {
-                    walk.event(&e, sc.as_deref(), &mut w);
+                    walk.event(&e, sc, &mut w);
                 }
                 walk.finish(&mut w);
                 if let Some(e) = w.error {
@@ -1170,7 +1192,9 @@ mod tests {
                 chunk,
             };
             for (i, want) in expect.iter().enumerate() {
-                assert_eq!(&r.next().unwrap(), want, "chunk {chunk}, event {i}");
+                let mut sc = None;
+                let (e, has) = r.next(&mut sc).unwrap();
+                assert_eq!(&(e, has.then_some(sc).flatten()), want, "chunk {chunk}, event {i}");
             }
             assert_eq!(r.offset + r.pos as u64, out.len() as u64);
         }
@@ -1337,7 +1361,7 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
                 answer(&mut answers, &st, info.tid, &qe);
                 q = qs.next()?.map(|(qe, _)| qe);
             }
-            walk.event(&e, sc.as_deref(), &mut st);
+            walk.event(&e, sc, &mut st);
         }
         walk.finish(&mut st);
         while let Some(qe) = q {
