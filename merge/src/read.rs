@@ -269,6 +269,31 @@ fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Sorts a JVM's stop windows by time and turns every safepoint that
+/// contains a GC into a GC stop: DESIGN.md's `safepoint` is a non-GC stop,
+/// and JVMTI's GC start/finish cover only the collection, not the
+/// safepoint's synchronisation and clean-up around it (a few ms on JDK 25).
+pub(crate) fn gc_safepoints(wins: &mut [(u64, Cause, bool)]) {
+    wins.sort_by_key(|w| w.0);
+    let mut open: Option<usize> = None;
+    for i in 0..wins.len() {
+        match wins[i] {
+            (_, Cause::Safepoint, true) => open = Some(i),
+            (_, Cause::Safepoint, false) => open = None,
+            (_, Cause::Gc, true) => {
+                if let Some(b) = open.take() {
+                    wins[b].1 = Cause::Gc;
+                    // Its end: the next safepoint end after the GC began.
+                    if let Some(e) = (i..wins.len()).find(|&j| wins[j].1 == Cause::Safepoint && !wins[j].2) {
+                        wins[e].1 = Cause::Gc;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Trace {
     /// Reads a trace directory written by `jtrace run`.
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
@@ -349,7 +374,8 @@ impl Trace {
 
     /// A JVM-wide stop applies to every Java thread of that JVM.
     fn spread_windows(&mut self) {
-        for (pid, wins) in std::mem::take(&mut self.windows) {
+        for (pid, mut wins) in std::mem::take(&mut self.windows) {
+            gc_safepoints(&mut wins);
             let tids: Vec<u32> = self
                 .threads
                 .values()
@@ -841,6 +867,32 @@ mod tests {
             prev_tid: 0,
             reserved: 0,
         })
+    }
+
+    /// A safepoint around a GC is a GC stop; one without is a safepoint.
+    #[test]
+    fn safepoints_containing_a_gc_are_gc_stops() {
+        use Cause::{Gc, Safepoint};
+        let mut w = vec![
+            (50, Gc, true),
+            (10, Safepoint, true),
+            (60, Gc, false),
+            (70, Safepoint, false),
+            (100, Safepoint, true),
+            (120, Safepoint, false),
+        ];
+        gc_safepoints(&mut w);
+        assert_eq!(
+            w,
+            vec![
+                (10, Gc, true),
+                (50, Gc, true),
+                (60, Gc, false),
+                (70, Gc, false),
+                (100, Safepoint, true),
+                (120, Safepoint, false),
+            ]
+        );
     }
 
     /// An at-switch SYSCALL record explains exactly the block it precedes:

@@ -814,7 +814,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     // JVM-wide windows: kept once per process, merged into each of its Java
     // threads during the walk (as Trace::open copies them).
     for (pid, mut wins) in std::mem::take(&mut t.windows) {
-        wins.sort_by_key(|w| w.0);
+        crate::read::gc_safepoints(&mut wins);
         if let (Some(first), Some(last)) = (wins.first().map(|w| w.0), wins.last().map(|w| w.0)) {
             for th in t.threads.values().filter(|th| th.java_name.is_some() && th.tgid == pid) {
                 let s = span.entry(th.tid).or_insert((first, last));
