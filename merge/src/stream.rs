@@ -515,59 +515,68 @@ fn cause_from(b: u8) -> Cause {
     Cause::ALL.get(b as usize).copied().unwrap_or(Cause::Unknown)
 }
 
+/// Bytes of one event in a run: ts, tag, two flag bytes, a pad byte, three
+/// u32 fields. Fixed, so writing is one copy and reading one bounds check.
+const FIXED: usize = 24;
+
+/// Bytes of the syscall record following a tag-8 event (tid, entry time,
+/// then the kernel record's fields).
+const SC_LEN: usize = 4 + 8 // tid, enter
+    + 8 + 4 + 4 + 8 + 4 + 4 + 8 // exit_ts, nr, fd_kind, ret, fd, flags, arg
+    + 2 * 4 // family, protocol, sport, dport
+    + 16 * 2 // saddr, daddr
+    + 8 + 8; // dev, ino
+
+/// Longest encoded event (a syscall entry with its record).
+const MAX_ENCODED: usize = FIXED + SC_LEN;
+
+/// The fixed part of an encoded event.
+#[inline]
+fn fixed(ts: u64, tag: u8, f1: u8, f2: u8, [a, b, c]: [u32; 3]) -> [u8; FIXED] {
+    let mut o = [0u8; FIXED];
+    o[..8].copy_from_slice(&ts.to_le_bytes());
+    o[8] = tag;
+    o[9] = f1;
+    o[10] = f2;
+    o[12..16].copy_from_slice(&a.to_le_bytes());
+    o[16..20].copy_from_slice(&b.to_le_bytes());
+    o[20..24].copy_from_slice(&c.to_le_bytes());
+    o
+}
+
 /// Appends one event (and the syscall record of an entry) to a run.
 fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
-    out.extend_from_slice(&e.ts.to_le_bytes());
-    let u32s = |out: &mut Vec<u8>, v: &[u32]| {
-        for x in v {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-    };
-    match e.event {
+    let ts = e.ts;
+    let rec = match e.event {
         Event::SwitchOut {
             preempted,
             prev_state,
             cpu,
             next_tid,
-        } => {
-            out.extend_from_slice(&[0, preempted as u8]);
-            u32s(out, &[prev_state, cpu, next_tid]);
-        }
-        Event::SwitchIn { cpu, prev_tid } => {
-            out.push(1);
-            u32s(out, &[cpu, prev_tid]);
-        }
+        } => fixed(ts, 0, preempted as u8, 0, [prev_state, cpu, next_tid]),
+        Event::SwitchIn { cpu, prev_tid } => fixed(ts, 1, 0, 0, [cpu, prev_tid, 0]),
         Event::Wakeup {
             waker_tid,
             waker_tgid,
             new_task,
-        } => {
-            out.push(2);
-            u32s(out, &[waker_tid, waker_tgid]);
-            out.push(new_task as u8);
-        }
-        Event::Enter(m) => {
-            out.push(3);
-            u32s(out, &[m]);
-        }
-        Event::Exit { method, exception } => {
-            out.push(4);
-            u32s(out, &[method]);
-            out.push(exception as u8);
-        }
-        Event::ThreadStart => out.push(5),
-        Event::ThreadEnd => out.push(6),
+        } => fixed(ts, 2, new_task as u8, 0, [waker_tid, waker_tgid, 0]),
+        Event::Enter(m) => fixed(ts, 3, 0, 0, [m, 0, 0]),
+        Event::Exit { method, exception } => fixed(ts, 4, exception as u8, 0, [method, 0, 0]),
+        Event::ThreadStart => fixed(ts, 5, 0, 0, [0; 3]),
+        Event::ThreadEnd => fixed(ts, 6, 0, 0, [0; 3]),
         Event::Syscall { idx, enter } => match (enter, sc) {
             (true, Some(sc)) => {
-                out.push(8);
-                u32s(out, &[idx, sc.tid]);
+                out.extend_from_slice(&fixed(ts, 8, 0, 0, [idx, 0, 0]));
+                let start = out.len();
                 let r = &sc.rec;
+                out.extend_from_slice(&sc.tid.to_le_bytes());
                 out.extend_from_slice(&sc.enter.to_le_bytes());
                 out.extend_from_slice(&r.exit_ts.to_le_bytes());
-                u32s(out, &[r.nr, r.fd_kind]);
+                out.extend_from_slice(&r.nr.to_le_bytes());
+                out.extend_from_slice(&r.fd_kind.to_le_bytes());
                 out.extend_from_slice(&r.ret.to_le_bytes());
                 out.extend_from_slice(&r.fd.to_le_bytes());
-                u32s(out, &[r.flags]);
+                out.extend_from_slice(&r.flags.to_le_bytes());
                 out.extend_from_slice(&r.arg.to_le_bytes());
                 for v in [r.family, r.protocol, r.sport, r.dport] {
                     out.extend_from_slice(&v.to_le_bytes());
@@ -576,33 +585,17 @@ fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
                 out.extend_from_slice(&r.daddr);
                 out.extend_from_slice(&r.dev.to_le_bytes());
                 out.extend_from_slice(&r.ino.to_le_bytes());
+                debug_assert_eq!(out.len() - start, SC_LEN);
+                return;
             }
-            _ => {
-                out.push(if enter { 9 } else { 7 });
-                u32s(out, &[idx]);
-            }
+            _ => fixed(ts, if enter { 9 } else { 7 }, 0, 0, [idx, 0, 0]),
         },
-        Event::PageFault { address } => {
-            out.push(10);
-            out.extend_from_slice(&address.to_le_bytes());
-        }
-        Event::Block { cause, begin, detail } => {
-            out.extend_from_slice(&[11, cause as u8, begin as u8]);
-            u32s(out, &[detail]);
-        }
-        Event::Window { cause, begin } => out.extend_from_slice(&[12, cause as u8, begin as u8]),
-    }
+        Event::PageFault { address } => fixed(ts, 10, 0, 0, [address as u32, (address >> 32) as u32, 0]),
+        Event::Block { cause, begin, detail } => fixed(ts, 11, cause as u8, begin as u8, [detail, 0, 0]),
+        Event::Window { cause, begin } => fixed(ts, 12, cause as u8, begin as u8, [0; 3]),
+    };
+    out.extend_from_slice(&rec);
 }
-
-/// Longest encoded event (a syscall entry with its record).
-const MAX_ENCODED: usize = 8 // ts
-    + 1 // tag
-    + 4 + 4 // idx, tid
-    + 8 + 8 // enter, exit_ts
-    + 4 + 4 + 8 + 4 + 4 + 8 // nr, fd_kind, ret, fd, flags, arg
-    + 2 * 4 // family, protocol, sport, dport
-    + 16 * 2 // saddr, daddr
-    + 8 + 8; // dev, ino
 
 /// Sequential reader of one run file.
 #[derive(Debug)]
@@ -655,82 +648,87 @@ impl RunReader {
     /// syscall entry goes to `sc_out` (then returns true).
     #[inline]
     fn next(&mut self, sc_out: &mut Option<SyscallInfo>) -> anyhow::Result<(Timed, bool)> {
-        self.ensure(MAX_ENCODED)?;
-        let b = &self.buf[self.pos..];
+        if self.buf.len() - self.pos < MAX_ENCODED {
+            self.ensure(MAX_ENCODED)?;
+        }
         let bad = || anyhow::anyhow!("a sorted run is corrupt (was the temporary file changed?)");
-        let mut c = Cur { b, at: 0 };
-        let ts = c.u64().ok_or_else(bad)?;
-        let tag = c.u8().ok_or_else(bad)?;
-        let mut has = false;
-        let event = (|| {
-            Some(match tag {
-                0 => Event::SwitchOut {
-                    preempted: c.u8()? != 0,
-                    prev_state: c.u32()?,
-                    cpu: c.u32()?,
-                    next_tid: c.u32()?,
-                },
-                1 => Event::SwitchIn {
-                    cpu: c.u32()?,
-                    prev_tid: c.u32()?,
-                },
-                2 => Event::Wakeup {
-                    waker_tid: c.u32()?,
-                    waker_tgid: c.u32()?,
-                    new_task: c.u8()? != 0,
-                },
-                3 => Event::Enter(c.u32()?),
-                4 => Event::Exit {
-                    method: c.u32()?,
-                    exception: c.u8()? != 0,
-                },
-                5 => Event::ThreadStart,
-                6 => Event::ThreadEnd,
-                7 | 9 => Event::Syscall {
-                    idx: c.u32()?,
-                    enter: tag == 9,
-                },
-                8 => {
-                    let idx = c.u32()?;
-                    let tid = c.u32()?;
-                    let enter = c.u64()?;
-                    let rec = fmt::Syscall {
-                        exit_ts: c.u64()?,
-                        nr: c.u32()?,
-                        fd_kind: c.u32()?,
-                        ret: c.u64()? as i64,
-                        fd: c.u32()? as i32,
-                        flags: c.u32()?,
-                        arg: c.u64()?,
-                        family: c.u16()?,
-                        protocol: c.u16()?,
-                        sport: c.u16()?,
-                        dport: c.u16()?,
-                        saddr: c.arr()?,
-                        daddr: c.arr()?,
-                        dev: c.u64()?,
-                        ino: c.u64()?,
-                    };
-                    *sc_out = Some(SyscallInfo { tid, enter, rec });
-                    has = true;
-                    Event::Syscall { idx, enter: true }
-                }
-                10 => Event::PageFault { address: c.u64()? },
-                11 => Event::Block {
-                    cause: cause_from(c.u8()?),
-                    begin: c.u8()? != 0,
-                    detail: c.u32()?,
-                },
-                12 => Event::Window {
-                    cause: cause_from(c.u8()?),
-                    begin: c.u8()? != 0,
-                },
-                _ => return None,
-            })
+        let h: &[u8; FIXED] = self.buf[self.pos..].first_chunk().ok_or_else(bad)?;
+        let ts = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        let (tag, f1, f2) = (h[8], h[9], h[10]);
+        let u = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let (a, b, c) = (u(12), u(16), u(20));
+        let event = match tag {
+            0 => Event::SwitchOut {
+                preempted: f1 != 0,
+                prev_state: a,
+                cpu: b,
+                next_tid: c,
+            },
+            1 => Event::SwitchIn { cpu: a, prev_tid: b },
+            2 => Event::Wakeup {
+                waker_tid: a,
+                waker_tgid: b,
+                new_task: f1 != 0,
+            },
+            3 => Event::Enter(a),
+            4 => Event::Exit {
+                method: a,
+                exception: f1 != 0,
+            },
+            5 => Event::ThreadStart,
+            6 => Event::ThreadEnd,
+            7..=9 => Event::Syscall {
+                idx: a,
+                enter: tag != 7,
+            },
+            10 => Event::PageFault {
+                address: (b as u64) << 32 | a as u64,
+            },
+            11 => Event::Block {
+                cause: cause_from(f1),
+                begin: f2 != 0,
+                detail: a,
+            },
+            12 => Event::Window {
+                cause: cause_from(f1),
+                begin: f2 != 0,
+            },
+            _ => return Err(bad()),
+        };
+        self.pos += FIXED;
+        if tag != 8 {
+            return Ok((Timed { ts, event }, false));
+        }
+        let mut c = Cur {
+            b: &self.buf[self.pos..],
+            at: 0,
+        };
+        let sc = (|| {
+            let tid = c.u32()?;
+            let enter = c.u64()?;
+            let rec = fmt::Syscall {
+                exit_ts: c.u64()?,
+                nr: c.u32()?,
+                fd_kind: c.u32()?,
+                ret: c.u64()? as i64,
+                fd: c.u32()? as i32,
+                flags: c.u32()?,
+                arg: c.u64()?,
+                family: c.u16()?,
+                protocol: c.u16()?,
+                sport: c.u16()?,
+                dport: c.u16()?,
+                saddr: c.arr()?,
+                daddr: c.arr()?,
+                dev: c.u64()?,
+                ino: c.u64()?,
+            };
+            Some(SyscallInfo { tid, enter, rec })
         })()
         .ok_or_else(bad)?;
         self.pos += c.at;
-        Ok((Timed { ts, event }, has))
+        *sc_out = Some(sc);
+        Ok((Timed { ts, event }, true))
     }
 }
 
@@ -744,9 +742,6 @@ impl Cur<'_> {
         let v: [u8; N] = self.b.get(self.at..self.at + N)?.try_into().ok()?;
         self.at += N;
         Some(v)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take::<1>().map(|v| v[0])
     }
     fn u16(&mut self) -> Option<u16> {
         self.take().map(u16::from_le_bytes)
