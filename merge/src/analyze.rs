@@ -343,7 +343,8 @@ impl<'a> ThreadWalk<'a> {
             CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
         }
         self.last = Some(e.ts);
-        let acc = self.acc;
+        // `self.acc` is read where needed, not copied per event (a
+        // Breakdown is ~150 bytes; most events do not need it).
         let (stack, totals, ctx) = (&mut self.stack, &mut self.totals, &mut self.ctx);
 
         match e.event {
@@ -395,7 +396,7 @@ impl<'a> ThreadWalk<'a> {
                     at_out,
                     evidence,
                 } => {
-                    let split = acc - at_out;
+                    let split = self.acc - at_out;
                     let iv = OffCpuInterval {
                         start: since,
                         end: e.ts,
@@ -426,7 +427,7 @@ impl<'a> ThreadWalk<'a> {
                         preempted: false,
                         prev_state: 0,
                         wake: None,
-                        at_out: acc,
+                        at_out: self.acc,
                         evidence: Evidence::None,
                     };
                 }
@@ -463,7 +464,7 @@ impl<'a> ThreadWalk<'a> {
                 stack.push(Frame {
                     method: m,
                     entry: e.ts,
-                    at_entry: acc,
+                    at_entry: self.acc,
                     outermost,
                 });
             }
@@ -476,14 +477,14 @@ impl<'a> ThreadWalk<'a> {
                 while stack.len() > pos + 1 {
                     totals.anomalies += 1;
                     let f = stack.pop().unwrap();
-                    close(thread, f, e.ts, acc, false, true, &mut self.open_count, stack.len(), v);
+                    close(thread, f, e.ts, self.acc, false, true, &mut self.open_count, stack.len(), v);
                 }
                 let f = stack.pop().unwrap();
                 close(
                     thread,
                     f,
                     e.ts,
-                    acc,
+                    self.acc,
                     exception,
                     false,
                     &mut self.open_count,

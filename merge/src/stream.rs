@@ -908,6 +908,7 @@ impl<'a> ThreadEvents<'a> {
         Ok(t)
     }
 
+    #[inline]
     fn pull(&mut self, i: usize) -> anyhow::Result<Option<Ev>> {
         match &mut self.sources[i] {
             Source::Run(_, 0) => Ok(None),
@@ -924,6 +925,7 @@ impl<'a> ThreadEvents<'a> {
     }
 
     /// The next event of the sources, merged by time.
+    #[inline]
     fn next_own(&mut self) -> anyhow::Result<Option<Ev>> {
         if let Some(i) = self.current {
             // A thread's runs mostly cover disjoint times: keep taking from
@@ -960,6 +962,7 @@ impl<'a> ThreadEvents<'a> {
 
     /// The thread's next event, windows included, with the record of a
     /// syscall entry.
+    #[inline]
     fn next(&mut self) -> anyhow::Result<Option<(Timed, Option<&SyscallInfo>)>> {
         if self.held.is_none() {
             self.held = self.next_own()?;
