@@ -38,10 +38,11 @@ fi
 tmp=$(mktemp -d "${TRACE_DIR:-${TMPDIR:-/tmp}}/jtrace-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mode_args() {
-    case ${1#before:} in
+    local m=${1#before:}
+    case $m in
         in-memory) echo "--in-memory" ;;
         stream) echo "" ;;
-        stream-*) echo "--memory-budget ${1#stream-}" ;;
+        stream-*) echo "--memory-budget ${m#stream-}" ;;
     esac
 }
 for n in "${sizes[@]}"; do

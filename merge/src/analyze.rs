@@ -477,7 +477,17 @@ impl<'a> ThreadWalk<'a> {
                 while stack.len() > pos + 1 {
                     totals.anomalies += 1;
                     let f = stack.pop().unwrap();
-                    close(thread, f, e.ts, self.acc, false, true, &mut self.open_count, stack.len(), v);
+                    close(
+                        thread,
+                        f,
+                        e.ts,
+                        self.acc,
+                        false,
+                        true,
+                        &mut self.open_count,
+                        stack.len(),
+                        v,
+                    );
                 }
                 let f = stack.pop().unwrap();
                 close(

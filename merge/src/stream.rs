@@ -836,6 +836,9 @@ type Ev = (Timed, u32);
 /// [`Ev`] without a syscall record.
 const NO_SC: u32 = u32::MAX;
 
+/// Up to this many sources per thread, the merge scans its heads.
+const LINEAR: usize = 8;
+
 /// One source of a thread's merged events.
 enum Source<'a> {
     Run(&'a mut RunReader, u64),
@@ -849,9 +852,13 @@ enum Source<'a> {
 struct ThreadEvents<'a> {
     sources: Vec<Source<'a>>,
     heads: Vec<Option<Ev>>,
+    /// The heads by (time, source), when there are more than [`LINEAR`]
+    /// sources (else the heads are scanned: cheaper for a few).
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// Source to take from without consulting the heap, while it leads.
     current: Option<usize>,
+    /// While `current` leads: the smallest (time, source) of the others.
+    limit: Option<(u64, usize)>,
     syscalls: &'a [SyscallInfo],
     sc_base: u32,
     windows: &'a [(u64, Cause, bool)],
@@ -886,6 +893,7 @@ impl<'a> ThreadEvents<'a> {
             sources,
             heap: BinaryHeap::new(),
             current: None,
+            limit: None,
             syscalls,
             sc_base,
             windows,
@@ -899,7 +907,7 @@ impl<'a> ThreadEvents<'a> {
         } else {
             for i in 0..t.sources.len() {
                 let h = t.pull(i)?;
-                if let Some((e, _)) = &h {
+                if let (Some((e, _)), false) = (&h, t.linear()) {
                     t.heap.push(Reverse((e.ts, i)));
                 }
                 t.heads.push(h);
@@ -927,25 +935,61 @@ impl<'a> ThreadEvents<'a> {
     /// The next event of the sources, merged by time.
     #[inline]
     fn next_own(&mut self) -> anyhow::Result<Option<Ev>> {
+        let linear = self.linear();
         if let Some(i) = self.current {
             // A thread's runs mostly cover disjoint times: keep taking from
             // this source while it stays ahead of every other one.
-            let limit = self.heap.peek().map(|r| r.0);
             match self.pull(i)? {
-                Some(h) if limit.is_none_or(|l| (h.0.ts, i) < l) => return Ok(Some(h)),
+                Some(h) if self.limit.is_none_or(|l| (h.0.ts, i) < l) => return Ok(Some(h)),
                 Some(h) => {
-                    self.heap.push(Reverse((h.0.ts, i)));
+                    if !linear {
+                        self.heap.push(Reverse((h.0.ts, i)));
+                    }
                     self.heads[i] = Some(h);
                 }
                 None => {}
             }
             self.current = None;
         }
-        let Some(Reverse((_, i))) = self.heap.pop() else {
-            return Ok(None);
+        let i = if linear {
+            match self.min_head() {
+                Some((_, i)) => i,
+                None => return Ok(None),
+            }
+        } else {
+            match self.heap.pop() {
+                Some(Reverse((_, i))) => i,
+                None => return Ok(None),
+            }
         };
         self.current = Some(i);
-        Ok(self.heads[i].take())
+        let out = self.heads[i].take();
+        self.limit = if linear {
+            self.min_head()
+        } else {
+            self.heap.peek().map(|r| r.0)
+        };
+        Ok(out)
+    }
+
+    /// Few sources: the heads are scanned instead of kept in a heap.
+    #[inline]
+    fn linear(&self) -> bool {
+        self.sources.len() <= LINEAR
+    }
+
+    /// The smallest (time, source) of the heads.
+    #[inline]
+    fn min_head(&self) -> Option<(u64, usize)> {
+        let mut best: Option<(u64, usize)> = None;
+        for (j, h) in self.heads.iter().enumerate() {
+            if let Some((e, _)) = h {
+                if best.is_none_or(|b| (e.ts, j) < b) {
+                    best = Some((e.ts, j));
+                }
+            }
+        }
+        best
     }
 
     /// When the thread's events are all in the buffer and none was taken
