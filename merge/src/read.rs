@@ -895,6 +895,51 @@ mod tests {
         );
     }
 
+    /// A hot kind whose payload is too short is not read by the fast path:
+    /// it ends the stream with the decoder's message, in both readers, and
+    /// the records before it are kept.
+    #[test]
+    fn short_hot_record_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("jtrace-short-hot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut k = Encoder::new();
+        k.record(&Record {
+            tid: 8,
+            ts: 100,
+            payload: switch_out(true),
+        });
+        let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        bytes.extend_from_slice(&k.buf);
+        // A SWITCH_OUT record of 24 bytes: 8 of its 16 payload bytes.
+        bytes.extend_from_slice(&fmt::kind::SWITCH_OUT.to_le_bytes());
+        bytes.extend_from_slice(&24u16.to_le_bytes());
+        bytes.extend_from_slice(&8u32.to_le_bytes());
+        bytes.extend_from_slice(&200u64.to_le_bytes());
+        bytes.extend_from_slice(&[0; 8]);
+        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
+        Meta {
+            format: "jtrace".into(),
+            version: fmt::FORMAT_VERSION,
+            complete: true,
+            ..Default::default()
+        }
+        .store(&dir)
+        .unwrap();
+        let whole = Trace::open(&dir).unwrap();
+        let (streamed, _) = crate::stream::open(&dir, &Default::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        for t in [&whole, &streamed] {
+            assert_eq!(t.kernel_records, 1);
+            assert_eq!(t.losses.truncated.len(), 1, "{:?}", t.losses.truncated);
+            assert!(
+                t.losses.truncated[0].contains("payload shorter than its kind"),
+                "{:?}",
+                t.losses.truncated
+            );
+        }
+        assert_eq!(whole.events[&8].len(), 1);
+    }
+
     /// An at-switch SYSCALL record explains exactly the block it precedes:
     /// the next block of the same thread (no record) is not blamed on it.
     #[test]
