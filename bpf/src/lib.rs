@@ -12,7 +12,8 @@
 //!
 //! Every program is a BTF-enabled tracepoint (tp_btf) or a uprobe attached
 //! through the uprobe PMU: nothing needs tracefs or kprobes. The kernel must
-//! publish its BTF ([`required_kernel_features`]) and be 5.15 or later.
+//! publish its BTF ([`required_kernel_features`]) and be 6.2 or later (the
+//! `bpf_rdonly_cast` kfunc, used to read the file behind an fd).
 //!
 //! What is recorded besides the scheduler (see [`RecorderConfig`]):
 //! syscalls ([`SyscallMode`]: by default the syscall of every voluntary
@@ -698,11 +699,12 @@ fn setup<'o>(
                     }
                 );
             }
-            if let Some(release) = kernel_older_than(5, 15) {
+            if let Some(release) = kernel_older_than(6, 2) {
                 bail!(
-                    "this kernel ({release}) is older than 5.15: jtrace needs the BPF helper \
+                    "this kernel ({release}) is older than 6.2: jtrace needs the BPF helper \
                      bpf_task_pt_regs in tracing programs (5.15) to tell which syscall a thread \
-                     blocks in ({e})"
+                     blocks in, and the kfunc bpf_rdonly_cast (6.2) to read the file behind its \
+                     fd ({e})"
                 );
             }
             return Err(load_error("loading BPF programs", e));
