@@ -32,8 +32,8 @@ pub mod report;
 pub mod stream;
 
 pub use analyze::{
-    analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals, ThreadWalk, Visitor,
-    Wake,
+    analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals,
+    ThreadWalk, Visitor, Wake,
 };
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall};
