@@ -4,91 +4,23 @@
 //! `tests/java/Demo.java` once, runs it under `-agentpath:<so>=<config>` and
 //! decodes the resulting `jvm-<pid>.bin` with `jtrace_format::Decoder`.
 
+mod common;
+
+use common::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use jtrace_format::{FileHeader, Payload, Record, EXIT_BY_EXCEPTION, FILE_HEADER_LEN, JVM_MAGIC};
-
-/// The JVMs every test runs on; a JDK that is not installed is skipped with a note.
-const JVMS: [&str; 2] = [
-    "/usr/lib/jvm/java-17-openjdk-amd64",
-    "/usr/lib/jvm/temurin-25-jdk-amd64",
-];
+use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
 
 /// Calls of each workload method per thread.
 const N: usize = 1000;
 
-fn jvms() -> Vec<PathBuf> {
-    let found: Vec<PathBuf> = JVMS
-        .iter()
-        .map(|h| Path::new(h).join("bin/java"))
-        .filter(|j| {
-            let ok = j.is_file();
-            if !ok {
-                eprintln!("note: {} not installed, skipped", j.display());
-            }
-            ok
-        })
-        .collect();
-    assert!(!found.is_empty(), "no JDK found among {JVMS:?}");
-    found
-}
-
-/// Builds the cdylib with the same cargo that runs the tests and returns its path.
-fn agent_so() -> &'static Path {
-    static SO: OnceLock<PathBuf> = OnceLock::new();
-    SO.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "jtrace-agent"])
-            .current_dir(manifest)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p jtrace-agent failed");
-        // The test binary lives in <target>/debug/deps/; the cdylib in <target>/debug/.
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/debug");
-        let so = profile_dir.join("libjtrace_agent.so");
-        assert!(so.is_file(), "{} not found after building", so.display());
-        so
-    })
-}
-
-fn scratch_dir(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "jtrace-agent-test-{}-{}-{tag}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create scratch dir");
-    d
-}
-
 /// Compiles the Java workload once (with the JDK 17 javac, so both JVMs can run it).
 fn classes() -> &'static Path {
     static CLS: OnceLock<PathBuf> = OnceLock::new();
-    CLS.get_or_init(|| {
-        let out = scratch_dir("classes");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/Demo.java");
-        let javac = JVMS
-            .iter()
-            .map(|h| Path::new(h).join("bin/javac"))
-            .find(|j| j.is_file())
-            .unwrap_or_else(|| PathBuf::from("javac"));
-        let st = Command::new(javac)
-            .args(["--release", "17", "-d"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("run javac");
-        assert!(st.success(), "javac failed");
-        out
-    })
+    program(&CLS, "Demo.java")
 }
 
 /// One JVM run under the agent.
@@ -192,22 +124,7 @@ fn run(java: &Path, conf_lines: &str, tag: &str) -> Run {
         .expect("run java");
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let mut records = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&out) {
-        let files: Vec<PathBuf> = entries.map(|e| e.expect("dir entry").path()).collect();
-        assert_eq!(files.len(), 1, "expected one stream in {}: {files:?}", out.display());
-        let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("jvm-") && name.ends_with(".bin"), "{name}");
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "stream file mode");
-        let data = std::fs::read(&files[0]).expect("read stream");
-        let header = FileHeader::parse(&data).expect("file header");
-        assert_eq!(header.magic, JVM_MAGIC);
-        for r in jtrace_format::Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN) {
-            records.push(r.unwrap_or_else(|e| panic!("{}: decode error: {e}", java.display())));
-        }
-    }
+    let records = read_stream(&out, &java.display().to_string()).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     Run {
         java: java.to_path_buf(),

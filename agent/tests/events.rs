@@ -9,88 +9,23 @@
 //! JVM runs are serialised (one at a time) so the timing assertions are not
 //! disturbed by other tests' JVMs on small machines.
 
+mod common;
+
+use common::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{kind, FileHeader, Payload, Record, FILE_HEADER_LEN, JVM_MAGIC};
-
-const JVMS: [&str; 2] = [
-    "/usr/lib/jvm/java-17-openjdk-amd64",
-    "/usr/lib/jvm/temurin-25-jdk-amd64",
-];
+use jtrace_format::{kind, Payload, Record};
 
 const MS: u64 = 1_000_000;
 /// Tolerance of the ~100 ms ground-truth intervals.
 const SLACK: u64 = 30 * MS;
 
-fn jvms() -> Vec<PathBuf> {
-    let found: Vec<PathBuf> = JVMS
-        .iter()
-        .map(|h| Path::new(h).join("bin/java"))
-        .filter(|j| {
-            let ok = j.is_file();
-            if !ok {
-                eprintln!("note: {} not installed, skipped", j.display());
-            }
-            ok
-        })
-        .collect();
-    assert!(!found.is_empty(), "no JDK found among {JVMS:?}");
-    found
-}
-
-fn agent_so() -> &'static Path {
-    static SO: OnceLock<PathBuf> = OnceLock::new();
-    SO.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "jtrace-agent"])
-            .current_dir(manifest)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p jtrace-agent failed");
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/debug");
-        let so = profile_dir.join("libjtrace_agent.so");
-        assert!(so.is_file(), "{} not found after building", so.display());
-        so
-    })
-}
-
-fn scratch_dir(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "jtrace-events-test-{}-{}-{tag}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create scratch dir");
-    d
-}
-
 fn classes() -> &'static Path {
     static CLS: OnceLock<PathBuf> = OnceLock::new();
-    CLS.get_or_init(|| {
-        let out = scratch_dir("classes");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/Events.java");
-        let javac = JVMS
-            .iter()
-            .map(|h| Path::new(h).join("bin/javac"))
-            .find(|j| j.is_file())
-            .unwrap_or_else(|| PathBuf::from("javac"));
-        let st = Command::new(javac)
-            .args(["--release", "17", "-d"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("run javac");
-        assert!(st.success(), "javac failed");
-        out
-    })
+    program(&CLS, "Events.java")
 }
 
 struct Run {
@@ -207,16 +142,7 @@ fn run(java: &Path, conf_lines: &str, args: &[&str], tag: &str) -> Run {
             "{j}: JVM warning: {l}"
         );
     }
-    let files: Vec<PathBuf> = std::fs::read_dir(&out)
-        .expect("output dir")
-        .map(|e| e.expect("dir entry").path())
-        .collect();
-    assert_eq!(files.len(), 1, "{j}: expected one stream: {files:?}");
-    let data = std::fs::read(&files[0]).expect("read stream");
-    assert_eq!(FileHeader::parse(&data).expect("header").magic, JVM_MAGIC);
-    let records: Vec<Record> = jtrace_format::Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN)
-        .map(|r| r.unwrap_or_else(|e| panic!("{j}: decode error: {e}")))
-        .collect();
+    let records = read_stream(&out, &j.to_string()).unwrap_or_else(|| panic!("{j}: no trace written"));
     let _ = std::fs::remove_dir_all(&dir);
     let r = Run {
         java: java.to_path_buf(),

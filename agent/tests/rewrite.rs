@@ -8,18 +8,15 @@
 //! The ignored test `bench_probe_overhead` measures the probe cost; run it
 //! with `cargo test --release -p jtrace-agent --test rewrite -- --ignored --nocapture`.
 
+mod common;
+
+use common::*;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION, FILE_HEADER_LEN};
-
-const JVMS: [&str; 2] = [
-    "/usr/lib/jvm/java-17-openjdk-amd64",
-    "/usr/lib/jvm/temurin-25-jdk-amd64",
-];
 
 /// Verification of every class, boot classes included (works on 17 and 25).
 const VERIFY: [&str; 3] = [
@@ -30,68 +27,6 @@ const VERIFY: [&str; 3] = [
 
 /// Settings that keep the other JVM events out of these tests.
 const QUIET: &str = "jit off\npark off\nsleep off\n";
-
-fn jvms() -> Vec<PathBuf> {
-    let found: Vec<PathBuf> = JVMS
-        .iter()
-        .map(|h| Path::new(h).join("bin/java"))
-        .filter(|j| j.is_file())
-        .collect();
-    assert!(!found.is_empty(), "no JDK found among {JVMS:?}");
-    found
-}
-
-fn agent_so() -> &'static Path {
-    static SO: OnceLock<PathBuf> = OnceLock::new();
-    SO.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "jtrace-agent"]).current_dir(manifest);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("run cargo build").success(), "cargo build failed");
-        let exe = std::env::current_exe().expect("current_exe");
-        let so = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .join("libjtrace_agent.so");
-        assert!(so.is_file(), "{} not found", so.display());
-        so
-    })
-}
-
-fn scratch_dir(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "jtrace-rewrite-test-{}-{}-{tag}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create scratch dir");
-    d
-}
-
-fn javac() -> PathBuf {
-    JVMS.iter()
-        .map(|h| Path::new(h).join("bin/javac"))
-        .find(|j| j.is_file())
-        .unwrap_or_else(|| PathBuf::from("javac"))
-}
-
-fn compile(out: &Path, release: &str, sources: &[PathBuf]) {
-    let st = Command::new(javac())
-        .args(["--release", release, "-Xlint:-options", "-nowarn", "-cp"])
-        .arg(out)
-        .arg("-d")
-        .arg(out)
-        .args(sources)
-        .status()
-        .expect("run javac");
-    assert!(st.success(), "javac failed on {sources:?}");
-}
 
 /// The corpus: everything for Java 17, then TrickyOld again for Java 8.
 fn corpus() -> &'static Path {
