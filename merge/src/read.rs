@@ -253,7 +253,14 @@ impl<R: RawRecords + ?Sized> RawRecords for &mut R {
 
 fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
     let data = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let header = FileHeader::parse(&data)
+    check_header(path, &data, magic)?;
+    Ok(data)
+}
+
+/// The file header at the start of `bytes`, if it is a stream of the kind
+/// `magic` names in a format version this jtrace reads.
+pub(crate) fn check_header(path: &Path, bytes: &[u8], magic: [u8; 8]) -> anyhow::Result<FileHeader> {
+    let header = FileHeader::parse(bytes)
         .ok_or_else(|| anyhow::anyhow!("{} is too short to be a jtrace stream", path.display()))?;
     if header.magic != magic {
         anyhow::bail!("{} is not a jtrace stream of the expected kind", path.display());
@@ -266,7 +273,7 @@ fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
             fmt::FORMAT_VERSION
         );
     }
-    Ok(data)
+    Ok(header)
 }
 
 /// Sorts a JVM's stop windows by time and turns every safepoint that

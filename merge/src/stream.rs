@@ -147,19 +147,7 @@ impl RecordReader {
         let mut file = File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let mut head = [0u8; fmt::FILE_HEADER_LEN];
         let n = read_full(&mut file, &mut head).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let header = FileHeader::parse(&head[..n])
-            .ok_or_else(|| anyhow::anyhow!("{} is too short to be a jtrace stream", path.display()))?;
-        if header.magic != magic {
-            anyhow::bail!("{} is not a jtrace stream of the expected kind", path.display());
-        }
-        if header.version > fmt::FORMAT_VERSION {
-            anyhow::bail!(
-                "{} has format version {}, this jtrace reads up to {}",
-                path.display(),
-                header.version,
-                fmt::FORMAT_VERSION
-            );
-        }
+        let header = crate::read::check_header(path, &head[..n], magic)?;
         let r = RecordReader {
             path: path.to_path_buf(),
             file,
