@@ -50,6 +50,31 @@ fn attach(pid: u32, out: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// What AttachTarget prints at the end after `calls` calls.
+/// Ends the target (closes its stdin), then checks it finished as if
+/// nothing had happened: the summary of the calls it made and exit code 7.
+/// Returns the calls' times and what it wrote on stderr.
+fn finish_target(
+    jdk: &str,
+    mut child: Child,
+    mut stdout: BufReader<std::process::ChildStdout>,
+    times_file: &Path,
+) -> (Vec<u64>, String) {
+    drop(child.stdin.take());
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let times: Vec<u64> = std::fs::read_to_string(times_file)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
+    assert_eq!(st.code(), Some(7), "{jdk}: exit code changed");
+    (times, stderr)
+}
+
 fn expected_summary(calls: usize) -> String {
     let thrown = calls / 50;
     let sum: u64 = (0..calls as u64).filter(|i| i % 50 != 49).sum();
@@ -241,19 +266,7 @@ fn attach_traces_a_running_jvm_and_leaves_it_as_before() {
         assert!(st.success(), "{jdk}: attach stopped by SIGTERM failed: {log}");
 
         // The program finishes as if nothing had happened.
-        drop(child.stdin.take());
-        let st = child.wait().unwrap();
-        let mut rest = String::new();
-        stdout.read_to_string(&mut rest).unwrap();
-        let mut stderr = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        let times: Vec<u64> = std::fs::read_to_string(&times_file)
-            .unwrap()
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
-        assert_eq!(st.code(), Some(7), "{jdk}: exit code changed");
+        let (times, stderr) = finish_target(jdk, child, stdout, &times_file);
         // Nothing from jtrace on the program's stderr; JDK 21+ prints its own
         // warning about a dynamically loaded agent.
         for l in stderr.lines() {
@@ -346,16 +359,8 @@ fn attach_refuses_what_it_cannot_attach_to() {
         assert!(!out.exists());
         // Let it make some calls, then end it.
         std::thread::sleep(Duration::from_millis(300));
-        drop(child.stdin.take());
-        let st = child.wait().unwrap();
-        let mut rest = String::new();
-        stdout.read_to_string(&mut rest).unwrap();
-        let mut stderr = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
         // No thread dump (SIGQUIT was not sent) and the normal end.
-        let calls = std::fs::read_to_string(dir.join("times.txt")).unwrap().lines().count();
-        assert_eq!(rest, expected_summary(calls), "{jdk}: output changed");
-        assert_eq!(st.code(), Some(7));
+        let (_, stderr) = finish_target(jdk, child, stdout, &dir.join("times.txt"));
         assert!(stderr.is_empty(), "{jdk}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -369,7 +374,7 @@ fn attach_refuses_what_it_cannot_attach_to() {
 fn a_killed_attach_is_recovered_with_stop() {
     for jdk in JDKS {
         let dir = tempdir("attach-orphan");
-        let (mut child, mut stdout, times_file) = start_target(jdk, &dir);
+        let (child, stdout, times_file) = start_target(jdk, &dir);
         let pid = child.id();
         let mut orphan = Command::new(jtrace())
             .arg("attach")
@@ -427,17 +432,7 @@ fn a_killed_attach_is_recovered_with_stop() {
         );
         assert!(o.status.success(), "{jdk}: attach after --stop failed");
 
-        drop(child.stdin.take());
-        let st = child.wait().unwrap();
-        let mut rest = String::new();
-        stdout.read_to_string(&mut rest).unwrap();
-        let times: Vec<u64> = std::fs::read_to_string(&times_file)
-            .unwrap()
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
-        assert_eq!(st.code(), Some(7), "{jdk}: exit code changed");
+        let (times, _) = finish_target(jdk, child, stdout, &times_file);
         check_session(jdk, &out, &times);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -450,7 +445,7 @@ fn a_killed_attach_is_recovered_with_stop() {
 fn a_stale_attach_socket_is_replaced() {
     for jdk in JDKS {
         let dir = tempdir("attach-stale");
-        let (mut child, mut stdout, times_file) = start_target(jdk, &dir);
+        let (child, stdout, times_file) = start_target(jdk, &dir);
         let pid = child.id();
         let sock = PathBuf::from(format!("/tmp/.java_pid{pid}"));
         drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind a stale socket"));
@@ -464,17 +459,7 @@ fn a_stale_attach_socket_is_replaced() {
             &sudo,
         );
         assert!(o.status.success(), "{jdk}: attach over a stale socket failed");
-        drop(child.stdin.take());
-        let st = child.wait().unwrap();
-        let mut rest = String::new();
-        stdout.read_to_string(&mut rest).unwrap();
-        let times: Vec<u64> = std::fs::read_to_string(&times_file)
-            .unwrap()
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        assert_eq!(rest, expected_summary(times.len()), "{jdk}: output changed");
-        assert_eq!(st.code(), Some(7));
+        let (times, _) = finish_target(jdk, child, stdout, &times_file);
         check_session(jdk, &out, &times);
         let _ = std::fs::remove_dir_all(&dir);
     }
