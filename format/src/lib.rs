@@ -315,7 +315,7 @@ pub const SYSCALL_BLOCKED: u32 = 1;
 pub const SYSCALL_AT_SWITCH: u32 = 2;
 
 /// Kernel payload of [`kind::SYSCALL`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Syscall {
     /// Exit time (the header ts is the entry time); 0 with [`SYSCALL_AT_SWITCH`].
     pub exit_ts: u64,

@@ -688,14 +688,7 @@ mod tests {
             fd: 3,
             flags: 0,
             arg: 0,
-            family: 0,
-            protocol: 0,
-            sport: 0,
-            dport: 0,
-            saddr: [0; 16],
-            daddr: [0; 16],
-            dev: 0,
-            ino: 0,
+            ..Default::default()
         };
         trace.syscalls.push(SyscallInfo { tid: 1, enter: 0, rec });
         (trace.syscalls.len() - 1) as u32

@@ -138,14 +138,7 @@ mod tests {
             fd: -1,
             flags: jtrace_format::SYSCALL_AT_SWITCH,
             arg: 0x7ff9_6004_39f8 | (9 | 128) << 48,
-            family: 0,
-            protocol: 0,
-            sport: 0,
-            dport: 0,
-            saddr: [0; 16],
-            daddr: [0; 16],
-            dev: 0,
-            ino: 0,
+            ..Default::default()
         };
         let sc = SyscallInfo { tid: 1, enter: 0, rec };
         assert_eq!(

@@ -847,14 +847,7 @@ mod tests {
             fd: 5,
             flags,
             arg: 0,
-            family: 0,
-            protocol: 0,
-            sport: 0,
-            dport: 0,
-            saddr: [0; 16],
-            daddr: [0; 16],
-            dev: 0,
-            ino: 0,
+            ..Default::default()
         })
     }
 
