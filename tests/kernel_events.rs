@@ -560,9 +560,12 @@ const GETPID_C: &str = r#"
 int main(int argc, char **argv) {
     int n = atoi(argv[1]);
     long sum = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         sum += getpid();
-    printf("tid=%d sum=%ld\n", gettid(), sum);
+        if (i % 2)
+            sum += getppid();
+    }
+    printf("tid=%d ppid=%d sum=%ld\n", gettid(), getppid(), sum);
     return 0;
 }
 "#;
@@ -573,39 +576,51 @@ fn uprobe_on_libc_counts_every_call() {
     let dir = tempdir("kuprobe");
     let bin = cc(&dir, "getpid", GETPID_C);
     let trace = dir.join("t");
-    let out = run_ok(
-        &trace,
-        &["--lib-calls", "libc.so.6:getpid"],
-        &[bin.to_str().unwrap(), "1234"],
-    );
-    let tid = field(&out, "tid") as u32;
-    let recs = records(&trace);
-    let def = recs
-        .iter()
-        .find_map(|r| match &r.payload {
-            Payload::ProbeDef(p) => Some(p.clone()),
-            _ => None,
-        })
-        .expect("PROBE_DEF");
-    assert_eq!((def.library.as_str(), def.symbol.as_str()), ("libc.so.6", "getpid"));
-    // Calls after the program's exec (not jtrace's own, before it).
-    let exec_ts = recs
-        .iter()
-        .find(|r| r.tid == tid && matches!(r.payload, Payload::Exec(_)))
-        .expect("EXEC")
-        .ts;
-    let calls: Vec<_> = recs
-        .iter()
-        .filter(|r| r.tid == tid && r.ts > exec_ts)
-        .filter_map(|r| match &r.payload {
-            Payload::LibCall(c) => Some((r.ts, *c)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(calls.len(), 1234);
-    assert!(calls
-        .iter()
-        .all(|(ts, c)| c.probe == def.probe && c.exit_ts >= *ts && c.ret == u64::from(tid)));
+    // One uprobe.multi link per library by default; the pre-6.6 path of one
+    // perf uprobe per function must count the same.
+    for env in [&[][..], &[("JTRACE_NO_UPROBE_MULTI", "1")][..]] {
+        let o = jtrace_run_env(
+            &trace,
+            &["--lib-calls", "libc.so.6:getpid,libc.so.6:getppid"],
+            &[bin.to_str().unwrap(), "1234"],
+            env,
+        );
+        assert!(o.status.success(), "jtrace run failed ({env:?})");
+        let out = String::from_utf8(o.stdout).unwrap();
+        let (tid, ppid) = (field(&out, "tid") as u32, field(&out, "ppid") as u64);
+        let recs = records(&trace);
+        // The libc ones (safepoint probes on every installed libjvm follow).
+        let defs: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match &r.payload {
+                Payload::ProbeDef(p) if p.library == "libc.so.6" => Some((p.symbol.clone(), p.probe)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(defs.len(), 2, "{defs:?}");
+        let probe = |sym: &str| defs.iter().find(|(s, _)| s == sym).expect("PROBE_DEF").1;
+        // Calls after the program's exec (not jtrace's own, before it).
+        let exec_ts = recs
+            .iter()
+            .find(|r| r.tid == tid && matches!(r.payload, Payload::Exec(_)))
+            .expect("EXEC")
+            .ts;
+        let calls: Vec<_> = recs
+            .iter()
+            .filter(|r| r.tid == tid && r.ts > exec_ts)
+            .filter_map(|r| match &r.payload {
+                Payload::LibCall(c) => Some((r.ts, *c)),
+                _ => None,
+            })
+            .collect();
+        let of = |p: u32| calls.iter().filter(|(_, c)| c.probe == p).collect::<Vec<_>>();
+        let (getpid, getppid) = (of(probe("getpid")), of(probe("getppid")));
+        // getppid once more for the printf line.
+        assert_eq!((getpid.len(), getppid.len(), calls.len()), (1234, 618, 1852), "{env:?}");
+        assert!(getpid.iter().all(|(ts, c)| c.exit_ts >= *ts && c.ret == u64::from(tid)));
+        assert!(getppid.iter().all(|(ts, c)| c.exit_ts >= *ts && c.ret == ppid));
+        std::fs::remove_dir_all(&trace).unwrap();
+    }
 }
 
 #[test]

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * Interposed library calls: user space attaches lib_enter / lib_exit as a
- * uprobe / uretprobe pair on each requested function, for every process,
- * with the probe id as the BPF cookie; only threads of traced processes are
- * recorded. A small per-thread stack pairs calls with returns, so nested
+ * Interposed library calls: user space attaches lib_enter / lib_exit to
+ * each requested function of every process, as one uprobe.multi /
+ * uretprobe.multi link per library (Linux 6.6+), or as a uprobe /
+ * uretprobe pair per function where multi links are missing; the probe id
+ * is the BPF cookie. Only threads of traced processes are recorded. A small per-thread stack pairs calls with returns, so nested
  * and recursive calls each get their own LIB_CALL span.
  */
 #include "vmlinux.h"
@@ -33,8 +34,7 @@ struct {
 	__type(value, struct lib_stack);
 } lib_stacks SEC(".maps");
 
-SEC("uprobe")
-int BPF_UPROBE(lib_enter)
+static __always_inline int enter(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct lib_stack *s;
@@ -57,8 +57,7 @@ int BPF_UPROBE(lib_enter)
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_URETPROBE(lib_exit, long ret)
+static __always_inline int leave(void *ctx, long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 probe = bpf_get_attach_cookie(ctx);
@@ -102,4 +101,32 @@ int BPF_URETPROBE(lib_exit, long ret)
 		return 0;
 	}
 	return 0;
+}
+
+/*
+ * One body, two attach types: a multi link detaches with one RCU grace
+ * period for all its functions instead of one per uprobe (~0.1 s each).
+ */
+SEC("uprobe")
+int BPF_UPROBE(lib_enter)
+{
+	return enter(ctx);
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(lib_exit, long ret)
+{
+	return leave(ctx, ret);
+}
+
+SEC("uprobe.multi")
+int BPF_UPROBE(lib_enter_multi)
+{
+	return enter(ctx);
+}
+
+SEC("uretprobe.multi")
+int BPF_URETPROBE(lib_exit_multi, long ret)
+{
+	return leave(ctx, ret);
 }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::{Object, ObjectSymbol, SymbolFlags};
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags};
 
 use anyhow::{bail, Context, Result};
 
@@ -20,6 +20,13 @@ pub struct LibCallSpec {
     pub symbol: String,
 }
 
+impl std::fmt::Display for LibCallSpec {
+    /// As the user writes it: `LIBRARY:SYMBOL`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.library, self.symbol)
+    }
+}
+
 /// A [`LibCallSpec`] whose library file and symbol were found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedLibCall {
@@ -27,6 +34,8 @@ pub struct ResolvedLibCall {
     pub spec: LibCallSpec,
     /// The library file the uprobes attach to (symlinks resolved).
     pub path: PathBuf,
+    /// File offset of the function's first instruction, where the uprobe goes.
+    pub offset: u64,
 }
 
 /// Directories searched after the linker cache, as ld.so's defaults.
@@ -89,8 +98,8 @@ pub fn resolve_lib_calls(specs: &[LibCallSpec]) -> Result<Vec<ResolvedLibCall>> 
         let k = next.entry(path.as_path()).or_insert(0);
         let sym = found[path.as_path()][*k];
         *k += 1;
-        match sym {
-            Sym::Function => {}
+        let offset = match sym {
+            Sym::Function(offset) => offset,
             Sym::Missing => bail!("{} ({}) has no symbol {}", s.library, path.display(), s.symbol),
             Sym::NotFunction => bail!(
                 "{} ({}): symbol {} is not a function",
@@ -107,10 +116,11 @@ pub fn resolve_lib_calls(specs: &[LibCallSpec]) -> Result<Vec<ResolvedLibCall>> 
                 s.symbol,
                 path.display()
             ),
-        }
+        };
         out.push(ResolvedLibCall {
             spec: s.clone(),
             path: path.clone(),
+            offset,
         });
     }
     Ok(out)
@@ -163,7 +173,8 @@ fn find_library(lib: &str, cache: &mut Option<Vec<(String, PathBuf)>>) -> Result
 /// How a library defines a symbol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sym {
-    Function,
+    /// A function, at this file offset.
+    Function(u64),
     Ifunc,
     NotFunction,
     Missing,
@@ -174,13 +185,22 @@ const STT_GNU_IFUNC: u8 = 10;
 
 /// How each of `names` is defined in the ELF file at `path`: looked up in
 /// its `.dynsym` and `.symtab` (defined symbols only; local ones count, so
-/// that HotSpot's internal functions can be probed), in one pass.
+/// that HotSpot's internal functions can be probed), in one pass. Functions
+/// come with their file offset, found through the loadable segment that
+/// maps their address (what the kernel's uprobes are placed by).
 pub(crate) fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
     let file = File::open(path)?;
     // Safety: a read-only private map of a library file, used while this
     // function runs; libraries are replaced by rename, not rewritten.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let elf = object::File::parse(&*map).map_err(|e| anyhow::anyhow!("not an ELF file: {e}"))?;
+    let file_offset = |addr: u64| {
+        elf.segments().find_map(|seg| {
+            let (off, size) = seg.file_range();
+            let start = seg.address();
+            (addr >= start && addr - start < size).then(|| off + (addr - start))
+        })
+    };
     let mut out = vec![Sym::Missing; names.len()];
     for sym in elf.dynamic_symbols().chain(elf.symbols()) {
         if sym.is_undefined() {
@@ -192,7 +212,15 @@ pub(crate) fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> 
         };
         for (i, _) in names.iter().enumerate().filter(|(_, n)| **n == name) {
             out[i] = match (st_info & 0xf, out[i]) {
-                (_, Sym::Function) | (STT_FUNC, _) => Sym::Function,
+                (_, Sym::Function(off)) => Sym::Function(off),
+                (STT_FUNC, _) => match file_offset(sym.address()) {
+                    Some(off) => Sym::Function(off),
+                    None => bail!(
+                        "{}: function {name} at {:#x} is in no loadable segment",
+                        path.display(),
+                        sym.address()
+                    ),
+                },
                 (STT_GNU_IFUNC, _) => Sym::Ifunc,
                 (_, Sym::Missing) => Sym::NotFunction,
                 (_, was) => was,
@@ -241,6 +269,7 @@ mod tests {
         let ok = resolve_lib_calls(&parse_lib_calls("libc.so.6:getpid,libc.so.6:getppid").unwrap()).unwrap();
         assert_eq!(ok.len(), 2);
         assert_eq!(ok[0].path, ok[1].path);
+        assert_ne!(ok[0].offset, ok[1].offset);
         let e = resolve_lib_calls(&parse_lib_calls("libc.so.6:getpid,libc.so.6:nosuchfn,libc.so.6:getppid").unwrap())
             .unwrap_err()
             .to_string();

@@ -56,9 +56,10 @@ fn installed_libjvms() -> Vec<PathBuf> {
 
 /// Library calls that record the safepoints of the JVM using `libjvm`, or
 /// when it is not known (the command is a script, say), of any JDK
-/// installed in `/usr/lib/jvm`. Each probed library costs about 0.1 s per
-/// uprobe when recording stops (the kernel waits for an RCU grace period on
-/// every detach), hence not probing every JDK when the JVM is known. A
+/// installed in `/usr/lib/jvm`. Each probed library costs time when
+/// recording stops (the kernel waits for an RCU grace period per detached
+/// link, ≈0.1 s here: two links per library with uprobe.multi, four before
+/// Linux 6.6), hence not probing every JDK when the JVM is known. A
 /// `libjvm.so` without the two symbols (a stripped build) is left out and
 /// returned in the second list, so the caller can say why there are no
 /// safepoint windows.
@@ -73,7 +74,7 @@ pub fn safepoint_calls(libjvm: Option<PathBuf>) -> (Vec<LibCallSpec>, Vec<PathBu
     let (mut calls, mut stripped) = (Vec::new(), Vec::new());
     for lib in libs {
         let symbols = [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL];
-        if lookup_functions(&lib, &symbols).is_ok_and(|s| s == [Sym::Function; 2]) {
+        if lookup_functions(&lib, &symbols).is_ok_and(|s| s.iter().all(|s| matches!(s, Sym::Function(_)))) {
             for symbol in symbols {
                 calls.push(LibCallSpec {
                     library: lib.to_string_lossy().into_owned(),

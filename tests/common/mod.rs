@@ -88,8 +88,14 @@ pub fn classes() -> PathBuf {
 
 /// Runs `jtrace run <args> -- <cmd>` and returns its output.
 pub fn jtrace_run(out: &Path, args: &[&str], cmd: &[&str]) -> Output {
+    jtrace_run_env(out, args, cmd, &[])
+}
+
+/// [`jtrace_run`] with extra environment variables for jtrace.
+pub fn jtrace_run_env(out: &Path, args: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
     ensure_agent();
     let o = Command::new(jtrace())
+        .envs(env.iter().copied())
         .arg("run")
         .arg("-o")
         .arg(out)
