@@ -839,8 +839,14 @@ fn pump(
             last_flush = Instant::now();
         }
     }
-    // Detach first so that nothing arrives after the final drain.
-    uprobes.clear();
+    // Detach first so that nothing arrives after the final drain. Each
+    // uprobe link's release waits for an RCU grace period (≈0.1 s here):
+    // released together, the waits overlap.
+    std::thread::scope(|s| {
+        for link in uprobes.drain(..) {
+            s.spawn(move || drop(link));
+        }
+    });
     sk.links = Default::default();
     rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))?;
     flush_pending_wakeups(sk, &mut sink.borrow_mut())
