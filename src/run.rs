@@ -291,9 +291,10 @@ pub(crate) fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
 }
 
 /// The agent's configuration: the user's JPMT file (minus `output`), then
-/// `--methods` rules, then the output directory.
+/// `--methods` rules, then the output directory. The user's lines keep their
+/// numbers, so that the agent's error messages point at the right line.
 pub(crate) fn agent_config(config: Option<&Path>, methods: &[String], out: &Path) -> anyhow::Result<String> {
-    let mut conf = String::from("# written by jtrace\n");
+    let mut conf = String::new();
     if let Some(path) = config {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
         for line in text.lines() {
@@ -303,7 +304,9 @@ pub(crate) fn agent_config(config: Option<&Path>, methods: &[String], out: &Path
             conf.push_str(line);
             conf.push('\n');
         }
+        conf.push_str(&format!("# the lines above are {}\n", path.display()));
     }
+    conf.push_str("# written by jtrace\n");
     for m in methods {
         let m = m.trim();
         if m.is_empty() || m.chars().any(char::is_whitespace) {

@@ -146,6 +146,43 @@ fn sleeping_method_and_exit_code() {
     }
 }
 
+/// A bad line in `--config`: the agent names it by its line number in the
+/// user's file, and the JVM runs on untraced with its own exit code.
+#[test]
+fn config_error_names_the_users_line_and_the_jvm_runs_on() {
+    let classes = classes();
+    let dir = tempdir("badconf");
+    let conf = dir.join("my.conf");
+    std::fs::write(&conf, "# my settings\ninclude_method Sleeper.nap\nbogus_directive 1\n").unwrap();
+    let out = dir.join("t.jtrace");
+    let o = jtrace_run(
+        &out,
+        &["--config", conf.to_str().unwrap()],
+        &["java", "-cp", classes.to_str().unwrap(), "Sleeper", "10", "4"],
+    );
+    assert_eq!(o.status.code(), Some(4), "the JVM's exit code");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stdout.contains("caught expected"), "the program ran: {stdout}");
+    assert!(
+        stderr.contains(":3: unknown directive `bogus_directive`"),
+        "line 3 of my.conf: {stderr}"
+    );
+    let trace = Trace::open(&out).unwrap();
+    let java_methods: Vec<_> = trace
+        .methods
+        .iter()
+        .filter(|m| m.qualified().starts_with("Sleeper"))
+        .collect();
+    assert!(
+        java_methods.is_empty(),
+        "traced despite the bad config: {java_methods:?}"
+    );
+    assert!(invocations(&trace)
+        .iter()
+        .all(|(_, i)| trace.methods[i.method as usize].native));
+}
+
 /// Without root: a clear message, exit 2, and no trace left behind.
 #[test]
 fn not_root_is_refused() {
