@@ -587,7 +587,7 @@ fn uprobe_on_libc_counts_every_call() {
         );
         assert!(o.status.success(), "jtrace run failed ({env:?})");
         let out = String::from_utf8(o.stdout).unwrap();
-        let (tid, ppid) = (field(&out, "tid") as u32, field(&out, "ppid") as u64);
+        let (tid, ppid) = (field(&out, "tid") as u32, field(&out, "ppid"));
         let recs = records(&trace);
         // The libc ones (safepoint probes on every installed libjvm follow).
         let defs: Vec<_> = recs
