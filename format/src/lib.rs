@@ -349,6 +349,66 @@ pub struct Syscall {
     pub ino: u64,
 }
 
+impl Syscall {
+    /// Bytes of the payload on the wire (no padding needed: a multiple of 8).
+    pub const LEN: usize = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 2 * 4 + 16 * 2 + 8 + 8;
+
+    /// The payload as the stream carries it. The one encoding of the
+    /// record: [`Encoder`] writes it, and the merge's sorted runs reuse it.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Syscall::LEN] {
+        let mut o = [0u8; Syscall::LEN];
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            o[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        put(&self.exit_ts.to_le_bytes());
+        put(&self.nr.to_le_bytes());
+        put(&self.fd_kind.to_le_bytes());
+        put(&self.ret.to_le_bytes());
+        put(&self.fd.to_le_bytes());
+        put(&self.flags.to_le_bytes());
+        put(&self.arg.to_le_bytes());
+        for v in [self.family, self.protocol, self.sport, self.dport] {
+            put(&v.to_le_bytes());
+        }
+        put(&self.saddr);
+        put(&self.daddr);
+        put(&self.dev.to_le_bytes());
+        put(&self.ino.to_le_bytes());
+        o
+    }
+
+    /// Reads the payload from the start of `b` (the inverse of
+    /// [`Syscall::to_bytes`]); `None` when `b` is shorter than [`Syscall::LEN`].
+    #[inline]
+    pub fn from_bytes(b: &[u8]) -> Option<Syscall> {
+        let b: &[u8; Syscall::LEN] = b.first_chunk()?;
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let arr_at = |i: usize| -> [u8; 16] { b[i..i + 16].try_into().expect("16 bytes") };
+        Some(Syscall {
+            exit_ts: u64_at(0),
+            nr: u32_at(8),
+            fd_kind: u32_at(12),
+            ret: u64_at(16) as i64,
+            fd: u32_at(24) as i32,
+            flags: u32_at(28),
+            arg: u64_at(32),
+            family: u16_at(40),
+            protocol: u16_at(42),
+            sport: u16_at(44),
+            dport: u16_at(46),
+            saddr: arr_at(48),
+            daddr: arr_at(64),
+            dev: u64_at(80),
+            ino: u64_at(88),
+        })
+    }
+}
+
 /// Kernel payload of [`kind::PAGE_FAULT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageFault {
@@ -660,22 +720,7 @@ impl Encoder {
             }
             Payload::JvmEnd(p) => self.u64(p.lost_events),
             Payload::AgentError(s) => self.str(s),
-            Payload::Syscall(p) => {
-                self.u64(p.exit_ts);
-                self.u32(p.nr);
-                self.u32(p.fd_kind);
-                self.u64(p.ret as u64);
-                self.u32(p.fd as u32);
-                self.u32(p.flags);
-                self.u64(p.arg);
-                for v in [p.family, p.protocol, p.sport, p.dport] {
-                    self.buf.extend_from_slice(&v.to_le_bytes());
-                }
-                self.buf.extend_from_slice(&p.saddr);
-                self.buf.extend_from_slice(&p.daddr);
-                self.u64(p.dev);
-                self.u64(p.ino);
-            }
+            Payload::Syscall(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::PageFault(p) => {
                 self.u64(p.address);
                 self.u64(p.ip);
@@ -814,11 +859,6 @@ impl<'a> Cursor<'a> {
         self.at += 8;
         Some(v)
     }
-    fn u16(&mut self) -> Option<u16> {
-        let v = u16::from_le_bytes(self.b.get(self.at..self.at + 2)?.try_into().ok()?);
-        self.at += 2;
-        Some(v)
-    }
     fn comm(&mut self) -> Option<[u8; 16]> {
         let v: [u8; 16] = self.b.get(self.at..self.at + 16)?.try_into().ok()?;
         self.at += 16;
@@ -906,23 +946,7 @@ fn decode_payload(kind: u16, b: &[u8]) -> Option<Payload> {
         }
         kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
         kind::AGENT_ERROR => Payload::AgentError(c.str()?),
-        kind::SYSCALL => Payload::Syscall(Syscall {
-            exit_ts: c.u64()?,
-            nr: c.u32()?,
-            fd_kind: c.u32()?,
-            ret: c.u64()? as i64,
-            fd: c.u32()? as i32,
-            flags: c.u32()?,
-            arg: c.u64()?,
-            family: c.u16()?,
-            protocol: c.u16()?,
-            sport: c.u16()?,
-            dport: c.u16()?,
-            saddr: c.comm()?,
-            daddr: c.comm()?,
-            dev: c.u64()?,
-            ino: c.u64()?,
-        }),
+        kind::SYSCALL => Payload::Syscall(Syscall::from_bytes(b)?),
         kind::PAGE_FAULT => Payload::PageFault(PageFault {
             address: c.u64()?,
             ip: c.u64()?,

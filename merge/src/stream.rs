@@ -270,8 +270,8 @@ pub(crate) struct Sorter {
     opts: StreamOptions,
     /// Bytes held by `buckets` and `syscalls` (capacities).
     bytes: usize,
-    /// Buffered events per thread, in first-seen order: (tid, events).
-    buckets: Vec<(u32, Vec<Timed>)>,
+    /// Buffered events per thread, in first-seen order.
+    buckets: Vec<Bucket>,
     /// Index in `buckets` of each thread's bucket.
     slot: TidMap<usize>,
     /// The last thread pushed and its bucket: consecutive records are
@@ -314,6 +314,17 @@ impl Sorter {
         }
     }
 
+    /// The next events come from another stream: they start new sorted
+    /// segments (see [`Bucket`]).
+    pub(crate) fn begin_stream(&mut self) {
+        for b in &mut self.buckets {
+            self.bytes += b.seal();
+        }
+        if let Some(q) = &mut self.queries {
+            q.begin_stream();
+        }
+    }
+
     /// A syscall record; returns the index its events use.
     pub(crate) fn add_syscall(&mut self, sc: SyscallInfo) -> u32 {
         let cap = self.syscalls.capacity();
@@ -334,16 +345,28 @@ impl Sorter {
                 let n = self.buckets.len();
                 let i = *self.slot.entry(tid).or_insert(n);
                 if i == n {
-                    self.buckets.push((tid, Vec::new()));
+                    self.buckets.push(Bucket {
+                        tid,
+                        evs: Vec::new(),
+                        late: Vec::new(),
+                        tail: 0,
+                    });
                 }
                 self.last = Some((tid, i));
                 i
             }
         };
-        let b = &mut self.buckets[i].1;
-        let cap = b.capacity();
-        b.push(Timed { ts, event });
-        self.bytes += (b.capacity() - cap) * ITEM;
+        let b = &mut self.buckets[i];
+        // In-order events (most) go to `evs`, late ones aside: see Bucket.
+        let v = if ts >= b.tail {
+            b.tail = ts;
+            &mut b.evs
+        } else {
+            &mut b.late
+        };
+        let cap = v.capacity();
+        v.push(Timed { ts, event });
+        self.bytes += (v.capacity() - cap) * ITEM;
         if self.bytes >= self.opts.memory_budget && self.error.is_none() {
             if let Err(e) = self.spill() {
                 self.error = Some(e);
@@ -392,7 +415,7 @@ impl Sorter {
         // nothing is left behind whatever happens to the process.
         let _ = std::fs::remove_file(&path);
         let mut buckets = std::mem::take(&mut self.buckets);
-        buckets.sort_unstable_by_key(|b| b.0);
+        buckets.sort_unstable_by_key(|b| b.tid);
         self.slot.clear();
         self.last = None;
         let mut segments = BTreeMap::new();
@@ -405,10 +428,10 @@ impl Sorter {
                 dir.display()
             )
         };
-        for (tid, mut evs) in buckets {
-            sort_bucket(&mut self.span, tid, &mut evs);
+        for mut b in buckets {
+            let (tid, evs) = (b.tid, b.sorted(&mut self.span));
             let offset = written + out.len() as u64;
-            for e in &evs {
+            for e in evs {
                 let sc = match e.event {
                     Event::Syscall { idx, enter: true } => self.syscalls.get((idx - self.sc_base) as usize),
                     _ => None,
@@ -446,10 +469,11 @@ impl Sorter {
         if let Some(e) = self.queries.as_mut().and_then(|q| q.error.take()) {
             return Err(e);
         }
-        for (tid, evs) in self.buckets.iter_mut() {
-            sort_bucket(&mut self.span, *tid, evs);
+        let mut buckets: TidMap<Vec<Timed>> = TidMap::default();
+        for mut b in std::mem::take(&mut self.buckets) {
+            b.sorted(&mut self.span);
+            buckets.insert(b.tid, b.evs);
         }
-        let buckets: TidMap<Vec<Timed>> = self.buckets.into_iter().collect();
         let spilled_runs = self.runs.len();
         // The runs' read buffers share an eighth of the budget (at least
         // 64 KiB each), so many runs do not add up to more memory.
@@ -479,14 +503,51 @@ impl Sorter {
     }
 }
 
-/// Sorts one thread's buffered events by time and extends its span.
-fn sort_bucket(span: &mut TidMap<(u64, u64)>, tid: u32, evs: &mut [Timed]) {
-    // Stable: events of equal time keep their stream order.
-    evs.sort_by_key(|e| e.ts);
-    if let (Some(first), Some(last)) = (evs.first(), evs.last()) {
-        let s = span.entry(tid).or_insert((first.ts, last.ts));
-        s.0 = s.0.min(first.ts);
-        s.1 = s.1.max(last.ts);
+/// One thread's buffered events, kept so that sorting them is cheap.
+///
+/// A thread's events arrive nearly in time order within a stream; the
+/// exceptions are records written after the fact (a syscall or library call
+/// written at its return carries its entry time). Events not earlier than
+/// the last in-order one go to `evs`, the late ones to `late`. Where two
+/// events have equal times, the one in `evs` was pushed first (every event
+/// pushed into `evs` after a late one is later than it), so `evs` followed
+/// by `late` is in push order wherever order matters, and a stable sort of
+/// that concatenation is the stable sort of the events as pushed. The sort
+/// then meets a few long sorted runs instead of a shuffle. A new stream
+/// starts a new such segment ([`Sorter::begin_stream`]).
+#[derive(Debug)]
+struct Bucket {
+    tid: u32,
+    /// Sorted segments, one per stream, each followed by its late events.
+    evs: Vec<Timed>,
+    /// Late events of the current stream's segment.
+    late: Vec<Timed>,
+    /// Time of the last in-order event of the current segment.
+    tail: u64,
+}
+
+impl Bucket {
+    /// Closes the current segment: its late events follow it.
+    fn seal(&mut self) -> usize {
+        let cap = self.evs.capacity() + self.late.capacity();
+        self.evs.append(&mut self.late);
+        self.late = Vec::new();
+        self.tail = 0;
+        (self.evs.capacity() + self.late.capacity()).saturating_sub(cap) * ITEM
+    }
+
+    /// Sorts the events by time (ties in push order) and extends the
+    /// thread's span.
+    fn sorted(&mut self, span: &mut TidMap<(u64, u64)>) -> &[Timed] {
+        self.seal();
+        // Stable: events of equal time keep their stream order.
+        self.evs.sort_by_key(|e| e.ts);
+        if let (Some(first), Some(last)) = (self.evs.first(), self.evs.last()) {
+            let s = span.entry(self.tid).or_insert((first.ts, last.ts));
+            s.0 = s.0.min(first.ts);
+            s.1 = s.1.max(last.ts);
+        }
+        &self.evs
     }
 }
 
@@ -507,13 +568,9 @@ fn cause_from(b: u8) -> Cause {
 /// u32 fields. Fixed, so writing is one copy and reading one bounds check.
 const FIXED: usize = 24;
 
-/// Bytes of the syscall record following a tag-8 event (tid, entry time,
-/// then the kernel record's fields).
-const SC_LEN: usize = 4 + 8 // tid, enter
-    + 8 + 4 + 4 + 8 + 4 + 4 + 8 // exit_ts, nr, fd_kind, ret, fd, flags, arg
-    + 2 * 4 // family, protocol, sport, dport
-    + 16 * 2 // saddr, daddr
-    + 8 + 8; // dev, ino
+/// Bytes of the syscall record following a tag-8 event: tid, entry time,
+/// then the kernel record as the stream carries it ([`fmt::Syscall::to_bytes`]).
+const SC_LEN: usize = 4 + 8 + fmt::Syscall::LEN;
 
 /// Longest encoded event (a syscall entry with its record).
 const MAX_ENCODED: usize = FIXED + SC_LEN;
@@ -556,23 +613,9 @@ fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
             (true, Some(sc)) => {
                 out.extend_from_slice(&fixed(ts, 8, 0, 0, [idx, 0, 0]));
                 let start = out.len();
-                let r = &sc.rec;
                 out.extend_from_slice(&sc.tid.to_le_bytes());
                 out.extend_from_slice(&sc.enter.to_le_bytes());
-                out.extend_from_slice(&r.exit_ts.to_le_bytes());
-                out.extend_from_slice(&r.nr.to_le_bytes());
-                out.extend_from_slice(&r.fd_kind.to_le_bytes());
-                out.extend_from_slice(&r.ret.to_le_bytes());
-                out.extend_from_slice(&r.fd.to_le_bytes());
-                out.extend_from_slice(&r.flags.to_le_bytes());
-                out.extend_from_slice(&r.arg.to_le_bytes());
-                for v in [r.family, r.protocol, r.sport, r.dport] {
-                    out.extend_from_slice(&v.to_le_bytes());
-                }
-                out.extend_from_slice(&r.saddr);
-                out.extend_from_slice(&r.daddr);
-                out.extend_from_slice(&r.dev.to_le_bytes());
-                out.extend_from_slice(&r.ino.to_le_bytes());
+                out.extend_from_slice(&sc.rec.to_bytes());
                 debug_assert_eq!(out.len() - start, SC_LEN);
                 return;
             }
@@ -687,61 +730,18 @@ impl RunReader {
         if tag != 8 {
             return Ok((Timed { ts, event }, false));
         }
-        let mut c = Cur {
-            b: &self.buf[self.pos..],
-            at: 0,
+        let b = &self.buf[self.pos..];
+        let sc = match (b.first_chunk::<12>(), b.get(12..).and_then(fmt::Syscall::from_bytes)) {
+            (Some(h), Some(rec)) => SyscallInfo {
+                tid: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
+                enter: u64::from_le_bytes([h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11]]),
+                rec,
+            },
+            _ => return Err(bad()),
         };
-        let sc = (|| {
-            let tid = c.u32()?;
-            let enter = c.u64()?;
-            let rec = fmt::Syscall {
-                exit_ts: c.u64()?,
-                nr: c.u32()?,
-                fd_kind: c.u32()?,
-                ret: c.u64()? as i64,
-                fd: c.u32()? as i32,
-                flags: c.u32()?,
-                arg: c.u64()?,
-                family: c.u16()?,
-                protocol: c.u16()?,
-                sport: c.u16()?,
-                dport: c.u16()?,
-                saddr: c.arr()?,
-                daddr: c.arr()?,
-                dev: c.u64()?,
-                ino: c.u64()?,
-            };
-            Some(SyscallInfo { tid, enter, rec })
-        })()
-        .ok_or_else(bad)?;
-        self.pos += c.at;
+        self.pos += SC_LEN;
         *sc_out = Some(sc);
         Ok((Timed { ts, event }, true))
-    }
-}
-
-struct Cur<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Cur<'_> {
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let v: [u8; N] = self.b.get(self.at..self.at + N)?.try_into().ok()?;
-        self.at += N;
-        Some(v)
-    }
-    fn u16(&mut self) -> Option<u16> {
-        self.take().map(u16::from_le_bytes)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take().map(u32::from_le_bytes)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take().map(u64::from_le_bytes)
-    }
-    fn arr(&mut self) -> Option<[u8; 16]> {
-        self.take()
     }
 }
 
@@ -780,6 +780,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     let kpath = dir.join(fmt::KERNEL_FILE);
     if kpath.exists() {
         let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;
+        t.sorter.as_mut().expect("set above").begin_stream();
         t.read_kernel(&kpath, &mut recs);
         if let Some(e) = recs.error {
             anyhow::bail!("cannot read {}: {e}", kpath.display());
@@ -787,6 +788,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     }
     for p in Trace::jvm_files(dir)? {
         let (header, mut recs) = RecordReader::open(&p, fmt::JVM_MAGIC)?;
+        t.sorter.as_mut().expect("set above").begin_stream();
         t.read_jvm(&p, &header, &mut recs);
         if let Some(e) = recs.error {
             anyhow::bail!("cannot read {}: {e}", p.display());
