@@ -755,7 +755,7 @@ pub struct SortedEvents {
     syscalls: Vec<SyscallInfo>,
     sc_base: u32,
     /// GC / safepoint windows (time-ordered) per Java thread's process.
-    windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
+    windows: HashMap<u32, Vec<Timed>>,
     spilled_runs: usize,
     /// Wakeup queries by waker, not yet sorted.
     queries: Option<Box<Sorter>>,
@@ -807,6 +807,13 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
                 s.1 = s.1.max(last);
             }
         }
+        let wins = wins
+            .into_iter()
+            .map(|(ts, cause, begin)| Timed {
+                ts,
+                event: Event::Window { cause, begin },
+            })
+            .collect();
         events.windows.insert(pid, wins);
     }
     for (tid, (first, last)) in span {
@@ -817,46 +824,92 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     Ok((t, events))
 }
 
-/// An event as the merge moves it: the event and the source it came from
-/// when it is a syscall entry with a record ([`NO_SC`] otherwise). The
-/// record itself stays put (in the source's slot or the syscall table): a
-/// small, plain value to move around per event, nothing allocated.
-type Ev = (Timed, u32);
-
-/// [`Ev`] without a syscall record.
-const NO_SC: u32 = u32::MAX;
-
 /// Up to this many sources per thread, the merge scans its heads.
 const LINEAR: usize = 8;
 
+/// Events of a run decoded at a time.
+const BLOCK: usize = 1024;
+
 /// One source of a thread's merged events.
 enum Source<'a> {
-    Run(&'a mut RunReader, u64),
-    Mem(std::slice::Iter<'a, Timed>),
+    /// Events in memory: the buffer's (`true`: their syscall records are in
+    /// the table) or the JVM-wide windows (`false`).
+    Mem(&'a [Timed], bool),
+    /// The thread's segment of a run.
+    Run {
+        reader: &'a mut RunReader,
+        /// Events of the segment not decoded yet.
+        left: u64,
+        /// The decoded events.
+        block: Vec<Timed>,
+        /// The records of the block's syscall entries, by position.
+        scs: Vec<(usize, SyscallInfo)>,
+        /// The next of `scs` to hand out.
+        sc_next: usize,
+    },
+}
+
+impl Source<'_> {
+    #[inline]
+    fn events(&self) -> &[Timed] {
+        match self {
+            Source::Mem(s, _) => s,
+            Source::Run { block, .. } => block,
+        }
+    }
+
+    /// Decodes the next block of a run once the current one is used up.
+    fn refill(&mut self, pos: &mut usize) -> anyhow::Result<()> {
+        if let Source::Run {
+            reader,
+            left,
+            block,
+            scs,
+            sc_next,
+        } = self
+        {
+            if *pos < block.len() || *left == 0 {
+                return Ok(());
+            }
+            block.clear();
+            scs.clear();
+            *sc_next = 0;
+            *pos = 0;
+            let n = (*left).min(BLOCK as u64);
+            let mut sc = None;
+            for _ in 0..n {
+                let (e, has) = reader.next(&mut sc)?;
+                if let (true, Some(s)) = (has, sc.take()) {
+                    scs.push((block.len(), s));
+                }
+                block.push(e);
+            }
+            *left -= n;
+        }
+        Ok(())
+    }
 }
 
 /// One thread's events in time order: its segments of every run and of the
 /// buffer merged by time (ties to the earlier run: stream order), with the
 /// JVM-wide windows of its process merged in after the thread's own events
 /// of the same time (where the stable sort of [`Trace::open`] puts them).
+///
+/// The merge hands out slices: the leading source's events up to the head
+/// of the next one are taken in one go, with one comparison each.
 struct ThreadEvents<'a> {
+    /// The sources, in tie order: runs, the buffer, the windows.
     sources: Vec<Source<'a>>,
-    heads: Vec<Option<Ev>>,
-    /// The heads by (time, source), when there are more than [`LINEAR`]
-    /// sources (else the heads are scanned: cheaper for a few).
+    /// Per source, its next event.
+    pos: Vec<usize>,
+    /// The heads of the sources other than `cur` by (time, source), when
+    /// there are more than [`LINEAR`] (else the heads are scanned).
     heap: BinaryHeap<Reverse<(u64, usize)>>,
-    /// Source to take from without consulting the heap, while it leads.
-    current: Option<usize>,
-    /// While `current` leads: the smallest (time, source) of the others.
-    limit: Option<(u64, usize)>,
+    /// The source being taken from, up to `end`; `None` before the first.
+    cur: Option<usize>,
+    end: usize,
     syscalls: &'a [SyscallInfo],
     sc_base: u32,
-    windows: &'a [(u64, Cause, bool)],
-    /// The next event of the sources, held back while windows go first.
-    held: Option<Ev>,
-    /// Per run source: the syscall record of its latest entry event (a
-    /// source has at most one event out at a time, so one slot each).
-    sc: Vec<Option<SyscallInfo>>,
 }
 
 impl<'a> ThreadEvents<'a> {
@@ -866,165 +919,150 @@ impl<'a> ThreadEvents<'a> {
         buckets: &'a TidMap<Vec<Timed>>,
         syscalls: &'a [SyscallInfo],
         sc_base: u32,
-        windows: &'a [(u64, Cause, bool)],
+        windows: &'a [Timed],
     ) -> anyhow::Result<Self> {
         let mut sources = Vec::new();
         for r in readers.iter_mut() {
             if let Some(seg) = r.segments.get(&tid).copied() {
                 r.seek(seg.offset)?;
-                sources.push(Source::Run(r, seg.count));
+                sources.push(Source::Run {
+                    reader: r,
+                    left: seg.count,
+                    block: Vec::new(),
+                    scs: Vec::new(),
+                    sc_next: 0,
+                });
             }
         }
         if let Some(b) = buckets.get(&tid) {
-            sources.push(Source::Mem(b.iter()));
+            sources.push(Source::Mem(b, true));
         }
-        let mut t = ThreadEvents {
-            heads: Vec::with_capacity(sources.len()),
+        if !windows.is_empty() {
+            sources.push(Source::Mem(windows, false));
+        }
+        let mut pos = vec![0; sources.len()];
+        let mut heap = BinaryHeap::new();
+        for (i, s) in sources.iter_mut().enumerate() {
+            s.refill(&mut pos[i])?;
+            if let (Some(e), true) = (s.events().first(), pos.len() > LINEAR) {
+                heap.push(Reverse((e.ts, i)));
+            }
+        }
+        Ok(ThreadEvents {
             sources,
-            heap: BinaryHeap::new(),
-            current: None,
-            limit: None,
+            pos,
+            heap,
+            cur: None,
+            end: 0,
             syscalls,
             sc_base,
-            windows,
-            held: None,
-            sc: Vec::new(),
-        };
-        t.sc.resize(t.sources.len(), None);
-        if t.sources.len() == 1 {
-            t.current = Some(0);
-            t.heads.push(None);
-        } else {
-            for i in 0..t.sources.len() {
-                let h = t.pull(i)?;
-                if let (Some((e, _)), false) = (&h, t.linear()) {
-                    t.heap.push(Reverse((e.ts, i)));
+        })
+    }
+
+    /// The head of source `i`: (time, source).
+    #[inline]
+    fn head(&self, i: usize) -> Option<(u64, usize)> {
+        self.sources[i].events().get(self.pos[i]).map(|e| (e.ts, i))
+    }
+
+    /// Picks the next slice to hand out; false when every source is done.
+    fn advance(&mut self) -> anyhow::Result<bool> {
+        let linear = self.sources.len() <= LINEAR;
+        if let Some(c) = self.cur {
+            self.sources[c].refill(&mut self.pos[c])?;
+            if !linear {
+                if let Some(h) = self.head(c) {
+                    self.heap.push(Reverse(h));
                 }
-                t.heads.push(h);
             }
         }
-        Ok(t)
-    }
-
-    #[inline]
-    fn pull(&mut self, i: usize) -> anyhow::Result<Option<Ev>> {
-        match &mut self.sources[i] {
-            Source::Run(_, 0) => Ok(None),
-            Source::Run(r, n) => {
-                *n -= 1;
-                let (e, has) = r.next(&mut self.sc[i])?;
-                Ok(Some((e, if has { i as u32 } else { NO_SC })))
-            }
-            Source::Mem(it) => Ok(it.next().map(|e| {
-                let m = matches!(e.event, Event::Syscall { enter: true, .. });
-                (*e, if m { i as u32 } else { NO_SC })
-            })),
-        }
-    }
-
-    /// The next event of the sources, merged by time.
-    #[inline]
-    fn next_own(&mut self) -> anyhow::Result<Option<Ev>> {
-        let linear = self.linear();
-        if let Some(i) = self.current {
-            // A thread's runs mostly cover disjoint times: keep taking from
-            // this source while it stays ahead of every other one.
-            match self.pull(i)? {
-                Some(h) if self.limit.is_none_or(|l| (h.0.ts, i) < l) => return Ok(Some(h)),
-                Some(h) => {
-                    if !linear {
-                        self.heap.push(Reverse((h.0.ts, i)));
+        let (i, limit) = if linear {
+            // The smallest and second smallest heads.
+            let mut best: Option<(u64, usize)> = None;
+            let mut second = None;
+            for j in 0..self.sources.len() {
+                if let Some(h) = self.head(j) {
+                    if best.is_none_or(|b| h < b) {
+                        second = best;
+                        best = Some(h);
+                    } else if second.is_none_or(|s| h < s) {
+                        second = Some(h);
                     }
-                    self.heads[i] = Some(h);
                 }
-                None => {}
             }
-            self.current = None;
-        }
-        let i = if linear {
-            match self.min_head() {
-                Some((_, i)) => i,
-                None => return Ok(None),
+            match best {
+                Some((_, i)) => (i, second),
+                None => return Ok(false),
             }
         } else {
             match self.heap.pop() {
-                Some(Reverse((_, i))) => i,
-                None => return Ok(None),
+                Some(Reverse((_, i))) => (i, self.heap.peek().map(|r| r.0)),
+                None => return Ok(false),
             }
         };
-        self.current = Some(i);
-        let out = self.heads[i].take();
-        self.limit = if linear {
-            self.min_head()
-        } else {
-            self.heap.peek().map(|r| r.0)
-        };
-        Ok(out)
-    }
-
-    /// Few sources: the heads are scanned instead of kept in a heap.
-    #[inline]
-    fn linear(&self) -> bool {
-        self.sources.len() <= LINEAR
-    }
-
-    /// The smallest (time, source) of the heads.
-    #[inline]
-    fn min_head(&self) -> Option<(u64, usize)> {
-        let mut best: Option<(u64, usize)> = None;
-        for (j, h) in self.heads.iter().enumerate() {
-            if let Some((e, _)) = h {
-                if best.is_none_or(|b| (e.ts, j) < b) {
-                    best = Some((e.ts, j));
+        // Take source i while it stays ahead of `limit`: ties go to the
+        // lower source.
+        let evs = self.sources[i].events();
+        let mut end = self.pos[i] + 1;
+        match limit {
+            None => end = evs.len(),
+            Some((lt, li)) if i < li => {
+                while end < evs.len() && evs[end].ts <= lt {
+                    end += 1;
+                }
+            }
+            Some((lt, _)) => {
+                while end < evs.len() && evs[end].ts < lt {
+                    end += 1;
                 }
             }
         }
-        best
-    }
-
-    /// When the thread's events are all in the buffer and none was taken
-    /// yet: the buffer's slice, the windows, and the syscall table.
-    #[allow(clippy::type_complexity)]
-    fn plain(&self) -> Option<(&'a [Timed], &'a [(u64, Cause, bool)], &'a [SyscallInfo], u32)> {
-        match &self.sources[..] {
-            [Source::Mem(it)] if self.held.is_none() => {
-                Some((it.as_slice(), self.windows, self.syscalls, self.sc_base))
-            }
-            _ => None,
-        }
+        self.cur = Some(i);
+        self.end = end;
+        Ok(true)
     }
 
     /// The thread's next event, windows included, with the record of a
     /// syscall entry.
     #[inline]
     fn next(&mut self) -> anyhow::Result<Option<(Timed, Option<&SyscallInfo>)>> {
-        if self.held.is_none() {
-            self.held = self.next_own()?;
-        }
-        if let Some(&(ts, cause, begin)) = self.windows.first() {
-            if self.held.as_ref().is_none_or(|(e, _)| ts < e.ts) {
-                self.windows = &self.windows[1..];
-                let e = Timed {
-                    ts,
-                    event: Event::Window { cause, begin },
-                };
-                return Ok(Some((e, None)));
+        loop {
+            if let Some(c) = self.cur {
+                let p = self.pos[c];
+                if p < self.end {
+                    self.pos[c] = p + 1;
+                    let (syscalls, sc_base) = (self.syscalls, self.sc_base);
+                    return Ok(Some(match &mut self.sources[c] {
+                        Source::Mem(evs, has_sc) => {
+                            let e = evs[p];
+                            let sc = match e.event {
+                                Event::Syscall { idx, enter: true } if *has_sc => {
+                                    idx.checked_sub(sc_base).and_then(|k| syscalls.get(k as usize))
+                                }
+                                _ => None,
+                            };
+                            (e, sc)
+                        }
+                        Source::Run {
+                            block, scs, sc_next, ..
+                        } => {
+                            let e = block[p];
+                            let sc = match scs.get(*sc_next) {
+                                Some((at, s)) if *at == p => {
+                                    *sc_next += 1;
+                                    Some(s)
+                                }
+                                _ => None,
+                            };
+                            (e, sc)
+                        }
+                    }));
+                }
+            }
+            if !self.advance()? {
+                return Ok(None);
             }
         }
-        let Some((e, src)) = self.held.take() else {
-            return Ok(None);
-        };
-        let sc = match (src, e.event) {
-            (NO_SC, _) => None,
-            (i, Event::Syscall { idx, .. }) => match self.sources[i as usize] {
-                Source::Mem(_) => idx
-                    .checked_sub(self.sc_base)
-                    .and_then(|k| self.syscalls.get(k as usize)),
-                Source::Run(..) => self.sc[i as usize].as_ref(),
-            },
-            _ => None,
-        };
-        Ok(Some((e, sc)))
     }
 }
 
@@ -1039,16 +1077,12 @@ impl SortedEvents {
 
     /// One thread's events (threads must be taken in tid order for the runs
     /// to be read sequentially; any order works, only slower).
-    fn thread<'a>(
-        &'a mut self,
-        info: &ThreadInfo,
-        no_windows: &'a [(u64, Cause, bool)],
-    ) -> anyhow::Result<ThreadEvents<'a>> {
+    fn thread(&mut self, info: &ThreadInfo) -> anyhow::Result<ThreadEvents<'_>> {
         let windows = self
             .windows
             .get(&info.tgid)
             .filter(|_| info.java_name.is_some())
-            .map_or(no_windows, |w| &w[..]);
+            .map_or(&[][..], |w| &w[..]);
         ThreadEvents::new(
             info.tid,
             &mut self.readers,
@@ -1074,55 +1108,19 @@ fn walk_all(
 ) -> anyhow::Result<()> {
     events.rewind()?;
     for info in trace.threads.values() {
-        let mut evs = events.thread(info, &[])?;
+        let mut evs = events.thread(info)?;
         match answers.as_deref_mut() {
             None => {
                 let mut walk = ThreadWalk::new(info, v);
-                if let Some((slice, mut wins, syscalls, sc_base)) = evs.plain() {
-                    // The thread is in the buffer only (the trace fit the
-                    // budget, or the thread began after the last spill): a
-                    // plain walk over the sorted slice.
-                    for e in slice {
-                        while let Some(&(ts, cause, begin)) = wins.first().filter(|w| w.0 < e.ts) {
-                            walk.event(
-                                &Timed {
-                                    ts,
-                                    event: Event::Window { cause, begin },
-                                },
-                                None,
-                                v,
-                            );
-                            wins = &wins[1..];
-                        }
-                        let sc = match e.event {
-                            Event::Syscall { idx, enter: true } => {
-                                idx.checked_sub(sc_base).and_then(|i| syscalls.get(i as usize))
-                            }
-                            _ => None,
-                        };
-                        walk.event(e, sc, v);
-                    }
-                    for &(ts, cause, begin) in wins {
-                        walk.event(
-                            &Timed {
-                                ts,
-                                event: Event::Window { cause, begin },
-                            },
-                            None,
-                            v,
-                        );
-                    }
-                } else {
-                    while let Some((e, sc)) = evs.next()? {
-                        walk.event(&e, sc, v);
-                    }
+                while let Some((e, sc)) = evs.next()? {
+                    walk.event(&e, sc, v);
                 }
                 walk.finish(v);
             }
             Some(answers) => {
                 let mut w = WithWakers {
                     inner: v,
-                    answers: answers.thread(info, &[])?,
+                    answers: answers.thread(info)?,
                     group: Vec::new(),
                     group_ts: None,
                     held: None,
@@ -1382,8 +1380,8 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
     events.rewind()?;
     queries.rewind()?;
     for info in trace.threads.values() {
-        let mut qs = queries.thread(info, &[])?;
-        let mut evs = events.thread(info, &[])?;
+        let mut qs = queries.thread(info)?;
+        let mut evs = events.thread(info)?;
         let mut st = StackAt::default();
         let mut walk = ThreadWalk::new(info, &mut st);
         // Queries carry no syscall record: keep just the event.
