@@ -245,7 +245,25 @@ impl std::fmt::Debug for RecordReader {
 /// Bytes one buffered event costs.
 const ITEM: usize = std::mem::size_of::<Timed>();
 /// Bytes one buffered syscall record costs.
-const SC_ITEM: usize = std::mem::size_of::<SyscallInfo>();
+const SC_ITEM: usize = std::mem::size_of::<(u32, SyscallInfo)>();
+
+/// The record of syscall `idx` among a thread's records (ascending by
+/// index), looked for at `*next` first: a thread's syscall entries come in
+/// index order but for the odd out-of-order record.
+#[inline]
+fn record_of<'r>(scs: &'r [(u32, SyscallInfo)], next: &mut usize, idx: u32) -> Option<&'r SyscallInfo> {
+    match scs.get(*next) {
+        Some((i, s)) if *i == idx => {
+            *next += 1;
+            Some(s)
+        }
+        _ => {
+            let k = scs.binary_search_by_key(&idx, |r| r.0).ok()?;
+            *next = k + 1;
+            Some(&scs[k].1)
+        }
+    }
+}
 
 /// One thread's segment of a run file.
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +286,7 @@ struct Run {
 #[derive(Debug)]
 pub(crate) struct Sorter {
     opts: StreamOptions,
-    /// Bytes held by `buckets` and `syscalls` (capacities).
+    /// Bytes held by `buckets` (capacities).
     bytes: usize,
     /// Buffered events per thread, in first-seen order.
     buckets: Vec<Bucket>,
@@ -277,9 +295,6 @@ pub(crate) struct Sorter {
     /// The last thread pushed and its bucket: consecutive records are
     /// mostly of one thread, so most pushes skip the lookup.
     last: Option<(u32, usize)>,
-    /// Records of the syscall entries in the buffer; index = idx - `sc_base`.
-    syscalls: Vec<SyscallInfo>,
-    sc_base: u32,
     /// Index the next syscall record gets (as in [`Trace::syscalls`]).
     pub(crate) next_syscall: u32,
     runs: Vec<Run>,
@@ -302,8 +317,6 @@ impl Sorter {
             buckets: Vec::new(),
             slot: TidMap::default(),
             last: None,
-            syscalls: Vec::new(),
-            sc_base: 0,
             next_syscall: 0,
             runs: Vec::new(),
             temp: None,
@@ -326,20 +339,23 @@ impl Sorter {
     }
 
     /// A syscall record; returns the index its events use.
+    /// The record is kept with its thread's events (where the spill and
+    /// the walk look for it, in order, instead of all over one table).
     pub(crate) fn add_syscall(&mut self, sc: SyscallInfo) -> u32 {
-        let cap = self.syscalls.capacity();
-        self.syscalls.push(sc);
-        self.bytes += (self.syscalls.capacity() - cap) * SC_ITEM;
+        let idx = self.next_syscall;
         self.next_syscall += 1;
-        self.next_syscall - 1
+        let i = self.bucket(sc.tid);
+        let v = &mut self.buckets[i].scs;
+        let cap = v.capacity();
+        v.push((idx, sc));
+        self.bytes += (v.capacity() - cap) * SC_ITEM;
+        idx
     }
 
-    pub(crate) fn push(&mut self, tid: u32, ts: u64, event: Event) {
-        self.events += 1;
-        if let (Some(q), Event::Wakeup { waker_tid, .. }) = (&mut self.queries, event) {
-            q.push(waker_tid, ts, cross(tid, None));
-        }
-        let i = match self.last {
+    /// The index of the bucket of `tid` (created if new).
+    #[inline]
+    fn bucket(&mut self, tid: u32) -> usize {
+        match self.last {
             Some((t, i)) if t == tid => i,
             _ => {
                 let n = self.buckets.len();
@@ -350,12 +366,21 @@ impl Sorter {
                         evs: Vec::new(),
                         late: Vec::new(),
                         tail: 0,
+                        scs: Vec::new(),
                     });
                 }
                 self.last = Some((tid, i));
                 i
             }
-        };
+        }
+    }
+
+    pub(crate) fn push(&mut self, tid: u32, ts: u64, event: Event) {
+        self.events += 1;
+        if let (Some(q), Event::Wakeup { waker_tid, .. }) = (&mut self.queries, event) {
+            q.push(waker_tid, ts, cross(tid, None));
+        }
+        let i = self.bucket(tid);
         let b = &mut self.buckets[i];
         // In-order events (most) go to `evs`, late ones aside: see Bucket.
         let v = if ts >= b.tail {
@@ -429,11 +454,13 @@ impl Sorter {
             )
         };
         for mut b in buckets {
-            let (tid, evs) = (b.tid, b.sorted(&mut self.span));
+            b.sort(&mut self.span);
+            let (tid, evs, scs) = (b.tid, &b.evs, &b.scs);
             let offset = written + out.len() as u64;
+            let mut next = 0;
             for e in evs {
                 let sc = match e.event {
-                    Event::Syscall { idx, enter: true } => self.syscalls.get((idx - self.sc_base) as usize),
+                    Event::Syscall { idx, enter: true } => record_of(scs, &mut next, idx),
                     _ => None,
                 };
                 encode(&mut out, e, sc);
@@ -453,8 +480,6 @@ impl Sorter {
         }
         file.write_all(&out).map_err(werr)?;
         file.seek(SeekFrom::Start(0)).map_err(werr)?;
-        self.syscalls = Vec::new();
-        self.sc_base = self.next_syscall;
         self.bytes = 0;
         self.runs.push(Run { file, segments });
         Ok(())
@@ -469,10 +494,10 @@ impl Sorter {
         if let Some(e) = self.queries.as_mut().and_then(|q| q.error.take()) {
             return Err(e);
         }
-        let mut buckets: TidMap<Vec<Timed>> = TidMap::default();
+        let mut buckets: TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)> = TidMap::default();
         for mut b in std::mem::take(&mut self.buckets) {
-            b.sorted(&mut self.span);
-            buckets.insert(b.tid, b.evs);
+            b.sort(&mut self.span);
+            buckets.insert(b.tid, (b.evs, b.scs));
         }
         let spilled_runs = self.runs.len();
         // The runs' read buffers share an eighth of the budget (at least
@@ -492,8 +517,6 @@ impl Sorter {
                 })
                 .collect(),
             buckets,
-            syscalls: self.syscalls,
-            sc_base: self.sc_base,
             windows: HashMap::new(),
             spilled_runs,
             queries: self.queries,
@@ -524,6 +547,9 @@ struct Bucket {
     late: Vec<Timed>,
     /// Time of the last in-order event of the current segment.
     tail: u64,
+    /// The records of the thread's syscall entries: (index, record),
+    /// ascending by index.
+    scs: Vec<(u32, SyscallInfo)>,
 }
 
 impl Bucket {
@@ -538,7 +564,7 @@ impl Bucket {
 
     /// Sorts the events by time (ties in push order) and extends the
     /// thread's span.
-    fn sorted(&mut self, span: &mut TidMap<(u64, u64)>) -> &[Timed] {
+    fn sort(&mut self, span: &mut TidMap<(u64, u64)>) {
         self.seal();
         // Stable: events of equal time keep their stream order.
         self.evs.sort_by_key(|e| e.ts);
@@ -547,7 +573,6 @@ impl Bucket {
             s.0 = s.0.min(first.ts);
             s.1 = s.1.max(last.ts);
         }
-        &self.evs
     }
 }
 
@@ -750,10 +775,9 @@ impl RunReader {
 #[derive(Debug)]
 pub struct SortedEvents {
     readers: Vec<RunReader>,
-    /// The last run, never written out.
-    buckets: TidMap<Vec<Timed>>,
-    syscalls: Vec<SyscallInfo>,
-    sc_base: u32,
+    /// The last run, never written out: per thread its events and the
+    /// records of its syscall entries.
+    buckets: TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)>,
     /// GC / safepoint windows (time-ordered) per Java thread's process.
     windows: HashMap<u32, Vec<Timed>>,
     spilled_runs: usize,
@@ -832,9 +856,14 @@ const BLOCK: usize = 1024;
 
 /// One source of a thread's merged events.
 enum Source<'a> {
-    /// Events in memory: the buffer's (`true`: their syscall records are in
-    /// the table) or the JVM-wide windows (`false`).
-    Mem(&'a [Timed], bool),
+    /// Events in memory: the buffer's with the records of their syscall
+    /// entries, or the JVM-wide windows (no records).
+    Mem {
+        evs: &'a [Timed],
+        scs: &'a [(u32, SyscallInfo)],
+        /// Where to look for the next record.
+        sc_next: usize,
+    },
     /// The thread's segment of a run.
     Run {
         reader: &'a mut RunReader,
@@ -853,7 +882,7 @@ impl Source<'_> {
     #[inline]
     fn events(&self) -> &[Timed] {
         match self {
-            Source::Mem(s, _) => s,
+            Source::Mem { evs, .. } => evs,
             Source::Run { block, .. } => block,
         }
     }
@@ -908,17 +937,13 @@ struct ThreadEvents<'a> {
     /// The source being taken from, up to `end`; `None` before the first.
     cur: Option<usize>,
     end: usize,
-    syscalls: &'a [SyscallInfo],
-    sc_base: u32,
 }
 
 impl<'a> ThreadEvents<'a> {
     fn new(
         tid: u32,
         readers: &'a mut [RunReader],
-        buckets: &'a TidMap<Vec<Timed>>,
-        syscalls: &'a [SyscallInfo],
-        sc_base: u32,
+        buckets: &'a TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)>,
         windows: &'a [Timed],
     ) -> anyhow::Result<Self> {
         let mut sources = Vec::new();
@@ -934,11 +959,15 @@ impl<'a> ThreadEvents<'a> {
                 });
             }
         }
-        if let Some(b) = buckets.get(&tid) {
-            sources.push(Source::Mem(b, true));
+        if let Some((evs, scs)) = buckets.get(&tid) {
+            sources.push(Source::Mem { evs, scs, sc_next: 0 });
         }
         if !windows.is_empty() {
-            sources.push(Source::Mem(windows, false));
+            sources.push(Source::Mem {
+                evs: windows,
+                scs: &[],
+                sc_next: 0,
+            });
         }
         let mut pos = vec![0; sources.len()];
         let mut heap = BinaryHeap::new();
@@ -954,8 +983,6 @@ impl<'a> ThreadEvents<'a> {
             heap,
             cur: None,
             end: 0,
-            syscalls,
-            sc_base,
         })
     }
 
@@ -1031,14 +1058,11 @@ impl<'a> ThreadEvents<'a> {
                 let p = self.pos[c];
                 if p < self.end {
                     self.pos[c] = p + 1;
-                    let (syscalls, sc_base) = (self.syscalls, self.sc_base);
                     return Ok(Some(match &mut self.sources[c] {
-                        Source::Mem(evs, has_sc) => {
+                        Source::Mem { evs, scs, sc_next } => {
                             let e = evs[p];
                             let sc = match e.event {
-                                Event::Syscall { idx, enter: true } if *has_sc => {
-                                    idx.checked_sub(sc_base).and_then(|k| syscalls.get(k as usize))
-                                }
+                                Event::Syscall { idx, enter: true } => record_of(scs, sc_next, idx),
                                 _ => None,
                             };
                             (e, sc)
@@ -1083,14 +1107,7 @@ impl SortedEvents {
             .get(&info.tgid)
             .filter(|_| info.java_name.is_some())
             .map_or(&[][..], |w| &w[..]);
-        ThreadEvents::new(
-            info.tid,
-            &mut self.readers,
-            &self.buckets,
-            &self.syscalls,
-            self.sc_base,
-            windows,
-        )
+        ThreadEvents::new(info.tid, &mut self.readers, &self.buckets, windows)
     }
 }
 
