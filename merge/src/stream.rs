@@ -494,7 +494,7 @@ impl Sorter {
         if let Some(e) = self.queries.as_mut().and_then(|q| q.error.take()) {
             return Err(e);
         }
-        let mut buckets: TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)> = TidMap::default();
+        let mut buckets: TidMap<MemEvents> = TidMap::default();
         for mut b in std::mem::take(&mut self.buckets) {
             b.sort(&mut self.span);
             buckets.insert(b.tid, (b.evs, b.scs));
@@ -525,6 +525,10 @@ impl Sorter {
         Ok((events, self.span))
     }
 }
+
+/// A thread's sorted events left in memory at the end of the reading, and
+/// the records of its syscall entries (index, record) ascending by index.
+type MemEvents = (Vec<Timed>, Vec<(u32, SyscallInfo)>);
 
 /// One thread's buffered events, kept so that sorting them is cheap.
 ///
@@ -777,7 +781,7 @@ pub struct SortedEvents {
     readers: Vec<RunReader>,
     /// The last run, never written out: per thread its events and the
     /// records of its syscall entries.
-    buckets: TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)>,
+    buckets: TidMap<MemEvents>,
     /// GC / safepoint windows (time-ordered) per Java thread's process.
     windows: HashMap<u32, Vec<Timed>>,
     spilled_runs: usize,
@@ -943,7 +947,7 @@ impl<'a> ThreadEvents<'a> {
     fn new(
         tid: u32,
         readers: &'a mut [RunReader],
-        buckets: &'a TidMap<(Vec<Timed>, Vec<(u32, SyscallInfo)>)>,
+        buckets: &'a TidMap<MemEvents>,
         windows: &'a [Timed],
     ) -> anyhow::Result<Self> {
         let mut sources = Vec::new();
