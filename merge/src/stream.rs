@@ -997,6 +997,7 @@ impl<'a> ThreadEvents<'a> {
     }
 
     /// Picks the next slice to hand out; false when every source is done.
+    #[inline(never)]
     fn advance(&mut self) -> anyhow::Result<bool> {
         let linear = self.sources.len() <= LINEAR;
         if let Some(c) = self.cur {
@@ -1051,6 +1052,48 @@ impl<'a> ThreadEvents<'a> {
         self.cur = Some(i);
         self.end = end;
         Ok(true)
+    }
+
+    /// Hands every remaining event of the thread, windows included, with
+    /// the record of a syscall entry, to `f`: a slice at a time, nothing
+    /// copied out (the walk's loop; [`ThreadEvents::next`] is the same one
+    /// event at a time).
+    #[inline]
+    fn for_each(&mut self, mut f: impl FnMut(&Timed, Option<&SyscallInfo>)) -> anyhow::Result<()> {
+        loop {
+            if let Some(c) = self.cur {
+                let (p, end) = (self.pos[c], self.end);
+                match &mut self.sources[c] {
+                    Source::Mem { evs, scs, sc_next } => {
+                        for e in &evs[p..end] {
+                            let sc = match e.event {
+                                Event::Syscall { idx, enter: true } => record_of(scs, sc_next, idx),
+                                _ => None,
+                            };
+                            f(e, sc);
+                        }
+                    }
+                    Source::Run {
+                        block, scs, sc_next, ..
+                    } => {
+                        for (q, e) in block[p..end].iter().enumerate() {
+                            let sc = match scs.get(*sc_next) {
+                                Some((at, s)) if *at == p + q => {
+                                    *sc_next += 1;
+                                    Some(s)
+                                }
+                                _ => None,
+                            };
+                            f(e, sc);
+                        }
+                    }
+                }
+                self.pos[c] = end;
+            }
+            if !self.advance()? {
+                return Ok(());
+            }
+        }
     }
 
     /// The thread's next event, windows included, with the record of a
@@ -1133,9 +1176,7 @@ fn walk_all(
         match answers.as_deref_mut() {
             None => {
                 let mut walk = ThreadWalk::new(info, v);
-                while let Some((e, sc)) = evs.next()? {
-                    walk.event(&e, sc, v);
-                }
+                evs.for_each(|e, sc| walk.event(e, sc, v))?;
                 walk.finish(v);
             }
             Some(answers) => {
@@ -1148,9 +1189,7 @@ fn walk_all(
                     error: None,
                 };
                 let mut walk = ThreadWalk::new(info, &mut w);
-                while let Some((e, sc)) = evs.next()? {
-                    walk.event(&e, sc, &mut w);
-                }
+                evs.for_each(|e, sc| walk.event(e, sc, &mut w))?;
                 walk.finish(&mut w);
                 if let Some(e) = w.error {
                     return Err(e);
