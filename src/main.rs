@@ -33,13 +33,7 @@ enum Cmd {
     /// Record the kernel side of a running process (needs root).
     Record(run::RecordArgs),
     /// Print the merged per-thread text trace.
-    Text {
-        /// Trace directory.
-        trace: PathBuf,
-        /// Also show off-CPU intervals outside traced methods and every thread in full.
-        #[arg(long)]
-        all: bool,
-    },
+    Text(views::TextArgs),
     /// Print the gap-attribution report.
     Report {
         /// Trace directory.
@@ -61,18 +55,11 @@ enum Cmd {
         /// Rows in the method tables.
         #[arg(long, default_value_t = 25)]
         top: usize,
-        /// Memory for buffered events (e.g. 64M, 1G); a longer trace is
-        /// sorted in runs on disk, so memory does not grow with its length.
-        #[arg(long, value_parser = jtrace_merge::stream::parse_size, default_value = "256M")]
-        memory_budget: usize,
-        /// Where sorted runs go when the trace exceeds the budget (default $TMPDIR or /tmp).
-        #[arg(long)]
-        temp_dir: Option<PathBuf>,
-        /// Read the whole trace into memory first (the pre-streaming path; for comparisons).
-        #[arg(long, hide = true)]
-        in_memory: bool,
+        #[command(flatten)]
+        stream: views::StreamArgs,
     },
-    /// Write the per-thread timeline as one self-contained HTML file.
+    /// Write the per-thread timeline as one self-contained HTML file (reads
+    /// the whole trace into memory: the page embeds every event).
     Timeline(views::TimelineArgs),
     /// Export for other viewers: chrome (Perfetto), collapsed (flame graphs), csv, text.
     Export(views::ExportArgs),
@@ -100,15 +87,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => return run::run(args),
         Cmd::Attach(args) => return attach::attach(args),
         Cmd::Record(args) => return run::record(args),
-        Cmd::Text { trace, all } => open(&trace).and_then(|t| {
-            let stdout = std::io::stdout().lock();
-            jtrace_timeline::write_text(
-                &t,
-                std::io::BufWriter::new(stdout),
-                &jtrace_timeline::TextOptions { all_events: all },
-            )
-            .map_err(Into::into)
-        }),
+        Cmd::Text(args) => views::text(args),
         Cmd::Report {
             trace,
             json,
@@ -116,20 +95,13 @@ fn main() -> ExitCode {
             method,
             cause,
             top,
-            memory_budget,
-            temp_dir,
-            in_memory,
+            stream,
         } => {
             let filter = ReportFilter { thread, method, cause };
-            let report = if in_memory {
+            let report = if stream.in_memory {
                 open(&trace).map(|t| build_report(&t, &filter))
             } else {
-                let opts = jtrace_merge::stream::StreamOptions {
-                    memory_budget,
-                    temp_dir,
-                    ..Default::default()
-                };
-                build_report_streaming(&trace, &filter, &opts)
+                build_report_streaming(&trace, &filter, &stream.options())
                     .with_context(|| format!("cannot report on trace {}", trace.display()))
             };
             report.and_then(|r| {

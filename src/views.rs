@@ -1,5 +1,6 @@
 //! `jtrace timeline` and `jtrace export`: the CLI side of the views in
-//! jtrace-timeline.
+//! jtrace-timeline, and the streaming flags shared by `report`, `text` and
+//! `export`.
 
 use anyhow::Context;
 use jtrace_merge::Trace;
@@ -7,7 +8,47 @@ use jtrace_timeline::{export, html};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Arguments of `jtrace timeline`.
+/// How a view reads a trace: streamed within a memory budget (default), or
+/// whole. Shared by `jtrace report`, `jtrace text` and `jtrace export`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StreamArgs {
+    /// Memory for buffered events (e.g. 64M, 1G); a longer trace is
+    /// sorted in runs on disk, so memory does not grow with its length.
+    #[arg(long, value_parser = jtrace_merge::stream::parse_size, default_value = "256M")]
+    pub memory_budget: usize,
+    /// Where sorted runs go when the trace exceeds the budget (default $TMPDIR or /tmp).
+    #[arg(long)]
+    pub temp_dir: Option<PathBuf>,
+    /// Read the whole trace into memory first (the pre-streaming path; for comparisons).
+    #[arg(long, hide = true)]
+    pub in_memory: bool,
+}
+
+impl StreamArgs {
+    /// The merge's options for these flags.
+    pub fn options(&self) -> jtrace_merge::stream::StreamOptions {
+        jtrace_merge::stream::StreamOptions {
+            memory_budget: self.memory_budget,
+            temp_dir: self.temp_dir.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Arguments of `jtrace text`.
+#[derive(clap::Args)]
+pub struct TextArgs {
+    /// Trace directory.
+    pub trace: PathBuf,
+    /// Also show off-CPU intervals outside traced methods and every thread in full.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+/// Arguments of `jtrace timeline` (which reads the whole trace into memory:
+/// the page embeds every invocation and interval).
 #[derive(clap::Args)]
 pub struct TimelineArgs {
     /// Trace directory.
@@ -40,7 +81,8 @@ fn parse_size(s: &str) -> Result<(u32, u32), String> {
 /// Export formats of `jtrace export`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
-    /// Chrome trace-event JSON, for Perfetto UI (ui.perfetto.dev) and chrome://tracing.
+    /// Chrome trace-event JSON, for Perfetto UI (ui.perfetto.dev) and chrome://tracing
+    /// (embeds every event, so it reads the whole trace into memory; the others stream).
     Chrome,
     /// Folded stacks of off-CPU time by cause (`cause;frame;... ns`), for flame graphs and speedscope.
     Collapsed,
@@ -67,6 +109,9 @@ pub struct ExportArgs {
     /// collapsed: also count off-CPU time outside traced methods; text: show everything.
     #[arg(long)]
     pub all: bool,
+    // collapsed, csv, text; chrome always reads the whole trace.
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 fn open(path: &Path) -> anyhow::Result<Trace> {
@@ -93,26 +138,57 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `jtrace export TRACE --format chrome|collapsed|csv|text [-o FILE]`.
+/// `jtrace text TRACE [--all]`: streamed unless `--in-memory`.
+pub fn text(args: TextArgs) -> anyhow::Result<()> {
+    let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    write_text(&args.trace, args.all, &args.stream, out)
+}
+
+fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> anyhow::Result<()> {
+    let opts = jtrace_timeline::TextOptions { all_events: all };
+    if stream.in_memory {
+        jtrace_timeline::write_text(&open(dir)?, out, &opts)?;
+    } else {
+        jtrace_timeline::write_text_streaming(dir, out, &opts, &stream.options())
+            .with_context(|| format!("cannot read trace {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// `jtrace export TRACE --format chrome|collapsed|csv|text [-o FILE]`:
+/// chrome reads the whole trace, the others stream unless `--in-memory`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let trace = open(&args.trace)?;
+    // Open (and check) the trace before creating the output file.
+    let whole = match args.format {
+        ExportFormat::Chrome => Some(open(&args.trace)?),
+        _ if args.stream.in_memory => Some(open(&args.trace)?),
+        _ => None,
+    };
     let out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(create(p)?),
         None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
-    match args.format {
-        ExportFormat::Chrome => export::write_chrome(&trace, out)?,
-        ExportFormat::Collapsed => {
+    let (dir, stream) = (&args.trace, args.stream.options());
+    let context = || format!("cannot read trace {}", dir.display());
+    match (args.format, &whole) {
+        (ExportFormat::Chrome, Some(trace)) => export::write_chrome(trace, out)?,
+        (ExportFormat::Collapsed, _) => {
             let opts = export::CollapsedOptions {
                 thread: args.per_thread,
                 all: args.all,
             };
-            export::write_collapsed(&trace, &opts, out)?
+            match &whole {
+                Some(trace) => export::write_collapsed(trace, &opts, out)?,
+                None => export::write_collapsed_streaming(dir, &opts, out, &stream).with_context(context)?,
+            }
         }
-        ExportFormat::Csv => export::write_csv(&trace, out)?,
-        ExportFormat::Text => {
-            jtrace_timeline::write_text(&trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
+        (ExportFormat::Csv, Some(trace)) => export::write_csv(trace, out)?,
+        (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream).with_context(context)?,
+        (ExportFormat::Text, Some(trace)) => {
+            jtrace_timeline::write_text(trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
         }
+        (ExportFormat::Text, None) => write_text(dir, args.all, &args.stream, out)?,
+        (ExportFormat::Chrome, None) => unreachable!("chrome always opens the whole trace"),
     }
     Ok(())
 }

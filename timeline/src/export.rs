@@ -6,7 +6,14 @@
 //!
 //! [`collect`] is the shared model underneath (also used by the HTML timeline):
 //! every thread's invocations and off-CPU intervals, in memory.
+//!
+//! The collapsed and CSV exports also stream ([`write_collapsed_streaming`],
+//! [`write_csv_streaming`]): the same bytes from a trace of any length, in
+//! memory bounded by a budget. The Chrome export embeds every invocation and
+//! interval of the trace in one JSON document by nature, so it reads the
+//! whole trace into memory (as the HTML timeline does).
 
+use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
     analyze, describe_evidence, Breakdown, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval, ThreadInfo,
     ThreadTotals, Trace, Visitor, Wake,
@@ -14,6 +21,7 @@ use jtrace_merge::{
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
+use std::path::Path;
 
 /// One method invocation of a thread, with its depth on the stack.
 #[derive(Debug, Clone, Copy)]
@@ -703,20 +711,46 @@ impl Visitor for Folder<'_> {
 /// stack, `cause;Outer.method;...;Inner.method N`, where N is **nanoseconds**
 /// off CPU with that cause at that stack, frames outermost first. With
 /// [`CollapsedOptions::thread`] the thread is the second frame.
-pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, mut out: impl Write) -> io::Result<()> {
-    let mut f = Folder {
-        trace,
-        opts,
-        stack: Vec::new(),
-        tail_stack: None,
-        off_sum: Default::default(),
-        folded: BTreeMap::new(),
-    };
+pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, out: impl Write) -> io::Result<()> {
+    let mut f = Folder::new(trace, opts);
     analyze(trace, &mut f);
-    for (k, v) in &f.folded {
-        writeln!(out, "{k} {v}")?;
+    f.write(out)
+}
+
+/// [`write_collapsed`] of the trace directory `dir`, streaming: the same
+/// bytes, in memory bounded by `stream`'s budget plus the distinct stacks
+/// (the output itself), not by the trace's length.
+pub fn write_collapsed_streaming(
+    dir: &Path,
+    opts: &CollapsedOptions,
+    out: impl Write,
+    stream: &StreamOptions,
+) -> anyhow::Result<()> {
+    let (trace, events) = stream::open(dir, stream)?;
+    let mut f = Folder::new(&trace, opts);
+    stream::analyze(&trace, events, &mut f)?;
+    f.write(out)?;
+    Ok(())
+}
+
+impl<'a> Folder<'a> {
+    fn new(trace: &'a Trace, opts: &'a CollapsedOptions) -> Self {
+        Folder {
+            trace,
+            opts,
+            stack: Vec::new(),
+            tail_stack: None,
+            off_sum: Default::default(),
+            folded: BTreeMap::new(),
+        }
     }
-    out.flush()
+
+    fn write(&self, mut out: impl Write) -> io::Result<()> {
+        for (k, v) in &self.folded {
+            writeln!(out, "{k} {v}")?;
+        }
+        out.flush()
+    }
 }
 
 /// Column names of [`write_csv`], in order.
@@ -766,35 +800,110 @@ pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
     for t in collect(trace) {
         let name = t.info.display_name().to_string();
         for s in &t.spans {
-            let m = &trace.methods[s.inv.method as usize];
-            let b = &s.inv.breakdown;
-            let mut row: Vec<String> = vec![
-                t.info.tid.to_string(),
-                pid_of(trace, &t.info).to_string(),
-                name.clone(),
-                m.class.clone(),
-                m.name.clone(),
-                m.signature.clone(),
-                s.inv.entry.to_string(),
-                s.inv.exit.to_string(),
-                b.wall.to_string(),
-                b.cpu.to_string(),
-                b.off.total().to_string(),
-            ];
-            row.extend(Cause::ALL.iter().map(|c| b.off.get(*c).to_string()));
-            row.extend([
-                b.voluntary.to_string(),
-                b.involuntary.to_string(),
-                s.inv.exception.to_string(),
-                s.depth.to_string(),
-                s.inv.outermost.to_string(),
-                s.inv.unfinished.to_string(),
-                m.native.to_string(),
-            ]);
-            w.write_record(&row)?;
+            w.write_record(csv_row(trace, &t.info, &name, s))?;
         }
     }
     w.flush()?;
+    Ok(())
+}
+
+/// One row of [`write_csv`].
+fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
+    let m = &trace.methods[s.inv.method as usize];
+    let b = &s.inv.breakdown;
+    let mut row: Vec<String> = vec![
+        t.tid.to_string(),
+        pid_of(trace, t).to_string(),
+        name.to_string(),
+        m.class.clone(),
+        m.name.clone(),
+        m.signature.clone(),
+        s.inv.entry.to_string(),
+        s.inv.exit.to_string(),
+        b.wall.to_string(),
+        b.cpu.to_string(),
+        b.off.total().to_string(),
+    ];
+    row.extend(Cause::ALL.iter().map(|c| b.off.get(*c).to_string()));
+    row.extend([
+        b.voluntary.to_string(),
+        b.involuntary.to_string(),
+        s.inv.exception.to_string(),
+        s.depth.to_string(),
+        s.inv.outermost.to_string(),
+        s.inv.unfinished.to_string(),
+        m.native.to_string(),
+    ]);
+    row
+}
+
+/// Writes CSV rows as a walk finishes invocations, in [`write_csv`]'s order
+/// (per thread by entry time, then depth; ties in exit order).
+///
+/// A row is final at its exit, but rows go out by entry: an invocation's
+/// row precedes its callees'. So the rows of an outermost invocation wait
+/// until it returns; then those that entered before that moment are sorted
+/// and written (any later row enters later), the others wait for the next.
+/// Memory: the rows of the largest outermost invocation, not the trace.
+struct CsvRows<'a, W: Write> {
+    trace: &'a Trace,
+    out: csv::Writer<W>,
+    name: String,
+    rows: Vec<Span>,
+    err: Option<csv::Error>,
+}
+
+impl<W: Write> CsvRows<'_, W> {
+    /// Writes, in order, the waiting rows that entered before `before`.
+    fn flush(&mut self, t: &ThreadInfo, before: u64) {
+        // Stable: the waiting rows are already in order and precede the new
+        // ones in exit order, as in write_csv's sort of all of them.
+        self.rows.sort_by_key(|s| (s.inv.entry, s.depth));
+        let n = self.rows.partition_point(|s| s.inv.entry < before);
+        for s in self.rows.drain(..n) {
+            if self.err.is_none() {
+                if let Err(e) = self.out.write_record(csv_row(self.trace, t, &self.name, &s)) {
+                    self.err = Some(e);
+                }
+            }
+        }
+    }
+}
+
+impl<W: Write> Visitor for CsvRows<'_, W> {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.name = t.display_name().to_string();
+        self.rows.clear();
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        self.rows.push(Span { inv: *inv, depth });
+        if depth == 0 {
+            self.flush(t, inv.exit);
+        }
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, _totals: &ThreadTotals) {
+        self.flush(t, u64::MAX);
+    }
+}
+
+/// [`write_csv`] of the trace directory `dir`, streaming: the same bytes, in
+/// memory bounded by `stream`'s budget plus the rows of the largest
+/// outermost invocation (see [`CsvRows`]), not by the trace's length.
+pub fn write_csv_streaming(dir: &Path, out: impl Write, stream: &StreamOptions) -> anyhow::Result<()> {
+    let (trace, events) = stream::open(dir, stream)?;
+    let mut w = CsvRows {
+        trace: &trace,
+        out: csv::Writer::from_writer(out),
+        name: String::new(),
+        rows: Vec::new(),
+        err: None,
+    };
+    w.out.write_record(csv_header())?;
+    stream::analyze(&trace, events, &mut w)?;
+    if let Some(e) = w.err {
+        return Err(e.into());
+    }
+    w.out.flush()?;
     Ok(())
 }
 

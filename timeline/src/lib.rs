@@ -1,11 +1,12 @@
 //! jtrace's views of a merged trace: the JPMT-style text trace and the
 //! human-readable report table.
 
+pub mod syscalls;
 pub mod table;
 pub mod text;
 
 pub use table::render_report;
-pub use text::{write_text, TextOptions};
+pub use text::{write_text, write_text_streaming, TextOptions};
 
 /// Formats CLOCK_REALTIME nanoseconds as an ISO 8601 UTC date.
 pub fn fmt_realtime(ns: u64) -> String {
@@ -16,5 +17,7 @@ pub fn fmt_realtime(ns: u64) -> String {
 }
 pub mod export;
 pub mod html;
-pub use export::{write_chrome, write_collapsed, write_csv, CollapsedOptions};
+pub use export::{
+    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
+};
 pub use html::{write_html, HtmlOptions};

@@ -2,11 +2,16 @@
 //! header, then per thread its header, the indented call tree with wall and
 //! CPU per invocation, and the off-CPU intervals nested where they occurred.
 
+use crate::syscalls::SyscallTable;
+use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, Breakdown, CallIndex, Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor,
+    analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, Invocation, MethodIdx,
+    OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
 };
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::path::Path;
 
 /// What to include in the text trace.
 #[derive(Debug, Clone, Default)]
@@ -52,9 +57,27 @@ fn state_letter(prev_state: u32) -> &'static str {
     }
 }
 
+/// What the text trace needs beyond one thread's walk: the waker's method
+/// and the syscall a block was in.
+enum Lookup {
+    /// The whole trace is in memory: its call index and syscall table.
+    Whole(CallIndex),
+    /// A streamed walk: the waker methods the walk reported since the
+    /// thread's last off-CPU interval, and the syscall records on disk.
+    Streamed {
+        wakes: VecDeque<(Wake, Option<MethodIdx>)>,
+        syscalls: SyscallTable,
+        error: Option<anyhow::Error>,
+    },
+}
+
+/// Wakeups kept for the next off-CPU interval (one wakes it; the others were
+/// wakeups of the running thread, which the kernel reports only seldom).
+const MAX_PENDING_WAKES: usize = 64;
+
 struct TextWriter<'a, W: Write> {
     trace: &'a Trace,
-    index: CallIndex,
+    lookup: Lookup,
     out: W,
     opts: TextOptions,
     t0: u64,
@@ -76,6 +99,43 @@ impl<'a, W: Write> TextWriter<'a, W> {
         self.trace.methods[m as usize].qualified()
     }
 
+    /// "tid 12 \"pool-1\" in Cache.refresh", as [`CallIndex::describe_waker`] says it.
+    fn waker(&mut self, w: &Wake, start: u64) -> String {
+        match &mut self.lookup {
+            Lookup::Whole(index) => index.describe_waker(self.trace, w),
+            Lookup::Streamed { wakes, .. } => {
+                // The interval's wake is the first wakeup after its switch-out.
+                let m = wakes
+                    .iter()
+                    .find(|(x, _)| x.ts >= start && x == w)
+                    .and_then(|&(_, m)| m);
+                // The name part, from an index that knows no method.
+                let mut s = CallIndex::default().describe_waker(self.trace, w);
+                if let Some(m) = m {
+                    s.push_str(" in ");
+                    s.push_str(&self.name(m));
+                }
+                s
+            }
+        }
+    }
+
+    /// "entering contended monitor of X", "in read(fd 5: …)", as
+    /// [`describe_evidence`] says it on the whole trace.
+    fn evidence(&mut self, e: &Evidence) -> String {
+        match (&mut self.lookup, e) {
+            (Lookup::Streamed { syscalls, error, .. }, Evidence::Syscall(i)) => match syscalls.get(*i) {
+                Ok(Some(sc)) => format!("in {}", describe_syscall(self.trace, &sc)),
+                Ok(None) => "in a syscall".into(),
+                Err(err) => {
+                    error.get_or_insert(err);
+                    "in a syscall".into()
+                }
+            },
+            _ => describe_evidence(self.trace, e),
+        }
+    }
+
     fn line(&mut self, ts: u64, depth: usize, text: &str) {
         let rel = self.rel(ts);
         let _ = writeln!(self.thread_buf, "{rel:>14} {:indent$}{text}", "", indent = depth * 2);
@@ -84,6 +144,9 @@ impl<'a, W: Write> TextWriter<'a, W> {
 
 impl<'a, W: Write> Visitor for TextWriter<'a, W> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
+        if let Lookup::Streamed { wakes, .. } = &mut self.lookup {
+            wakes.clear();
+        }
         self.thread_buf.clear();
         self.thread_has_calls = false;
         let mut kind = Vec::new();
@@ -161,7 +224,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             format!(
                 "blocked (voluntary, state {}) {}",
                 state_letter(iv.prev_state),
-                jtrace_merge::describe_evidence(self.trace, &iv.evidence)
+                self.evidence(&iv.evidence)
             )
         };
         let mut text = format!(
@@ -170,15 +233,22 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             causes(&iv.split)
         );
         if let Some(w) = iv.wake {
-            let _ = write!(
-                text,
-                "; woken by {} at {} ms",
-                self.index.describe_waker(self.trace, &w),
-                self.rel(w.ts)
-            );
+            let _ = write!(text, "; woken by {} at {} ms", self.waker(&w, iv.start), self.rel(w.ts));
+        }
+        if let Lookup::Streamed { wakes, .. } = &mut self.lookup {
+            wakes.clear();
         }
         self.line(iv.start, depth, &text);
         self.line(iv.end, depth, "⇡ switch-in");
+    }
+
+    fn waker_method(&mut self, _t: &ThreadInfo, _depth: usize, w: &Wake, m: Option<MethodIdx>) {
+        if let Lookup::Streamed { wakes, .. } = &mut self.lookup {
+            if wakes.len() == MAX_PENDING_WAKES {
+                wakes.pop_front();
+            }
+            wakes.push_back((*w, m));
+        }
     }
 
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
@@ -272,11 +342,55 @@ pub fn header(trace: &Trace) -> String {
     s
 }
 
-/// Writes the merged text trace of `trace` to `out`.
+/// Writes the merged text trace of `trace` (opened whole) to `out`.
 pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Result<()> {
+    let lookup = Lookup::Whole(CallIndex::build(trace));
+    run(trace, lookup, out, opts, |w| {
+        analyze(trace, w);
+        Ok(())
+    })
+    .map_err(|e| match e.downcast::<io::Error>() {
+        Ok(io) => io,
+        Err(e) => io::Error::other(e),
+    })
+}
+
+/// Writes the merged text trace of the trace directory `dir` to `out`,
+/// streaming: the same bytes as [`write_text`], in memory bounded by
+/// `stream`'s budget (plus threads × stack depth), not by the trace's length.
+/// Sorted runs and a table of the syscall records go to temporary files.
+pub fn write_text_streaming(
+    dir: &Path,
+    out: impl Write,
+    opts: &TextOptions,
+    stream: &StreamOptions,
+) -> anyhow::Result<()> {
+    let so = StreamOptions {
+        waker_methods: true,
+        ..stream.clone()
+    };
+    let (trace, events) = stream::open(dir, &so)?;
+    let lookup = Lookup::Streamed {
+        wakes: VecDeque::new(),
+        syscalls: SyscallTable::build(dir, stream.temp_dir.as_deref())?,
+        error: None,
+    };
+    run(&trace, lookup, out, opts, |w| {
+        stream::analyze_with_wakers(&trace, events, w)
+    })
+}
+
+/// Writes the header, then walks the threads with `walk`.
+fn run<W: Write>(
+    trace: &Trace,
+    lookup: Lookup,
+    out: W,
+    opts: &TextOptions,
+    walk: impl FnOnce(&mut TextWriter<'_, W>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut w = TextWriter {
         trace,
-        index: CallIndex::build(trace),
+        lookup,
         out,
         opts: opts.clone(),
         t0: trace.meta.start_monotonic_ns,
@@ -285,9 +399,13 @@ pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Res
         err: None,
     };
     w.out.write_all(header(trace).as_bytes())?;
-    analyze(trace, &mut w);
+    walk(&mut w)?;
     if let Some(e) = w.err {
+        return Err(e.into());
+    }
+    if let Lookup::Streamed { error: Some(e), .. } = w.lookup {
         return Err(e);
     }
-    w.out.flush()
+    w.out.flush()?;
+    Ok(())
 }
