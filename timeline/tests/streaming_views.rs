@@ -1,0 +1,168 @@
+//! The streamed text trace and collapsed/CSV exports are byte for byte the
+//! in-memory ones, with the trace in memory and with it split into many
+//! sorted runs on disk, on a synthetic trace that has every kind of evidence
+//! the text names (syscalls written at a switch and at their exit, JVM
+//! states, GC windows, page faults, wakers inside traced methods).
+
+#[path = "../../merge/examples/synth.rs"]
+#[allow(dead_code)]
+mod synth;
+
+use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::Trace;
+use jtrace_timeline::export::{self, CollapsedOptions};
+use jtrace_timeline::{write_text, write_text_streaming, TextOptions};
+use std::path::{Path, PathBuf};
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jtrace-streaming-views-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn opts(budget: usize) -> StreamOptions {
+    StreamOptions {
+        memory_budget: budget,
+        ..Default::default()
+    }
+}
+
+/// Every view of `dir`, in memory: (name, bytes).
+fn whole(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let t = Trace::open(dir).unwrap();
+    let mut v = Vec::new();
+    for all in [false, true] {
+        let mut b = Vec::new();
+        write_text(&t, &mut b, &TextOptions { all_events: all }).unwrap();
+        v.push((format!("text all={all}"), b));
+    }
+    for (thread, all) in [(false, false), (true, true)] {
+        let mut b = Vec::new();
+        export::write_collapsed(&t, &CollapsedOptions { thread, all }, &mut b).unwrap();
+        v.push((format!("collapsed thread={thread} all={all}"), b));
+    }
+    let mut b = Vec::new();
+    export::write_csv(&t, &mut b).unwrap();
+    v.push(("csv".into(), b));
+    v
+}
+
+/// The same views, streamed at `budget`.
+fn streamed(dir: &Path, budget: usize) -> Vec<(String, Vec<u8>)> {
+    let o = opts(budget);
+    let mut v = Vec::new();
+    for all in [false, true] {
+        let mut b = Vec::new();
+        write_text_streaming(dir, &mut b, &TextOptions { all_events: all }, &o).unwrap();
+        v.push((format!("text all={all}"), b));
+    }
+    for (thread, all) in [(false, false), (true, true)] {
+        let mut b = Vec::new();
+        export::write_collapsed_streaming(dir, &CollapsedOptions { thread, all }, &mut b, &o).unwrap();
+        v.push((format!("collapsed thread={thread} all={all}"), b));
+    }
+    let mut b = Vec::new();
+    export::write_csv_streaming(dir, &mut b, &o).unwrap();
+    v.push(("csv".into(), b));
+    v
+}
+
+fn assert_same(budget: usize, a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)]) {
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (_, y)) in a.iter().zip(b) {
+        if x != y {
+            let (xs, ys) = (String::from_utf8_lossy(x), String::from_utf8_lossy(y));
+            let line = xs.lines().zip(ys.lines()).position(|(p, q)| p != q);
+            let show = |s: &str| line.and_then(|l| s.lines().nth(l)).unwrap_or("").to_string();
+            panic!(
+                "budget {budget}, {name}: streamed output differs ({} vs {} bytes), first at line {line:?}:\n  \
+                 whole:    {}\n  streamed: {}",
+                x.len(),
+                y.len(),
+                show(&xs),
+                show(&ys)
+            );
+        }
+    }
+}
+
+fn text_of(views: &[(String, Vec<u8>)]) -> String {
+    String::from_utf8(views[0].1.clone()).unwrap()
+}
+
+#[test]
+fn streamed_views_equal_in_memory_at_every_budget() {
+    let dir = tempdir("synth").join("t.jtrace");
+    synth::generate(&dir, 300_000, 12).unwrap();
+    let expected = whole(&dir);
+    // What the text must carry from outside the walk: the syscall a block
+    // was in (at-switch futex records, socket reads written at their exit)
+    // and the waker's method.
+    let text = text_of(&expected);
+    for needle in [
+        "in futex(fd",
+        "in read(fd 7: socket tcp",
+        "; woken by tid",
+        "entering contended monitor of",
+    ] {
+        assert!(text.contains(needle), "the text trace has no {needle:?}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.contains("; woken by tid") && l.contains("\" in ")),
+        "no waker inside a traced method"
+    );
+    let csv = String::from_utf8(expected[4].1.clone()).unwrap();
+    assert!(csv.lines().count() > 10_000, "{} csv rows", csv.lines().count());
+    // One run in memory; a few runs; many small runs.
+    for (budget, min_runs) in [(256 << 20, 0), (2 << 20, 3), (64 << 10, 100)] {
+        let (_, events) = stream::open(&dir, &opts(budget)).unwrap();
+        let runs = events.spilled_runs();
+        assert!(runs >= min_runs, "budget {budget}: {runs} runs");
+        assert!(budget < 256 << 20 || runs == 0);
+        assert_same(budget, &expected, &streamed(&dir, budget));
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A kernel stream cut off inside a record (a recorder killed mid-write):
+/// both paths stop at the same record and number the syscalls before it the
+/// same way, so the text still names them.
+#[test]
+fn cut_off_kernel_stream_streams_the_same_text() {
+    let dir = tempdir("cut").join("t.jtrace");
+    synth::generate(&dir, 100_000, 6).unwrap();
+    let k = dir.join(jtrace_format::KERNEL_FILE);
+    let len = std::fs::metadata(&k).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&k).unwrap();
+    // Not a multiple of 8: inside a record.
+    f.set_len(len * 2 / 3 / 8 * 8 + 5).unwrap();
+    drop(f);
+    let expected = whole(&dir);
+    let text = text_of(&expected);
+    assert!(text.contains("# WARNING   : "), "the cut is reported");
+    assert!(text.contains("in futex(fd"));
+    assert_same(64 << 10, &expected, &streamed(&dir, 64 << 10));
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// Over budget with nowhere to put the runs: a clear error, no panic, and
+/// nothing written but what came before.
+#[test]
+fn missing_temp_dir_is_a_clear_error() {
+    let dir = tempdir("notmp").join("t.jtrace");
+    synth::generate(&dir, 50_000, 4).unwrap();
+    let o = StreamOptions {
+        memory_budget: 64 << 10,
+        temp_dir: Some(dir.join("no-such-dir")),
+        ..Default::default()
+    };
+    let mut b = Vec::new();
+    let e = write_text_streaming(&dir, &mut b, &TextOptions::default(), &o).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("no-such-dir") && msg.contains("--temp-dir"), "{msg}");
+    let e = export::write_csv_streaming(&dir, &mut Vec::new(), &o).unwrap_err();
+    assert!(format!("{e:#}").contains("--memory-budget"), "{e:#}");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
