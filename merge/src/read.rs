@@ -210,7 +210,11 @@ pub struct Trace {
     /// The tgid last set from a switch record, per thread.
     tgids: crate::stream::TidMap<u32>,
     /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
-    open_blocks: HashMap<u32, u32>,
+    open_blocks: crate::stream::TidMap<u32>,
+    /// The raw bytes of the last class name a fast-path JVM block record
+    /// carried and its detail index: blocks come in begin/end pairs of one
+    /// class, so most lookups are this one.
+    last_detail: (Vec<u8>, u32),
 }
 
 /// Records of a stream held whole in memory.
@@ -699,7 +703,13 @@ impl Trace {
                         .and_then(|n| p.get(10..10 + n));
                     if let (Some(class), Some((cause, begin))) = (class, block_of(k)) {
                         self.jvm_records += 1;
-                        let detail = self.detail_str(&String::from_utf8_lossy(class));
+                        let detail = if class == self.last_detail.0.as_slice() {
+                            self.last_detail.1
+                        } else {
+                            let d = self.detail_str(&String::from_utf8_lossy(class));
+                            self.last_detail = (class.to_vec(), d);
+                            d
+                        };
                         self.push(tid, ts, Event::Block { cause, begin, detail });
                         continue;
                     }

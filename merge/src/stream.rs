@@ -288,6 +288,13 @@ pub(crate) struct Sorter {
     opts: StreamOptions,
     /// Bytes held by `buckets` (capacities).
     bytes: usize,
+    /// Per thread, the event buffer of its bucket in the last run, emptied
+    /// and cut to what that run used: the next run's bucket of the thread
+    /// starts with it (memory already mapped: no page faults, no regrowth).
+    pool: TidMap<Vec<Timed>>,
+    /// Bytes held by `pool`; dropped when the pool and the buckets together
+    /// would exceed the budget.
+    pool_bytes: usize,
     /// Buffered events per thread, in first-seen order.
     buckets: Vec<Bucket>,
     /// Index in `buckets` of each thread's bucket.
@@ -314,6 +321,8 @@ impl Sorter {
         Sorter {
             opts: opts.clone(),
             bytes: 0,
+            pool: TidMap::default(),
+            pool_bytes: 0,
             buckets: Vec::new(),
             slot: TidMap::default(),
             last: None,
@@ -361,9 +370,18 @@ impl Sorter {
                 let n = self.buckets.len();
                 let i = *self.slot.entry(tid).or_insert(n);
                 if i == n {
+                    let evs = match self.pool.remove(&tid) {
+                        Some(v) => {
+                            let b = v.capacity() * ITEM;
+                            self.pool_bytes -= b;
+                            self.bytes += b;
+                            v
+                        }
+                        None => Vec::new(),
+                    };
                     self.buckets.push(Bucket {
                         tid,
-                        evs: Vec::new(),
+                        evs,
                         late: Vec::new(),
                         tail: 0,
                         scs: Vec::new(),
@@ -391,7 +409,14 @@ impl Sorter {
         };
         let cap = v.capacity();
         v.push(Timed { ts, event });
-        self.bytes += (v.capacity() - cap) * ITEM;
+        if v.capacity() != cap {
+            self.bytes += (v.capacity() - cap) * ITEM;
+            if self.bytes + self.pool_bytes > self.opts.memory_budget {
+                // The reuse must not make the buffers exceed the budget.
+                self.pool = TidMap::default();
+                self.pool_bytes = 0;
+            }
+        }
         if self.bytes >= self.opts.memory_budget && self.error.is_none() {
             if let Err(e) = self.spill() {
                 self.error = Some(e);
@@ -440,6 +465,10 @@ impl Sorter {
         // nothing is left behind whatever happens to the process.
         let _ = std::fs::remove_file(&path);
         let mut buckets = std::mem::take(&mut self.buckets);
+        // Buffers of the run before that no thread took up again go now.
+        self.pool = TidMap::default();
+        self.pool_bytes = 0;
+        let (mut pool, mut pool_bytes) = (TidMap::default(), 0);
         buckets.sort_unstable_by_key(|b| b.tid);
         self.slot.clear();
         self.last = None;
@@ -477,10 +506,17 @@ impl Sorter {
                     count: evs.len() as u64,
                 },
             );
+            let mut v = b.evs;
+            let used = v.len();
+            v.clear();
+            v.shrink_to(used);
+            pool_bytes += v.capacity() * ITEM;
+            pool.insert(tid, v);
         }
         file.write_all(&out).map_err(werr)?;
         file.seek(SeekFrom::Start(0)).map_err(werr)?;
         self.bytes = 0;
+        (self.pool, self.pool_bytes) = (pool, pool_bytes);
         self.runs.push(Run { file, segments });
         Ok(())
     }
