@@ -75,6 +75,9 @@ enum Lookup {
 /// wakeups of the running thread, which the kernel reports only seldom).
 const MAX_PENDING_WAKES: usize = 64;
 
+/// Bytes of a thread's text held before they are written.
+const FLUSH_AT: usize = 64 << 10;
+
 struct TextWriter<'a, W: Write> {
     trace: &'a Trace,
     lookup: Lookup,
@@ -139,6 +142,21 @@ impl<'a, W: Write> TextWriter<'a, W> {
     fn line(&mut self, ts: u64, depth: usize, text: &str) {
         let rel = self.rel(ts);
         let _ = writeln!(self.thread_buf, "{rel:>14} {:indent$}{text}", "", indent = depth * 2);
+        // Once the thread is sure to be printed in full, its text goes out
+        // as it comes: a thread's text grows with the trace's length.
+        if self.thread_buf.len() >= FLUSH_AT && (self.thread_has_calls || self.opts.all_events) {
+            self.write_buf();
+        }
+    }
+
+    /// Writes out the thread's text so far.
+    fn write_buf(&mut self) {
+        if self.err.is_none() {
+            if let Err(e) = self.out.write_all(self.thread_buf.as_bytes()) {
+                self.err = Some(e);
+            }
+        }
+        self.thread_buf.clear();
     }
 }
 
@@ -255,7 +273,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         if !self.thread_has_calls && !self.opts.all_events {
             // Keep threads without traced methods to one line.
             let b = &totals.breakdown;
-            let _ = writeln!(
+            let r = writeln!(
                 self.out,
                 "-- thread \"{}\" tid {}: wall {} ms, CPU {} ms, off {} ms, switches {} vol / {} invol",
                 t.display_name(),
@@ -266,6 +284,9 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
                 b.voluntary,
                 b.involuntary
             );
+            if let Err(e) = r {
+                self.err.get_or_insert(e);
+            }
             return;
         }
         let b = &totals.breakdown;
@@ -284,9 +305,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
                 String::new()
             }
         );
-        if let Err(e) = self.out.write_all(self.thread_buf.as_bytes()) {
-            self.err.get_or_insert(e);
-        }
+        self.write_buf();
     }
 }
 
