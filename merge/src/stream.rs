@@ -1036,13 +1036,10 @@ impl<'a> ThreadEvents<'a> {
     #[inline(never)]
     fn advance(&mut self) -> anyhow::Result<bool> {
         let linear = self.sources.len() <= LINEAR;
+        let mut cur_head = None;
         if let Some(c) = self.cur {
             self.sources[c].refill(&mut self.pos[c])?;
-            if !linear {
-                if let Some(h) = self.head(c) {
-                    self.heap.push(Reverse(h));
-                }
-            }
+            cur_head = self.head(c);
         }
         let (i, limit) = if linear {
             // The smallest and second smallest heads.
@@ -1063,10 +1060,24 @@ impl<'a> ThreadEvents<'a> {
                 None => return Ok(false),
             }
         } else {
-            match self.heap.pop() {
-                Some(Reverse((_, i))) => (i, self.heap.peek().map(|r| r.0)),
-                None => return Ok(false),
-            }
+            // The heap holds the heads of the sources other than the
+            // current one: the current one's new head replaces the top when
+            // the top leads (one sift, not a push and a pop).
+            let i = match cur_head {
+                Some(h) => match self.heap.peek_mut() {
+                    Some(mut top) if top.0 < h => {
+                        let t = top.0 .1;
+                        *top = Reverse(h);
+                        t
+                    }
+                    _ => h.1,
+                },
+                None => match self.heap.pop() {
+                    Some(Reverse((_, i))) => i,
+                    None => return Ok(false),
+                },
+            };
+            (i, self.heap.peek().map(|r| r.0))
         };
         // Take source i while it stays ahead of `limit`: ties go to the
         // lower source.
