@@ -107,12 +107,15 @@ fn main() {
 fn compile_probe(include: &Path) {
     let src = Path::new("java/jtrace/Probe.java");
     println!("cargo:rerun-if-changed={}", src.display());
+    // Compile-time stand-ins for JDK-internal annotations the probe uses.
+    println!("cargo:rerun-if-changed=java/jdk");
     let javac = include.parent().map(|h| h.join("bin/javac")).filter(|j| j.is_file());
     let javac = javac.unwrap_or_else(|| PathBuf::from("javac"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let st = std::process::Command::new(&javac)
         .args(["--release", "8", "-Xlint:-options", "-nowarn", "-d"])
         .arg(&out)
+        .args(["-sourcepath", "java"])
         .arg(src)
         .status()
         .unwrap_or_else(|e| panic!("jtrace-agent build: running {}: {e}", javac.display()));

@@ -296,6 +296,49 @@ fn bytecode_rewriting_off_uses_jvmti_events() {
     }
 }
 
+/// The probes stay out of line in compiled code: HotSpot honours
+/// `@DontInline` on jtrace.Probe (defined by the boot loader), so C2 does
+/// not copy a probe body (thread-local lookup, buffer bounds, flush path)
+/// into every traced method and every method that inlines one, and a new
+/// thread's first probe call deoptimises the small probe rather than every
+/// hot caller. The hot loop calls a traced method 300 000 times, enough for
+/// C2 to compile it; its inlining decisions must name the annotation for
+/// `enter` and `exit`, and no probe may be inlined.
+#[test]
+fn probes_are_not_inlined_by_the_jit() {
+    let out = scratch_dir("inlining");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/bench/Bench.java");
+    compile(&out, "17", &[src]);
+    for java in jvms() {
+        let j = java.display().to_string();
+        let r = run_java(
+            &java,
+            Some(&format!("{QUIET}include_method Bench tiny\n")),
+            &["-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintInlining"],
+            &out,
+            &["Bench", "300000", "1"],
+        );
+        assert!(r.status.success(), "{j}: {}", r.stderr);
+        let probe_lines: Vec<&str> = r.stdout.lines().filter(|l| l.contains("jtrace.Probe::")).collect();
+        for probe in ["enter", "exit"] {
+            assert!(
+                probe_lines
+                    .iter()
+                    .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && l.contains("don't inline by annotation")),
+                "{j}: no out-of-line {probe} in {probe_lines:#?}"
+            );
+        }
+        for l in &probe_lines {
+            let inlined = l.trim_end().ends_with(" inline") || l.contains("inline (hot)") || l.contains("force inline");
+            let probe = l.contains("::enter ") || l.contains("::exit ") || l.contains("::exitEx ");
+            assert!(!(probe && inlined), "{j}: a probe was inlined: {l}");
+        }
+        // The trace itself is complete (entries and exits of every call).
+        let (_, counts) = tally(&j, &r.records);
+        assert!(counts.values().any(|c| c.0 >= 300_000 && c.1 == c.0), "{j}: {counts:?}");
+    }
+}
+
 /// min and median of a sample.
 fn min_median(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

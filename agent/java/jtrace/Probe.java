@@ -1,5 +1,7 @@
 package jtrace;
 
+import jdk.internal.vm.annotation.DontInline;
+
 /**
  * Method-tracing probes of the jtrace agent.
  *
@@ -30,6 +32,7 @@ public final class Probe {
     private Probe() {
     }
 
+    @DontInline
     public static void enter(int id) {
         Probe p = CURRENT.get();
         if (p == null) {
@@ -46,6 +49,7 @@ public final class Probe {
         p.pos = i + 2;
     }
 
+    @DontInline
     public static void exit(int id) {
         long t = System.nanoTime();
         Probe p = CURRENT.get();
@@ -63,6 +67,7 @@ public final class Probe {
         p.pos = i + 2;
     }
 
+    @DontInline
     public static void exitEx(int id) {
         long t = System.nanoTime();
         Probe p = CURRENT.get();
