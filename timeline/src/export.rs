@@ -20,8 +20,9 @@ use jtrace_merge::{
 };
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Write};
-use std::path::Path;
+use std::fs::File;
+use std::io::{self, Seek, Write};
+use std::path::{Path, PathBuf};
 
 /// One method invocation of a thread, with its depth on the stack.
 #[derive(Debug, Clone, Copy)]
@@ -837,6 +838,16 @@ fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
     row
 }
 
+/// A formatted CSV row waiting for its turn: sorted by (entry, depth), ties
+/// in exit order (`seq`), as [`write_csv`] sorts a thread's spans.
+struct Row {
+    key: (u64, u64, u64),
+    bytes: Vec<u8>,
+}
+
+/// Bytes a waiting row costs besides its text.
+const ROW_OVERHEAD: usize = std::mem::size_of::<Row>() + 16;
+
 /// Writes CSV rows as a walk finishes invocations, in [`write_csv`]'s order
 /// (per thread by entry time, then depth; ties in exit order).
 ///
@@ -844,64 +855,208 @@ fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
 /// row precedes its callees'. So the rows of an outermost invocation wait
 /// until it returns; then those that entered before that moment are sorted
 /// and written (any later row enters later), the others wait for the next.
-/// Memory: the rows of the largest outermost invocation, not the trace.
+/// Rows waiting beyond `cap` bytes (a long outermost invocation such as a
+/// traced `main`) are written, sorted, to a temporary file and merged back at
+/// the flush, so memory stays bounded whatever the trace's length.
 struct CsvRows<'a, W: Write> {
     trace: &'a Trace,
-    out: csv::Writer<W>,
+    out: W,
+    /// Formats one record exactly as a csv::Writer on `out` would, into `buf`.
+    fmt: csv::Writer<Shared>,
+    buf: Shared,
     name: String,
-    rows: Vec<Span>,
-    err: Option<csv::Error>,
+    rows: Vec<Row>,
+    /// Bytes held by `rows`.
+    bytes: usize,
+    seq: u64,
+    /// Sorted runs of waiting rows on disk.
+    runs: Vec<File>,
+    cap: usize,
+    temp_dir: PathBuf,
+    err: Option<anyhow::Error>,
 }
 
 impl<W: Write> CsvRows<'_, W> {
-    /// Writes, in order, the waiting rows that entered before `before`.
-    fn flush(&mut self, t: &ThreadInfo, before: u64) {
-        // Stable: the waiting rows are already in order and precede the new
-        // ones in exit order, as in write_csv's sort of all of them.
-        self.rows.sort_by_key(|s| (s.inv.entry, s.depth));
-        let n = self.rows.partition_point(|s| s.inv.entry < before);
-        for s in self.rows.drain(..n) {
-            if self.err.is_none() {
-                if let Err(e) = self.out.write_record(csv_row(self.trace, t, &self.name, &s)) {
-                    self.err = Some(e);
+    /// The bytes of one record.
+    fn format(&mut self, row: &[String]) -> anyhow::Result<Vec<u8>> {
+        self.fmt.write_record(row)?;
+        self.fmt.flush()?;
+        Ok(std::mem::take(&mut *self.buf.0.borrow_mut()))
+    }
+
+    fn push(&mut self, t: &ThreadInfo, s: &Span) -> anyhow::Result<()> {
+        let bytes = self.format(&csv_row(self.trace, t, &self.name, s))?;
+        self.bytes += bytes.len() + ROW_OVERHEAD;
+        self.rows.push(Row {
+            key: (s.inv.entry, s.depth as u64, self.seq),
+            bytes,
+        });
+        self.seq += 1;
+        if self.bytes > self.cap {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the waiting rows, sorted, as a run on disk.
+    fn spill(&mut self) -> anyhow::Result<()> {
+        let file = crate::syscalls::unlinked_temp_file(&self.temp_dir, "csv", "a sorted run of CSV rows")?;
+        let werr = |e: io::Error| anyhow::anyhow!("cannot write a sorted run of CSV rows: {e}");
+        let mut w = io::BufWriter::with_capacity(1 << 20, &file);
+        self.rows.sort_unstable_by_key(|r| r.key);
+        for r in self.rows.drain(..) {
+            let (e, d, q) = r.key;
+            for v in [e, d, q, r.bytes.len() as u64] {
+                w.write_all(&v.to_le_bytes()).map_err(werr)?;
+            }
+            w.write_all(&r.bytes).map_err(werr)?;
+        }
+        w.flush().map_err(werr)?;
+        drop(w);
+        self.bytes = 0;
+        self.runs.push(file);
+        Ok(())
+    }
+
+    /// Writes, in order, the waiting rows that entered before `before`; the
+    /// others (entered at `before` exactly) keep waiting.
+    fn flush(&mut self, before: u64) -> anyhow::Result<()> {
+        self.rows.sort_unstable_by_key(|r| r.key);
+        if self.runs.is_empty() {
+            let n = self.rows.partition_point(|r| r.key.0 < before);
+            for r in self.rows.drain(..n) {
+                self.out.write_all(&r.bytes)?;
+                self.bytes -= r.bytes.len() + ROW_OVERHEAD;
+            }
+            return Ok(());
+        }
+        // Merge the runs and the rows in memory by key.
+        let rerr = |e: io::Error| anyhow::anyhow!("cannot read back a sorted run of CSV rows: {e}");
+        let mut readers = Vec::new();
+        for f in std::mem::take(&mut self.runs) {
+            let mut f = f;
+            f.seek(io::SeekFrom::Start(0)).map_err(rerr)?;
+            readers.push(io::BufReader::with_capacity(64 << 10, f));
+        }
+        let mut heads: Vec<Option<Row>> = Vec::new();
+        for r in &mut readers {
+            heads.push(read_row(r).map_err(rerr)?);
+        }
+        let mem = std::mem::take(&mut self.rows);
+        self.bytes = 0;
+        let mut mem = mem.into_iter().peekable();
+        loop {
+            // The smallest head among the runs and the memory.
+            let mut best: Option<(usize, (u64, u64, u64))> = None;
+            for (i, h) in heads.iter().enumerate() {
+                if let Some(h) = h {
+                    if best.is_none_or(|b| h.key < b.1) {
+                        best = Some((i, h.key));
+                    }
                 }
             }
+            let row = match (best, mem.peek()) {
+                (Some((_, k)), Some(m)) if m.key < k => mem.next().expect("peeked"),
+                (Some((i, _)), _) => {
+                    let next = read_row(&mut readers[i]).map_err(rerr)?;
+                    std::mem::replace(&mut heads[i], next).expect("a head")
+                }
+                (None, Some(_)) => mem.next().expect("peeked"),
+                (None, None) => break,
+            };
+            if row.key.0 < before {
+                self.out.write_all(&row.bytes)?;
+            } else {
+                self.bytes += row.bytes.len() + ROW_OVERHEAD;
+                self.rows.push(row);
+            }
         }
+        Ok(())
     }
+}
+
+/// A byte buffer the CSV formatter writes into and its owner takes from.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The next row of a run, `None` at its end.
+fn read_row(r: &mut impl io::Read) -> io::Result<Option<Row>> {
+    let mut h = [0u8; 32];
+    match r.read_exact(&mut h) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let w = |i: usize| u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let mut bytes = vec![0u8; w(3) as usize];
+    r.read_exact(&mut bytes)?;
+    Ok(Some(Row {
+        key: (w(0), w(1), w(2)),
+        bytes,
+    }))
 }
 
 impl<W: Write> Visitor for CsvRows<'_, W> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
         self.name = t.display_name().to_string();
-        self.rows.clear();
     }
     fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
-        self.rows.push(Span { inv: *inv, depth });
-        if depth == 0 {
-            self.flush(t, inv.exit);
+        if self.err.is_some() {
+            return;
+        }
+        let mut r = self.push(t, &Span { inv: *inv, depth });
+        if r.is_ok() && depth == 0 {
+            r = self.flush(inv.exit);
+        }
+        if let Err(e) = r {
+            self.err = Some(e);
         }
     }
-    fn thread_end(&mut self, t: &ThreadInfo, _totals: &ThreadTotals) {
-        self.flush(t, u64::MAX);
+    fn thread_end(&mut self, _t: &ThreadInfo, _totals: &ThreadTotals) {
+        if self.err.is_none() {
+            if let Err(e) = self.flush(u64::MAX) {
+                self.err = Some(e);
+            }
+        }
     }
 }
 
 /// [`write_csv`] of the trace directory `dir`, streaming: the same bytes, in
-/// memory bounded by `stream`'s budget plus the rows of the largest
-/// outermost invocation (see [`CsvRows`]), not by the trace's length.
+/// memory bounded by `stream`'s budget, not by the trace's length (rows
+/// waiting for their turn beyond a quarter of the budget go to sorted runs
+/// in the temporary directory, see [`CsvRows`]).
 pub fn write_csv_streaming(dir: &Path, out: impl Write, stream: &StreamOptions) -> anyhow::Result<()> {
     let (trace, events) = stream::open(dir, stream)?;
+    let buf = Shared::default();
     let mut w = CsvRows {
         trace: &trace,
-        out: csv::Writer::from_writer(out),
+        out,
+        fmt: csv::Writer::from_writer(buf.clone()),
+        buf,
         name: String::new(),
         rows: Vec::new(),
+        bytes: 0,
+        seq: 0,
+        runs: Vec::new(),
+        cap: (stream.memory_budget / 4).max(64 << 10),
+        temp_dir: stream.temp_dir.clone().unwrap_or_else(std::env::temp_dir),
         err: None,
     };
-    w.out.write_record(csv_header())?;
+    let header = w.format(&csv_header())?;
+    w.out.write_all(&header)?;
     stream::analyze(&trace, events, &mut w)?;
     if let Some(e) = w.err {
-        return Err(e.into());
+        return Err(e);
     }
     w.out.flush()?;
     Ok(())

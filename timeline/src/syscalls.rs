@@ -52,22 +52,7 @@ impl SyscallTable {
         let rerr = |e: std::io::Error| anyhow::anyhow!("cannot read {}: {e}", kpath.display());
         let mut input = File::open(&kpath).map_err(rerr)?;
         let tmp = temp_dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = tmp.join(format!("jtrace-syscalls-{}-{serial}.tmp", std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create the syscall table in {}: {e} (set TMPDIR or --temp-dir)",
-                    tmp.display()
-                )
-            })?;
-        // Unlinked at once: nothing is left behind, whatever happens.
-        let _ = std::fs::remove_file(&path);
+        let file = unlinked_temp_file(&tmp, "syscalls", "the syscall table")?;
         let werr = |e: std::io::Error| anyhow::anyhow!("cannot write the syscall table in {}: {e}", tmp.display());
         let mut out = BufWriter::with_capacity(1 << 20, &file);
 
@@ -167,6 +152,27 @@ impl SyscallTable {
             .ok_or_else(|| anyhow::anyhow!("the syscall table is corrupt (was the temporary file changed?)"))?;
         Ok(Some(SyscallInfo { tid, enter, rec }))
     }
+}
+
+/// A new temporary file in `dir`, already unlinked: it lives as long as it is
+/// open, and nothing is left behind whatever happens to the process.
+pub(crate) fn unlinked_temp_file(dir: &Path, prefix: &str, what: &str) -> anyhow::Result<File> {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("jtrace-{prefix}-{}-{serial}.tmp", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create {what} in {}: {e} (set TMPDIR or --temp-dir)",
+                dir.display()
+            )
+        })?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
 }
 
 /// Reads until `buf` is full or the file ends.

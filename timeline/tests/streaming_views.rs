@@ -8,6 +8,8 @@
 #[allow(dead_code)]
 mod synth;
 
+mod fixture;
+
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
 use jtrace_timeline::export::{self, CollapsedOptions};
@@ -164,5 +166,61 @@ fn missing_temp_dir_is_a_clear_error() {
     assert!(msg.contains("no-such-dir") && msg.contains("--temp-dir"), "{msg}");
     let e = export::write_csv_streaming(&dir, &mut Vec::new(), &o).unwrap_err();
     assert!(format!("{e:#}").contains("--memory-budget"), "{e:#}");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A traced `main` that wraps everything (as `--methods 'com.acme.*'` gives):
+/// its callees' rows wait for it, beyond the budget, so they go to sorted runs
+/// on disk and are merged back in order: invocations entered at the same
+/// instant (ties by depth, then exit order), zero-length calls, a call
+/// entered at the very instant the outer one returns.
+#[test]
+fn csv_rows_of_a_long_outermost_invocation_spill_and_merge_in_order() {
+    use fixture::{Builder, MAIN, WORKER};
+    let dir = fixture::tempdir("csv-spill").join("t.jtrace");
+    let mut b = Builder::default();
+    b.jvm_start(1000);
+    b.method(1, "Main", "main", "([Ljava/lang/String;)V");
+    b.method(2, "A", "step", "()V");
+    b.method(3, "B", "inner", "(I)J");
+    b.java_thread(MAIN, 1000, "main", "main");
+    b.java_thread(WORKER, 1000, "worker", "main");
+    b.switch_in(MAIN, 1000);
+    b.switch_in(WORKER, 1000);
+    let mut ts = 2000;
+    b.enter(MAIN, ts, 1);
+    for i in 0..20_000u64 {
+        // A.step and B.inner entered at the same instant; every 7th B.inner
+        // has zero length; every 5th step is followed by a second one that
+        // starts when the first returns.
+        b.enter(MAIN, ts, 2);
+        b.enter(MAIN, ts, 3);
+        let d = if i % 7 == 0 { 0 } else { 10 };
+        b.exit(MAIN, ts + d, 3);
+        b.exit(MAIN, ts + 20, 2);
+        if i % 5 == 0 {
+            b.enter(MAIN, ts + 20, 2);
+            b.exit(MAIN, ts + 20, 2);
+        }
+        ts += 30;
+        b.enter(WORKER, ts, 2);
+        b.exit(WORKER, ts + 5, 2);
+    }
+    b.exit(MAIN, ts, 1);
+    // Called at the instant main returned, and again with nothing around it.
+    b.enter(MAIN, ts, 3);
+    b.exit(MAIN, ts, 3);
+    b.enter(MAIN, ts + 10, 1);
+    b.exit(MAIN, ts + 20, 1);
+    b.write(&dir, 1000, ts + 100);
+    let t = Trace::open(&dir).unwrap();
+    let mut expected = Vec::new();
+    export::write_csv(&t, &mut expected).unwrap();
+    assert!(expected.iter().filter(|&&c| c == b'\n').count() > 60_000);
+    for budget in [64 << 10, 1 << 20, 256 << 20] {
+        let mut got = Vec::new();
+        export::write_csv_streaming(&dir, &mut got, &opts(budget)).unwrap();
+        assert_same(budget, &[("csv".into(), expected.clone())], &[("csv".into(), got)]);
+    }
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
