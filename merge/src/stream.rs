@@ -248,21 +248,24 @@ const ITEM: usize = std::mem::size_of::<Timed>();
 const SC_ITEM: usize = std::mem::size_of::<(u32, SyscallInfo)>();
 
 /// The record of syscall `idx` among a thread's records (ascending by
-/// index), looked for at `*next` first: a thread's syscall entries come in
-/// index order but for the odd out-of-order record.
+/// index), looked for at `*next` first, then close to it: a thread's syscall
+/// entries come in index order but for records written after the fact,
+/// which are a few places off.
 #[inline]
 fn record_of<'r>(scs: &'r [(u32, SyscallInfo)], next: &mut usize, idx: u32) -> Option<&'r SyscallInfo> {
-    match scs.get(*next) {
-        Some((i, s)) if *i == idx => {
-            *next += 1;
-            Some(s)
-        }
-        _ => {
-            let k = scs.binary_search_by_key(&idx, |r| r.0).ok()?;
-            *next = k + 1;
-            Some(&scs[k].1)
-        }
-    }
+    let n = *next;
+    let k = match scs.get(n) {
+        Some((i, _)) if *i == idx => n,
+        Some((i, _)) if *i < idx => (n + 1..scs.len().min(n + 32))
+            .find(|&k| scs[k].0 == idx)
+            .or_else(|| scs.binary_search_by_key(&idx, |r| r.0).ok())?,
+        _ => (n.saturating_sub(32)..n.min(scs.len()))
+            .rev()
+            .find(|&k| scs[k].0 == idx)
+            .or_else(|| scs.binary_search_by_key(&idx, |r| r.0).ok())?,
+    };
+    *next = k + 1;
+    Some(&scs[k].1)
 }
 
 /// One thread's segment of a run file.
