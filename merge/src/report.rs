@@ -193,20 +193,42 @@ pub fn glob_match(pat: &str, s: &str) -> bool {
 #[derive(Default)]
 struct Aggregate {
     per_thread: BTreeMap<u32, (ThreadTotals, BTreeMap<MethodIdx, MethodStats>)>,
-    all: BTreeMap<MethodIdx, MethodStats>,
+    /// Over all threads, by method index (`calls == 0`: not called).
+    all: Vec<MethodStats>,
+    /// The thread being walked, by method index, and the methods it called
+    /// (threads are walked one at a time: no map lookup per invocation).
+    current: Vec<MethodStats>,
+    called: Vec<MethodIdx>,
+}
+
+/// The stats of method `m` in a table by method index (grown as needed).
+#[inline]
+fn stats_of(table: &mut Vec<MethodStats>, m: MethodIdx) -> &mut MethodStats {
+    let i = m as usize;
+    if i >= table.len() {
+        table.resize(i + 1, MethodStats::default());
+    }
+    &mut table[i]
 }
 
 impl Visitor for Aggregate {
-    fn exit(&mut self, thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
+    fn exit(&mut self, _thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
         if !inv.outermost {
             return;
         }
-        let t = self.per_thread.entry(thread.tid).or_default();
-        t.1.entry(inv.method).or_default().add(inv);
-        self.all.entry(inv.method).or_default().add(inv);
+        let s = stats_of(&mut self.current, inv.method);
+        if s.calls == 0 {
+            self.called.push(inv.method);
+        }
+        s.add(inv);
+        stats_of(&mut self.all, inv.method).add(inv);
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
-        self.per_thread.entry(thread.tid).or_default().0 = *totals;
+        let t = self.per_thread.entry(thread.tid).or_default();
+        t.0 = *totals;
+        for m in self.called.drain(..) {
+            t.1.insert(m, std::mem::take(&mut self.current[m as usize]));
+        }
     }
 }
 
@@ -306,7 +328,10 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         });
     }
     if filter.thread.is_none() {
-        all = agg.all;
+        all = (agg.all.into_iter().enumerate())
+            .filter(|(_, s)| s.calls > 0)
+            .map(|(m, s)| (m as MethodIdx, s))
+            .collect();
     }
     let meta = &trace.meta;
     let mut problems = trace.losses.truncated.clone();
