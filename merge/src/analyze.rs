@@ -7,7 +7,7 @@
 //! cause) of the thread's running totals, and an invocation's figures are the
 //! difference of those totals between its exit and its entry.
 
-use crate::cause::{Breakdown, Cause};
+use crate::cause::{Breakdown, Cause, OffCpu};
 use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
 
 /// x86-64 syscall numbers the attribution distinguishes.
@@ -282,8 +282,44 @@ enum CpuState {
 struct Frame {
     method: MethodIdx,
     entry: u64,
-    at_entry: Breakdown,
+    /// The thread's totals at entry, but for `off`: see [`OffSnapshots`].
+    at_entry: Breakdown0,
+    /// Index in [`OffSnapshots`] of the off-CPU totals at entry.
+    off: u32,
     outermost: bool,
+}
+
+/// A [`Breakdown`] without its off-CPU part.
+#[derive(Clone, Copy)]
+struct Breakdown0 {
+    wall: u64,
+    cpu: u64,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+/// The off-CPU totals (104 bytes) as frames entered them: they change only
+/// while the thread is off CPU, so the frames entered between two off-CPU
+/// stretches share one snapshot instead of each copying it. Frames refer to
+/// snapshots in stack order, so the snapshots form a stack too.
+#[derive(Default)]
+struct OffSnapshots {
+    /// (version of the off-CPU totals, the totals).
+    snaps: Vec<(u64, OffCpu)>,
+    /// Bumped whenever the running off-CPU totals change.
+    version: u64,
+}
+
+impl OffSnapshots {
+    /// The index of a snapshot of `off` (the running totals) as they are now.
+    #[inline]
+    fn take(&mut self, off: &OffCpu) -> u32 {
+        match self.snaps.last() {
+            Some(&(v, _)) if v == self.version => {}
+            _ => self.snaps.push((self.version, *off)),
+        }
+        (self.snaps.len() - 1) as u32
+    }
 }
 
 /// The merge of one thread, fed one event at a time in time order: the
@@ -301,6 +337,7 @@ pub struct ThreadWalk<'a> {
     stack: Vec<Frame>,
     open_count: crate::stream::TidMap<u32>,
     ctx: Context,
+    offs: OffSnapshots,
 }
 
 impl<'a> ThreadWalk<'a> {
@@ -317,6 +354,7 @@ impl<'a> ThreadWalk<'a> {
             stack: Vec::new(),
             open_count: Default::default(),
             ctx: Context::default(),
+            offs: OffSnapshots::default(),
         }
     }
 
@@ -341,6 +379,9 @@ impl<'a> ThreadWalk<'a> {
             CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
             CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
             CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
+        }
+        if !matches!(self.state, CpuState::On) {
+            self.offs.version += 1;
         }
         self.last = Some(e.ts);
         // `self.acc` is read where needed, not copied per event (a
@@ -461,10 +502,17 @@ impl<'a> ThreadWalk<'a> {
                 let outermost = *n == 0;
                 *n += 1;
                 v.enter(thread, e.ts, stack.len(), m);
+                let acc = &self.acc;
                 stack.push(Frame {
                     method: m,
                     entry: e.ts,
-                    at_entry: self.acc,
+                    at_entry: Breakdown0 {
+                        wall: acc.wall,
+                        cpu: acc.cpu,
+                        voluntary: acc.voluntary,
+                        involuntary: acc.involuntary,
+                    },
+                    off: self.offs.take(&acc.off),
                     outermost,
                 });
             }
@@ -481,11 +529,12 @@ impl<'a> ThreadWalk<'a> {
                         thread,
                         f,
                         e.ts,
-                        self.acc,
+                        &self.acc,
                         false,
                         true,
                         &mut self.open_count,
-                        stack.len(),
+                        stack,
+                        &mut self.offs,
                         v,
                     );
                 }
@@ -494,11 +543,12 @@ impl<'a> ThreadWalk<'a> {
                     thread,
                     f,
                     e.ts,
-                    self.acc,
+                    &self.acc,
                     exception,
                     false,
                     &mut self.open_count,
-                    stack.len(),
+                    stack,
+                    &mut self.offs,
                     v,
                 );
             }
@@ -515,11 +565,12 @@ impl<'a> ThreadWalk<'a> {
                     self.thread,
                     f,
                     last,
-                    self.acc,
+                    &self.acc,
                     false,
                     true,
                     &mut self.open_count,
-                    self.stack.len(),
+                    &self.stack,
+                    &mut self.offs,
                     v,
                 );
             }
@@ -544,26 +595,38 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
     w.finish(v)
 }
 
+/// Reports the invocation of frame `f`, just popped off `stack`.
 #[allow(clippy::too_many_arguments)]
 fn close(
     thread: &ThreadInfo,
     f: Frame,
     ts: u64,
-    acc: Breakdown,
+    acc: &Breakdown,
     exception: bool,
     unfinished: bool,
     open_count: &mut crate::stream::TidMap<u32>,
-    depth: usize,
+    stack: &[Frame],
+    offs: &mut OffSnapshots,
     v: &mut dyn Visitor,
 ) {
     if let Some(n) = open_count.get_mut(&f.method) {
         *n -= 1;
     }
+    let (at, off) = (f.at_entry, offs.snaps[f.off as usize].1);
+    // Snapshots no open frame refers to any more go.
+    offs.snaps.truncate(stack.last().map_or(0, |g| g.off as usize + 1));
+    let depth = stack.len();
     let inv = Invocation {
         method: f.method,
         entry: f.entry,
         exit: ts,
-        breakdown: acc - f.at_entry,
+        breakdown: Breakdown {
+            wall: acc.wall - at.wall,
+            cpu: acc.cpu - at.cpu,
+            off: acc.off - off,
+            voluntary: acc.voluntary - at.voluntary,
+            involuntary: acc.involuntary - at.involuntary,
+        },
         exception,
         unfinished,
         outermost: f.outermost,
