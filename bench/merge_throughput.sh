@@ -16,7 +16,9 @@
 #
 # Also prints min / median user CPU seconds and events per user-CPU second
 # at that median: on a shared, loaded machine the CPU time is a steadier
-# measure of the per-core rate than the wall time.
+# measure of the per-core rate than the wall time; and the median system
+# CPU seconds (reading the trace, writing and reading back the runs, page
+# faults), and the load average before and after each size.
 #
 # Per size and mode: min and median wall seconds of `jtrace report --json`,
 # events/s at the median, peak RSS (max over runs, /usr/bin/time -v), and the
@@ -49,7 +51,8 @@ for n in "${sizes[@]}"; do
     df -h "$tmp" | tail -1 | awk '{print "disk free before writing: " $4}'
     target/release/examples/synth "$tmp/t$n" "$n" 16 ${SIMPLE:+simple} >/dev/null
     echo "events=$n  trace size $(du -sh "$tmp/t$n" | cut -f1)"
-    declare -A times=() users=() rss=()
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    declare -A times=() users=() syss=() rss=()
     for ((r = 0; r < repeats; r++)); do
         for m in "${modes[@]}"; do
             # shellcheck disable=SC2046
@@ -59,8 +62,10 @@ for n in "${sizes[@]}"; do
             w=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, a, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + a[i]; print s}' "$tmp/time")
             k=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tmp/time")
             u=$(awk -F': ' '/User time \(seconds\)/ {print $2}' "$tmp/time")
+            y=$(awk -F': ' '/System time \(seconds\)/ {print $2}' "$tmp/time")
             times[$m]="${times[$m]:-} $w"
             users[$m]="${users[$m]:-} $u"
+            syss[$m]="${syss[$m]:-} $y"
             [ "$k" -gt "${rss[$m]:-0}" ] && rss[$m]=$k
         done
     done
@@ -73,14 +78,16 @@ for n in "${sizes[@]}"; do
         umin=$(echo "$usorted" | head -1)
         umed=$(echo "$usorted" | sed -n "$(((repeats + 1) / 2))p")
         urate=$(python3 -c "print(f'{$n/$umed/1e6:.2f}')")
+        smed=$(printf '%s\n' ${syss[$m]} | sort -g | sed -n "$(((repeats + 1) / 2))p")
         runs=""
         if [ "${m#before:}" != in-memory ]; then
             budget=$(mode_args "$m" | awk '{print $2}')
             runs="  runs=$(target/release/examples/phases "$tmp/t$n" ${budget:-256M} --stream-only | sed -n 's/.*(\([0-9]*\) runs).*/\1/p')"
         fi
-        printf 'events=%s  %-18s min=%ss  median=%ss  rate=%sM events/s  user min=%ss median=%ss  user rate=%sM events/s  peak_rss=%sMiB%s\n' \
-            "$n" "$m" "$min" "$med" "$rate" "$umin" "$umed" "$urate" "$((rss[$m] / 1024))" "$runs"
+        printf 'events=%s  %-18s min=%ss  median=%ss  rate=%sM events/s  user min=%ss median=%ss  user rate=%sM events/s  sys median=%ss  peak_rss=%sMiB%s\n' \
+            "$n" "$m" "$min" "$med" "$rate" "$umin" "$umed" "$urate" "$smed" "$((rss[$m] / 1024))" "$runs"
     done
-    unset times users rss
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    unset times users syss rss
     rm -rf "$tmp/t$n"
 done

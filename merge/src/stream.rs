@@ -1254,6 +1254,41 @@ fn walk_all(
 mod tests {
     use super::*;
 
+    /// A record is found wherever it is: at the cursor, a few places
+    /// after or before it, far away; a missing one is None.
+    #[test]
+    fn record_lookup_around_the_cursor() {
+        let scs: Vec<(u32, SyscallInfo)> = [1u32, 2, 5, 6, 9, 40, 41, 200]
+            .iter()
+            .map(|&i| {
+                let rec = fmt::Syscall {
+                    nr: i,
+                    ..Default::default()
+                };
+                (i, SyscallInfo { tid: 1, enter: 0, rec })
+            })
+            .collect();
+        let mut next = 0;
+        for (idx, want_next) in [
+            (1, 1),
+            (5, 3),
+            (2, 2),
+            (6, 4),
+            (200, 8),
+            (9, 5),
+            (41, 7),
+            (40, 6),
+            (6, 4),
+        ] {
+            assert_eq!(record_of(&scs, &mut next, idx).map(|s| s.rec.nr), Some(idx));
+            assert_eq!(next, want_next, "after {idx}");
+        }
+        for missing in [0, 3, 100, 201] {
+            assert!(record_of(&scs, &mut next, missing).is_none());
+        }
+        assert!(record_of(&[], &mut 0, 1).is_none());
+    }
+
     /// Every kind of event survives a run file, also where a record spans
     /// two reads of the run (the longest one, a syscall entry, included).
     #[test]
