@@ -149,8 +149,7 @@ fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> an
     if stream.in_memory {
         jtrace_timeline::write_text(&open(dir)?, out, &opts)?;
     } else {
-        jtrace_timeline::write_text_streaming(dir, out, &opts, &stream.options())
-            .with_context(|| format!("cannot read trace {}", dir.display()))?;
+        jtrace_timeline::write_text_streaming(dir, out, &opts, &stream.options())?;
     }
     Ok(())
 }
@@ -169,7 +168,6 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
     let (dir, stream) = (&args.trace, args.stream.options());
-    let context = || format!("cannot read trace {}", dir.display());
     match (args.format, &whole) {
         (ExportFormat::Chrome, Some(trace)) => export::write_chrome(trace, out)?,
         (ExportFormat::Collapsed, _) => {
@@ -179,11 +177,11 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             };
             match &whole {
                 Some(trace) => export::write_collapsed(trace, &opts, out)?,
-                None => export::write_collapsed_streaming(dir, &opts, out, &stream).with_context(context)?,
+                None => export::write_collapsed_streaming(dir, &opts, out, &stream)?,
             }
         }
         (ExportFormat::Csv, Some(trace)) => export::write_csv(trace, out)?,
-        (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream).with_context(context)?,
+        (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream)?,
         (ExportFormat::Text, Some(trace)) => {
             jtrace_timeline::write_text(trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
         }

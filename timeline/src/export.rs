@@ -727,7 +727,7 @@ pub fn write_collapsed_streaming(
     out: impl Write,
     stream: &StreamOptions,
 ) -> anyhow::Result<()> {
-    let (trace, events) = stream::open(dir, stream)?;
+    let (trace, events) = crate::open_streamed(dir, stream)?;
     let mut f = Folder::new(&trace, opts);
     stream::analyze(&trace, events, &mut f)?;
     f.write(out)?;
@@ -1036,7 +1036,7 @@ impl<W: Write> Visitor for CsvRows<'_, W> {
 /// waiting for their turn beyond a quarter of the budget go to sorted runs
 /// in the temporary directory, see [`CsvRows`]).
 pub fn write_csv_streaming(dir: &Path, out: impl Write, stream: &StreamOptions) -> anyhow::Result<()> {
-    let (trace, events) = stream::open(dir, stream)?;
+    let (trace, events) = crate::open_streamed(dir, stream)?;
     let buf = Shared::default();
     let mut w = CsvRows {
         trace: &trace,

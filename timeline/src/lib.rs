@@ -21,3 +21,13 @@ pub use export::{
     write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
 };
 pub use html::{write_html, HtmlOptions};
+
+/// [`jtrace_merge::stream::open`], its errors prefixed with the trace's name
+/// (the views' later errors are about writing their output).
+pub(crate) fn open_streamed(
+    dir: &std::path::Path,
+    opts: &jtrace_merge::stream::StreamOptions,
+) -> anyhow::Result<(jtrace_merge::Trace, jtrace_merge::stream::SortedEvents)> {
+    use anyhow::Context;
+    jtrace_merge::stream::open(dir, opts).with_context(|| format!("cannot open trace {}", dir.display()))
+}

@@ -388,7 +388,7 @@ pub fn write_text_streaming(
         waker_methods: true,
         ..stream.clone()
     };
-    let (trace, events) = stream::open(dir, &so)?;
+    let (trace, events) = crate::open_streamed(dir, &so)?;
     let lookup = Lookup::Streamed {
         wakes: VecDeque::new(),
         syscalls: SyscallTable::build(dir, stream.temp_dir.as_deref())?,
