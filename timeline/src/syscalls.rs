@@ -4,11 +4,11 @@
 //! carries each record with its event and drops it after the walk's
 //! bookkeeping), but the text trace names the syscall a thread blocked in:
 //! `blocked … in read(fd 5: socket tcp …)`. [`SyscallTable`] reads the kernel
-//! stream once more, in chunks, and writes every SYSCALL record into an
-//! unlinked temporary file at a fixed size per record, in the order the
-//! merge numbers them ([`jtrace_merge::Evidence::Syscall`] indexes), so a
-//! lookup is one positioned read: memory stays constant whatever the length
-//! of the trace.
+//! stream once more, in chunks, and keeps every SYSCALL record at a fixed
+//! size, in the order the merge numbers them
+//! ([`jtrace_merge::Evidence::Syscall`] indexes): in memory up to a cap, else
+//! in an unlinked temporary file, where a lookup is one positioned read, so
+//! memory stays bounded whatever the length of the trace.
 
 use jtrace_format::{self as fmt, Decoder, Payload};
 use jtrace_merge::SyscallInfo;
@@ -30,18 +30,22 @@ const CHUNK: usize = 4 << 20;
 /// Every SYSCALL record of a trace's kernel stream, by the index the merge
 /// gives it.
 pub struct SyscallTable {
+    /// The entries on disk, when they exceeded the cap.
     file: Option<File>,
+    /// The entries, when they fit the cap.
+    mem: Vec<u8>,
     len: u64,
     /// The block in memory: index of its first entry, and its bytes.
     block: Option<(u64, Vec<u8>)>,
 }
 
 impl SyscallTable {
-    /// Reads `dir`'s kernel stream (if any) into a table in `temp_dir`
-    /// (default `$TMPDIR`, else /tmp).
-    pub fn build(dir: &Path, temp_dir: Option<&Path>) -> anyhow::Result<SyscallTable> {
+    /// Reads `dir`'s kernel stream (if any) into a table: in memory up to
+    /// `cap` bytes, beyond it in `temp_dir` (default `$TMPDIR`, else /tmp).
+    pub fn build(dir: &Path, temp_dir: Option<&Path>, cap: usize) -> anyhow::Result<SyscallTable> {
         let mut t = SyscallTable {
             file: None,
+            mem: Vec::new(),
             len: 0,
             block: None,
         };
@@ -52,9 +56,10 @@ impl SyscallTable {
         let rerr = |e: std::io::Error| anyhow::anyhow!("cannot read {}: {e}", kpath.display());
         let mut input = File::open(&kpath).map_err(rerr)?;
         let tmp = temp_dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let file = unlinked_temp_file(&tmp, "syscalls", "the syscall table")?;
         let werr = |e: std::io::Error| anyhow::anyhow!("cannot write the syscall table in {}: {e}", tmp.display());
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        // Entries not written out yet; a file once they exceed the cap.
+        let mut pending: Vec<u8> = Vec::new();
+        let mut out: Option<BufWriter<File>> = None;
 
         // The records in chunks; `buf[pos..]` is not consumed yet, `base` is
         // the file offset of `buf[0]`.
@@ -105,16 +110,28 @@ impl SyscallTable {
             if raw.kind == fmt::kind::SYSCALL {
                 let Ok(rec) = raw.decode() else { break };
                 if let Payload::Syscall(sc) = rec.payload {
-                    out.write_all(&raw.tid.to_le_bytes()).map_err(werr)?;
-                    out.write_all(&raw.ts.to_le_bytes()).map_err(werr)?;
-                    out.write_all(&sc.to_bytes()).map_err(werr)?;
+                    pending.extend_from_slice(&raw.tid.to_le_bytes());
+                    pending.extend_from_slice(&raw.ts.to_le_bytes());
+                    pending.extend_from_slice(&sc.to_bytes());
                     t.len += 1;
+                    if pending.len() >= cap.max(64 << 10) {
+                        if out.is_none() {
+                            let f = unlinked_temp_file(&tmp, "syscalls", "the syscall table")?;
+                            out = Some(BufWriter::with_capacity(1 << 20, f));
+                        }
+                        out.as_mut().expect("set above").write_all(&pending).map_err(werr)?;
+                        pending.clear();
+                    }
                 }
             }
         }
-        out.flush().map_err(werr)?;
-        drop(out);
-        t.file = Some(file);
+        match out {
+            None => t.mem = pending,
+            Some(mut out) => {
+                out.write_all(&pending).map_err(werr)?;
+                t.file = Some(out.into_inner().map_err(|e| werr(e.into_error()))?);
+            }
+        }
         Ok(t)
     }
 
@@ -131,10 +148,12 @@ impl SyscallTable {
     /// The record the merge numbered `idx`.
     pub fn get(&mut self, idx: u32) -> anyhow::Result<Option<SyscallInfo>> {
         let idx = idx as u64;
-        let Some(file) = &self.file else { return Ok(None) };
         if idx >= self.len {
             return Ok(None);
         }
+        let Some(file) = &self.file else {
+            return Ok(Some(entry(&self.mem[idx as usize * ENTRY..][..ENTRY])?));
+        };
         let first = idx - idx % BLOCK_ENTRIES;
         if self.block.as_ref().is_none_or(|b| b.0 != first) {
             let n = (self.len - first).min(BLOCK_ENTRIES) as usize;
@@ -145,12 +164,23 @@ impl SyscallTable {
             self.block = Some((first, bytes));
         }
         let bytes = &self.block.as_ref().expect("filled above").1;
-        let e = &bytes[(idx - first) as usize * ENTRY..][..ENTRY];
+        Ok(Some(entry(&bytes[(idx - first) as usize * ENTRY..][..ENTRY])?))
+    }
+
+    /// Whether the table went to disk.
+    pub fn on_disk(&self) -> bool {
+        self.file.is_some()
+    }
+}
+
+/// Decodes one entry.
+fn entry(e: &[u8]) -> anyhow::Result<SyscallInfo> {
+    {
         let tid = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
         let enter = u64::from_le_bytes([e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11]]);
         let rec = fmt::Syscall::from_bytes(&e[12..])
             .ok_or_else(|| anyhow::anyhow!("the syscall table is corrupt (was the temporary file changed?)"))?;
-        Ok(Some(SyscallInfo { tid, enter, rec }))
+        Ok(SyscallInfo { tid, enter, rec })
     }
 }
 

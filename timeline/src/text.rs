@@ -377,7 +377,8 @@ pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Res
 /// Writes the merged text trace of the trace directory `dir` to `out`,
 /// streaming: the same bytes as [`write_text`], in memory bounded by
 /// `stream`'s budget (plus threads × stack depth), not by the trace's length.
-/// Sorted runs and a table of the syscall records go to temporary files.
+/// Beyond the budget, sorted runs and the table of the syscall records
+/// ([`SyscallTable`]) go to temporary files.
 pub fn write_text_streaming(
     dir: &Path,
     out: impl Write,
@@ -391,7 +392,8 @@ pub fn write_text_streaming(
     let (trace, events) = crate::open_streamed(dir, &so)?;
     let lookup = Lookup::Streamed {
         wakes: VecDeque::new(),
-        syscalls: SyscallTable::build(dir, stream.temp_dir.as_deref())?,
+        // An eighth of the budget for the records in memory, beyond it on disk.
+        syscalls: SyscallTable::build(dir, stream.temp_dir.as_deref(), stream.memory_budget / 8)?,
         error: None,
     };
     run(&trace, lookup, out, opts, |w| {

@@ -13,6 +13,7 @@ mod fixture;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
 use jtrace_timeline::export::{self, CollapsedOptions};
+use jtrace_timeline::syscalls::SyscallTable;
 use jtrace_timeline::{write_text, write_text_streaming, TextOptions};
 use std::path::{Path, PathBuf};
 
@@ -115,6 +116,27 @@ fn streamed_views_equal_in_memory_at_every_budget() {
             .any(|l| l.contains("; woken by tid") && l.contains("\" in ")),
         "no waker inside a traced method"
     );
+    // The syscall table, in memory and on disk, gives the merge's records.
+    let whole_trace = Trace::open(&dir).unwrap();
+    for (cap, disk) in [(256 << 20, false), (0, true)] {
+        let mut table = SyscallTable::build(&dir, None, cap).unwrap();
+        assert_eq!(table.on_disk(), disk);
+        assert_eq!(table.len(), whole_trace.syscalls.len() as u64);
+        for i in (0..whole_trace.syscalls.len())
+            .step_by(97)
+            .chain([whole_trace.syscalls.len() - 1])
+        {
+            let got = table.get(i as u32).unwrap().unwrap();
+            let want = &whole_trace.syscalls[i];
+            assert_eq!(
+                (got.tid, got.enter, got.rec),
+                (want.tid, want.enter, want.rec),
+                "syscall {i}"
+            );
+        }
+        assert!(table.get(whole_trace.syscalls.len() as u32).unwrap().is_none());
+    }
+    drop(whole_trace);
     let csv = String::from_utf8(expected[4].1.clone()).unwrap();
     assert!(csv.lines().count() > 10_000, "{} csv rows", csv.lines().count());
     // One run in memory; a few runs; many small runs.
@@ -149,8 +171,7 @@ fn cut_off_kernel_stream_streams_the_same_text() {
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
-/// Over budget with nowhere to put the runs: a clear error, no panic, and
-/// nothing written but what came before.
+/// Over budget with nowhere to put the runs: a clear error, no panic.
 #[test]
 fn missing_temp_dir_is_a_clear_error() {
     let dir = tempdir("notmp").join("t.jtrace");
@@ -166,6 +187,14 @@ fn missing_temp_dir_is_a_clear_error() {
     assert!(msg.contains("no-such-dir") && msg.contains("--temp-dir"), "{msg}");
     let e = export::write_csv_streaming(&dir, &mut Vec::new(), &o).unwrap_err();
     assert!(format!("{e:#}").contains("--memory-budget"), "{e:#}");
+    // A trace that fits the budget needs no temporary directory at all.
+    let fits = StreamOptions {
+        memory_budget: 256 << 20,
+        ..o
+    };
+    let mut b = Vec::new();
+    write_text_streaming(&dir, &mut b, &TextOptions::default(), &fits).unwrap();
+    assert_eq!(b, whole(&dir)[0].1);
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
