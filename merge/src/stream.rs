@@ -1531,12 +1531,19 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
         let mut walk = ThreadWalk::new(info, &mut st);
         // Queries carry no syscall record: keep just the event.
         let mut q = qs.next()?.map(|(qe, _)| qe);
-        while let Some((e, sc)) = evs.next()? {
-            while let Some(qe) = q.filter(|qe| qe.ts < e.ts) {
+        let mut error = None;
+        evs.for_each(|e, sc| {
+            while let Some(qe) = q.filter(|qe| qe.ts < e.ts && error.is_none()) {
                 answer(&mut answers, &st, info.tid, &qe);
-                q = qs.next()?.map(|(qe, _)| qe);
+                match qs.next() {
+                    Ok(n) => q = n.map(|(qe, _)| qe),
+                    Err(err) => error = Some(err),
+                }
             }
-            walk.event(&e, sc, &mut st);
+            walk.event(e, sc, &mut st);
+        })?;
+        if let Some(e) = error {
+            return Err(e);
         }
         walk.finish(&mut st);
         while let Some(qe) = q {
