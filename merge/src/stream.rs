@@ -2,21 +2,26 @@
 //! memory bounded by a budget, not by the number of events.
 //!
 //! One pass reads the streams record by record (in chunks, never a whole
-//! file) and turns them into compact per-thread events that carry what they
-//! need inline (a syscall entry carries its record). Events are buffered per
-//! thread; when the buffer reaches the memory budget, each thread's events
-//! are sorted by time and written as one segment of a *run* file in a
-//! temporary directory (tids ascending). The analysis then walks the threads
+//! file) and turns them into compact per-thread events; a syscall entry's
+//! record is kept with its thread's events. Events are buffered per thread,
+//! the few that arrive late (records written at a call's return carry its
+//! entry time) aside from the in-order ones, so that sorting a buffer meets
+//! a few long sorted runs. When the buffers reach the memory
+//! budget, each thread's events are sorted by time and written as one
+//! segment of a *run* file in a temporary directory (tids ascending); the
+//! buffers are reused by the next run. The analysis then walks the threads
 //! in tid order and merges each thread's segments of all runs (plus the
-//! buffer still in memory) by time, with ties in stream order, which is
-//! exactly the order [`Trace::open`] gives: the walk sees the same events in
-//! the same order, so every figure is identical. A trace that fits the
-//! budget is never written out.
+//! buffer still in memory, plus the JVM-wide windows) by time, with ties in
+//! stream order, which is exactly the order [`Trace::open`] gives: the walk
+//! sees the same events in the same order, so every figure is identical.
+//! The merge hands the walk slices: the leading source's events up to the
+//! next source's head. A trace that fits the budget is never written out.
 //!
 //! Memory: the budget, plus per thread its stack, plus the tables bounded by
 //! the number of distinct threads, methods and strings, plus the GC /
-//! safepoint windows (a few per second of recording), plus one read buffer
-//! per run.
+//! safepoint windows (a few per second of recording), plus the runs' read
+//! buffers (an eighth of the budget together) and one decoded block of 1024
+//! events per run while a thread is walked.
 //!
 //! ```no_run
 //! use jtrace_merge::{stream, Invocation, ThreadInfo, Visitor};
