@@ -256,6 +256,10 @@ pub trait Visitor {
     fn exit(&mut self, _thread: &ThreadInfo, _depth: usize, _inv: &Invocation) {}
     /// The thread came back on CPU after `iv`; `depth` frames are open.
     fn off_cpu(&mut self, _thread: &ThreadInfo, _depth: usize, _iv: &OffCpuInterval) {}
+    /// The thread entered syscall `idx` (what [`Evidence::Syscall`] names),
+    /// whose record is `sc`: a streamed walk keeps no syscall table, so a
+    /// view that describes the syscall a block was in keeps it from here.
+    fn syscall(&mut self, _thread: &ThreadInfo, _idx: u32, _sc: &SyscallInfo) {}
     /// The thread was woken (reported when it happens, before the switch-in).
     fn wakeup(&mut self, _thread: &ThreadInfo, _depth: usize, _wake: &Wake) {}
     /// Right after [`Visitor::wakeup`], in [`crate::stream::analyze_with_wakers`]
@@ -477,6 +481,9 @@ impl<'a> ThreadWalk<'a> {
                 if enter {
                     ctx.syscall = Some((idx, syscall.map_or(Cause::SyscallOther, syscall_cause)));
                     ctx.fault = false;
+                    if let Some(sc) = syscall {
+                        v.syscall(thread, idx, sc);
+                    }
                 } else if ctx.syscall.is_some_and(|(i, _)| i == idx) {
                     ctx.syscall = None;
                 }

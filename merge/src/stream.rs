@@ -1495,6 +1495,9 @@ impl Visitor for WithWakers<'_, '_> {
     fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
         self.inner.exit(t, depth, inv)
     }
+    fn syscall(&mut self, t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
+        self.inner.syscall(t, idx, sc);
+    }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.inner.off_cpu(t, depth, iv)
     }

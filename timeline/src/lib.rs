@@ -1,7 +1,6 @@
 //! jtrace's views of a merged trace: the JPMT-style text trace and the
 //! human-readable report table.
 
-pub mod syscalls;
 pub mod table;
 pub mod text;
 

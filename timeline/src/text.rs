@@ -2,11 +2,10 @@
 //! header, then per thread its header, the indented call tree with wall and
 //! CPU per invocation, and the off-CPU intervals nested where they occurred.
 
-use crate::syscalls::SyscallTable;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
     analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, Invocation, MethodIdx,
-    OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    OffCpuInterval, SyscallInfo, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -63,11 +62,11 @@ enum Lookup {
     /// The whole trace is in memory: its call index and syscall table.
     Whole(CallIndex),
     /// A streamed walk: the waker methods the walk reported since the
-    /// thread's last off-CPU interval, and the syscall records on disk.
+    /// thread's last off-CPU interval, and the syscall the thread entered
+    /// last (the only one a block can be in).
     Streamed {
         wakes: VecDeque<(Wake, Option<MethodIdx>)>,
-        syscalls: SyscallTable,
-        error: Option<anyhow::Error>,
+        syscall: Option<(u32, SyscallInfo)>,
     },
 }
 
@@ -127,13 +126,9 @@ impl<'a, W: Write> TextWriter<'a, W> {
     /// [`describe_evidence`] says it on the whole trace.
     fn evidence(&mut self, e: &Evidence) -> String {
         match (&mut self.lookup, e) {
-            (Lookup::Streamed { syscalls, error, .. }, Evidence::Syscall(i)) => match syscalls.get(*i) {
-                Ok(Some(sc)) => format!("in {}", describe_syscall(self.trace, &sc)),
-                Ok(None) => "in a syscall".into(),
-                Err(err) => {
-                    error.get_or_insert(err);
-                    "in a syscall".into()
-                }
+            (Lookup::Streamed { syscall, .. }, Evidence::Syscall(i)) => match syscall {
+                Some((idx, sc)) if idx == i => format!("in {}", describe_syscall(self.trace, sc)),
+                _ => "in a syscall".into(),
             },
             _ => describe_evidence(self.trace, e),
         }
@@ -162,8 +157,9 @@ impl<'a, W: Write> TextWriter<'a, W> {
 
 impl<'a, W: Write> Visitor for TextWriter<'a, W> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
-        if let Lookup::Streamed { wakes, .. } = &mut self.lookup {
+        if let Lookup::Streamed { wakes, syscall } = &mut self.lookup {
             wakes.clear();
+            *syscall = None;
         }
         self.thread_buf.clear();
         self.thread_has_calls = false;
@@ -258,6 +254,12 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         }
         self.line(iv.start, depth, &text);
         self.line(iv.end, depth, "⇡ switch-in");
+    }
+
+    fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
+        if let Lookup::Streamed { syscall, .. } = &mut self.lookup {
+            *syscall = Some((idx, *sc));
+        }
     }
 
     fn waker_method(&mut self, _t: &ThreadInfo, _depth: usize, w: &Wake, m: Option<MethodIdx>) {
@@ -377,8 +379,7 @@ pub fn write_text(trace: &Trace, out: impl Write, opts: &TextOptions) -> io::Res
 /// Writes the merged text trace of the trace directory `dir` to `out`,
 /// streaming: the same bytes as [`write_text`], in memory bounded by
 /// `stream`'s budget (plus threads × stack depth), not by the trace's length.
-/// Beyond the budget, sorted runs and the table of the syscall records
-/// ([`SyscallTable`]) go to temporary files.
+/// Beyond the budget, sorted runs go to temporary files.
 pub fn write_text_streaming(
     dir: &Path,
     out: impl Write,
@@ -392,9 +393,7 @@ pub fn write_text_streaming(
     let (trace, events) = crate::open_streamed(dir, &so)?;
     let lookup = Lookup::Streamed {
         wakes: VecDeque::new(),
-        // An eighth of the budget for the records in memory, beyond it on disk.
-        syscalls: SyscallTable::build(dir, stream.temp_dir.as_deref(), stream.memory_budget / 8)?,
-        error: None,
+        syscall: None,
     };
     run(&trace, lookup, out, opts, |w| {
         stream::analyze_with_wakers(&trace, events, w)
@@ -423,9 +422,6 @@ fn run<W: Write>(
     walk(&mut w)?;
     if let Some(e) = w.err {
         return Err(e.into());
-    }
-    if let Lookup::Streamed { error: Some(e), .. } = w.lookup {
-        return Err(e);
     }
     w.out.flush()?;
     Ok(())

@@ -13,7 +13,6 @@ mod fixture;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
 use jtrace_timeline::export::{self, CollapsedOptions};
-use jtrace_timeline::syscalls::SyscallTable;
 use jtrace_timeline::{write_text, write_text_streaming, TextOptions};
 use std::path::{Path, PathBuf};
 
@@ -116,27 +115,6 @@ fn streamed_views_equal_in_memory_at_every_budget() {
             .any(|l| l.contains("; woken by tid") && l.contains("\" in ")),
         "no waker inside a traced method"
     );
-    // The syscall table, in memory and on disk, gives the merge's records.
-    let whole_trace = Trace::open(&dir).unwrap();
-    for (cap, disk) in [(256 << 20, false), (0, true)] {
-        let mut table = SyscallTable::build(&dir, None, cap).unwrap();
-        assert_eq!(table.on_disk(), disk);
-        assert_eq!(table.len(), whole_trace.syscalls.len() as u64);
-        for i in (0..whole_trace.syscalls.len())
-            .step_by(97)
-            .chain([whole_trace.syscalls.len() - 1])
-        {
-            let got = table.get(i as u32).unwrap().unwrap();
-            let want = &whole_trace.syscalls[i];
-            assert_eq!(
-                (got.tid, got.enter, got.rec),
-                (want.tid, want.enter, want.rec),
-                "syscall {i}"
-            );
-        }
-        assert!(table.get(whole_trace.syscalls.len() as u32).unwrap().is_none());
-    }
-    drop(whole_trace);
     let csv = String::from_utf8(expected[4].1.clone()).unwrap();
     assert!(csv.lines().count() > 10_000, "{} csv rows", csv.lines().count());
     // One run in memory; a few runs; many small runs.
