@@ -47,47 +47,13 @@ pub mod nr {
     pub const EPOLL_PWAIT2: u32 = 441;
 }
 
-/// Name of an x86-64 syscall number (the ones jtrace records by name).
+/// Name of an x86-64 syscall number (`syscall_N` for a number the kernel
+/// did not have when the `syscalls` crate was built).
 pub fn syscall_name(n: u32) -> String {
-    let s = match n {
-        nr::READ => "read",
-        nr::WRITE => "write",
-        nr::OPEN => "open",
-        3 => "close",
-        nr::POLL => "poll",
-        nr::PREAD64 => "pread64",
-        nr::PWRITE64 => "pwrite64",
-        nr::READV => "readv",
-        nr::WRITEV => "writev",
-        nr::SELECT => "select",
-        24 => "sched_yield",
-        nr::NANOSLEEP => "nanosleep",
-        nr::CONNECT => "connect",
-        nr::ACCEPT => "accept",
-        nr::SENDTO => "sendto",
-        nr::RECVFROM => "recvfrom",
-        nr::SENDMSG => "sendmsg",
-        nr::RECVMSG => "recvmsg",
-        61 => "wait4",
-        nr::FSYNC => "fsync",
-        nr::FDATASYNC => "fdatasync",
-        nr::FUTEX => "futex",
-        nr::CLOCK_NANOSLEEP => "clock_nanosleep",
-        nr::EPOLL_WAIT => "epoll_wait",
-        nr::OPENAT => "openat",
-        nr::PSELECT6 => "pselect6",
-        nr::PPOLL => "ppoll",
-        nr::SYNC_FILE_RANGE => "sync_file_range",
-        nr::EPOLL_PWAIT => "epoll_pwait",
-        nr::ACCEPT4 => "accept4",
-        nr::PREADV => "preadv",
-        nr::PWRITEV => "pwritev",
-        nr::RECVMMSG => "recvmmsg",
-        nr::SENDMMSG => "sendmmsg",
-        nr::EPOLL_PWAIT2 => "epoll_pwait2",
-        _ => return format!("syscall_{n}"),
-    };
-    s.to_string()
+    match syscalls::x86_64::Sysno::new(n as usize) {
+        Some(s) => s.name().to_string(),
+        None => format!("syscall_{n}"),
+    }
 }
 
 /// The cause a block inside syscall `sc` gets from the kernel's evidence.
@@ -654,6 +620,39 @@ pub fn analyze(trace: &Trace, v: &mut dyn Visitor) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The numbers jtrace's BPF programs classify (syscall_ctx.h), and ones
+    /// they do not, by their kernel names.
+    #[test]
+    fn syscall_names() {
+        let names: Vec<String> = [
+            nr::READ,
+            nr::PREAD64,
+            nr::FUTEX,
+            nr::CLOCK_NANOSLEEP,
+            nr::EPOLL_PWAIT2,
+            3,
+            10,
+            61,
+        ]
+        .into_iter()
+        .map(syscall_name)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "read",
+                "pread64",
+                "futex",
+                "clock_nanosleep",
+                "epoll_pwait2",
+                "close",
+                "mprotect",
+                "wait4"
+            ]
+        );
+        assert_eq!(syscall_name(100_000), "syscall_100000");
+    }
 
     #[derive(Default)]
     struct Collect {
