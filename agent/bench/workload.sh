@@ -13,10 +13,10 @@
 #             measured (>= 15 s): the per-call cost alone
 #   STEADY_REQUESTS=4000000  measured requests of a steady run (200 words)
 #   SETUPS="plain agent agent+methods run run+methods"  (default: all)
-#   BASELINE_AGENT=path/libjtrace_agent.so  also run the agent set-ups
-#     with this (older) agent, as base:agent, base:agent+methods,
-#     base:run+methods, interleaved with the others: before/after figures
-#     from the same runs
+#   BASELINE_AGENT=path/libjtrace_agent.so  also run the set-ups named in
+#     BASELINE_SETUPS (default "agent agent+methods run+methods") with this
+#     (older) agent, as base:agent etc., interleaved with the others:
+#     before/after figures from the same runs
 #   JTRACE_BENCH_OUT  where traces go (default /dev/shm)
 #
 # agent/bench/java/{work,infra}: worker threads build, parse, validate, hash
@@ -53,6 +53,7 @@ read -r -a modes <<<"${MODES:-short steady}"
 read -r -a setups <<<"${SETUPS:-plain agent agent+methods run run+methods}"
 steady_requests=${STEADY_REQUESTS:-4000000}
 base_agent=${BASELINE_AGENT:-}
+read -r -a base_setups <<<"${BASELINE_SETUPS:-agent agent+methods run+methods}"
 if [ -n "$base_agent" ] && [ ! -f "$base_agent" ]; then
     echo "BASELINE_AGENT=$base_agent is not a file" >&2
     exit 2
@@ -110,7 +111,7 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
     for _ in $(seq "$repeats"); do
         for s in "${setups[@]}"; do
             run_setup "$rows" "$s" "$agent" "${java[@]}"
-            if [ -n "$base_agent" ] && [ "$s" != plain ] && [ "$s" != run ]; then
+            if [ -n "$base_agent" ] && [[ " ${base_setups[*]} " == *" $s "* ]]; then
                 run_setup "$rows" "base:$s" "$base_agent" "${java[@]}"
             fi
         done
@@ -141,7 +142,7 @@ def diff(t, u, i, f):
     b = [x[i] for x in rows[u]]
     return f"{f(a) - f(b):+.0f}"
 pairs = [("agent+methods", "agent"), ("run+methods", "run"), ("agent+methods", "plain"),
-         ("base:agent+methods", "agent"), ("base:agent+methods", "base:agent"), ("base:run+methods", "run"),
+         ("base:agent+methods", "base:agent"), ("base:agent+methods", "agent"), ("base:run+methods", "run"),
          ("agent+methods", "base:agent+methods"), ("run+methods", "base:run+methods")]
 med = statistics.median
 for t, u in pairs:
