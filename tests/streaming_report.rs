@@ -30,28 +30,6 @@ impl Visitor for Wakes<'_> {
     }
 }
 
-fn record(jdk: &str, scenario: &str, extra: &[&str]) -> std::path::PathBuf {
-    let classes = classes();
-    let out = tempdir(&format!("stream-{scenario}")).join("t.jtrace");
-    let mut args = vec!["--methods", "GroundTruth.*,java.util.*", "--syscalls", "all"];
-    args.extend_from_slice(extra);
-    let java = java(jdk);
-    let o = jtrace_run(
-        &out,
-        &args,
-        &[
-            java.to_str().unwrap(),
-            "-cp",
-            classes.to_str().unwrap(),
-            "GroundTruth",
-            scenario,
-            "50",
-        ],
-    );
-    assert!(o.status.success(), "{jdk} {scenario}: jtrace run failed");
-    out
-}
-
 fn check(dir: &Path) {
     let trace = Trace::open(dir).unwrap();
     let events: usize = trace.events.values().map(Vec::len).sum();
@@ -123,7 +101,7 @@ fn streaming_report_equals_in_memory_on_recorded_traces() {
             ("gc", vec![]),
         ] {
             eprintln!("== {jdk} {scenario}");
-            let dir = record(jdk, scenario, &extra);
+            let dir = record_ground_truth(jdk, scenario, &extra);
             check(&dir);
             std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
         }

@@ -13,26 +13,6 @@ use jtrace_merge::Trace;
 use std::path::Path;
 use std::process::Command;
 
-fn record(jdk: &str, scenario: &str) -> std::path::PathBuf {
-    let classes = classes();
-    let out = tempdir(&format!("stream-views-{scenario}")).join("t.jtrace");
-    let java = java(jdk);
-    let o = jtrace_run(
-        &out,
-        &["--methods", "GroundTruth.*,java.util.*", "--syscalls", "all"],
-        &[
-            java.to_str().unwrap(),
-            "-cp",
-            classes.to_str().unwrap(),
-            "GroundTruth",
-            scenario,
-            "50",
-        ],
-    );
-    assert!(o.status.success(), "{jdk} {scenario}: jtrace run failed");
-    out
-}
-
 /// stdout of `jtrace <args> DIR`, which must succeed.
 fn jtrace_out(args: &[&str], dir: &Path) -> Vec<u8> {
     let o = Command::new(jtrace()).args(args).arg(dir).output().unwrap();
@@ -95,7 +75,7 @@ fn streamed_text_and_exports_equal_in_memory_on_recorded_traces() {
         let mut texts = String::new();
         for scenario in ["socket", "monitor", "wait", "gc"] {
             eprintln!("== {jdk} {scenario}");
-            let dir = record(jdk, scenario);
+            let dir = record_ground_truth(jdk, scenario, &[]);
             texts.push_str(&check(&dir));
             std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
         }

@@ -129,6 +129,22 @@ pub(crate) type TidMap<V, K = u32> = HashMap<K, V, std::hash::BuildHasherDefault
 
 // ---------------------------------------------------------------- reading
 
+/// A new file `jtrace-PREFIX-PID-N.tmp` in `dir`, unlinked at once: it
+/// lives as long as it is open, and nothing is left behind whatever happens
+/// to the process (sorted runs here; the views' spilled rows too).
+pub fn unlinked_temp_file(dir: &Path, prefix: &str) -> std::io::Result<File> {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("jtrace-{prefix}-{}-{serial}.tmp", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
 /// Size of a read from a stream file.
 const CHUNK: usize = 4 << 20;
 
@@ -453,25 +469,14 @@ impl Sorter {
     /// Sorts the buffer thread by thread and writes it as a run.
     fn spill(&mut self) -> anyhow::Result<()> {
         let dir = self.temp_dir()?;
-        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = dir.join(format!("jtrace-run-{}-{serial}.tmp", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create a sorted run in {} (the trace does not fit the memory budget of {}): {e} \
-                     (set TMPDIR or --temp-dir, or raise --memory-budget)",
-                    dir.display(),
-                    human(self.opts.memory_budget)
-                )
-            })?;
-        // Unlinked at once: the run lives as long as the open file, and
-        // nothing is left behind whatever happens to the process.
-        let _ = std::fs::remove_file(&path);
+        let mut file = unlinked_temp_file(&dir, "run").map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create a sorted run in {} (the trace does not fit the memory budget of {}): {e} \
+                 (set TMPDIR or --temp-dir, or raise --memory-budget)",
+                dir.display(),
+                human(self.opts.memory_budget)
+            )
+        })?;
         let mut buckets = std::mem::take(&mut self.buckets);
         // Buffers of the run before that no thread took up again go now.
         self.pool = TidMap::default();

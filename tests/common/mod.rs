@@ -160,3 +160,28 @@ pub fn text(trace_dir: &Path) -> String {
     );
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// Records GroundTruth `scenario` (50 ms delays) on `jdk` with its methods
+/// and java.util traced and every syscall recorded (`--syscalls all`), plus
+/// `extra` jtrace options: a real trace rich in every kind of record.
+pub fn record_ground_truth(jdk: &str, scenario: &str, extra: &[&str]) -> PathBuf {
+    let classes = classes();
+    let out = tempdir(&format!("gt-rich-{scenario}")).join("t.jtrace");
+    let mut args = vec!["--methods", "GroundTruth.*,java.util.*", "--syscalls", "all"];
+    args.extend_from_slice(extra);
+    let java = java(jdk);
+    let o = jtrace_run(
+        &out,
+        &args,
+        &[
+            java.to_str().unwrap(),
+            "-cp",
+            classes.to_str().unwrap(),
+            "GroundTruth",
+            scenario,
+            "50",
+        ],
+    );
+    assert!(o.status.success(), "{jdk} {scenario}: jtrace run failed");
+    out
+}

@@ -900,7 +900,12 @@ impl<W: Write> CsvRows<'_, W> {
 
     /// Writes the waiting rows, sorted, as a run on disk.
     fn spill(&mut self) -> anyhow::Result<()> {
-        let file = unlinked_temp_file(&self.temp_dir, "csv", "a sorted run of CSV rows")?;
+        let file = stream::unlinked_temp_file(&self.temp_dir, "csv").map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create a sorted run of CSV rows in {}: {e} (set TMPDIR or --temp-dir)",
+                self.temp_dir.display()
+            )
+        })?;
         let werr = |e: io::Error| anyhow::anyhow!("cannot write a sorted run of CSV rows: {e}");
         let mut w = io::BufWriter::with_capacity(1 << 20, &file);
         self.rows.sort_unstable_by_key(|r| r.key);
@@ -1068,25 +1073,4 @@ pub fn waker_name(trace: &Trace, w: &Wake) -> String {
         Some(t) if !t.display_name().is_empty() => format!("{} [{}]", t.display_name(), w.waker_tid),
         _ => format!("tid {}", w.waker_tid),
     }
-}
-
-/// A new temporary file in `dir`, already unlinked: it lives as long as it is
-/// open, and nothing is left behind whatever happens to the process.
-pub(crate) fn unlinked_temp_file(dir: &Path, prefix: &str, what: &str) -> anyhow::Result<File> {
-    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir.join(format!("jtrace-{prefix}-{}-{serial}.tmp", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create {what} in {}: {e} (set TMPDIR or --temp-dir)",
-                dir.display()
-            )
-        })?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
 }
