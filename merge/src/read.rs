@@ -905,6 +905,19 @@ mod tests {
         );
     }
 
+    /// A complete trace in `dir` whose only stream is kernel.bin = `bytes`.
+    fn write_kernel_only_trace(dir: &Path, bytes: &[u8]) {
+        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
+        Meta {
+            format: "jtrace".into(),
+            version: fmt::FORMAT_VERSION,
+            complete: true,
+            ..Default::default()
+        }
+        .store(dir)
+        .unwrap();
+    }
+
     /// A hot kind whose payload is too short is not read by the fast path:
     /// it ends the stream with the decoder's message, in both readers, and
     /// the records before it are kept.
@@ -926,15 +939,7 @@ mod tests {
         bytes.extend_from_slice(&8u32.to_le_bytes());
         bytes.extend_from_slice(&200u64.to_le_bytes());
         bytes.extend_from_slice(&[0; 8]);
-        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
-        Meta {
-            format: "jtrace".into(),
-            version: fmt::FORMAT_VERSION,
-            complete: true,
-            ..Default::default()
-        }
-        .store(&dir)
-        .unwrap();
+        write_kernel_only_trace(&dir, &bytes);
         let whole = Trace::open(&dir).unwrap();
         let (streamed, _) = crate::stream::open(&dir, &Default::default()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -969,15 +974,7 @@ mod tests {
         }
         let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
         bytes.extend_from_slice(&k.buf);
-        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
-        Meta {
-            format: "jtrace".into(),
-            version: fmt::FORMAT_VERSION,
-            complete: true,
-            ..Default::default()
-        }
-        .store(&dir)
-        .unwrap();
+        write_kernel_only_trace(&dir, &bytes);
 
         let trace = Trace::open(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
