@@ -21,11 +21,20 @@
 #
 # The jtrace trace goes to $JTRACE_BENCH_OUT (default /dev/shm: the
 # benchmark measures the tracer, not the disk).
+#
+# BASELINE_AGENT=path/libjtrace_agent.so adds a tracer "jtrace-base": that
+# agent (e.g. built from an older commit) interleaved with this one, for a
+# before/after comparison taken in one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats=${1:-5}
 cargo build -q --release -p jtrace-agent
 agent=$PWD/target/release/libjtrace_agent.so
+base_agent=${BASELINE_AGENT:-}
+if [ -n "$base_agent" ] && [ ! -f "$base_agent" ]; then
+    echo "BASELINE_AGENT=$base_agent is not a file" >&2
+    exit 2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${JTRACE_BENCH_OUT:-/dev/shm}/jtrace-bench-$$
@@ -48,6 +57,9 @@ for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64;
     for _ in $(seq "$repeats"); do
         run "$jdk" untraced "$calls"
         run "$jdk" jtrace "$calls" "-agentpath:$agent=$tmp/jtrace.conf"
+        if [ -n "$base_agent" ]; then
+            run "$jdk" jtrace-base "$calls" "-agentpath:$base_agent=$tmp/jtrace.conf"
+        fi
         run "$jdk" jvmti 200000 "-agentpath:$agent=$tmp/jvmti.conf"
         if "$jdk/bin/java" -version 2>&1 | grep -q '"2[5-9]'; then
             run "$jdk" jfr-timing "$calls" "-XX:StartFlightRecording:jdk.MethodTiming#filter=Bench::tiny,filename=$tmp/t.jfr"

@@ -26,9 +26,9 @@ use std::ffi::{c_char, c_uchar, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{kind, MethodDef, EXIT_BY_EXCEPTION};
+use jtrace_format::{BatchWriter, BatchedKind, MethodDef};
 #[cfg(test)]
-use jtrace_format::{MethodEvent, Payload, Record};
+use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
 
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
@@ -662,27 +662,10 @@ unsafe extern "C" fn flush0(_jni: *mut JNIEnv, _class: jclass) {
     });
 }
 
-/// Size of an encoded METHOD_ENTRY/METHOD_EXIT record.
-const EVENT_LEN: usize = 32;
-
-/// Encodes a METHOD_ENTRY/METHOD_EXIT record (same bytes as
-/// `jtrace_format::Encoder::record`, without the generic path).
-#[inline(always)]
-fn encode_event(out: &mut Vec<u8>, entry: bool, tid: u32, ts: u64, method: u64, flags: u32) {
-    let kind = if entry { kind::METHOD_ENTRY } else { kind::METHOD_EXIT };
-    let mut r = [0u8; EVENT_LEN];
-    r[0..2].copy_from_slice(&kind.to_le_bytes());
-    r[2..4].copy_from_slice(&(EVENT_LEN as u16).to_le_bytes());
-    r[4..8].copy_from_slice(&tid.to_le_bytes());
-    r[8..16].copy_from_slice(&ts.to_le_bytes());
-    r[16..24].copy_from_slice(&method.to_le_bytes());
-    r[24..28].copy_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&r);
-}
-
-/// Encodes a block of (timestamp, tag) pairs as METHOD_ENTRY/EXIT records
-/// straight into the thread's stream buffer (no intermediate copy; runs
-/// inside the JNI critical region, so it does not write the buffer out).
+/// Encodes a block of (timestamp, tag) pairs as METHOD_BATCH records (8
+/// bytes an event) straight into the thread's stream buffer (no
+/// intermediate copy; runs inside the JNI critical region, so it does not
+/// write the buffer out).
 ///
 /// With the thread's stack of open methods (`stack`), exits are matched
 /// against it: an exit whose method is open below the innermost one closes
@@ -694,10 +677,11 @@ fn encode_block(rec: &Recorder, buf: &SharedBuf, tid: u32, data: &[jlong], stack
     rec.encode_with(buf, |out| encode_pairs(out, tid, data, stack));
 }
 
-/// The body of [`encode_block`]; returns the number of records encoded.
+/// The body of [`encode_block`]; returns the number of events encoded.
 fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&mut Vec<usize>>) -> u64 {
-    let start = out.len();
-    out.reserve(data.len() / 2 * EVENT_LEN + 256);
+    out.reserve(data.len() / 2 * 8 + 64);
+    let mut w = BatchWriter::new(tid);
+    let mut n = 0u64;
     for pair in data.chunks_exact(2) {
         let (ts, tag) = (pair[0] as u64, pair[1] as u64);
         let (id, kind) = (tag & 0xFFFF_FFFF, tag >> 32);
@@ -705,7 +689,8 @@ fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&
             if let Some(s) = stack.as_deref_mut() {
                 s.push(id as usize);
             }
-            encode_event(out, true, tid, ts, id, 0);
+            w.push(out, ts, id, BatchedKind::Entry);
+            n += 1;
             continue;
         }
         if let Some(s) = stack.as_deref_mut() {
@@ -718,43 +703,66 @@ fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&
                         break;
                     }
                     s.pop();
-                    encode_event(out, false, tid, ts, top as u64, EXIT_BY_EXCEPTION);
+                    w.push(out, ts, top as u64, BatchedKind::ExitByException);
+                    n += 1;
                 }
             }
             s.pop();
         }
-        let flags = if kind == 2 { EXIT_BY_EXCEPTION } else { 0 };
-        encode_event(out, false, tid, ts, id, flags);
+        let kind = if kind == 2 {
+            BatchedKind::ExitByException
+        } else {
+            BatchedKind::Exit
+        };
+        w.push(out, ts, id, kind);
+        n += 1;
     }
-    ((out.len() - start) / EVENT_LEN) as u64
+    w.finish(out);
+    n
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn encoded_events_match_the_format_encoder() {
-        for (entry, flags) in [(true, 0), (false, 0), (false, EXIT_BY_EXCEPTION)] {
-            let mut mine = Vec::new();
-            encode_event(&mut mine, entry, 77, 123_456_789, 42, flags);
-            let ev = MethodEvent {
-                method: 42,
-                flags,
-                reserved: 0,
-            };
-            let payload = if entry {
-                Payload::MethodEntry(ev)
-            } else {
-                Payload::MethodExit(ev)
-            };
-            let mut enc = jtrace_format::Encoder::new();
-            enc.record(&Record {
-                tid: 77,
-                ts: 123_456_789,
-                payload,
-            });
-            assert_eq!(mine, enc.buf);
+    fn decode(buf: &[u8]) -> Vec<Record> {
+        jtrace_format::Decoder::new(buf, 0).map(|r| r.unwrap()).collect()
+    }
+
+    fn method(r: &Record) -> (bool, u64, u32) {
+        match &r.payload {
+            Payload::MethodEntry(e) => (true, e.method, e.flags),
+            Payload::MethodExit(e) => (false, e.method, e.flags),
+            p => panic!("not a method event: {p:?}"),
         }
+    }
+
+    #[test]
+    fn pairs_become_one_batch_of_8_bytes_an_event() {
+        // enter 3, enter 4, exit 4, exitEx 3
+        let data: Vec<jlong> = vec![100, 3, 110, 4, 120, 4 | 1 << 32, 130, 3 | 2 << 32];
+        let mut out = Vec::new();
+        assert_eq!(encode_pairs(&mut out, 77, &data, Some(&mut Vec::new())), 4);
+        assert_eq!(out.len(), 24 + 4 * 8);
+        let recs = decode(&out);
+        assert!(recs.iter().all(|r| r.tid == 77));
+        assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![100, 110, 120, 130]);
+        assert_eq!(
+            recs.iter().map(method).collect::<Vec<_>>(),
+            vec![(true, 3, 0), (true, 4, 0), (false, 4, 0), (false, 3, EXIT_BY_EXCEPTION)]
+        );
+    }
+
+    #[test]
+    fn an_exit_below_the_top_closes_the_frames_above_it() {
+        // enter 1, enter 2 (a constructor whose super() threw: no exit of
+        // its own), exit 1; then an exit of a method never entered.
+        let data: Vec<jlong> = vec![10, 1, 20, 2, 30, 1 | 1 << 32, 40, 9 | 1 << 32];
+        let mut out = Vec::new();
+        assert_eq!(encode_pairs(&mut out, 5, &data, Some(&mut Vec::new())), 4);
+        assert_eq!(
+            decode(&out).iter().map(method).collect::<Vec<_>>(),
+            vec![(true, 1, 0), (true, 2, 0), (false, 2, EXIT_BY_EXCEPTION), (false, 1, 0)]
+        );
     }
 }

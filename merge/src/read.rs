@@ -694,6 +694,27 @@ impl Trace {
                         continue;
                     }
                 }
+                kind::METHOD_BATCH => {
+                    if let Some(events) = fmt::batch_events(ts, raw.payload) {
+                        self.jvm_records += events.len() as u64;
+                        for e in events {
+                            let Some(&method) = ids.get(&(e.method as u64)) else {
+                                undefined.0 += 1;
+                                undefined.1.get_or_insert(e.method as u64);
+                                continue;
+                            };
+                            let event = match e.kind {
+                                fmt::BatchedKind::Entry => Event::Enter(method),
+                                k => Event::Exit {
+                                    method,
+                                    exception: k == fmt::BatchedKind::ExitByException,
+                                },
+                            };
+                            self.push(tid, e.ts, event);
+                        }
+                        continue;
+                    }
+                }
                 k @ kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => {
                     // JvmBlock: u64 arg, then a u16-length-prefixed string.
                     let p = raw.payload;
