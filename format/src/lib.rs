@@ -664,11 +664,12 @@ pub fn batch_events(ts: u64, payload: &[u8]) -> Option<BatchEvents<'_>> {
 #[derive(Debug)]
 pub struct BatchWriter {
     tid: u32,
-    /// Offset of the open batch record in the buffer.
+    /// Offset of the open batch record in the buffer; usize::MAX if none.
     start: usize,
+    /// Events in the open batch; [`BATCH_MAX_EVENTS`] when none is open,
+    /// so that one test sends both "full" and "closed" to the slow path.
     count: usize,
     last_ts: u64,
-    open: bool,
 }
 
 impl BatchWriter {
@@ -676,19 +677,32 @@ impl BatchWriter {
     pub fn new(tid: u32) -> Self {
         BatchWriter {
             tid,
-            start: 0,
-            count: 0,
+            start: usize::MAX,
+            count: BATCH_MAX_EVENTS,
             last_ts: 0,
-            open: false,
         }
     }
 
     /// Appends one event to `out` (which must be the same buffer until
     /// [`BatchWriter::finish`]).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, out: &mut Vec<u8>, ts: u64, method: u64, kind: BatchedKind) {
+        // An earlier ts wraps to a huge delta: one test covers "too far"
+        // and "backwards".
+        let delta = ts.wrapping_sub(self.last_ts);
+        if delta > u32::MAX as u64 || method >= BATCH_METHOD_LIMIT || self.count >= BATCH_MAX_EVENTS {
+            return self.push_slow(out, ts, method, kind);
+        }
+        let entry = delta | ((method as u32 | (kind as u32) << 30) as u64) << 32;
+        out.extend_from_slice(&entry.to_le_bytes());
+        self.last_ts = ts;
+        self.count += 1;
+    }
+
+    #[cold]
+    fn push_slow(&mut self, out: &mut Vec<u8>, ts: u64, method: u64, kind: BatchedKind) {
+        self.finish(out);
         if method >= BATCH_METHOD_LIMIT {
-            self.finish(out);
             let mut enc = Encoder::new();
             enc.record(&Record {
                 tid: self.tid,
@@ -698,40 +712,28 @@ impl BatchWriter {
             out.extend_from_slice(&enc.buf);
             return;
         }
-        if self.open && (ts < self.last_ts || ts - self.last_ts > u32::MAX as u64 || self.count == BATCH_MAX_EVENTS) {
-            self.finish(out);
-        }
-        if !self.open {
-            self.open = true;
-            self.start = out.len();
-            self.count = 0;
-            self.last_ts = ts;
-            out.extend_from_slice(&kind::METHOD_BATCH.to_le_bytes());
-            out.extend_from_slice(&[0, 0]);
-            out.extend_from_slice(&self.tid.to_le_bytes());
-            out.extend_from_slice(&ts.to_le_bytes());
-            out.extend_from_slice(&[0; 8]);
-        }
-        let delta = (ts - self.last_ts) as u32;
-        let tag = method as u32 | (kind as u32) << 30;
-        let mut e = [0u8; 8];
-        e[..4].copy_from_slice(&delta.to_le_bytes());
-        e[4..].copy_from_slice(&tag.to_le_bytes());
-        out.extend_from_slice(&e);
+        self.start = out.len();
+        self.count = 0;
         self.last_ts = ts;
-        self.count += 1;
+        let mut head = [0u8; RECORD_HEADER_LEN + 8];
+        head[..2].copy_from_slice(&kind::METHOD_BATCH.to_le_bytes());
+        head[4..8].copy_from_slice(&self.tid.to_le_bytes());
+        head[8..16].copy_from_slice(&ts.to_le_bytes());
+        out.extend_from_slice(&head);
+        self.push(out, ts, method, kind);
     }
 
     /// Closes the open batch, if any (writes its length and count).
     pub fn finish(&mut self, out: &mut [u8]) {
-        if !self.open {
+        if self.start == usize::MAX {
             return;
         }
-        self.open = false;
         let len = (RECORD_HEADER_LEN + 8 + 8 * self.count) as u16;
         let s = self.start;
         out[s + 2..s + 4].copy_from_slice(&len.to_le_bytes());
         out[s + RECORD_HEADER_LEN..s + RECORD_HEADER_LEN + 4].copy_from_slice(&(self.count as u32).to_le_bytes());
+        self.start = usize::MAX;
+        self.count = BATCH_MAX_EVENTS;
     }
 }
 
