@@ -13,8 +13,12 @@
 //!
 //! With `simple`, every step is the older benchmark's shape only: enter,
 //! switch-out (half preempted, half blocked and woken), switch-in, exit.
+//! With `batched`, method entries and exits are written as the agent writes
+//! them: METHOD_BATCH records of up to 4096 events per thread, a thread's
+//! batch written before any other record of that thread; without it, one
+//! METHOD_ENTRY/METHOD_EXIT record per event (as JVMTI method events are).
 //!
-//! cargo run --release -p jtrace-merge --example synth -- OUT_DIR EVENTS [THREADS] [simple]
+//! cargo run --release -p jtrace-merge --example synth -- OUT_DIR EVENTS [THREADS] [simple] [batched]
 
 use jtrace_format::*;
 use jtrace_merge::Meta;
@@ -25,13 +29,20 @@ use std::path::Path;
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        anyhow::bail!("usage: synth OUT_DIR EVENTS [THREADS] [simple]");
+        anyhow::bail!("usage: synth OUT_DIR EVENTS [THREADS] [simple] [batched]");
     }
     let dir = std::path::PathBuf::from(&args[1]);
     let total: u64 = args[2].parse()?;
     let threads: u32 = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(16);
-    let simple = args.get(4).is_some_and(|s| s == "simple");
-    let written = generate_with(&dir, total, threads, simple)?;
+    let mut shape = Shape::default();
+    for a in args.iter().skip(4) {
+        match a.as_str() {
+            "simple" => shape.simple = true,
+            "batched" => shape.method_batches = true,
+            other => anyhow::bail!("unknown option {other:?}: expected simple or batched"),
+        }
+    }
+    let written = generate_shaped(&dir, total, threads, shape)?;
     println!("wrote {written} events for {threads} threads to {}", dir.display());
     Ok(())
 }
@@ -72,20 +83,76 @@ impl Out {
 struct Jvm {
     file: Out,
     bufs: Vec<Encoder>,
+    /// With method batches: each thread's method events not written yet (its tid, the events).
+    pending: Option<Vec<(u32, Vec<BatchedMethodEvent>)>>,
 }
+
+/// Events per METHOD_BATCH: the agent's probe buffer holds 4096.
+const BATCH_EVENTS: usize = 4096;
 
 impl Jvm {
     fn rec(&mut self, i: usize, tid: u32, ts: u64, payload: Payload) {
+        self.write_batch(i);
         self.bufs[i].record(&Record { tid, ts, payload });
         self.file.records += 1;
+        self.flush_if_full(i);
+    }
+    fn method(&mut self, i: usize, tid: u32, ts: u64, method: u64, kind: BatchedKind) {
+        let Some(pending) = &mut self.pending else {
+            let payload = BatchedMethodEvent {
+                ts,
+                method: method as u32,
+                kind,
+            }
+            .to_payload();
+            return self.rec(i, tid, ts, payload);
+        };
+        let p = &mut pending[i];
+        p.0 = tid;
+        p.1.push(BatchedMethodEvent {
+            ts,
+            method: method as u32,
+            kind,
+        });
+        self.file.records += 1;
+        if p.1.len() == BATCH_EVENTS {
+            self.write_batch(i);
+        }
+    }
+    /// Writes thread `i`'s pending method events as one batch.
+    fn write_batch(&mut self, i: usize) {
+        let Some(pending) = &mut self.pending else { return };
+        let (tid, events) = &mut pending[i];
+        let Some(first) = events.first() else { return };
+        let rec = Record {
+            tid: *tid,
+            ts: first.ts,
+            payload: Payload::MethodBatch(MethodBatch {
+                events: std::mem::take(events),
+            }),
+        };
+        self.bufs[i].record(&rec);
+        self.flush_if_full(i);
+    }
+    fn flush_if_full(&mut self, i: usize) {
         if self.bufs[i].buf.len() >= 64 << 10 {
             self.flush(i);
         }
     }
     fn flush(&mut self, i: usize) {
+        self.write_batch(i);
         self.file.enc.buf.extend_from_slice(&self.bufs[i].buf);
         self.bufs[i].buf.clear();
     }
+}
+
+/// What a synthetic trace looks like.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shape {
+    /// Only the older benchmark's step shape (see the module docs).
+    pub simple: bool,
+    /// Method events as METHOD_BATCH records, as the bytecode-rewriting agent writes them.
+    pub method_batches: bool,
 }
 
 fn syscall(nr: u32, fd_kind: u32, flags: u32, exit_ts: u64) -> Payload {
@@ -115,13 +182,27 @@ fn jvm_block(class: &str) -> JvmBlock {
     }
 }
 
-/// Writes the trace; returns the number of records written.
+/// Writes the trace; returns the number of events written.
 pub fn generate(dir: &Path, total: u64, threads: u32) -> anyhow::Result<u64> {
     generate_with(dir, total, threads, false)
 }
 
 /// [`generate`], or with `simple` the older benchmark's step shape only.
 pub fn generate_with(dir: &Path, total: u64, threads: u32, simple: bool) -> anyhow::Result<u64> {
+    generate_shaped(
+        dir,
+        total,
+        threads,
+        Shape {
+            simple,
+            method_batches: false,
+        },
+    )
+}
+
+/// Writes a trace of the given [`Shape`]; returns the number of events written.
+pub fn generate_shaped(dir: &Path, total: u64, threads: u32, shape: Shape) -> anyhow::Result<u64> {
+    let simple = shape.simple;
     const AT_SWITCH: u32 = SYSCALL_BLOCKED | SYSCALL_AT_SWITCH;
     const FUTEX: u32 = 202;
     const READ: u32 = 0;
@@ -136,6 +217,9 @@ pub fn generate_with(dir: &Path, total: u64, threads: u32, simple: bool) -> anyh
     let mut j = Jvm {
         file: jf,
         bufs: (0..=threads).map(|_| Encoder::new()).collect(),
+        pending: shape
+            .method_batches
+            .then(|| (0..=threads).map(|_| (0, Vec::new())).collect()),
     };
     let vm = threads as usize;
     j.rec(
@@ -246,11 +330,6 @@ pub fn generate_with(dir: &Path, total: u64, threads: u32, simple: bool) -> anyh
             let tid = pid + 1 + t;
             let ti = t as usize;
             let m = (step * 7 + t as u64) % 64;
-            let ev = MethodEvent {
-                method: m,
-                flags: 0,
-                reserved: 0,
-            };
             let waker = pid + 1 + (t + 1) % threads;
             let out = |voluntary: bool| {
                 Payload::SwitchOut(SwitchOut {
@@ -274,7 +353,7 @@ pub fn generate_with(dir: &Path, total: u64, threads: u32, simple: bool) -> anyh
                 new_task: 0,
                 reserved: 0,
             });
-            j.rec(ti, tid, ts, Payload::MethodEntry(ev));
+            j.method(ti, tid, ts, m, BatchedKind::Entry);
             let kind = match (simple, (step + t as u64) % 8) {
                 (true, k) if k % 2 == 0 => 0,
                 (true, _) => 8,
@@ -366,13 +445,13 @@ pub fn generate_with(dir: &Path, total: u64, threads: u32, simple: bool) -> anyh
                     k.rec(tid, ts + 700, inn);
                 }
                 _ => {
-                    j.rec(ti, tid, ts + 100, Payload::MethodEntry(ev));
+                    j.method(ti, tid, ts + 100, m, BatchedKind::Entry);
                     k.rec(tid, ts + 300, out(false));
                     k.rec(tid, ts + 400, inn);
-                    j.rec(ti, tid, ts + 500, Payload::MethodExit(ev));
+                    j.method(ti, tid, ts + 500, m, BatchedKind::Exit);
                 }
             }
-            j.rec(ti, tid, ts + 900, Payload::MethodExit(ev));
+            j.method(ti, tid, ts + 900, m, BatchedKind::Exit);
             ts += 10;
         }
         // A GC every 64 steps (written by the VM thread), a safepoint probe
