@@ -9,8 +9,8 @@
 //! with a small int method id; the probes buffer (timestamp, id | kind << 32)
 //! pairs per thread in a Java long[]. Each thread registers its buffer once
 //! ([`register0`]); the agent then drains it through JNI field and array
-//! access (never calling into Java) into METHOD_ENTRY/METHOD_EXIT records of
-//! that thread: when it is full ([`flush0`]), before any other record of the
+//! access (never calling into Java) into a METHOD_BATCH record of that
+//! thread (8 bytes an event; docs/FORMAT.md): when it is full ([`flush0`]), before any other record of the
 //! thread is written ([`drain`], called by `with_state`, so a thread's
 //! records stay in time order), at ThreadEnd ([`thread_end`]) and, for every
 //! thread, at VM death ([`vm_death`]).
