@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
  * User page faults of the traced threads. A fault is only remembered here,
- * in the thread's task storage; sched.bpf.c writes it as a PAGE_FAULT
+ * in the thread's task storage (and a bit in pf_bits); sched.bpf.c writes it as a PAGE_FAULT
  * record (with the fault's own timestamp) if the thread then switches out
  * voluntarily outside a syscall, i.e. blocks handling it. Faults that do
  * not block (nearly all) cost one task-storage update and no record.
@@ -29,5 +29,9 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 	st->pf_ip = BPF_CORE_READ(regs, ip);
 	st->pf_err = error_code;
 	st->pf_pending = 1;
+	/* Tells sched_switch to look at the task storage (tids < pid_max). */
+	__u32 tid = (__u32)pid_tgid;
+	if (tid < TRACED_TGID_LIMIT && !(pf_bits[tid / 64] & (1ULL << (tid % 64))))
+		__sync_fetch_and_or(&pf_bits[tid / 64], 1ULL << (tid % 64));
 	return 0;
 }

@@ -197,6 +197,13 @@ struct {
 #define TRACED_TGID_LIMIT (4 << 20)
 extern __u64 traced_bits[TRACED_TGID_LIMIT / 64];
 
+/*
+ * Threads (by tid) that may have a page fault pending in their task
+ * storage: set by faults.bpf.c, cleared by sched.bpf.c, so that a switch
+ * looks at the task storage only then. Defined in sched.bpf.c.
+ */
+extern __u64 pf_bits[TRACED_TGID_LIMIT / 64];
+
 /* Records submitted, per kind. Per-CPU so counting needs no atomics. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -213,11 +220,6 @@ struct {
 	__type(value, __u64);
 } dropped __weak SEC(".maps");
 
-/* What the last switch record of a traced thread was. */
-#define ST_UNKNOWN 0
-#define ST_IN 1
-#define ST_OUT 2
-
 /* task_state.sc_flags */
 #define SC_IN_FLIGHT 1	/* sys_enter seen, sys_exit not yet (modes io, all) */
 #define SC_BLOCKED 2	/* switched out voluntarily since sys_enter */
@@ -227,18 +229,14 @@ struct {
  * programs (task storage: freed with the task, no size limit to tune).
  */
 struct task_state {
-	/* sched.bpf.c: inferred switch-ins */
-	__u64 out_ts;		/* ts of the last SWITCH_OUT */
-	__u64 out_runtime;	/* se.sum_exec_runtime at that SWITCH_OUT */
-	__u32 last;		/* ST_* */
-	__u32 named;		/* its COMM record was written */
 	/* syscalls.bpf.c (modes io and all): the syscall in flight */
 	__u32 sc_flags;		/* SC_* */
 	__u64 sc_ts;		/* entry */
 	__u64 sc_args[3];	/* first three arguments */
 	__u32 sc_nr;
-	/* faults.bpf.c: the last user page fault since the thread came on
-	 * CPU, emitted only if it then blocks outside a syscall */
+	/* faults.bpf.c: the last user page fault, emitted only if the thread
+	 * then blocks outside a syscall without having left the CPU since
+	 * (pf_bits says which threads may have one) */
 	__u32 pf_pending;
 	__u64 pf_ts;
 	__u64 pf_addr;

@@ -19,15 +19,35 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* The filter (jtrace.h): defined once, here. */
 __u64 traced_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
+/*
+ * Threads (by tid) whose COMM record was written: a bit test on both
+ * halves of a switch instead of a task-storage get (≈40 ns each here),
+ * so that a switch needs no task storage at all in the default mode. A
+ * thread's bit is cleared at its last switch-out (exit_state set), so a
+ * recycled tid is named again. Sized like the filter: tids are below
+ * pid_max too.
+ */
+__u64 named_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
+
+/* Threads that may have a page fault pending (jtrace.h), by tid. */
+__u64 pf_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
+
 /* Process that launches the traced command (jtrace itself); 0 = none. */
 const volatile __u32 launcher_tgid = 0;
 
 /*
- * task_states (jtrace.h) also serves to notice a switch-in the tracepoint
- * never reported: some kernels and sandboxes run no tracepoint programs
- * while certain (hidden) tasks are current, so a switch from such a task to
- * a traced one is invisible, while the later switch-out is seen.
+ * A switch-in the tracepoint never reported must be noticed: some kernels
+ * and sandboxes run no tracepoint programs while certain (hidden) tasks
+ * are current, so a switch from such a task to a traced one is invisible,
+ * while the later switch-out is seen. A task leaves a CPU only by a switch
+ * on that CPU, after the switch that brought it there, so the per-CPU
+ * batch (switch_batch.in_tid) says whether that switch-in was reported.
  */
+
+static __always_inline bool tid_named(__u32 tid)
+{
+	return tid < TRACED_TGID_LIMIT && (named_bits[tid / 64] & (1ULL << (tid % 64)));
+}
 
 static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm,
 				      __u64 ts)
@@ -48,37 +68,41 @@ static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const c
  * flag lives in the task's storage, which the switch needs anyway (a new
  * task, even one with a recycled tid, starts without it).
  */
-static __always_inline void note_tid(struct task_struct *t, struct task_state *st, __u32 tid, __u32 tgid,
-				     __u64 ts)
+static __always_inline bool note_tid(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
 {
-	if (!st || st->named)
-		return;
-	st->named = 1;
+	if (tid_named(tid) || tid >= TRACED_TGID_LIMIT)
+		return true;
+	/* Atomic: threads on other CPUs set bits of the same word. */
+	__sync_fetch_and_or(&named_bits[tid / 64], 1ULL << (tid % 64));
 	emit_task(K_COMM, tid, tgid, t->comm, ts);
+	return false;
 }
 
 /*
  * The thread is being switched out but its switch-in was never reported.
- * Its CPU time since the last switch-out (se.sum_exec_runtime, already
- * updated by the scheduler at this point) says when it must have been
- * switched in: emit that SWITCH_IN, with prev_tid unknown.
+ * Its CPU time since the scheduler picked it (se.sum_exec_runtime, already
+ * updated at this point, minus se.prev_sum_exec_runtime, set when picked)
+ * says when it must have been switched in, though not before `floor` (the
+ * last switch this CPU reported, which came before): emit that SWITCH_IN,
+ * with prev_tid unknown. Returns its time.
  */
-static __always_inline void infer_switch_in(struct task_state *st, __u32 tid, __u32 tgid,
-					    __u32 cpu, __u64 runtime, __u64 ts)
+static __always_inline __u64 infer_switch_in(struct task_struct *t, __u32 tid, __u32 tgid,
+					     __u32 cpu, __u64 floor, __u64 ts)
 {
-	__u64 ran = runtime - st->out_runtime;
-	__u64 in_ts = ts - st->out_ts > ran ? ts - ran : st->out_ts;
+	__u64 ran = t->se.sum_exec_runtime - t->se.prev_sum_exec_runtime;
+	__u64 in_ts = ts - floor > ran ? ts - ran : floor;
 	struct switch_in_rec *r;
 
 	count(&emitted, K_INFERRED_SWITCH_IN);
 	r = rec_reserve(K_SWITCH_IN, sizeof(*r), tid, in_ts);
 	if (!r)
-		return;
+		return in_ts;
 	r->tgid = tgid;
 	r->cpu = cpu;
 	r->prev_tid = PREV_TID_UNKNOWN;
 	r->reserved = 0;
 	rec_submit(r, K_SWITCH_IN);
+	return in_ts;
 }
 
 #define ENOSYS 38
@@ -109,6 +133,13 @@ struct switch_batch {
 	__u32 pad;
 	struct wakeup_rec wake;	/* immediately before b: one contiguous sample */
 	__u8 b[BATCH_BYTES];
+	/* The traced task whose switch-in on this CPU was the last one
+	 * reported; 0 after a traced task's switch-out. */
+	__u32 in_tid;
+	/* Batches written since the last ring-buffer availability query. */
+	__u32 unqueried;
+	/* Time of the last traced switch on this CPU (in_tid's switch-in). */
+	__u64 last_ts;
 };
 
 _Static_assert(__builtin_offsetof(struct switch_batch, b) ==
@@ -121,26 +152,42 @@ struct {
 	__type(value, struct switch_batch);
 } switch_batches SEC(".maps");
 
+static __always_inline bool pf_hint(__u32 tid)
+{
+	return tid < TRACED_TGID_LIMIT && (pf_bits[tid / 64] & (1ULL << (tid % 64)));
+}
+
+static __always_inline void pf_hint_clear(__u32 tid)
+{
+	if (pf_hint(tid))
+		__sync_fetch_and_and(&pf_bits[tid / 64], ~(1ULL << (tid % 64)));
+}
+
 /*
- * The thread `prev` (tid `tid`, task storage `st`) switches out
- * voluntarily. On x86-64 it is inside a syscall iff its saved user
- * registers say so: entry_SYSCALL_64 stores the syscall number in orig_ax
- * and -ENOSYS in ax, which becomes the return value only at exit;
+ * The thread `prev` (tid `tid`) switches out voluntarily. On x86-64 it
+ * is inside a syscall iff its saved user registers say so:
+ * entry_SYSCALL_64 stores the syscall number in orig_ax and -ENOSYS in ax,
+ * which becomes the return value only at exit;
  * exceptions store an error code in orig_ax but the user's rax in ax, and
  * interrupts a negative vector in orig_ax. So the syscall it blocks in is
  * known with no syscall hook: a SYSCALL_AT_SWITCH record for this block
  * (mode blocked and above). Outside a syscall, a user page fault since the
  * thread came on CPU is what it blocks on: that fault, with its own
  * timestamp. Faults that do not block (nearly all) are never written,
- * which bounds their cost to a task-storage update.
+ * which bounds their cost to a task-storage update. The thread's task
+ * storage is looked at only when a fault may be pending (pf_bits) or the
+ * syscall programs track its syscall (modes io and all).
  *
  * The record (if any) goes at the start of the batch `buf`, before the
  * SWITCH_OUT, so that the record that explains a block precedes it in the
- * stream. Returns its kind (0: none); *wake says it needs the consumer now.
+ * stream. A fault counts only if it came after the thread's switch-in at
+ * `in_ts` (one before a preemption did not block). Returns its kind (0:
+ * none); *wake says it needs the consumer now.
  */
-static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev, struct task_state *st,
-						       __u32 tid, __u64 ts, void *buf, bool *wake)
+static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev, __u32 tid, __u64 ts,
+						       __u64 in_ts, void *buf, bool *wake)
 {
+	struct task_state *st = NULL;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	struct page_fault_rec *r = buf;
 	struct syscall_rec *sr = buf;
@@ -156,8 +203,11 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 	orig_ax = regs->orig_ax;
 	if (orig_ax >= 0 && (long)regs->ax == -ENOSYS) {
 		/* A fault before the syscall is not what it blocks on. */
-		st->pf_pending = 0;
-		if (st->sc_flags & SC_IN_FLIGHT)
+		pf_hint_clear(tid);
+		/* sys_enter (modes io, all) keeps the syscall in flight there. */
+		if (syscall_mode >= SCM_IO)
+			st = bpf_task_storage_get(&task_states, prev, 0, 0);
+		if (st && (st->sc_flags & SC_IN_FLIGHT))
 			st->sc_flags |= SC_BLOCKED;
 		nr = orig_ax;
 		/* The last switch-out of an exiting thread explains nothing. */
@@ -169,21 +219,46 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 		cls = classify(nr);
 		syscall_detail(prev, nr, cls, args, -1, &fi, &fd, &arg);
 		/* close() removed the fd before blocking; sys_enter saw it (io, all). */
-		if (cls == C_CLOSE && fi.fd_kind == FDK_NONE && (st->sc_flags & SC_IN_FLIGHT) &&
+		if (cls == C_CLOSE && fi.fd_kind == FDK_NONE && st && (st->sc_flags & SC_IN_FLIGHT) &&
 		    st->sc_nr == nr)
 			fi = st->sc_fd;
 		rec_hdr_fill(sr, K_SYSCALL, sizeof(*sr), tid, ts);
 		*wake = fill_syscall(sr, 0, nr, 0, fd, SYSCALL_BLOCKED | SYSCALL_AT_SWITCH, arg, &fi);
 		return K_SYSCALL;
 	}
-	if (!st->pf_pending)
+	if (!pf_hint(tid))
+		return 0;
+	pf_hint_clear(tid);
+	st = bpf_task_storage_get(&task_states, prev, 0, 0);
+	if (!st || !st->pf_pending)
 		return 0;
 	st->pf_pending = 0;
+	/* Before the switch-in: it did not block (a preemption came after). */
+	if (st->pf_ts < in_ts)
+		return 0;
 	rec_hdr_fill(r, K_PAGE_FAULT, sizeof(*r), tid, st->pf_ts);
 	r->address = st->pf_addr;
 	r->ip = st->pf_ip;
 	r->error_code = st->pf_err;
 	return K_PAGE_FAULT;
+}
+
+/*
+ * Flags of a batch write: the availability query (≈18 ns) only on one batch
+ * in `query_every` (set by user space so that what is written between two
+ * queries, at most BATCH_BYTES + a WAKEUP each, stays far below the slack
+ * beyond wake_bytes on all CPUs), or when the consumer is wanted now.
+ */
+const volatile __u32 query_every = 1;
+
+static __always_inline __u64 batch_wake_flags(struct switch_batch *batch, bool wake)
+{
+	if (wake)
+		return BPF_RB_FORCE_WAKEUP;
+	if (++batch->unqueried < query_every)
+		return BPF_RB_NO_WAKEUP;
+	batch->unqueried = 0;
+	return wake_flags(false);
 }
 
 /* Writes the WAKEUP waiting in `batch` on its own. */
@@ -209,8 +284,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 prev_pid, next_pid, cpu, zero = 0, off = 0;
 	/* A per-CPU array lookup is inlined (no helper call). */
 	struct switch_batch *batch = bpf_map_lookup_elem(&switch_batches, &zero);
-	struct task_state *st;
-	__u64 ts, runtime;
+	__u64 ts, in_ts;
 	__u16 why = 0;
 	bool wake = false, pending;
 
@@ -231,14 +305,23 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	next_pid = next->pid;
 	if (out) {
 		struct switch_out_rec *r;
+		/* Its switch-in on this CPU was reported (see above). */
+		bool seen_in = batch->in_tid == prev_pid;
 
-		st = bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		note_tid(prev, st, prev_pid, prev_tgid, ts);
-		runtime = prev->se.sum_exec_runtime;
-		if (st && st->last == ST_OUT)
-			infer_switch_in(st, prev_pid, prev_tgid, cpu, runtime, ts);
-		if (st && !preempt && prev_state != 0) {
-			why = note_voluntary_switch_out(prev, st, prev_pid, ts, batch->b, &wake);
+		in_ts = batch->last_ts;
+		batch->in_tid = 0;
+		/* A thread seen before (named) whose switch-in was not. */
+		if (note_tid(prev, prev_pid, prev_tgid, ts) && !seen_in)
+			in_ts = infer_switch_in(prev, prev_pid, prev_tgid, cpu, in_ts, ts);
+		else if (!seen_in)
+			in_ts = 0;
+		/* Its last switch: a recycled tid is a new thread. */
+		if (prev->exit_state && prev_pid < TRACED_TGID_LIMIT) {
+			__sync_fetch_and_and(&named_bits[prev_pid / 64], ~(1ULL << (prev_pid % 64)));
+			pf_hint_clear(prev_pid);
+		}
+		if (!preempt && prev_state != 0) {
+			why = note_voluntary_switch_out(prev, prev_pid, ts, in_ts, batch->b, &wake);
 			off = why == K_SYSCALL ? sizeof(struct syscall_rec)
 			      : why == K_PAGE_FAULT ? sizeof(struct page_fault_rec) : 0;
 		}
@@ -254,22 +337,15 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r->cpu = cpu;
 		r->next_tid = next_pid;
 		off += sizeof(*r);
-		if (st) {
-			st->last = ST_OUT;
-			st->out_ts = ts;
-			st->out_runtime = runtime;
-		}
 	}
 	if (in) {
 		struct switch_in_rec *r;
 
-		st = bpf_task_storage_get(&task_states, next, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		note_tid(next, st, next_pid, next_tgid, ts);
-		if (st) {
-			st->last = ST_IN;
-			/* A fault before this switch-in did not block (faults.bpf.c). */
-			st->pf_pending = 0;
-		}
+		/* No task storage here: the name is a bit, the switch-in is
+		 * remembered per CPU, and a fault before this switch-in is told
+		 * apart by its time (note_voluntary_switch_out). */
+		note_tid(next, next_pid, next_tgid, ts);
+		batch->in_tid = next_pid;
 		/* off ≤ 144 here; the mask only tells the verifier. */
 		r = (void *)batch->b + (off & 255);
 		if ((off & 255) + sizeof(*r) > BATCH_BYTES)
@@ -281,11 +357,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r->reserved = 0;
 		off += sizeof(*r);
 	}
+	batch->last_ts = ts;
 	if (off > BATCH_BYTES)
 		return 0;
 	batch->wake_pending = 0;
 	if (bpf_ringbuf_output(&events, pending ? (void *)&batch->wake : (void *)batch->b,
-			       pending ? off + sizeof(struct wakeup_rec) : off, wake_flags(wake))) {
+			       pending ? off + sizeof(struct wakeup_rec) : off, batch_wake_flags(batch, wake))) {
 		if (pending)
 			count(&dropped, K_WAKEUP);
 		if (why)

@@ -87,8 +87,10 @@ const N_KINDS: u32 = 32;
 
 /// `prev_tid` of a SWITCH_IN that the BPF side inferred (see
 /// [`KernelStats::inferred_switch_ins`]): the task that left the CPU is not
-/// known. Its timestamp is derived from the thread's CPU time, exact to the
-/// nanosecond unless interrupt time was accounted separately.
+/// known. Its timestamp is derived from the thread's CPU time since the
+/// scheduler picked it (exact to the nanosecond for normal tasks unless
+/// interrupt time was accounted separately), and is never earlier than the
+/// last switch recorded on that CPU.
 pub const PREV_TID_UNKNOWN: u32 = u32::MAX;
 
 /// Counter slot of the BPF `emitted` array counting inferred switch-ins
@@ -658,6 +660,7 @@ fn setup<'o>(
     rodata.launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
     rodata.syscall_mode = cfg.syscalls.bpf_value();
     rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;
+    rodata.query_every = query_every(cfg.ringbuf_bytes, libbpf_rs::num_possible_cpus().unwrap_or(1024));
     // Full syscall records only: the at-switch ones need no program of their own.
     let syscalls = matches!(cfg.syscalls, SyscallMode::Io | SyscallMode::All);
     let p = &mut open.progs;
@@ -852,6 +855,19 @@ fn pump(
     flush_pending_wakeups(sk, &mut sink.borrow_mut())
 }
 
+/// Most bytes one sched_switch batch writes (`BATCH_BYTES` plus a WAKEUP,
+/// sched.bpf.c).
+const BATCH_MAX_BYTES: usize = 256 + 40;
+
+/// One switch batch in how many asks the ring buffer how full it is (to
+/// wake the consumer early, see `batch_wake_flags` in sched.bpf.c): as
+/// rarely as 1 in 64, but so that what all CPUs may write between two
+/// queries stays within a quarter of the buffer, the slack between the
+/// wake-up threshold (a quarter full) and the middle.
+fn query_every(ringbuf_bytes: usize, cpus: usize) -> u32 {
+    (ringbuf_bytes / 4 / (BATCH_MAX_BYTES * cpus.max(1))).clamp(1, 64) as u32
+}
+
 /// Offset of the WAKEUP record in a `struct switch_batch` value
 /// (sched.bpf.c), after the `wake_pending` flag and its padding.
 const BATCH_WAKE_OFFSET: usize = 8;
@@ -985,6 +1001,23 @@ mod tests {
         assert!(e.contains("cannot trace pid 4194304"), "{e}");
         // This kernel's pid_max fits (Linux caps it at the filter's capacity).
         check_pid_max().unwrap();
+    }
+
+    #[test]
+    fn ring_buffer_is_queried_often_enough_for_every_size() {
+        assert_eq!(query_every(DEFAULT_RINGBUF_BYTES, 2), 64);
+        assert_eq!(query_every(4096, 2), 1);
+        assert_eq!(query_every(64 << 10, 2), 27);
+        for shift in 12..=30 {
+            for cpus in [1, 2, 64, 4096] {
+                let rb = 1usize << shift;
+                let q = query_every(rb, cpus) as usize;
+                assert!((1..=64).contains(&q));
+                // What all CPUs write unqueried fits in the slack (rb / 4),
+                // unless a query on every batch is already the most we can do.
+                assert!(q == 1 || q * BATCH_MAX_BYTES * cpus <= rb / 4, "{rb} {cpus}: {q}");
+            }
+        }
     }
 
     #[test]
