@@ -398,6 +398,10 @@ struct Sink {
     paths: PathResolver,
 }
 
+/// Offset of `fd_kind` in a SYSCALL payload (after `exit_ts` and `nr`;
+/// `Syscall::from_bytes` in jtrace-format).
+const SYSCALL_FD_KIND_OFFSET: usize = 12;
+
 /// How many times the path of one inode is looked for before giving up
 /// (the fd may be closed, or the thread gone, by the time its record is read).
 const PATH_ATTEMPTS: u8 = 3;
@@ -417,6 +421,13 @@ impl PathResolver {
     /// The FILE_PATH record for the file of this SYSCALL sample, if it is
     /// the first time its inode is seen and its path can be confirmed.
     fn file_path(&mut self, sample: &[u8]) -> Option<Record> {
+        // Most SYSCALL records name no file: look at their fd_kind before
+        // decoding the whole record (the decode was ≈12 % of the consumer).
+        let at = RECORD_HEADER_LEN + SYSCALL_FD_KIND_OFFSET;
+        let kind = u32::from_le_bytes(sample.get(at..at + 4)?.try_into().ok()?);
+        if kind != fd_kind::FILE && kind != fd_kind::DIR {
+            return None;
+        }
         let rec = Decoder::new(sample, 0).next()?.ok()?;
         let Payload::Syscall(sc) = rec.payload else {
             return None;
@@ -1001,6 +1012,26 @@ mod tests {
         assert!(e.contains("cannot trace pid 4194304"), "{e}");
         // This kernel's pid_max fits (Linux caps it at the filter's capacity).
         check_pid_max().unwrap();
+    }
+
+    #[test]
+    fn syscall_fd_kind_offset_matches_the_format() {
+        let mut enc = Encoder::new();
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: Payload::Syscall(jtrace_format::Syscall {
+                exit_ts: 3,
+                nr: 4,
+                fd_kind: fd_kind::DIR,
+                ..Default::default()
+            }),
+        });
+        let at = RECORD_HEADER_LEN + SYSCALL_FD_KIND_OFFSET;
+        assert_eq!(
+            u32::from_le_bytes(enc.buf[at..at + 4].try_into().unwrap()),
+            fd_kind::DIR
+        );
     }
 
     #[test]
