@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
+use jtrace_format::{kind, Payload, Record, EXIT_BY_EXCEPTION};
 
 /// Calls of each workload method per thread.
 const N: usize = 1000;
@@ -31,6 +31,8 @@ struct Run {
     stderr: String,
     /// Decoded records of jvm-<pid>.bin, empty if the file does not exist.
     records: Vec<Record>,
+    /// Records of each kind as written (batches not expanded).
+    kinds: HashMap<u16, usize>,
     conf: PathBuf,
 }
 
@@ -125,6 +127,7 @@ fn run(java: &Path, conf_lines: &str, tag: &str) -> Run {
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let records = read_stream(&out, &java.display().to_string()).unwrap_or_default();
+    let kinds = stream_kinds(&out);
     let _ = std::fs::remove_dir_all(&dir);
     Run {
         java: java.to_path_buf(),
@@ -132,6 +135,7 @@ fn run(java: &Path, conf_lines: &str, tag: &str) -> Run {
         stdout,
         stderr,
         records,
+        kinds,
         conf,
     }
 }
@@ -158,6 +162,20 @@ fn check_well_formed(r: &Run) {
         Some(Payload::JvmEnd(e)) => assert_eq!(e.lost_events, 0, "{j}: lost events"),
         other => panic!("{j}: last record is {other:?}"),
     }
+    // Bytecode rewriting writes method events as batches (8 bytes an event);
+    // JVMTI method events (jmethodID ids) as one record each.
+    let n = |k| r.kinds.get(&k).copied().unwrap_or(0);
+    let (batches, singles) = (n(kind::METHOD_BATCH), n(kind::METHOD_ENTRY) + n(kind::METHOD_EXIT));
+    let methods = r.records.iter().any(|x| matches!(x.payload, Payload::MethodEntry(_)));
+    let (used, unused) = if module_path!().ends_with("jvmti_mechanism") {
+        (singles, batches)
+    } else {
+        (batches, singles)
+    };
+    assert!(
+        unused == 0 && (used > 0) == methods,
+        "{j}: {batches} METHOD_BATCH and {singles} METHOD_ENTRY/EXIT records"
+    );
     let mut defined = std::collections::HashSet::new();
     let mut stacks: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut last_ts: HashMap<u32, u64> = HashMap::new();

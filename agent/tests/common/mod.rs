@@ -99,6 +99,21 @@ pub fn program(cell: &'static OnceLock<PathBuf>, source: &str) -> &'static Path 
     })
 }
 
+/// How many records of each kind the one JVM stream in `out` holds, as
+/// written (a METHOD_BATCH counts once, not expanded). Empty if there is none.
+pub fn stream_kinds(out: &Path) -> std::collections::HashMap<u16, usize> {
+    let mut kinds = std::collections::HashMap::new();
+    let Some(file) = std::fs::read_dir(out).ok().and_then(|mut d| d.next()) else {
+        return kinds;
+    };
+    let data = std::fs::read(file.expect("dir entry").path()).expect("read stream");
+    let mut d = jtrace_format::Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN);
+    while let Some(Ok(r)) = d.next_raw() {
+        *kinds.entry(r.kind).or_default() += 1;
+    }
+    kinds
+}
+
 /// The records of the one JVM stream the agent wrote into `out`, checked:
 /// its file name, mode 0600, header and every record decodable. `None` if
 /// the agent wrote nothing (the directory does not exist).
