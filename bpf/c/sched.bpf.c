@@ -23,7 +23,7 @@ __u64 traced_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
  * Threads (by tid) whose COMM record was written: a bit test on both
  * halves of a switch instead of a task-storage get (≈40 ns each here),
  * so that a switch needs no task storage at all in the default mode. A
- * thread's bit is cleared at its last switch-out (exit_state set), so a
+ * thread's bit is cleared at its last switch-out (TASK_DEAD), so a
  * recycled tid is named again. Sized like the filter: tids are below
  * pid_max too.
  */
@@ -106,6 +106,8 @@ static __always_inline __u64 infer_switch_in(struct task_struct *t, __u32 tid, _
 }
 
 #define ENOSYS 38
+/* include/linux/sched.h: the state of a task's final switch-out (since 4.14). */
+#define TASK_DEAD 0x80
 
 /*
  * The records of one sched_switch run, built in a per-CPU buffer and
@@ -338,8 +340,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			in_ts = infer_switch_in(prev, prev_pid, prev_tgid, cpu, in_ts, ts);
 		else if (!seen_in)
 			in_ts = 0;
-		/* Its last switch: a recycled tid is a new thread. */
-		if (prev->exit_state && prev_pid < TRACED_TGID_LIMIT) {
+		/*
+		 * Its last switch (do_task_dead; a preemption after exit_notify
+		 * is not): a recycled tid is a new thread.
+		 */
+		if (!preempt && (prev_state & TASK_DEAD) && prev->exit_state &&
+		    prev_pid < TRACED_TGID_LIMIT) {
 			__sync_fetch_and_and(&named_bits[prev_pid / 64], ~(1ULL << (prev_pid % 64)));
 			pf_hint_clear(prev_pid);
 		}

@@ -137,6 +137,14 @@ fn check_common(recs: &[Record], stats: &KernelStats) -> Vec<Record> {
                 "tid {tid}: no COMM before its first switch"
             );
         }
+        // A thread is named once: never again after its EXIT (its last
+        // switch-out, which comes after, must not look like a new thread).
+        if let Some(exit) = rs.iter().position(|r| matches!(r.payload, Payload::Exit(_))) {
+            assert!(
+                !rs[exit..].iter().any(|r| matches!(r.payload, Payload::Comm(_))),
+                "tid {tid}: COMM after its EXIT: {rs:#?}"
+            );
+        }
     }
     sorted
 }
