@@ -7,6 +7,9 @@
 #   REPEATS=5   runs per mode and size (interleaved across modes)
 #   MODES="in-memory stream stream-64M"           which paths to time
 #   SIMPLE=1    the older, simpler step shape (enter, switch, wake, exit)
+#   BATCHED=1   method events as METHOD_BATCH records, as the bytecode-
+#               rewriting agent writes them (default: one record each, as
+#               under JVMTI method events)
 #   TRACE_DIR=… where the synthetic traces go (default a temp dir; each is
 #               deleted after its size is measured; 100M events take ~5 GB)
 #   JTRACE=…    the jtrace binary to time (default target/release/jtrace),
@@ -49,7 +52,7 @@ mode_args() {
 }
 for n in "${sizes[@]}"; do
     df -h "$tmp" | tail -1 | awk '{print "disk free before writing: " $4}'
-    target/release/examples/synth "$tmp/t$n" "$n" 16 ${SIMPLE:+simple} >/dev/null
+    target/release/examples/synth "$tmp/t$n" "$n" 16 ${SIMPLE:+simple} ${BATCHED:+batched} >/dev/null
     echo "events=$n  trace size $(du -sh "$tmp/t$n" | cut -f1)"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     declare -A times=() users=() syss=() rss=()

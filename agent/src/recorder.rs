@@ -283,13 +283,6 @@ impl Mapped {
         }
         let _g = lock(&self.grow);
         let used = self.pos.load(Ordering::SeqCst).min(self.ready.load(Ordering::SeqCst));
-        if complete {
-            let mut h = FileHeader::new(JVM_MAGIC);
-            h.flags |= STREAM_COMPLETE;
-            let b = h.to_bytes();
-            // SAFETY: no appender is left; the header is inside the file.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_mut_ptr(), b.len()) };
-        }
         if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
             eprintln!(
                 "jtrace agent (debug): stream {} bytes; {} appends waited for the file to grow",
@@ -299,6 +292,16 @@ impl Mapped {
         }
         let _ = self.map.flush();
         let _ = self.file.set_len(used);
+        // Complete only once the file has its final length: a reader may
+        // map a complete stream (it never shrinks again).
+        if complete {
+            let mut h = FileHeader::new(JVM_MAGIC);
+            h.flags |= STREAM_COMPLETE;
+            let b = h.to_bytes();
+            // SAFETY: no appender is left; the header is inside the file.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_mut_ptr(), b.len()) };
+            let _ = self.map.flush_range(0, b.len());
+        }
         let _ = self.file.sync_data();
         // Give the (large) virtual range back: appenders see `closed` and
         // never touch it again, and the grower checks it under the grow lock.
