@@ -271,6 +271,17 @@ impl RecordReader {
     }
 }
 
+/// A sorted run mapped read-only, or None (empty, or the mapping failed:
+/// it is read in chunks).
+fn map_run(file: &File) -> Option<memmap2::Mmap> {
+    let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&n| n > 0)?;
+    // SAFETY: the run is this process's own unlinked temp file, written
+    // completely before it is mapped and never written again.
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }.ok()?;
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
+}
+
 /// The file mapped read-only for a sequential read, or None where mapping
 /// fails or is not worth it (an empty or small file): the caller reads it.
 fn map_file(file: &File) -> Option<memmap2::Mmap> {
@@ -619,13 +630,17 @@ impl Sorter {
         }
         let spilled_runs = self.runs.len();
         // The runs' read buffers share an eighth of the budget (at least
-        // 64 KiB each), so many runs do not add up to more memory.
+        // 64 KiB each), so many runs do not add up to more memory. Runs
+        // are mapped only while each gets the most (few runs): many
+        // mapped runs started at once fault in more than their share.
         let chunk = (self.opts.memory_budget / 8 / spilled_runs.max(1)).clamp(64 << 10, 1 << 20);
         let events = SortedEvents {
             readers: self
                 .runs
                 .into_iter()
                 .map(|r| RunReader {
+                    map: if chunk >= 1 << 20 { map_run(&r.file) } else { None },
+                    released: 0,
                     file: r.file,
                     segments: r.segments,
                     buf: Vec::new(),
@@ -780,11 +795,17 @@ fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
 struct RunReader {
     file: File,
     segments: BTreeMap<u32, Segment>,
+    /// The run mapped (it is this process's own unlinked file: nothing
+    /// else changes it); `buf` is then unused, `offset` 0 and `pos` the
+    /// file offset. None: read in chunks into `buf`.
+    map: Option<memmap2::Mmap>,
+    /// Mapped bytes below this offset were released.
+    released: usize,
     buf: Vec<u8>,
     pos: usize,
     /// File offset of `buf[0]`.
     offset: u64,
-    /// Bytes per read.
+    /// Bytes per read; mapped, the bytes kept mapped behind the reader.
     chunk: usize,
 }
 
@@ -793,6 +814,11 @@ impl RunReader {
     /// segments are read in order, as walks do).
     fn seek(&mut self, to: u64) -> anyhow::Result<()> {
         if self.offset + self.pos as u64 == to {
+            return Ok(());
+        }
+        if self.map.is_some() {
+            self.pos = to as usize;
+            self.released = self.released.min(self.pos);
             return Ok(());
         }
         self.file
@@ -806,6 +832,9 @@ impl RunReader {
 
     /// Makes `n` bytes available (fewer only at the end of the run).
     fn ensure(&mut self, n: usize) -> anyhow::Result<()> {
+        if self.map.is_some() {
+            return Ok(());
+        }
         while self.buf.len() - self.pos < n {
             self.buf.drain(..self.pos);
             self.offset += self.pos as u64;
@@ -822,15 +851,40 @@ impl RunReader {
         Ok(())
     }
 
+    /// The bytes `pos` indexes.
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => m,
+            None => &self.buf,
+        }
+    }
+
+    /// Gives the kernel back what a mapped run has passed (more than
+    /// `chunk` behind the reader), so that a run costs about as much
+    /// resident memory mapped as read.
+    fn release_behind(&mut self) {
+        let Some(map) = &self.map else { return };
+        if self.pos >= self.released + 2 * self.chunk {
+            let upto = self.pos - self.chunk;
+            // SAFETY: nothing borrows the mapping between calls; the bytes
+            // would be faulted back in from the file if read again.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, upto - self.released)
+            };
+            self.released = upto;
+        }
+    }
+
     /// Decodes the next event of the current segment; the record of a
     /// syscall entry goes to `sc_out` (then returns true).
     #[inline]
     fn next(&mut self, sc_out: &mut Option<SyscallInfo>) -> anyhow::Result<(Timed, bool)> {
-        if self.buf.len() - self.pos < MAX_ENCODED {
+        if self.bytes().len() - self.pos < MAX_ENCODED {
             self.ensure(MAX_ENCODED)?;
         }
         let bad = || anyhow::anyhow!("a sorted run is corrupt (was the temporary file changed?)");
-        let h: &[u8; FIXED] = self.buf[self.pos..].first_chunk().ok_or_else(bad)?;
+        let h: &[u8; FIXED] = self.bytes()[self.pos..].first_chunk().ok_or_else(bad)?;
         let ts = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
         let (tag, f1, f2) = (h[8], h[9], h[10]);
         let u = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
@@ -877,7 +931,7 @@ impl RunReader {
         if tag != 8 {
             return Ok((Timed { ts, event }, false));
         }
-        let b = &self.buf[self.pos..];
+        let b = &self.bytes()[self.pos..];
         let sc = match (b.first_chunk::<12>(), b.get(12..).and_then(fmt::Syscall::from_bytes)) {
             (Some(h), Some(rec)) => SyscallInfo {
                 tid: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
@@ -1026,6 +1080,7 @@ impl Source<'_> {
             scs.clear();
             *sc_next = 0;
             *pos = 0;
+            reader.release_behind();
             let n = (*left).min(BLOCK as u64);
             let mut sc = None;
             for _ in 0..n {
@@ -1427,7 +1482,8 @@ mod tests {
     }
 
     /// Every kind of event survives a run file, also where a record spans
-    /// two reads of the run (the longest one, a syscall entry, included).
+    /// two reads of the run (the longest one, a syscall entry, included),
+    /// read in chunks or mapped.
     #[test]
     fn events_round_trip_through_a_run_across_refills() {
         let rec = fmt::Syscall {
@@ -1493,10 +1549,18 @@ mod tests {
         let path = std::env::temp_dir().join(format!("jtrace-run-test-{}", std::process::id()));
         std::fs::write(&path, &out).unwrap();
         // Reads of every size around a record's: records span reads at
-        // every offset.
-        for chunk in (1..=2 * MAX_ENCODED).chain([4096, 1 << 20]) {
+        // every offset; then the run mapped, released behind the reader
+        // after every event (the most often it can be).
+        for (chunk, mapped) in (1..=2 * MAX_ENCODED)
+            .chain([4096, 1 << 20])
+            .map(|c| (c, false))
+            .chain([(1, true)])
+        {
+            let file = File::open(&path).unwrap();
             let mut r = RunReader {
-                file: File::open(&path).unwrap(),
+                map: mapped.then(|| map_run(&file).unwrap()),
+                released: 0,
+                file,
                 segments: BTreeMap::new(),
                 buf: Vec::new(),
                 pos: 0,
@@ -1507,8 +1571,17 @@ mod tests {
                 let mut sc = None;
                 let (e, has) = r.next(&mut sc).unwrap();
                 assert_eq!(&(e, has.then_some(sc).flatten()), want, "chunk {chunk}, event {i}");
+                r.release_behind();
             }
             assert_eq!(r.offset + r.pos as u64, out.len() as u64);
+            // Read again from the start: released bytes come back.
+            if mapped {
+                assert!(r.released > 0);
+                r.seek(0).unwrap();
+                let mut sc = None;
+                let (e, has) = r.next(&mut sc).unwrap();
+                assert_eq!(&(e, has.then_some(sc).flatten()), &expect[0]);
+            }
         }
         std::fs::remove_file(&path).unwrap();
     }
