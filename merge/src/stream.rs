@@ -1,15 +1,17 @@
 //! Streaming analysis: the per-thread merge of a trace of any length in
 //! memory bounded by a budget, not by the number of events.
 //!
-//! One pass reads the streams record by record (in chunks, never a whole
-//! file) and turns them into compact per-thread events; a syscall entry's
+//! One pass reads the streams record by record (mapped and released behind
+//! the reader when finished, else in chunks; never a whole file in memory)
+//! and turns them into compact per-thread events; a syscall entry's
 //! record is kept with its thread's events. Events are buffered per thread,
 //! the few that arrive late (records written at a call's return carry its
 //! entry time) aside from the in-order ones, so that sorting a buffer meets
 //! a few long sorted runs. When the buffers reach the memory
 //! budget, each thread's events are sorted by time and written as one
-//! segment of a *run* file in a temporary directory (tids ascending); the
-//! buffers are reused by the next run. The analysis then walks the threads
+//! segment of a *run* file in a temporary directory (tids ascending; each
+//! event delta-encoded in a few bytes); the buffers are reused by the next
+//! run. The analysis then walks the threads
 //! in tid order and merges each thread's segments of all runs (plus the
 //! buffer still in memory, plus the JVM-wide windows) by time, with ties in
 //! stream order, which is exactly the order [`Trace::open`] gives: the walk
@@ -20,8 +22,8 @@
 //! Memory: the budget, plus per thread its stack, plus the tables bounded by
 //! the number of distinct threads, methods and strings, plus the GC /
 //! safepoint windows (a few per second of recording), plus the runs' read
-//! buffers (an eighth of the budget together) and one decoded block of 1024
-//! events per run while a thread is walked.
+//! buffers or mapped windows (an eighth of the budget together) and one
+//! decoded block of 1024 events per run while a thread is walked.
 //!
 //! ```no_run
 //! use jtrace_merge::{stream, Invocation, ThreadInfo, Visitor};
@@ -580,12 +582,13 @@ impl Sorter {
             let (tid, evs, scs) = (b.tid, &b.evs, &b.scs);
             let offset = written + out.len() as u64;
             let mut next = 0;
+            let mut prev = 0;
             for e in evs {
                 let sc = match e.event {
                     Event::Syscall { idx, enter: true } => record_of(scs, &mut next, idx),
                     _ => None,
                 };
-                encode(&mut out, e, sc);
+                encode(&mut out, e, sc, &mut prev);
                 if out.len() >= 1 << 20 {
                     file.write_all(&out).map_err(werr)?;
                     written += out.len() as u64;
@@ -647,6 +650,7 @@ impl Sorter {
                     pos: 0,
                     offset: 0,
                     chunk,
+                    prev_ts: 0,
                 })
                 .collect(),
             buckets,
@@ -726,68 +730,239 @@ fn cause_from(b: u8) -> Cause {
     Cause::ALL.get(b as usize).copied().unwrap_or(Cause::Unknown)
 }
 
-/// Bytes of one event in a run: ts, tag, two flag bytes, a pad byte, three
-/// u32 fields. Fixed, so writing is one copy and reading one bounds check.
-const FIXED: usize = 24;
+// A run is written once and read once, through the page cache: its size
+// is what a spill costs (at 100 M events the copy into the page cache was
+// a third of a report's time). An event is therefore a tag byte, the time
+// as a LEB128 delta to the previous event of the thread's segment (a
+// segment is sorted, so it is never negative; the first is relative to 0),
+// the flag bytes only where they are non-zero, and the tag's fields as
+// LEB128: 3–8 bytes for most events instead of a fixed 24.
+
+/// Tag bits saying a flag byte follows.
+const F1_FOLLOWS: u8 = 0x10;
+const F2_FOLLOWS: u8 = 0x20;
 
 /// Bytes of the syscall record following a tag-8 event: tid, entry time,
 /// then the kernel record as the stream carries it ([`fmt::Syscall::to_bytes`]).
 const SC_LEN: usize = 4 + 8 + fmt::Syscall::LEN;
 
-/// Longest encoded event (a syscall entry with its record).
-const MAX_ENCODED: usize = FIXED + SC_LEN;
+/// Longest encoded event: tag, two flags, a 64-bit delta, a 64-bit field
+/// (a fault address) or three 32-bit ones, and a syscall entry's record.
+const MAX_ENCODED: usize = 3 + 10 + 15 + SC_LEN;
 
-/// The fixed part of an encoded event.
-#[inline]
-fn fixed(ts: u64, tag: u8, f1: u8, f2: u8, [a, b, c]: [u32; 3]) -> [u8; FIXED] {
-    let mut o = [0u8; FIXED];
-    o[..8].copy_from_slice(&ts.to_le_bytes());
-    o[8] = tag;
-    o[9] = f1;
-    o[10] = f2;
-    o[12..16].copy_from_slice(&a.to_le_bytes());
-    o[16..20].copy_from_slice(&b.to_le_bytes());
-    o[20..24].copy_from_slice(&c.to_le_bytes());
-    o
+/// An event's bytes before its syscall record, written straight into the
+/// run's buffer (built on the stack and copied, the byte stores and the
+/// wide load of the copy stalled on store forwarding).
+struct Packed<'a> {
+    b: &'a mut [std::mem::MaybeUninit<u8>],
+    n: usize,
+}
+
+impl Packed<'_> {
+    #[inline(always)]
+    fn byte(&mut self, v: u8) {
+        self.b[self.n].write(v);
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+}
+
+/// The LEB128 number at `b[*i..]`; None if it runs past the end or past
+/// 64 bits.
+#[inline(always)]
+fn get_varint(b: &[u8], i: &mut usize) -> Option<u64> {
+    // Most are one byte (deltas of a few µs are two or three).
+    let first = *b.get(*i)?;
+    if first < 0x80 {
+        *i += 1;
+        return Some(first as u64);
+    }
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = *b.get(*i)?;
+        *i += 1;
+        v |= ((byte & 0x7f) as u64) << shift;
+        if byte < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
 }
 
 /// Appends one event (and the syscall record of an entry) to a run.
-fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>) {
-    let ts = e.ts;
-    let rec = match e.event {
+/// `prev`: the time of the segment's previous event (0 at its start).
+#[inline]
+fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>, prev: &mut u64) {
+    out.reserve(MAX_ENCODED);
+    let len = out.len();
+    let mut p = Packed {
+        b: &mut out.spare_capacity_mut()[..MAX_ENCODED - SC_LEN],
+        n: 0,
+    };
+    let mut head = |p: &mut Packed, tag: u8, f1: u8, f2: u8| {
+        p.byte(tag | if f1 != 0 { F1_FOLLOWS } else { 0 } | if f2 != 0 { F2_FOLLOWS } else { 0 });
+        if f1 != 0 {
+            p.byte(f1);
+        }
+        if f2 != 0 {
+            p.byte(f2);
+        }
+        debug_assert!(e.ts >= *prev, "a run segment is sorted");
+        p.varint(e.ts - *prev);
+        *prev = e.ts;
+    };
+    let mut record = None;
+    match e.event {
         Event::SwitchOut {
             preempted,
             prev_state,
             cpu,
             next_tid,
-        } => fixed(ts, 0, preempted as u8, 0, [prev_state, cpu, next_tid]),
-        Event::SwitchIn { cpu, prev_tid } => fixed(ts, 1, 0, 0, [cpu, prev_tid, 0]),
+        } => {
+            head(&mut p, 0, preempted as u8, 0);
+            p.varint(prev_state as u64);
+            p.varint(cpu as u64);
+            p.varint(next_tid as u64);
+        }
+        Event::SwitchIn { cpu, prev_tid } => {
+            head(&mut p, 1, 0, 0);
+            p.varint(cpu as u64);
+            p.varint(prev_tid as u64);
+        }
         Event::Wakeup {
             waker_tid,
             waker_tgid,
             new_task,
-        } => fixed(ts, 2, new_task as u8, 0, [waker_tid, waker_tgid, 0]),
-        Event::Enter(m) => fixed(ts, 3, 0, 0, [m, 0, 0]),
-        Event::Exit { method, exception } => fixed(ts, 4, exception as u8, 0, [method, 0, 0]),
-        Event::ThreadStart => fixed(ts, 5, 0, 0, [0; 3]),
-        Event::ThreadEnd => fixed(ts, 6, 0, 0, [0; 3]),
-        Event::Syscall { idx, enter } => match (enter, sc) {
-            (true, Some(sc)) => {
-                out.extend_from_slice(&fixed(ts, 8, 0, 0, [idx, 0, 0]));
-                let start = out.len();
-                out.extend_from_slice(&sc.tid.to_le_bytes());
-                out.extend_from_slice(&sc.enter.to_le_bytes());
-                out.extend_from_slice(&sc.rec.to_bytes());
-                debug_assert_eq!(out.len() - start, SC_LEN);
-                return;
-            }
-            _ => fixed(ts, if enter { 9 } else { 7 }, 0, 0, [idx, 0, 0]),
+        } => {
+            head(&mut p, 2, new_task as u8, 0);
+            p.varint(waker_tid as u64);
+            p.varint(waker_tgid as u64);
+        }
+        Event::Enter(m) => {
+            head(&mut p, 3, 0, 0);
+            p.varint(m as u64);
+        }
+        Event::Exit { method, exception } => {
+            head(&mut p, 4, exception as u8, 0);
+            p.varint(method as u64);
+        }
+        Event::ThreadStart => head(&mut p, 5, 0, 0),
+        Event::ThreadEnd => head(&mut p, 6, 0, 0),
+        Event::Syscall { idx, enter } => {
+            record = sc.filter(|_| enter);
+            head(
+                &mut p,
+                if record.is_some() {
+                    8
+                } else if enter {
+                    9
+                } else {
+                    7
+                },
+                0,
+                0,
+            );
+            p.varint(idx as u64);
+        }
+        Event::PageFault { address } => {
+            head(&mut p, 10, 0, 0);
+            p.varint(address);
+        }
+        Event::Block { cause, begin, detail } => {
+            head(&mut p, 11, cause as u8, begin as u8);
+            p.varint(detail as u64);
+        }
+        Event::Window { cause, begin } => head(&mut p, 12, cause as u8, begin as u8),
+    }
+    let n = p.n;
+    // SAFETY: `Packed::byte` initialised the n bytes after `len`, within
+    // the reserved capacity.
+    unsafe { out.set_len(len + n) };
+    if let Some(sc) = record {
+        let start = out.len();
+        out.extend_from_slice(&sc.tid.to_le_bytes());
+        out.extend_from_slice(&sc.enter.to_le_bytes());
+        out.extend_from_slice(&sc.rec.to_bytes());
+        debug_assert_eq!(out.len() - start, SC_LEN);
+    }
+}
+
+/// Decodes the event at the start of `b` (see [`encode`]): its time, the
+/// event, its tag and its length (a syscall entry's record not included).
+#[inline(always)]
+fn decode(b: &[u8], prev_ts: u64) -> Option<(u64, Event, u8, usize)> {
+    let head = *b.first()?;
+    let tag = head & 0x0f;
+    let mut i = 1;
+    let mut f1 = 0;
+    let mut f2 = 0;
+    if head & F1_FOLLOWS != 0 {
+        f1 = *b.get(i)?;
+        i += 1;
+    }
+    if head & F2_FOLLOWS != 0 {
+        f2 = *b.get(i)?;
+        i += 1;
+    }
+    let ts = prev_ts.checked_add(get_varint(b, &mut i)?)?;
+    #[inline(always)]
+    fn field(b: &[u8], i: &mut usize) -> Option<u32> {
+        u32::try_from(get_varint(b, i)?).ok()
+    }
+    let event = match tag {
+        0 => Event::SwitchOut {
+            preempted: f1 != 0,
+            prev_state: field(b, &mut i)?,
+            cpu: field(b, &mut i)?,
+            next_tid: field(b, &mut i)?,
         },
-        Event::PageFault { address } => fixed(ts, 10, 0, 0, [address as u32, (address >> 32) as u32, 0]),
-        Event::Block { cause, begin, detail } => fixed(ts, 11, cause as u8, begin as u8, [detail, 0, 0]),
-        Event::Window { cause, begin } => fixed(ts, 12, cause as u8, begin as u8, [0; 3]),
+        1 => Event::SwitchIn {
+            cpu: field(b, &mut i)?,
+            prev_tid: field(b, &mut i)?,
+        },
+        2 => Event::Wakeup {
+            waker_tid: field(b, &mut i)?,
+            waker_tgid: field(b, &mut i)?,
+            new_task: f1 != 0,
+        },
+        3 => Event::Enter(field(b, &mut i)?),
+        4 => Event::Exit {
+            method: field(b, &mut i)?,
+            exception: f1 != 0,
+        },
+        5 => Event::ThreadStart,
+        6 => Event::ThreadEnd,
+        7..=9 => Event::Syscall {
+            idx: field(b, &mut i)?,
+            enter: tag != 7,
+        },
+        10 => Event::PageFault {
+            address: get_varint(b, &mut i)?,
+        },
+        11 => Event::Block {
+            cause: cause_from(f1),
+            begin: f2 != 0,
+            detail: field(b, &mut i)?,
+        },
+        12 => Event::Window {
+            cause: cause_from(f1),
+            begin: f2 != 0,
+        },
+        _ => return None,
     };
-    out.extend_from_slice(&rec);
+    Some((ts, event, tag, i))
 }
 
 /// Sequential reader of one run file.
@@ -807,6 +982,8 @@ struct RunReader {
     offset: u64,
     /// Bytes per read; mapped, the bytes kept mapped behind the reader.
     chunk: usize,
+    /// Time of the segment's last decoded event (see [`encode`]).
+    prev_ts: u64,
 }
 
 impl RunReader {
@@ -828,6 +1005,12 @@ impl RunReader {
         self.pos = 0;
         self.offset = to;
         Ok(())
+    }
+
+    /// Positions the reader at the start of a thread's segment.
+    fn start_segment(&mut self, offset: u64) -> anyhow::Result<()> {
+        self.prev_ts = 0;
+        self.seek(offset)
     }
 
     /// Makes `n` bytes available (fewer only at the end of the run).
@@ -884,50 +1067,11 @@ impl RunReader {
             self.ensure(MAX_ENCODED)?;
         }
         let bad = || anyhow::anyhow!("a sorted run is corrupt (was the temporary file changed?)");
-        let h: &[u8; FIXED] = self.bytes()[self.pos..].first_chunk().ok_or_else(bad)?;
-        let ts = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        let (tag, f1, f2) = (h[8], h[9], h[10]);
-        let u = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let (a, b, c) = (u(12), u(16), u(20));
-        let event = match tag {
-            0 => Event::SwitchOut {
-                preempted: f1 != 0,
-                prev_state: a,
-                cpu: b,
-                next_tid: c,
-            },
-            1 => Event::SwitchIn { cpu: a, prev_tid: b },
-            2 => Event::Wakeup {
-                waker_tid: a,
-                waker_tgid: b,
-                new_task: f1 != 0,
-            },
-            3 => Event::Enter(a),
-            4 => Event::Exit {
-                method: a,
-                exception: f1 != 0,
-            },
-            5 => Event::ThreadStart,
-            6 => Event::ThreadEnd,
-            7..=9 => Event::Syscall {
-                idx: a,
-                enter: tag != 7,
-            },
-            10 => Event::PageFault {
-                address: (b as u64) << 32 | a as u64,
-            },
-            11 => Event::Block {
-                cause: cause_from(f1),
-                begin: f2 != 0,
-                detail: a,
-            },
-            12 => Event::Window {
-                cause: cause_from(f1),
-                begin: f2 != 0,
-            },
-            _ => return Err(bad()),
-        };
-        self.pos += FIXED;
+        let pos = self.pos;
+        let (ts, event, tag, len) = decode(&self.bytes()[pos..], self.prev_ts).ok_or_else(bad)?;
+        let i = len;
+        self.prev_ts = ts;
+        self.pos = pos + i;
         if tag != 8 {
             return Ok((Timed { ts, event }, false));
         }
@@ -1126,7 +1270,7 @@ impl<'a> ThreadEvents<'a> {
         let mut sources = Vec::new();
         for r in readers.iter_mut() {
             if let Some(seg) = r.segments.get(&tid).copied() {
-                r.seek(seg.offset)?;
+                r.start_segment(seg.offset)?;
                 sources.push(Source::Run {
                     reader: r,
                     left: seg.count,
@@ -1483,7 +1627,7 @@ mod tests {
 
     /// Every kind of event survives a run file, also where a record spans
     /// two reads of the run (the longest one, a syscall entry, included),
-    /// read in chunks or mapped.
+    /// read in chunks or mapped; the encoding is compact.
     #[test]
     fn events_round_trip_through_a_run_across_refills() {
         let rec = fmt::Syscall {
@@ -1526,7 +1670,9 @@ mod tests {
             Event::ThreadEnd,
             Event::Syscall { idx: 12, enter: true },
             Event::Syscall { idx: 12, enter: false },
-            Event::PageFault { address: 0xdead_beef },
+            Event::PageFault {
+                address: 0x7fff_dead_beef,
+            },
             Event::Block {
                 cause: Cause::Park,
                 begin: true,
@@ -1539,13 +1685,22 @@ mod tests {
         ];
         let mut out = Vec::new();
         let mut expect = Vec::new();
+        let mut prev = 0;
+        // Times from a large first one (its delta is to 0) by deltas of
+        // 0 to about 2^34 ns (1 to 5 bytes).
         for i in 0..5_000u64 {
             let event = kinds[(i % kinds.len() as u64) as usize];
-            let e = Timed { ts: i, event };
+            let ts = 1 << 60 | (i / 3) * (i / 3) * 997;
+            let e = Timed { ts, event };
             let s = matches!(event, Event::Syscall { enter: true, .. }).then_some(sc);
-            encode(&mut out, &e, s.as_ref());
+            encode(&mut out, &e, s.as_ref(), &mut prev);
             expect.push((e, s));
         }
+        assert!(
+            out.len() < 5_000 * 12 + 5_000 / kinds.len() * (SC_LEN + 1),
+            "{} bytes",
+            out.len()
+        );
         let path = std::env::temp_dir().join(format!("jtrace-run-test-{}", std::process::id()));
         std::fs::write(&path, &out).unwrap();
         // Reads of every size around a record's: records span reads at
@@ -1566,6 +1721,7 @@ mod tests {
                 pos: 0,
                 offset: 0,
                 chunk,
+                prev_ts: 0,
             };
             for (i, want) in expect.iter().enumerate() {
                 let mut sc = None;
@@ -1577,7 +1733,7 @@ mod tests {
             // Read again from the start: released bytes come back.
             if mapped {
                 assert!(r.released > 0);
-                r.seek(0).unwrap();
+                r.start_segment(0).unwrap();
                 let mut sc = None;
                 let (e, has) = r.next(&mut sc).unwrap();
                 assert_eq!(&(e, has.then_some(sc).flatten()), &expect[0]);

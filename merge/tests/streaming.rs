@@ -98,6 +98,31 @@ fn synthetic_trace_same_callbacks_and_report_at_every_budget() {
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
+/// With few runs (each gets a 1 MiB share of the budget's read eighth) the
+/// runs are read back through a mapping and the input streams are mapped
+/// too (finished); the callbacks and the report are still those of the
+/// in-memory path, for method events one record each and batched.
+#[test]
+fn mapped_runs_and_streams_give_the_same_analysis() {
+    for batched in [false, true] {
+        let dir = tempdir(if batched { "mapped-batched" } else { "mapped" }).join("t.jtrace");
+        let shape = synth::Shape {
+            method_batches: batched,
+            ..Default::default()
+        };
+        synth::generate_shaped(&dir, 1_200_000, 8, shape).unwrap();
+        let (log, report) = in_memory(&dir);
+        let (slog, sreport, runs) = streamed(&dir, 24 << 20);
+        assert!(
+            (1..=3).contains(&runs),
+            "{runs} runs: the test needs 1 to 3 to map them"
+        );
+        assert_same(&log, &slog);
+        assert_eq!(report, sreport, "batched {batched}: reports differ");
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+    }
+}
+
 /// Every wakeup with its waker's method, as the whole-trace index says.
 struct Wakers<'a>(Option<&'a CallIndex>, Vec<String>);
 
