@@ -168,8 +168,8 @@ const RELEASE_STEP: usize = 4 << 20;
 pub(crate) struct RecordReader {
     path: PathBuf,
     file: File,
-    /// The whole file, when mapped (`buf` is then unused, `pos` and
-    /// `base` are 0 and `mapped_pos` is the file offset).
+    /// The whole file, when mapped (`buf`, `pos` and `base` are then
+    /// unused; `mapped_pos` is the file offset).
     map: Option<memmap2::Mmap>,
     mapped_pos: usize,
     /// Mapped bytes below this offset were released.
@@ -192,7 +192,7 @@ impl RecordReader {
         let n = read_full(&mut file, &mut head).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let header = crate::read::check_header(path, &head[..n], magic)?;
         let shrinks_no_more = magic == fmt::KERNEL_MAGIC || header.flags & fmt::STREAM_COMPLETE != 0;
-        let map = if shrinks_no_more { map_file(&file) } else { None };
+        let map = if shrinks_no_more { map_file(&file, CHUNK) } else { None };
         let r = RecordReader {
             path: path.to_path_buf(),
             file,
@@ -249,16 +249,9 @@ impl RecordReader {
     fn next_mapped(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>> {
         let map = self.map.as_ref()?;
         let at = self.mapped_pos;
-        if at - self.released >= 2 * RELEASE_STEP {
-            let upto = at - RELEASE_STEP;
-            // SAFETY: the records below `upto` were handed out by earlier
-            // calls, whose borrows have ended (`&mut self`); a later
-            // access would refault the same bytes from the page cache.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, upto - self.released)
-            };
-            self.released = upto;
-        }
+        // The records before `at` were handed out by earlier calls, whose
+        // borrows have ended (`&mut self`).
+        release_behind(map, &mut self.released, at, RELEASE_STEP);
         let rest = &map[at..];
         if rest.is_empty() {
             self.done = true;
@@ -273,29 +266,33 @@ impl RecordReader {
     }
 }
 
-/// A sorted run mapped read-only, or None (empty, or the mapping failed:
-/// it is read in chunks).
-fn map_run(file: &File) -> Option<memmap2::Mmap> {
-    let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&n| n > 0)?;
-    // SAFETY: the run is this process's own unlinked temp file, written
-    // completely before it is mapped and never written again.
+/// The file mapped read-only for one sequential pass, or None if it is
+/// shorter than `min_len` (or empty) or the mapping fails: the caller reads
+/// it instead. The caller guarantees the file does not shrink while mapped.
+fn map_file(file: &File, min_len: usize) -> Option<memmap2::Mmap> {
+    let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if len == 0 || len < min_len {
+        return None;
+    }
+    // SAFETY: read-only and private; the file does not shrink (see callers).
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }.ok()?;
     let _ = map.advise(memmap2::Advice::Sequential);
     Some(map)
 }
 
-/// The file mapped read-only for a sequential read, or None where mapping
-/// fails or is not worth it (an empty or small file): the caller reads it.
-fn map_file(file: &File) -> Option<memmap2::Mmap> {
-    let len = file.metadata().ok()?.len();
-    if len < (CHUNK as u64) || usize::try_from(len).is_err() {
-        return None;
+/// Gives the kernel back what a sequential reader of `map` at `pos` has
+/// passed, except the last `keep` bytes, once there are `keep` more to give
+/// (one call in `keep` bytes): the resident set stays bounded whatever the
+/// file's size, and the page cache keeps the file.
+fn release_behind(map: &memmap2::Mmap, released: &mut usize, pos: usize, keep: usize) {
+    if pos >= *released + 2 * keep {
+        let upto = pos - keep;
+        // SAFETY: no slice of the mapping below `pos` is still borrowed by
+        // the caller; read again, the bytes would be faulted back in from
+        // the file.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, *released, upto - *released) };
+        *released = upto;
     }
-    // SAFETY: the file only grows while mapped (see RecordReader); the
-    // mapping is read-only and private to this reader.
-    let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(file) }.ok()?;
-    let _ = map.advise(memmap2::Advice::Sequential);
-    Some(map)
 }
 
 fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -642,7 +639,8 @@ impl Sorter {
                 .runs
                 .into_iter()
                 .map(|r| RunReader {
-                    map: if chunk >= 1 << 20 { map_run(&r.file) } else { None },
+                    // The run is this process's own unlinked file, written completely.
+                    map: if chunk >= 1 << 20 { map_file(&r.file, 1) } else { None },
                     released: 0,
                     file: r.file,
                     segments: r.segments,
@@ -1047,15 +1045,9 @@ impl RunReader {
     /// `chunk` behind the reader), so that a run costs about as much
     /// resident memory mapped as read.
     fn release_behind(&mut self) {
-        let Some(map) = &self.map else { return };
-        if self.pos >= self.released + 2 * self.chunk {
-            let upto = self.pos - self.chunk;
-            // SAFETY: nothing borrows the mapping between calls; the bytes
-            // would be faulted back in from the file if read again.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, upto - self.released)
-            };
-            self.released = upto;
+        // Nothing borrows the mapping between calls of `next`.
+        if let Some(map) = &self.map {
+            release_behind(map, &mut self.released, self.pos, self.chunk);
         }
     }
 
@@ -1713,7 +1705,7 @@ mod tests {
         {
             let file = File::open(&path).unwrap();
             let mut r = RunReader {
-                map: mapped.then(|| map_run(&file).unwrap()),
+                map: mapped.then(|| map_file(&file, 1).unwrap()),
                 released: 0,
                 file,
                 segments: BTreeMap::new(),
