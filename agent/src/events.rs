@@ -39,6 +39,9 @@ pub(crate) struct Features {
     pub alloc: bool,
     pub park: bool,
     pub sleep: bool,
+    /// Loaded into a live JVM: park and sleep natives are re-bound by
+    /// [`crate::natives::attach`], not through NativeMethodBind.
+    pub attach: bool,
 }
 
 static FEATURES: OnceLock<Features> = OnceLock::new();
@@ -81,7 +84,8 @@ unsafe fn add_capability(env: *mut jvmtiEnv, what: &str, set: impl FnOnce(&mut j
 
 /// At load: asks for the capabilities of the configured event families and
 /// installs their callbacks. `attach` is true for a live VM (dynamic attach),
-/// whose natives are bound already: park and sleep are then not recorded.
+/// whose natives are bound already: park and sleep are then re-bound at
+/// start ([`crate::natives::attach`]).
 ///
 /// # Safety
 /// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
@@ -108,9 +112,13 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
             c.set_can_generate_sampled_object_alloc_events(1)
         });
     }
+    f.attach = attach;
     if cfg.park || cfg.sleep {
         if attach {
-            note("park and sleep events are not recorded in a JVM attached to (its natives are bound already)".into());
+            // No capability needed: RegisterNatives, at start.
+            f.park = cfg.park;
+            f.sleep = cfg.sleep;
+            crate::natives::configure(f.park, f.sleep);
         } else if add_capability(env, "park/sleep (native method bind)", |c| {
             c.set_can_generate_native_method_bind_events(1);
             // The start phase then begins before java.base registers its
@@ -139,7 +147,7 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
 /// primordial phase, long before VMInit).
 pub(crate) fn early_events() -> Vec<jvmtiEvent> {
     match FEATURES.get() {
-        Some(f) if f.park || f.sleep => vec![JVMTI_EVENT_NATIVE_METHOD_BIND],
+        Some(f) if (f.park || f.sleep) && !f.attach => vec![JVMTI_EVENT_NATIVE_METHOD_BIND],
         _ => Vec::new(),
     }
 }
@@ -198,8 +206,15 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, _cfg: &Config) 
             ));
         }
     }
-    if (f.park || f.sleep) && !jni.is_null() {
-        if let Err(e) = crate::natives::start(env, jni, f.park, f.sleep) {
+    if f.park || f.sleep {
+        let r = if f.attach {
+            crate::natives::attach(env, crate::probe::jni_env(jni), f.park, f.sleep)
+        } else if !jni.is_null() {
+            crate::natives::start(env, jni, f.park, f.sleep)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
             note(e);
         }
     }

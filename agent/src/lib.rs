@@ -839,6 +839,8 @@ unsafe fn stop_session(env: *mut jvmtiEnv) {
         jvm::set_event(env, e as jvmtiEvent, false);
     }
     let jni = probe::jni_env(std::ptr::null_mut());
+    // Park and sleep natives an attach re-bound go back to the JVM's own.
+    natives::detach(jni);
     if let (Some(rec), Some(cfg)) = (RECORDER.get(), CONFIG.get()) {
         {
             let bufs: Vec<(u32, SharedBuf)> = lock(&SESSION_BUFS).clone();

@@ -32,6 +32,17 @@
 //! with that warning.
 //!
 //! The wrappers record nothing before VMInit (JVM_START comes first).
+//!
+//! On attach the targets were bound long ago and no bind event comes:
+//! [`attach`] reads the address each is bound to from the `Method` (HotSpot
+//! keeps it right after the object, whose size the VM's type table gives;
+//! trusted only once the same read finds `JVM_HoldsLock` behind
+//! `Thread.holdsLock`, and only for addresses inside libjvm.so), then
+//! re-binds the targets with RegisterNatives from Java code of the boot
+//! loader (`jtrace.Probe.bindWaits`): the JVM checks the Java caller of
+//! RegisterNatives and warns only when it belongs to another loader (or
+//! there is none, as in an agent callback). [`detach`] binds them back when
+//! the session stops; a wrapper still running then records nothing more.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
@@ -215,12 +226,18 @@ unsafe fn clear_exception(jni: *mut JNIEnv) {
     }
 }
 
-/// At VMInit: finds the targets present in this JVM and binds the wrappers.
-/// Returns a message when a wanted target could not be wrapped.
+/// The wanted targets present in this JVM as native methods: (index in
+/// TARGETS, method, local class reference); also looks up
+/// `Thread.parkBlocker` when park is wanted.
 ///
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
-pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
+unsafe fn find_targets(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    park: bool,
+    sleep: bool,
+) -> Vec<(usize, jmethodID, jclass)> {
     let mut found: Vec<(usize, jmethodID, jclass)> = Vec::new();
     for (i, t) in TARGETS.iter().enumerate() {
         if (t.what == What::Park && !park) || (t.what != What::Park && !sleep) {
@@ -266,6 +283,16 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sle
         }
         clear_exception(jni);
     }
+    found
+}
+
+/// At VMInit: finds the targets present in this JVM and binds the wrappers.
+/// Returns a message when a wanted target could not be wrapped.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
+    let found = find_targets(env, jni, park, sleep);
     // Targets bound in the primordial phase could not be named then: re-bind
     // them now (fallback; JDK 17 and 25 bind them in the start phase).
     let mut to_register = Vec::new();
@@ -302,8 +329,20 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sle
         }
         jvm::delete_local(jni, cls);
     }
-    let park_found = found.iter().any(|&(i, _, _)| TARGETS[i].what == What::Park);
-    let sleep_found = found.iter().any(|&(i, _, _)| TARGETS[i].what != What::Park);
+    let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
+    missing(&found, park, sleep, &mut problems);
+    STARTED.store(true, Ordering::SeqCst);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Says which wanted family has no target in this JVM.
+fn missing(found: &[usize], park: bool, sleep: bool, problems: &mut Vec<String>) {
+    let park_found = found.iter().any(|&i| TARGETS[i].what == What::Park);
+    let sleep_found = found.iter().any(|&i| TARGETS[i].what != What::Park);
     if park && !park_found {
         problems.push("no native Unsafe.park(ZJ)V in this JVM: park events not recorded".into());
     }
@@ -311,12 +350,141 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sle
         problems
             .push("no native Thread.sleep(J)V or Thread.sleepNanos0(J)V in this JVM: sleep events not recorded".into());
     }
+}
+
+/// Targets an attach re-bound to their wrappers (bound back at detach).
+static ATTACH_WRAPPED: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+/// Targets `bind_waits0` could not re-bind, as bits.
+static REBIND_FAILED: AtomicUsize = AtomicUsize::new(0);
+
+/// On attach, where every target was bound long ago and no bind event will
+/// come: reads the address each wanted target is bound to
+/// ([`vmstructs::NativeAddresses`], checked against a known binding) and
+/// re-binds the target to its wrapper. The re-binding is done by
+/// `jtrace.Probe.bindWaits`, Java code of the boot loader, as the JVM
+/// prints a warning on the program's output when code of another loader
+/// (or none) re-registers a native of java.base. [`detach`] binds them back.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni` (or null: nothing is done).
+pub(crate) unsafe fn attach(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
+    if jni.is_null() {
+        return Err("park and sleep events are not recorded: no JNI environment at attach".into());
+    }
+    let found = find_targets(env, jni, park, sleep);
+    let Some(addrs) = crate::vmstructs::NativeAddresses::new(jni) else {
+        for &(_, _, cls) in &found {
+            jvm::delete_local(jni, cls);
+        }
+        return Err(
+            "park and sleep events are not recorded: this JVM does not tell where its natives are bound".into(),
+        );
+    };
+    let mut problems = Vec::new();
+    let mut any = false;
+    for &(i, mid, cls) in &found {
+        match addrs.bound(mid) {
+            // Still wrapped by an earlier session that was not stopped.
+            Some(a) if is_wrapper(a) && ORIG[i].load(Ordering::SeqCst) != 0 => {
+                ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
+            }
+            Some(a) if addrs.in_libjvm(a) => {
+                ORIG[i].store(a, Ordering::SeqCst);
+                ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
+                any = true;
+            }
+            _ => {
+                let t = &TARGETS[i];
+                problems.push(format!(
+                    "{}.{}{} is bound outside the JVM (another agent?): not recorded",
+                    t.class.to_string_lossy(),
+                    t.name.to_string_lossy(),
+                    t.sig.to_string_lossy()
+                ));
+            }
+        }
+        jvm::delete_local(jni, cls);
+    }
     STARTED.store(true, Ordering::SeqCst);
+    if any {
+        rebind(jni, true, &mut problems);
+    }
+    let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
+    missing(&found, park, sleep, &mut problems);
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems.join("; "))
     }
+}
+
+/// At the end of an attach session: binds the targets [`attach`] wrapped
+/// back to the JVM's own functions, so the JVM runs on as before.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni` (or null: nothing is done).
+pub(crate) unsafe fn detach(jni: *mut JNIEnv) {
+    if jni.is_null() || !ATTACH_WRAPPED.iter().any(|w| w.load(Ordering::SeqCst)) {
+        return;
+    }
+    let mut problems = Vec::new();
+    rebind(jni, false, &mut problems);
+    for w in &ATTACH_WRAPPED {
+        w.store(false, Ordering::SeqCst);
+    }
+    for p in problems {
+        crate::say(&p);
+    }
+}
+
+/// Calls `jtrace.Probe.bindWaits(wrap)`, noting what failed.
+unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
+    REBIND_FAILED.store(0, Ordering::SeqCst);
+    if let Err(e) = crate::probe::bind_waits(jni, wrap) {
+        problems.push(format!("park and sleep events: {e}"));
+        return;
+    }
+    let failed = REBIND_FAILED.load(Ordering::SeqCst);
+    for (i, t) in TARGETS.iter().enumerate() {
+        if failed & (1 << i) != 0 {
+            problems.push(format!(
+                "cannot re-bind {}.{}{}; not recorded",
+                t.class.to_string_lossy(),
+                t.name.to_string_lossy(),
+                t.sig.to_string_lossy()
+            ));
+        }
+    }
+}
+
+/// `jtrace.Probe.bindWaits0(boolean)`: binds each target an attach wrapped
+/// to its wrapper (`wrap`) or back to the JVM's function. Runs with
+/// `jtrace.Probe.bindWaits` as the Java caller (see [`attach`]).
+pub(crate) unsafe extern "C" fn bind_waits0(jni: *mut JNIEnv, _probe: jclass, wrap: jboolean) {
+    guard("bindWaits0", || {
+        for (i, t) in TARGETS.iter().enumerate() {
+            let orig = ORIG[i].load(Ordering::SeqCst);
+            if !ATTACH_WRAPPED[i].load(Ordering::SeqCst) || orig == 0 {
+                continue;
+            }
+            let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
+            let m = JNINativeMethod {
+                name: t.name.as_ptr() as *mut _,
+                signature: t.sig.as_ptr() as *mut _,
+                fnPtr: if wrap != 0 { wrapper(i) } else { orig as *mut c_void },
+            };
+            let rc = if cls.is_null() {
+                -1
+            } else {
+                jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1)
+            };
+            if rc != 0 {
+                clear_exception(jni);
+                REBIND_FAILED.fetch_or(1 << i, Ordering::SeqCst);
+            }
+            jvm::delete_local(jni, cls);
+        }
+    });
 }
 
 /// Dotted class of the calling thread's park blocker, "" if none.

@@ -318,6 +318,11 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
             signature: c"()V".as_ptr().cast_mut(),
             fnPtr: flush0 as *mut c_void,
         },
+        JNINativeMethod {
+            name: c"bindWaits0".as_ptr().cast_mut(),
+            signature: c"(Z)V".as_ptr().cast_mut(),
+            fnPtr: crate::natives::bind_waits0 as *mut c_void,
+        },
     ];
     if jni!(jni, RegisterNatives, class, natives.as_ptr(), natives.len() as jint) != Some(0) {
         clear_exception(jni);
@@ -344,6 +349,30 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
     BUF_FIELD.store(buf_field, Ordering::SeqCst);
     POS_FIELD.store(pos_field, Ordering::SeqCst);
     READY.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Calls `jtrace.Probe.bindWaits(wrap)` (see [`crate::natives::attach`]),
+/// defining the class first if no session has.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn bind_waits(jni: *mut JNIEnv, wrap: bool) -> Result<(), String> {
+    if !READY.load(Ordering::Acquire) {
+        define_probe_class(jni)?;
+    }
+    let class = CLASS.load(Ordering::SeqCst);
+    let mid =
+        jni!(jni, GetStaticMethodID, class, c"bindWaits".as_ptr(), c"(Z)V".as_ptr()).unwrap_or(std::ptr::null_mut());
+    if mid.is_null() {
+        clear_exception(jni);
+        return Err("jtrace.Probe has no bindWaits(boolean)".into());
+    }
+    let args = [jvalue { z: wrap as jboolean }];
+    jni!(jni, CallStaticVoidMethodA, class, mid, args.as_ptr());
+    if clear_exception(jni) {
+        return Err("jtrace.Probe.bindWaits threw".into());
+    }
     Ok(())
 }
 

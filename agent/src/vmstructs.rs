@@ -71,6 +71,126 @@ unsafe fn exported(lib: *mut c_void, name: &CStr) -> Option<usize> {
     read::<u64>(p as usize).map(|v| v as usize)
 }
 
+/// The loaded libjvm.so (another reference on it, dropped with this).
+struct Libjvm {
+    handle: *mut c_void,
+    path: std::ffi::CString,
+}
+
+impl Libjvm {
+    /// libjvm.so is the library that implements the JNI functions.
+    unsafe fn open(jni: *mut JNIEnv) -> Option<Libjvm> {
+        let f = (**jni).GetVersion? as *const c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(f, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let path = CStr::from_ptr(info.dli_fname).to_owned();
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        (!handle.is_null()).then_some(Libjvm { handle, path })
+    }
+
+    /// Whether `addr` is code or data of libjvm.so.
+    fn contains(&self, addr: usize) -> bool {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only looks the address up in the loaded objects.
+        unsafe {
+            libc::dladdr(addr as *const c_void, &mut info) != 0
+                && !info.dli_fname.is_null()
+                && CStr::from_ptr(info.dli_fname) == self.path.as_c_str()
+        }
+    }
+}
+
+impl Drop for Libjvm {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken by `open`.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}
+
+/// Reads the address a native method is bound to, which JNI and JVMTI do
+/// not tell once it is bound (needed on attach, to call the JVM's own
+/// implementation from a wrapper). HotSpot keeps it right after the
+/// `Method` object (`Method::native_function_addr()` is `this + 1`); the
+/// object's size comes from the VM's type table (`gHotSpotVMTypes`), and a
+/// `jmethodID` points at the `Method*`. Trusted only after a check: the
+/// address read for `Thread.holdsLock` must be the exported `JVM_HoldsLock`
+/// that java.base binds it to.
+pub(crate) struct NativeAddresses {
+    lib: Libjvm,
+    method_size: usize,
+}
+
+impl NativeAddresses {
+    /// `None` if this JVM does not describe `Method` or fails the check.
+    ///
+    /// # Safety
+    /// Live phase, on a Java thread whose JNIEnv is `jni`.
+    pub(crate) unsafe fn new(jni: *mut JNIEnv) -> Option<NativeAddresses> {
+        if jni.is_null() {
+            return None;
+        }
+        let lib = Libjvm::open(jni)?;
+        let method_size = Self::type_size(lib.handle, "Method")?;
+        let me = NativeAddresses { lib, method_size };
+        let expected = libc::dlsym(me.lib.handle, c"JVM_HoldsLock".as_ptr()) as usize;
+        let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+        if class.is_null() {
+            jni!(jni, ExceptionClear);
+            return None;
+        }
+        let mid = jni!(
+            jni,
+            GetStaticMethodID,
+            class,
+            c"holdsLock".as_ptr(),
+            c"(Ljava/lang/Object;)Z".as_ptr()
+        )
+        .unwrap_or(std::ptr::null_mut());
+        crate::jvm::delete_local(jni, class);
+        if mid.is_null() {
+            jni!(jni, ExceptionClear);
+            return None;
+        }
+        (expected != 0 && me.bound(mid) == Some(expected)).then_some(me)
+    }
+
+    /// The address `mid` (a native method) is bound to.
+    pub(crate) fn bound(&self, mid: jmethodID) -> Option<usize> {
+        let method: usize = read(mid as usize)?;
+        read::<usize>(method + self.method_size).filter(|&a| a != 0)
+    }
+
+    /// Whether `addr` is in libjvm.so (where the JVM's implementations of
+    /// the natives we wrap are).
+    pub(crate) fn in_libjvm(&self, addr: usize) -> bool {
+        self.lib.contains(addr)
+    }
+
+    /// The size of a type of the VM's type table.
+    unsafe fn type_size(lib: *mut c_void, name: &str) -> Option<usize> {
+        let table = exported(lib, c"gHotSpotVMTypes")?;
+        let type_name = exported(lib, c"gHotSpotVMTypeEntryTypeNameOffset")?;
+        let size = exported(lib, c"gHotSpotVMTypeEntrySizeOffset")?;
+        let stride = exported(lib, c"gHotSpotVMTypeEntryArrayStride")?;
+        if table == 0 || stride == 0 {
+            return None;
+        }
+        for i in 0..100_000 {
+            let e = table + i * stride;
+            let tn: usize = read(e + type_name)?;
+            if tn == 0 {
+                return None;
+            }
+            if read_cstr(tn)? == name {
+                return Some(read::<u64>(e + size)? as usize).filter(|&n| n > 0);
+            }
+        }
+        None
+    }
+}
+
 impl TidReader {
     /// Finds the offsets in this JVM; `None` if it is not a HotSpot that
     /// describes them (the caller then falls back to thread names).
@@ -81,18 +201,8 @@ impl TidReader {
         if jni.is_null() {
             return None;
         }
-        // libjvm.so is the library that implements the JNI functions.
-        let f = (**jni).GetVersion? as *const c_void;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(f, &mut info) == 0 || info.dli_fname.is_null() {
-            return None;
-        }
-        let lib = libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        if lib.is_null() {
-            return None;
-        }
-        let offsets = Self::offsets(lib);
-        libc::dlclose(lib);
+        let lib = Libjvm::open(jni)?;
+        let offsets = Self::offsets(lib.handle);
         let (osthread, thread_id) = offsets?;
         let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr())?;
         if class.is_null() {

@@ -14,7 +14,8 @@ import java.io.PrintWriter;
  * calls that fell inside a traced window independently of the trace. It then
  * prints a summary that depends only on the number of calls and exits with
  * code 7, whatever happened to it meanwhile. Three daemon threads whose
- * names differ only after their 15th byte sleep meanwhile.
+ * names differ only after their 15th byte sleep meanwhile, and thread
+ * "attach-parker" parks 2 ms at a time.
  *
  * Argument: file for the call times.
  */
@@ -71,6 +72,14 @@ public class AttachTarget {
             idle.setDaemon(true);
             idle.start();
         }
+        // A thread that parks (LockSupport, as every j.u.c wait does).
+        Thread parker = new Thread(() -> {
+            while (true) {
+                java.util.concurrent.locks.LockSupport.parkNanos(2_000_000L);
+            }
+        }, "attach-parker");
+        parker.setDaemon(true);
+        parker.start();
         System.out.println("ready");
         System.out.flush();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));

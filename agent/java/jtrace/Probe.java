@@ -96,6 +96,19 @@ public final class Probe {
     static void init() {
     }
 
+    /**
+     * Binds the park and sleep natives to the agent's wrappers (true) or
+     * back to the JVM's own functions (false) when the agent attaches to or
+     * leaves a running JVM. It goes through Java code of this boot-loader
+     * class because the JVM prints a warning when code of another class
+     * loader (or no Java code) re-registers a native method of java.base.
+     */
+    static void bindWaits(boolean wrap) {
+        bindWaits0(wrap);
+    }
+
+    private static native void bindWaits0(boolean wrap);
+
     /** Registers the calling thread's buffer with the agent. */
     private static native void register0(Probe p);
 
