@@ -98,6 +98,18 @@ const TARGETS: [Target; 3] = [
     },
 ];
 
+impl Target {
+    /// `class.name(sig)`, for messages.
+    fn describe(&self) -> String {
+        format!(
+            "{}.{}{}",
+            self.class.to_string_lossy(),
+            self.name.to_string_lossy(),
+            self.sig.to_string_lossy()
+        )
+    }
+}
+
 /// The JVM's own implementation of each target (0 = not known).
 static ORIG: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
 
@@ -226,6 +238,21 @@ unsafe fn clear_exception(jni: *mut JNIEnv) {
     }
 }
 
+/// Binds target `i`, a method of `cls`, to `addr`; the JNI result (0: done).
+unsafe fn register(jni: *mut JNIEnv, cls: jclass, i: usize, addr: *mut c_void) -> jint {
+    let t = &TARGETS[i];
+    let m = JNINativeMethod {
+        name: t.name.as_ptr() as *mut _,
+        signature: t.sig.as_ptr() as *mut _,
+        fnPtr: addr,
+    };
+    let rc = jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1);
+    if rc != 0 {
+        clear_exception(jni);
+    }
+    rc
+}
+
 /// The wanted targets present in this JVM as native methods: (index in
 /// TARGETS, method, local class reference); also looks up
 /// `Thread.parkBlocker` when park is wanted.
@@ -312,19 +339,11 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sle
     let mut problems = Vec::new();
     for (i, cls) in to_register {
         let t = &TARGETS[i];
-        let m = JNINativeMethod {
-            name: t.name.as_ptr() as *mut _,
-            signature: t.sig.as_ptr() as *mut _,
-            fnPtr: wrapper(i),
-        };
-        let rc = jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1);
+        let rc = register(jni, cls, i, wrapper(i));
         if rc != 0 {
-            clear_exception(jni);
             problems.push(format!(
-                "cannot re-bind {}.{}{} (JNI error {rc}); not recorded",
-                t.class.to_string_lossy(),
-                t.name.to_string_lossy(),
-                t.sig.to_string_lossy()
+                "cannot re-bind {} (JNI error {rc}); not recorded",
+                t.describe()
             ));
         }
         jvm::delete_local(jni, cls);
@@ -393,15 +412,10 @@ pub(crate) unsafe fn attach(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sl
                 ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
                 any = true;
             }
-            _ => {
-                let t = &TARGETS[i];
-                problems.push(format!(
-                    "{}.{}{} is bound outside the JVM (another agent?): not recorded",
-                    t.class.to_string_lossy(),
-                    t.name.to_string_lossy(),
-                    t.sig.to_string_lossy()
-                ));
-            }
+            _ => problems.push(format!(
+                "{} is bound outside the JVM (another agent?): not recorded",
+                TARGETS[i].describe()
+            )),
         }
         jvm::delete_local(jni, cls);
     }
@@ -447,12 +461,7 @@ unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
     let failed = REBIND_FAILED.load(Ordering::SeqCst);
     for (i, t) in TARGETS.iter().enumerate() {
         if failed & (1 << i) != 0 {
-            problems.push(format!(
-                "cannot re-bind {}.{}{}; not recorded",
-                t.class.to_string_lossy(),
-                t.name.to_string_lossy(),
-                t.sig.to_string_lossy()
-            ));
+            problems.push(format!("cannot re-bind {}; not recorded", t.describe()));
         }
     }
 }
@@ -468,17 +477,8 @@ pub(crate) unsafe extern "C" fn bind_waits0(jni: *mut JNIEnv, _probe: jclass, wr
                 continue;
             }
             let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
-            let m = JNINativeMethod {
-                name: t.name.as_ptr() as *mut _,
-                signature: t.sig.as_ptr() as *mut _,
-                fnPtr: if wrap != 0 { wrapper(i) } else { orig as *mut c_void },
-            };
-            let rc = if cls.is_null() {
-                -1
-            } else {
-                jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1)
-            };
-            if rc != 0 {
+            let addr = if wrap != 0 { wrapper(i) } else { orig as *mut c_void };
+            if cls.is_null() || register(jni, cls, i, addr) != 0 {
                 clear_exception(jni);
                 REBIND_FAILED.fetch_or(1 << i, Ordering::SeqCst);
             }
