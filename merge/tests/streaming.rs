@@ -200,31 +200,39 @@ fn filters_apply_the_same() {
 /// the problems, identically on both paths.
 #[test]
 fn truncated_streams_still_report() {
-    let dir = tempdir("trunc").join("t.jtrace");
-    synth::generate(&dir, 60_000, 4).unwrap();
-    for f in [jtrace_format::KERNEL_FILE.to_string(), "jvm-4242.bin".to_string()] {
-        let p = dir.join(&f);
-        let len = std::fs::metadata(&p).unwrap().len();
-        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
-        // Cut inside a record: records are multiples of 8 bytes long.
-        file.set_len(len * 2 / 3 / 8 * 8 + 5).unwrap();
+    // Small streams are read in chunks; the larger kernel stream (over one
+    // read, 4 MiB) is mapped.
+    for events in [60_000, 400_000] {
+        let dir = tempdir(&format!("trunc-{events}")).join("t.jtrace");
+        synth::generate(&dir, events, 4).unwrap();
+        for f in [jtrace_format::KERNEL_FILE.to_string(), "jvm-4242.bin".to_string()] {
+            let p = dir.join(&f);
+            let len = std::fs::metadata(&p).unwrap().len();
+            let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+            // Cut inside a record: records are multiples of 8 bytes long.
+            file.set_len(len * 2 / 3 / 8 * 8 + 5).unwrap();
+        }
+        if events > 100_000 {
+            let k = std::fs::metadata(dir.join(jtrace_format::KERNEL_FILE)).unwrap().len();
+            assert!(k > 4 << 20, "kernel stream of {k} bytes: too short to be mapped");
+        }
+        let (log, report) = in_memory(&dir);
+        let (slog, sreport, runs) = streamed(&dir, 16 << 10);
+        assert!(runs > 1);
+        assert_same(&log, &slog);
+        assert_eq!(report, sreport);
+        let r: serde_json::Value = serde_json::from_str(&sreport).unwrap();
+        let problems = r["trace"]["problems"].as_array().unwrap();
+        assert!(
+            problems.iter().any(|p| p.as_str().unwrap().contains("kernel.bin")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.as_str().unwrap().contains("jvm-4242.bin")),
+            "{problems:?}"
+        );
+        std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
-    let (log, report) = in_memory(&dir);
-    let (slog, sreport, runs) = streamed(&dir, 16 << 10);
-    assert!(runs > 1);
-    assert_same(&log, &slog);
-    assert_eq!(report, sreport);
-    let r: serde_json::Value = serde_json::from_str(&sreport).unwrap();
-    let problems = r["trace"]["problems"].as_array().unwrap();
-    assert!(
-        problems.iter().any(|p| p.as_str().unwrap().contains("kernel.bin")),
-        "{problems:?}"
-    );
-    assert!(
-        problems.iter().any(|p| p.as_str().unwrap().contains("jvm-4242.bin")),
-        "{problems:?}"
-    );
-    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
 /// No place for the sorted runs: a clear error, not a panic and not a
