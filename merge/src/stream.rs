@@ -1059,11 +1059,9 @@ impl RunReader {
             self.ensure(MAX_ENCODED)?;
         }
         let bad = || anyhow::anyhow!("a sorted run is corrupt (was the temporary file changed?)");
-        let pos = self.pos;
-        let (ts, event, tag, len) = decode(&self.bytes()[pos..], self.prev_ts).ok_or_else(bad)?;
-        let i = len;
+        let (ts, event, tag, len) = decode(&self.bytes()[self.pos..], self.prev_ts).ok_or_else(bad)?;
         self.prev_ts = ts;
-        self.pos = pos + i;
+        self.pos += len;
         if tag != 8 {
             return Ok((Timed { ts, event }, false));
         }
