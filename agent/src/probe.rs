@@ -6,11 +6,13 @@
 //! loader, registers its natives, enables ClassFileLoadHook and retransforms
 //! the already loaded classes that have selected methods. The hook rewrites
 //! the selected methods ([`crate::rewrite`]) to call `Probe.enter/exit/exitEx`
-//! with a small int method id; the probes buffer (timestamp, id | kind << 32)
-//! pairs per thread in a Java long[]. Each thread registers its buffer once
-//! ([`register0`]); the agent then drains it through JNI field and array
-//! access (never calling into Java) into a METHOD_BATCH record of that
-//! thread (8 bytes an event; docs/FORMAT.md): when it is full ([`flush0`]), before any other record of the
+//! with a small int method id; the probes buffer one long per event per
+//! thread in a Java long[], already in METHOD_BATCH's event layout (a 32-bit
+//! time delta to the thread's previous event, the id and the kind;
+//! docs/FORMAT.md). Each thread registers its buffer once ([`register0`]);
+//! the agent then drains it through JNI field and array access (never
+//! calling into Java) into METHOD_BATCH records of that thread, copying the
+//! events as they are when they nest: when it is full ([`flush0`]), before any other record of the
 //! thread is written ([`drain`], called by `with_state`, so a thread's
 //! records stay in time order), at ThreadEnd ([`thread_end`]) and, for every
 //! thread, at VM death ([`vm_death`]).
@@ -26,7 +28,9 @@ use std::ffi::{c_char, c_uchar, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{BatchWriter, BatchedKind, MethodDef};
+use jtrace_format::{
+    kind, BatchWriter, BatchedKind, MethodDef, BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT, RECORD_HEADER_LEN,
+};
 #[cfg(test)]
 use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
 
@@ -58,9 +62,20 @@ static VM: AtomicPtr<JavaVM> = AtomicPtr::new(std::ptr::null_mut());
 static READY: AtomicBool = AtomicBool::new(false);
 /// Global reference to the probe class.
 static CLASS: AtomicPtr<_jobject> = AtomicPtr::new(std::ptr::null_mut());
-/// Field ids of `Probe.buf` ([J) and `Probe.pos` (I).
+/// Field ids of `Probe.buf` ([J), `Probe.pos` (I), `Probe.base` and
+/// `Probe.last` (J), `Probe.slot` (I) and of the static `Probe.BY_THREAD`.
 static BUF_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
 static POS_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+static BASE_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+static LAST_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+static SLOT_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+static BY_THREAD_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Bits of a probe event (the METHOD_BATCH event layout): bits 0–31 the ns
+/// since the thread's previous event, 32–61 the method id, 62–63 the kind
+/// ([`BatchedKind`] as a number).
+const EVENT_ID_SHIFT: u32 = 32;
+const EVENT_KIND_SHIFT: u32 = 62;
 
 /// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
 static CLASSES_REWRITTEN: AtomicU64 = AtomicU64::new(0);
@@ -138,16 +153,21 @@ fn excluded_class(internal: &str) -> bool {
         || PREFIXES.iter().any(|p| internal.starts_with(p))
 }
 
-fn method_id(class: &str, name: &str, desc: &str) -> u32 {
+fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
     let mut ids = lock(ids());
     let key = (class.to_string(), name.to_string(), desc.to_string());
     if let Some(&id) = ids.by_method.get(&key) {
-        return id;
+        return Some(id);
     }
     let id = ids.next;
+    if id as u64 >= jtrace_format::BATCH_METHOD_LIMIT {
+        // The probes pack the id into 30 bits; 2^30 distinct methods is
+        // beyond any real program: leave the rest untraced.
+        return None;
+    }
     ids.next += 1;
     ids.by_method.insert(key, id);
-    id
+    Some(id)
 }
 
 /// The method id bytecode rewriting gave a method (class dotted or internal,
@@ -170,7 +190,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         if excluded_class(class) || !cfg.method_traced(&dotted, name) {
             return None;
         }
-        Some(method_id(class, name, desc))
+        method_id(class, name, desc)
     };
     let res = match crate::rewrite::instrument_class(data, &mut select) {
         Ok(r) => r,
@@ -307,6 +327,9 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
     if class.is_null() || clear_exception(jni) {
         return Err("bytecode rewriting: cannot define the probe class jtrace.Probe".into());
     }
+    // Before anything initialises the class (GetFieldID and GetStaticMethodID
+    // do): its initialiser looks up Unsafe.
+    export_unsafe(jni, class);
     let natives = [
         JNINativeMethod {
             name: c"register0".as_ptr().cast_mut(),
@@ -328,15 +351,33 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
         clear_exception(jni);
         return Err("bytecode rewriting: cannot register the probe natives".into());
     }
-    let buf_field = jni!(jni, GetFieldID, class, c"buf".as_ptr(), c"[J".as_ptr()).unwrap_or(std::ptr::null_mut());
-    clear_exception(jni);
-    let pos_field = jni!(jni, GetFieldID, class, c"pos".as_ptr(), c"I".as_ptr()).unwrap_or(std::ptr::null_mut());
+    let field = |name: &CStr, sig: &CStr| {
+        let f = jni!(jni, GetFieldID, class, name.as_ptr(), sig.as_ptr()).unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        f
+    };
+    let fields = [
+        (&BUF_FIELD, field(c"buf", c"[J")),
+        (&POS_FIELD, field(c"pos", c"I")),
+        (&BASE_FIELD, field(c"base", c"J")),
+        (&LAST_FIELD, field(c"last", c"J")),
+        (&SLOT_FIELD, field(c"slot", c"I")),
+    ];
+    let by_thread = jni!(
+        jni,
+        GetStaticFieldID,
+        class,
+        c"BY_THREAD".as_ptr(),
+        c"[Ljtrace/Probe;".as_ptr()
+    )
+    .unwrap_or(std::ptr::null_mut());
     clear_exception(jni);
     let init = jni!(jni, GetStaticMethodID, class, c"init".as_ptr(), c"()V".as_ptr()).unwrap_or(std::ptr::null_mut());
     clear_exception(jni);
-    if init.is_null() || buf_field.is_null() || pos_field.is_null() {
+    if init.is_null() || by_thread.is_null() || fields.iter().any(|(_, f)| f.is_null()) {
         return Err("bytecode rewriting: probe class lacks its members".into());
     }
+
     let global = jni!(jni, NewGlobalRef, class).unwrap_or(std::ptr::null_mut());
     if global.is_null() {
         return Err("bytecode rewriting: no global reference to the probe class".into());
@@ -346,10 +387,51 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
         return Err("bytecode rewriting: initialising jtrace.Probe failed".into());
     }
     CLASS.store(global, Ordering::SeqCst);
-    BUF_FIELD.store(buf_field, Ordering::SeqCst);
-    POS_FIELD.store(pos_field, Ordering::SeqCst);
+    for (slot, f) in fields {
+        slot.store(f, Ordering::SeqCst);
+    }
+    BY_THREAD_FIELD.store(by_thread, Ordering::SeqCst);
     READY.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Exports java.base's `jdk.internal.misc` to the probe class's module (the
+/// boot loader's unnamed one), so that the probe can read `Thread.tid`
+/// with Unsafe for its thread-id cache. Without the export the probe still
+/// works, through its ThreadLocal alone (about 10 ns more per traced call).
+unsafe fn export_unsafe(jni: *mut JNIEnv, class: jclass) {
+    let env = JVMTI.load(Ordering::SeqCst);
+    if env.is_null() {
+        return;
+    }
+    let mut java_base: jobject = std::ptr::null_mut();
+    let err = jvmti!(
+        env,
+        GetNamedModule,
+        std::ptr::null_mut(),
+        c"java/lang".as_ptr(),
+        &mut java_base
+    );
+    let probe_module = jni!(jni, GetModule, class).unwrap_or(std::ptr::null_mut());
+    clear_exception(jni);
+    let err = if err != JVMTI_ERROR_NONE || java_base.is_null() || probe_module.is_null() {
+        err
+    } else {
+        jvmti!(
+            env,
+            AddModuleExports,
+            java_base,
+            c"jdk.internal.misc".as_ptr(),
+            probe_module
+        )
+    };
+    if err != JVMTI_ERROR_NONE {
+        debug(&format!(
+            "cannot export jdk.internal.misc to jtrace.Probe (JVMTI error {err}): probes look up their buffer through a ThreadLocal"
+        ));
+    }
+    jvm::delete_local(jni, java_base);
+    jvm::delete_local(jni, probe_module);
 }
 
 /// Calls `jtrace.Probe.bindWaits(wrap)` (see [`crate::natives::attach`]),
@@ -531,17 +613,25 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
     found
 }
 
+/// The events of one probe buffer: `events[0]`'s delta counts from `base`.
+#[derive(Clone, Copy)]
+struct Block<'a> {
+    base: u64,
+    events: &'a [jlong],
+}
+
 /// Reads and empties the Java buffer of `probe` (any thread's), calling
-/// `f` with its (timestamp, tag) longs in place: the array is pinned with
+/// `f` with its events in place: the array is pinned with
 /// GetPrimitiveArrayCritical (no copy), so `f` must not call JNI or block.
-/// A pending exception is set aside meanwhile.
-unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(&[jlong])) {
-    let (buf_field, pos_field) = (BUF_FIELD.load(Ordering::SeqCst), POS_FIELD.load(Ordering::SeqCst));
+/// The next events then count from the last one (`base = last`). A pending
+/// exception is set aside meanwhile.
+unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(Block)) {
+    let [buf_field, pos_field, base_field, last_field] =
+        [&BUF_FIELD, &POS_FIELD, &BASE_FIELD, &LAST_FIELD].map(|f| f.load(Ordering::SeqCst));
     if jni.is_null() || probe.is_null() || buf_field.is_null() {
         return;
     }
-    let n = jni!(jni, GetIntField, probe, pos_field).unwrap_or(0);
-    let n = (n.max(0) as usize) & !1;
+    let n = jni!(jni, GetIntField, probe, pos_field).unwrap_or(0).max(0) as usize;
     if n == 0 {
         return;
     }
@@ -552,15 +642,21 @@ unsafe fn take_buffer(jni: *mut JNIEnv, probe: jobject, f: impl FnOnce(&[jlong])
     } else {
         std::ptr::null_mut()
     };
+    let base = jni!(jni, GetLongField, probe, base_field).unwrap_or(0) as u64;
+    let last = jni!(jni, GetLongField, probe, last_field).unwrap_or(0);
     let arr = jni!(jni, GetObjectField, probe, buf_field).unwrap_or(std::ptr::null_mut());
     if !arr.is_null() {
         let len = jni!(jni, GetArrayLength, arr).unwrap_or(0).max(0) as usize;
         let data = jni!(jni, GetPrimitiveArrayCritical, arr, std::ptr::null_mut()).unwrap_or(std::ptr::null_mut());
         if !data.is_null() {
-            f(std::slice::from_raw_parts(data as *const jlong, n.min(len)));
+            f(Block {
+                base,
+                events: std::slice::from_raw_parts(data as *const jlong, n.min(len)),
+            });
             // JNI_ABORT: nothing to copy back (the array was not changed).
             jni!(jni, ReleasePrimitiveArrayCritical, arr, data, 2);
             jni!(jni, SetIntField, probe, pos_field, 0);
+            jni!(jni, SetLongField, probe, base_field, last);
         }
         jvm::delete_local(jni, arr);
         clear_exception(jni);
@@ -588,7 +684,7 @@ pub(crate) fn drain(rec: &Recorder, st: &mut ThreadState) {
     unsafe {
         take_buffer(jni, probe, |data| match &buf {
             Some(b) => encode_block(rec, b, tid(), data, Some(stack)),
-            None if traced => rec.count_lost((data.len() / 2) as u64),
+            None if traced => rec.count_lost(data.events.len() as u64),
             None => {}
         })
     };
@@ -611,8 +707,35 @@ pub(crate) unsafe fn thread_end(jni: *mut JNIEnv) {
     lock(&REGISTERED).retain(|r| r.probe != probe as usize);
     let _ = MINE.try_with(|m| m.set((std::ptr::null_mut(), std::ptr::null_mut())));
     if !jni.is_null() {
+        forget_slot(jni, probe);
         jni!(jni, DeleteGlobalRef, probe);
     }
+}
+
+/// Empties the probe's slot in `Probe.BY_THREAD` if it still holds it, so
+/// that the ended thread and its buffer can be collected.
+unsafe fn forget_slot(jni: *mut JNIEnv, probe: jobject) {
+    let (slot_field, by_thread) = (
+        SLOT_FIELD.load(Ordering::SeqCst),
+        BY_THREAD_FIELD.load(Ordering::SeqCst),
+    );
+    let class = CLASS.load(Ordering::SeqCst);
+    if slot_field.is_null() || by_thread.is_null() || class.is_null() {
+        return;
+    }
+    let slot = jni!(jni, GetIntField, probe, slot_field).unwrap_or(-1);
+    let slots = jni!(jni, GetStaticObjectField, class, by_thread).unwrap_or(std::ptr::null_mut());
+    if slot >= 0 && !slots.is_null() {
+        let held = jni!(jni, GetObjectArrayElement, slots, slot).unwrap_or(std::ptr::null_mut());
+        if !held.is_null() && jni!(jni, IsSameObject, held, probe) == Some(1) {
+            // Another thread may have taken the slot meanwhile: it then
+            // misses it once and puts itself back.
+            jni!(jni, SetObjectArrayElement, slots, slot, std::ptr::null_mut());
+        }
+        jvm::delete_local(jni, held);
+    }
+    jvm::delete_local(jni, slots);
+    clear_exception(jni);
 }
 
 /// At VM death, before the recorder's final flush: drains every thread's
@@ -691,29 +814,46 @@ unsafe extern "C" fn flush0(_jni: *mut JNIEnv, _class: jclass) {
     });
 }
 
-/// Encodes a block of (timestamp, tag) pairs as METHOD_BATCH records (8
-/// bytes an event) straight into the thread's stream buffer (no
-/// intermediate copy; runs inside the JNI critical region, so it does not
-/// write the buffer out).
+/// Writes a block of probe events as METHOD_BATCH records straight into the
+/// thread's stream buffer (runs inside the JNI critical region, so it does
+/// not write the buffer out). See [`encode_events`].
+fn encode_block(rec: &Recorder, buf: &SharedBuf, tid: u32, block: Block, stack: Option<&mut Vec<usize>>) {
+    rec.encode_with(buf, |out| encode_events(out, tid, block, stack));
+}
+
+/// The body of [`encode_block`]; returns the number of events written.
 ///
 /// With the thread's stack of open methods (`stack`), exits are matched
 /// against it: an exit whose method is open below the innermost one closes
 /// the frames above it as exited by exception (a constructor whose
 /// super()/this() call threw has no exit probe of its own), and an exit of a
 /// method that is not open at all is dropped. So every thread's entries and
-/// exits stay strictly nested.
-fn encode_block(rec: &Recorder, buf: &SharedBuf, tid: u32, data: &[jlong], stack: Option<&mut Vec<usize>>) {
-    rec.encode_with(buf, |out| encode_pairs(out, tid, data, stack));
-}
-
-/// The body of [`encode_block`]; returns the number of events encoded.
-fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&mut Vec<usize>>) -> u64 {
-    out.reserve(data.len() / 2 * 8 + 64);
+/// exits stay strictly nested. The events up to the first one that needs
+/// such a repair (normally all of them) are copied as they are.
+fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
+    let events = block.events;
+    let nested = match stack.as_deref_mut() {
+        Some(s) => nested_prefix(s, events),
+        None => events.len(),
+    };
+    let mut ts = block.base;
+    let mut chunks = events[..nested].chunks(BATCH_MAX_EVENTS).peekable();
+    while let Some(chunk) = chunks.next() {
+        write_batch(out, tid, ts, chunk);
+        if chunks.peek().is_some() || nested < events.len() {
+            ts = end_time(ts, chunk);
+        }
+    }
+    if nested == events.len() {
+        return nested as u64;
+    }
     let mut w = BatchWriter::new(tid);
-    let mut n = 0u64;
-    for pair in data.chunks_exact(2) {
-        let (ts, tag) = (pair[0] as u64, pair[1] as u64);
-        let (id, kind) = (tag & 0xFFFF_FFFF, tag >> 32);
+    let mut n = nested as u64;
+    for &e in &events[nested..] {
+        let e = e as u64;
+        ts += e & 0xFFFF_FFFF;
+        let id = (e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1);
+        let kind = e >> EVENT_KIND_SHIFT;
         if kind == 0 {
             if let Some(s) = stack.as_deref_mut() {
                 s.push(id as usize);
@@ -738,10 +878,10 @@ fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&
             }
             s.pop();
         }
-        let kind = if kind == 2 {
-            BatchedKind::ExitByException
-        } else {
+        let kind = if kind == 1 {
             BatchedKind::Exit
+        } else {
+            BatchedKind::ExitByException
         };
         w.push(out, ts, id, kind);
         n += 1;
@@ -749,6 +889,60 @@ fn encode_pairs(out: &mut Vec<u8>, tid: u32, data: &[jlong], mut stack: Option<&
     w.finish(out);
     n
 }
+
+/// How many leading `events` nest properly on top of `stack` (every exit
+/// leaves the innermost open method); applies them to `stack`.
+fn nested_prefix(stack: &mut Vec<usize>, events: &[jlong]) -> usize {
+    for (i, &e) in events.iter().enumerate() {
+        let e = e as u64;
+        let id = ((e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1)) as usize;
+        if e >> EVENT_KIND_SHIFT == 0 {
+            stack.push(id);
+        } else if stack.last() == Some(&id) {
+            stack.pop();
+        } else {
+            return i;
+        }
+    }
+    events.len()
+}
+
+/// Appends one METHOD_BATCH record holding `events` (at most
+/// [`BATCH_MAX_EVENTS`], already in its event layout; the first one's delta
+/// counts from `base`).
+fn write_batch(out: &mut Vec<u8>, tid: u32, base: u64, events: &[jlong]) {
+    let Some((&first, rest)) = events.split_first() else {
+        return;
+    };
+    let first = first as u64;
+    let len = RECORD_HEADER_LEN + 8 + 8 * events.len();
+    out.reserve(len);
+    out.extend_from_slice(&kind::METHOD_BATCH.to_le_bytes());
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(&tid.to_le_bytes());
+    out.extend_from_slice(&(base + (first & 0xFFFF_FFFF)).to_le_bytes());
+    out.extend_from_slice(&(events.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    // The header holds the first event's time: its own delta is 0.
+    out.extend_from_slice(&(first & !0xFFFF_FFFF).to_le_bytes());
+    out.extend_from_slice(as_le_bytes(rest));
+}
+
+/// The time of the last of `events`, the first one's delta counting from `base`.
+fn end_time(base: u64, events: &[jlong]) -> u64 {
+    base + events.iter().map(|&e| e as u64 & 0xFFFF_FFFF).sum::<u64>()
+}
+
+/// The bytes of `events` in little-endian order: the slice itself (the
+/// agent is built for little-endian machines only, see below).
+fn as_le_bytes(events: &[jlong]) -> &[u8] {
+    // SAFETY: any initialised memory is valid as bytes; the length covers
+    // exactly the slice.
+    unsafe { std::slice::from_raw_parts(events.as_ptr().cast::<u8>(), std::mem::size_of_val(events)) }
+}
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the probe buffers are written out as little-endian bytes");
 
 #[cfg(test)]
 mod tests {
@@ -766,13 +960,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pairs_become_one_batch_of_8_bytes_an_event() {
-        // enter 3, enter 4, exit 4, exitEx 3
-        let data: Vec<jlong> = vec![100, 3, 110, 4, 120, 4 | 1 << 32, 130, 3 | 2 << 32];
+    /// A probe event as `Probe.java` stores it.
+    fn ev(delta: u64, id: u64, kind: u64) -> jlong {
+        (delta | id << EVENT_ID_SHIFT | kind << EVENT_KIND_SHIFT) as jlong
+    }
+
+    fn encode(base: u64, events: &[jlong], stack: Option<&mut Vec<usize>>) -> (Vec<u8>, u64) {
         let mut out = Vec::new();
-        assert_eq!(encode_pairs(&mut out, 77, &data, Some(&mut Vec::new())), 4);
-        assert_eq!(out.len(), 24 + 4 * 8);
+        let n = encode_events(&mut out, 77, Block { base, events }, stack);
+        (out, n)
+    }
+
+    #[test]
+    fn nested_events_are_copied_into_one_batch_as_they_are() {
+        // enter 3, enter 4, exit 4, exitEx 3, counted from base 90.
+        let data = [ev(10, 3, 0), ev(10, 4, 0), ev(10, 4, 1), ev(10, 3, 2)];
+        let mut stack = Vec::new();
+        let (out, n) = encode(90, &data, Some(&mut stack));
+        assert_eq!(n, 4);
+        assert!(stack.is_empty());
+        assert_eq!(out.len(), RECORD_HEADER_LEN + 8 + 4 * 8);
+        // After the first (whose time moved into the header), the events
+        // are the probe's longs byte for byte.
+        assert_eq!(&out[out.len() - 24..], as_le_bytes(&data[1..]));
         let recs = decode(&out);
         assert!(recs.iter().all(|r| r.tid == 77));
         assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![100, 110, 120, 130]);
@@ -785,13 +995,45 @@ mod tests {
     #[test]
     fn an_exit_below_the_top_closes_the_frames_above_it() {
         // enter 1, enter 2 (a constructor whose super() threw: no exit of
-        // its own), exit 1; then an exit of a method never entered.
-        let data: Vec<jlong> = vec![10, 1, 20, 2, 30, 1 | 1 << 32, 40, 9 | 1 << 32];
-        let mut out = Vec::new();
-        assert_eq!(encode_pairs(&mut out, 5, &data, Some(&mut Vec::new())), 4);
+        // its own), exit 1; then an exit of a method never entered, whose
+        // time still counts for the next event; then enter 5.
+        let data = [ev(10, 1, 0), ev(10, 2, 0), ev(10, 1, 1), ev(10, 9, 1), ev(10, 5, 0)];
+        let mut stack = vec![8];
+        let (out, n) = encode(0, &data, Some(&mut stack));
+        assert_eq!(n, 5);
+        assert_eq!(stack, vec![8, 5]);
+        let recs = decode(&out);
         assert_eq!(
-            decode(&out).iter().map(method).collect::<Vec<_>>(),
-            vec![(true, 1, 0), (true, 2, 0), (false, 2, EXIT_BY_EXCEPTION), (false, 1, 0)]
+            recs.iter().map(method).collect::<Vec<_>>(),
+            vec![
+                (true, 1, 0),
+                (true, 2, 0),
+                (false, 2, EXIT_BY_EXCEPTION),
+                (false, 1, 0),
+                (true, 5, 0)
+            ]
         );
+        assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![10, 20, 30, 30, 50]);
+    }
+
+    #[test]
+    fn a_long_block_is_split_into_batches_with_the_right_times() {
+        let n = 2 * BATCH_MAX_EVENTS + 5;
+        let data: Vec<jlong> = (0..n).map(|i| ev(i as u64 % 7, 6, (i % 2) as u64)).collect();
+        let base = 1 << 40;
+        let mut stack = Vec::new();
+        let (out, written) = encode(base, &data, Some(&mut stack));
+        assert_eq!(written, n as u64);
+        let recs = decode(&out);
+        assert_eq!(recs.len(), n);
+        let mut ts = base;
+        for (i, r) in recs.iter().enumerate() {
+            ts += i as u64 % 7;
+            assert_eq!((r.ts, method(r)), (ts, (i % 2 == 0, 6, 0)), "event {i}");
+        }
+        assert_eq!(end_time(base, &data), ts);
+        // Without a stack (another thread's buffer at VM death) the same.
+        let (again, _) = encode(base, &data, None);
+        assert_eq!(again, out);
     }
 }

@@ -1,5 +1,6 @@
 package jtrace;
 
+import jdk.internal.misc.Unsafe;
 import jdk.internal.vm.annotation.DontInline;
 
 /**
@@ -7,89 +8,160 @@ import jdk.internal.vm.annotation.DontInline;
  *
  * The agent defines this class into the bootstrap class loader and rewrites
  * the bytecode of traced methods to call {@link #enter}, {@link #exit} and
- * {@link #exitEx} with the method's id. A probe appends (System.nanoTime(),
- * id | kind << 32) to a per-thread long[] and takes no lock and allocates
- * nothing. The agent reads the buffer through JNI (no call into Java) when
- * it is full (flush0), before it records any other event of the thread (so
- * a thread's records stay in time order), at ThreadEnd and at VM death.
+ * {@link #exitEx} with the method's id. A probe appends one long per event
+ * to a per-thread long[] and takes no lock and allocates nothing. The long
+ * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
+ * the nanoseconds since the thread's previous event (System.nanoTime(), low
+ * 32 bits) and the method id with the kind (high 32 bits: id in bits 32–61,
+ * kind in bits 62–63), so that the agent writes the buffer out nearly as it
+ * is. The agent reads the buffer through JNI (no call into Java) when it is
+ * full (flush0), before it records any other event of the thread (so a
+ * thread's records stay in time order), at ThreadEnd and at VM death; it
+ * then sets {@code base} to {@code last}.
+ *
+ * A thread finds its buffer through a small array indexed by its Java
+ * thread id (read with Unsafe: Thread.getId() can be overridden), which
+ * costs a few loads where a ThreadLocal lookup costs about 5 ns; the
+ * ThreadLocal stays the owner of the buffer and serves the array's misses.
+ * The agent exports jdk.internal.misc to this class before initialising it;
+ * if it could not, every lookup goes through the ThreadLocal.
  *
  * The class must only use classes the agent never rewrites (java.lang.Object,
- * Thread, ThreadLocal, System), or a traced method could recurse into the
- * probes. Compiled with --release 8.
+ * Thread, ThreadLocal, System, jdk.internal.*), or a traced method could
+ * recurse into the probes. Compiled with --release 8 (against compile-time
+ * stand-ins for the jdk.internal classes).
  */
 public final class Probe {
-    /** Longs per buffer: pairs of (timestamp, tag). */
-    private static final int CAPACITY = 8192;
-    private static final long EXIT = 1L << 32;
-    private static final long EXIT_EX = 2L << 32;
+    /** Events per buffer (one METHOD_BATCH holds at most 8188). */
+    private static final int CAPACITY = 8184;
+    private static final long EXIT = 1L << 62;
+    private static final long EXIT_EX = 2L << 62;
+    /** Size of the thread-id-indexed cache; a power of two. */
+    private static final int SLOTS = 1024;
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
+    /** Each slot: the buffer of the last thread whose id maps to it. */
+    private static final Probe[] BY_THREAD = new Probe[SLOTS];
+
+    private static final Unsafe UNSAFE;
+    /** Offset of Thread.tid, or -1 when the cache is not used. */
+    private static final long TID_OFFSET;
+
+    static {
+        Unsafe u = null;
+        long offset = -1;
+        try {
+            u = Unsafe.getUnsafe();
+            offset = u.objectFieldOffset(Thread.class, "tid");
+        } catch (Throwable e) {
+            // Not exported to this class, or no such field: ThreadLocal only.
+            u = null;
+            offset = -1;
+        }
+        UNSAFE = u;
+        TID_OFFSET = offset;
+    }
 
     /** Read and reset by the agent through JNI. */
     private final long[] buf = new long[CAPACITY];
+    private final Thread owner;
+    /** Index of the owner's slot in BY_THREAD, or -1 (read by the agent at ThreadEnd). */
+    private final int slot;
     private int pos;
+    /** Time of the thread's last event: the next event's delta is from it. */
+    private long last;
+    /** Time the first event in buf counts its delta from (set by the agent). */
+    private long base;
 
-    private Probe() {
+    private Probe(Thread owner) {
+        this.owner = owner;
+        this.slot = TID_OFFSET >= 0 ? (int) UNSAFE.getLong(owner, TID_OFFSET) & (SLOTS - 1) : -1;
     }
 
     @DontInline
     public static void enter(int id) {
-        Probe p = CURRENT.get();
-        if (p == null) {
-            p = create();
-        }
+        Probe p = current();
+        long t = System.nanoTime();
         int i = p.pos;
-        long[] b = p.buf;
-        if (i > CAPACITY - 2) {
-            flush0();
-            i = 0;
+        long d = t - p.last;
+        if (i >= CAPACITY || (d >>> 32) != 0) {
+            i = p.restart(t);
+            d = 0;
         }
-        b[i] = System.nanoTime();
-        b[i + 1] = id;
-        p.pos = i + 2;
+        p.buf[i] = d | (long) id << 32;
+        p.last = t;
+        p.pos = i + 1;
     }
 
     @DontInline
     public static void exit(int id) {
         long t = System.nanoTime();
-        Probe p = CURRENT.get();
-        if (p == null) {
-            p = create();
-        }
+        Probe p = current();
         int i = p.pos;
-        long[] b = p.buf;
-        if (i > CAPACITY - 2) {
-            flush0();
-            i = 0;
+        long d = t - p.last;
+        if (i >= CAPACITY || (d >>> 32) != 0) {
+            i = p.restart(t);
+            d = 0;
         }
-        b[i] = t;
-        b[i + 1] = id | EXIT;
-        p.pos = i + 2;
+        p.buf[i] = d | (long) id << 32 | EXIT;
+        p.last = t;
+        p.pos = i + 1;
     }
 
     @DontInline
     public static void exitEx(int id) {
         long t = System.nanoTime();
-        Probe p = CURRENT.get();
-        if (p == null) {
-            p = create();
-        }
+        Probe p = current();
         int i = p.pos;
-        long[] b = p.buf;
-        if (i > CAPACITY - 2) {
-            flush0();
-            i = 0;
+        long d = t - p.last;
+        if (i >= CAPACITY || (d >>> 32) != 0) {
+            i = p.restart(t);
+            d = 0;
         }
-        b[i] = t;
-        b[i + 1] = id | EXIT_EX;
-        p.pos = i + 2;
+        p.buf[i] = d | (long) id << 32 | EXIT_EX;
+        p.last = t;
+        p.pos = i + 1;
     }
 
-    private static Probe create() {
-        Probe p = new Probe();
-        register0(p);
-        CURRENT.set(p);
+    /** The calling thread's buffer. */
+    private static Probe current() {
+        Thread t = Thread.currentThread();
+        if (TID_OFFSET >= 0) {
+            Probe p = BY_THREAD[(int) UNSAFE.getLong(t, TID_OFFSET) & (SLOTS - 1)];
+            if (p != null && p.owner == t) {
+                return p;
+            }
+        }
+        return lookup(t);
+    }
+
+    /** The cache missed: the thread's buffer from its ThreadLocal (made on first use). */
+    private static Probe lookup(Thread t) {
+        Probe p = CURRENT.get();
+        if (p == null) {
+            p = new Probe(t);
+            register0(p);
+            CURRENT.set(p);
+        }
+        if (p.slot >= 0) {
+            BY_THREAD[p.slot] = p;
+        }
         return p;
+    }
+
+    /**
+     * The buffer is full, or the event at {@code t} is too far from the
+     * last one for a 32-bit delta: hands the buffer to the agent and counts
+     * the next event from {@code t}. Returns the index to write it at.
+     */
+    private int restart(long t) {
+        if (pos > 0) {
+            flush0();
+        }
+        pos = 0;
+        base = t;
+        last = t;
+        return 0;
     }
 
     /** Forces initialisation (called by the agent once, after defining the class). */
