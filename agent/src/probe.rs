@@ -516,6 +516,7 @@ pub(crate) unsafe fn stop(
     if enabled(cfg) {
         retransform_loaded(env, jni, cfg);
     }
+    report_virtual_threads(jni, rec);
     let all: Vec<(usize, u32)> = lock(&REGISTERED).iter().map(|r| (r.probe, r.tid)).collect();
     for (probe, t) in all {
         match buf_of(t) {
@@ -712,6 +713,45 @@ pub(crate) unsafe fn thread_end(jni: *mut JNIEnv) {
     }
 }
 
+/// Records (as an agent message in the stream) that virtual threads called
+/// traced methods since the last report, and resets the probes' counts:
+/// their calls are not traced (see Probe.java), and the loss is not silent.
+unsafe fn report_virtual_threads(jni: *mut JNIEnv, rec: &Recorder) {
+    let class = CLASS.load(Ordering::SeqCst);
+    if jni.is_null() || class.is_null() {
+        return;
+    }
+    let field = |name: &CStr| {
+        let f = jni!(jni, GetStaticFieldID, class, name.as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        f
+    };
+    let (threads_field, events_field) = (field(c"virtualThreads"), field(c"virtualEvents"));
+    if threads_field.is_null() || events_field.is_null() || jni!(jni, MonitorEnter, class) != Some(0) {
+        clear_exception(jni);
+        return;
+    }
+    // The probes update both under the class's lock.
+    let threads = jni!(jni, GetStaticLongField, class, threads_field).unwrap_or(0);
+    let events = jni!(jni, GetStaticLongField, class, events_field).unwrap_or(0);
+    jni!(jni, SetStaticLongField, class, threads_field, 0);
+    jni!(jni, SetStaticLongField, class, events_field, 0);
+    jni!(jni, MonitorExit, class);
+    clear_exception(jni);
+    if threads > 0 {
+        let msg = format!(
+            "method calls on virtual threads are not traced: {threads} virtual thread(s) called traced methods \
+             (at least {events} method events not recorded)"
+        );
+        crate::say(&msg);
+        rec.write_direct(&jtrace_format::Record {
+            tid: tid(),
+            ts: now_ns(),
+            payload: jtrace_format::Payload::AgentError(msg),
+        });
+    }
+}
+
 /// Empties the probe's slot in `Probe.BY_THREAD` if it still holds it, so
 /// that the ended thread and its buffer can be collected.
 unsafe fn forget_slot(jni: *mut JNIEnv, probe: jobject) {
@@ -758,6 +798,7 @@ pub(crate) unsafe fn vm_death(jni: *mut JNIEnv) {
                 rec.flush_if_full(b);
             }
         }
+        report_virtual_threads(jni, rec);
     }
     if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
         eprintln!(

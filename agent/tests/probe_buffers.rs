@@ -115,3 +115,84 @@ fn every_call_is_on_its_thread_inside_the_programs_own_readings() {
         }
     }
 }
+
+/// Method calls on virtual threads are not traced (jtrace keys everything
+/// by kernel thread): they must not disturb the platform threads' records,
+/// and the stream must say how many virtual threads and (at least) how many
+/// events were left out. JDK 25 only: JDK 17 has no virtual threads.
+#[test]
+fn virtual_thread_calls_are_counted_not_recorded() {
+    let (threads, calls, on_main) = (200u64, 1000u64, 3000u64);
+    let java = jvms()
+        .into_iter()
+        .find(|j| j.to_string_lossy().contains("-25-"))
+        .expect("JDK 25");
+    let javac = java.with_file_name("javac");
+    let dir = scratch_dir("virtual");
+    let st = Command::new(&javac)
+        .arg("-d")
+        .arg(&dir)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java21/VirtualCalls.java"))
+        .status()
+        .expect("run javac");
+    assert!(st.success());
+    let out = dir.join("out");
+    let conf = dir.join("agent.conf");
+    std::fs::write(
+        &conf,
+        format!("output {}\ninclude_method VirtualCalls step\n", out.display()),
+    )
+    .unwrap();
+    let o = Command::new(&java)
+        .arg(format!("-agentpath:{}={}", agent_so().display(), conf.display()))
+        .arg("-cp")
+        .arg(&dir)
+        .args([
+            "VirtualCalls",
+            &threads.to_string(),
+            &calls.to_string(),
+            &on_main.to_string(),
+        ])
+        .output()
+        .expect("run java");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("DONE"));
+    let records = read_stream(&out, "JDK 25").expect("a JVM stream");
+    let main = records
+        .iter()
+        .find_map(|r| match &r.payload {
+            Payload::ThreadStart(t) if t.name == "main" => Some(r.tid),
+            _ => None,
+        })
+        .expect("main");
+    let mut per_thread: HashMap<u32, usize> = HashMap::new();
+    for r in &records {
+        if matches!(r.payload, Payload::MethodEntry(_) | Payload::MethodExit(_)) {
+            *per_thread.entry(r.tid).or_default() += 1;
+        }
+    }
+    assert_eq!(per_thread.remove(&main), Some(2 * on_main as usize), "main's calls");
+    assert!(
+        per_thread.is_empty(),
+        "method events of virtual threads recorded: {per_thread:?}"
+    );
+    let note = records
+        .iter()
+        .find_map(|r| match &r.payload {
+            Payload::AgentError(m) if m.contains("virtual threads") => Some(m.clone()),
+            _ => None,
+        })
+        .expect("the stream says virtual threads were not traced");
+    assert!(note.contains(&format!(": {threads} virtual thread(s)")), "{note}");
+    let at_least: u64 = note
+        .split("at least ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("an event count");
+    // Each virtual thread's last, partly filled buffer (< 64 events) is not counted.
+    let all = threads * calls * 2;
+    assert!(at_least <= all && at_least >= all - threads * 63, "{note}");
+    assert!(stderr.contains("not traced"), "the JVM's stderr says so too: {stderr}");
+}

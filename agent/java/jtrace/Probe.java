@@ -26,6 +26,12 @@ import jdk.internal.vm.annotation.DontInline;
  * The agent exports jdk.internal.misc to this class before initialising it;
  * if it could not, every lookup goes through the ThreadLocal.
  *
+ * Virtual threads are not traced: jtrace keys everything by kernel thread,
+ * and a virtual thread moves between carrier threads. Their probe buffers
+ * are small and thrown away when full; the agent reports how many virtual
+ * threads called traced methods and (at least) how many events were
+ * dropped, so the loss is never silent.
+ *
  * The class must only use classes the agent never rewrites (java.lang.Object,
  * Thread, ThreadLocal, System, jdk.internal.*), or a traced method could
  * recurse into the probes. Compiled with --release 8 (against compile-time
@@ -34,6 +40,8 @@ import jdk.internal.vm.annotation.DontInline;
 public final class Probe {
     /** Events per buffer (one METHOD_BATCH holds at most 8188). */
     private static final int CAPACITY = 8184;
+    /** Events per buffer of a virtual thread (thrown away when full). */
+    private static final int DISCARD_CAPACITY = 64;
     private static final long EXIT = 1L << 62;
     private static final long EXIT_EX = 2L << 62;
     /** Size of the thread-id-indexed cache; a power of two. */
@@ -46,8 +54,23 @@ public final class Probe {
     private static final Unsafe UNSAFE;
     /** Offset of Thread.tid, or -1 when the cache is not used. */
     private static final long TID_OFFSET;
+    /** java.lang.BaseVirtualThread (JDK 21 and later), or null. */
+    private static final Class<?> VIRTUAL;
+
+    /** Virtual threads that called a traced method (read and reset by the agent; lock: Probe.class). */
+    private static long virtualThreads;
+    /** Their events thrown away from full buffers (the same). */
+    private static long virtualEvents;
 
     static {
+        Class<?> virtual = null;
+        try {
+            virtual = Class.forName("java.lang.BaseVirtualThread");
+        } catch (Throwable e) {
+            // Before JDK 21: no virtual threads.
+        }
+        VIRTUAL = virtual;
+
         Unsafe u = null;
         long offset = -1;
         try {
@@ -63,8 +86,10 @@ public final class Probe {
     }
 
     /** Read and reset by the agent through JNI. */
-    private final long[] buf = new long[CAPACITY];
+    private final long[] buf;
     private final Thread owner;
+    /** A virtual thread's: events are counted and thrown away. */
+    private final boolean discard;
     /** Index of the owner's slot in BY_THREAD, or -1 (read by the agent at ThreadEnd). */
     private final int slot;
     private int pos;
@@ -73,8 +98,10 @@ public final class Probe {
     /** Time the first event in buf counts its delta from (set by the agent). */
     private long base;
 
-    private Probe(Thread owner) {
+    private Probe(Thread owner, boolean discard) {
         this.owner = owner;
+        this.discard = discard;
+        this.buf = new long[discard ? DISCARD_CAPACITY : CAPACITY];
         this.slot = TID_OFFSET >= 0 ? (int) UNSAFE.getLong(owner, TID_OFFSET) & (SLOTS - 1) : -1;
     }
 
@@ -82,13 +109,14 @@ public final class Probe {
     public static void enter(int id) {
         Probe p = current();
         long t = System.nanoTime();
+        long[] b = p.buf;
         int i = p.pos;
         long d = t - p.last;
-        if (i >= CAPACITY || (d >>> 32) != 0) {
+        if (i >= b.length || (d >>> 32) != 0) {
             i = p.restart(t);
             d = 0;
         }
-        p.buf[i] = d | (long) id << 32;
+        b[i] = d | (long) id << 32;
         p.last = t;
         p.pos = i + 1;
     }
@@ -97,13 +125,14 @@ public final class Probe {
     public static void exit(int id) {
         long t = System.nanoTime();
         Probe p = current();
+        long[] b = p.buf;
         int i = p.pos;
         long d = t - p.last;
-        if (i >= CAPACITY || (d >>> 32) != 0) {
+        if (i >= b.length || (d >>> 32) != 0) {
             i = p.restart(t);
             d = 0;
         }
-        p.buf[i] = d | (long) id << 32 | EXIT;
+        b[i] = d | (long) id << 32 | EXIT;
         p.last = t;
         p.pos = i + 1;
     }
@@ -112,13 +141,14 @@ public final class Probe {
     public static void exitEx(int id) {
         long t = System.nanoTime();
         Probe p = current();
+        long[] b = p.buf;
         int i = p.pos;
         long d = t - p.last;
-        if (i >= CAPACITY || (d >>> 32) != 0) {
+        if (i >= b.length || (d >>> 32) != 0) {
             i = p.restart(t);
             d = 0;
         }
-        p.buf[i] = d | (long) id << 32 | EXIT_EX;
+        b[i] = d | (long) id << 32 | EXIT_EX;
         p.last = t;
         p.pos = i + 1;
     }
@@ -139,8 +169,15 @@ public final class Probe {
     private static Probe lookup(Thread t) {
         Probe p = CURRENT.get();
         if (p == null) {
-            p = new Probe(t);
-            register0(p);
+            boolean virtual = VIRTUAL != null && VIRTUAL.isInstance(t);
+            p = new Probe(t, virtual);
+            if (virtual) {
+                synchronized (Probe.class) {
+                    virtualThreads++;
+                }
+            } else {
+                register0(p);
+            }
             CURRENT.set(p);
         }
         if (p.slot >= 0) {
@@ -155,7 +192,11 @@ public final class Probe {
      * the next event from {@code t}. Returns the index to write it at.
      */
     private int restart(long t) {
-        if (pos > 0) {
+        if (discard) {
+            synchronized (Probe.class) {
+                virtualEvents += pos;
+            }
+        } else if (pos > 0) {
             flush0();
         }
         pos = 0;
