@@ -287,3 +287,103 @@ fn missing_command_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a jtrace trace directory"));
 }
+
+/// Whether a traced method had compiled code when each call began, from the
+/// agent's JIT records: a hot method's first calls run interpreted, its last
+/// ones compiled, and the report splits its calls accordingly; with the
+/// JIT events switched off the report says it does not know (null).
+#[test]
+fn jit_state_at_entry() {
+    let classes = classes();
+    const CALLS: u64 = 200_000;
+    for jdk in JDKS {
+        let out = tempdir("jit").join("jit.jtrace");
+        let java = java(jdk);
+        let cmd = [java.to_str().unwrap(), "-cp", classes.to_str().unwrap(), "JitWarm"];
+        let n = CALLS.to_string();
+        let o = jtrace_run(
+            &out,
+            &["--methods", "JitWarm.work"],
+            &[&cmd[..], &[n.as_str()]].concat(),
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let trace = Trace::open(&out).unwrap();
+        let work: Vec<_> = invocations(&trace)
+            .into_iter()
+            .filter(|(_, inv)| trace.methods[inv.method as usize].qualified() == "JitWarm.work")
+            .map(|(t, inv)| (t.tgid, inv))
+            .collect();
+        assert_eq!(work.len() as u64, CALLS, "{jdk}");
+        let (first, last) = (work[0], work[work.len() - 1]);
+        assert_eq!(
+            trace.jit.compiled_at(first.0, first.1.method, first.1.entry),
+            Some(false),
+            "{jdk}: first call"
+        );
+        assert_eq!(
+            trace.jit.compiled_at(last.0, last.1.method, last.1.entry),
+            Some(true),
+            "{jdk}: last call"
+        );
+        let report = jtrace_merge::report::build_report(&trace, &Default::default());
+        let m = report
+            .methods
+            .iter()
+            .find(|m| m.name == "work")
+            .expect("work in the report");
+        let compiled = m.calls_compiled.expect("JIT state known");
+        // Tiered compilation starts after ≈ 200 interpreted calls.
+        assert!(
+            compiled > CALLS / 2 && compiled < CALLS - 100,
+            "{jdk}: {compiled} of {CALLS} compiled"
+        );
+        let first_compiled = m.first_compiled_ns.expect("compiled at some point");
+        let since_start = first.1.entry - trace.meta.start_monotonic_ns;
+        assert!(first_compiled > since_start, "{jdk}: compiled before the first call");
+        let wall_compiled = m.wall_compiled_ns.unwrap();
+        assert!(wall_compiled < m.wall_ns, "{jdk}");
+        let interp_mean = (m.wall_ns - wall_compiled) / (CALLS - compiled);
+        assert!(
+            interp_mean > wall_compiled / compiled,
+            "{jdk}: interpreted calls are not slower"
+        );
+        assert!(
+            text_report(&out).contains("== JIT state at entry"),
+            "{jdk}: no JIT section"
+        );
+
+        // The same with the agent's JIT events off: unknown, not "interpreted".
+        let conf = tempdir("jit-off").join("jtrace.conf");
+        std::fs::write(&conf, "include_method JitWarm work\njit off\n").unwrap();
+        let out = tempdir("jit-off").join("jit.jtrace");
+        let o = jtrace_run(
+            &out,
+            &["--config", conf.to_str().unwrap()],
+            &[&cmd[..], &["1000"]].concat(),
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let trace = Trace::open(&out).unwrap();
+        let report = jtrace_merge::report::build_report(&trace, &Default::default());
+        let m = report
+            .methods
+            .iter()
+            .find(|m| m.name == "work")
+            .expect("work in the report");
+        assert_eq!(
+            (m.calls, m.calls_compiled, m.first_compiled_ns),
+            (1000, None, None),
+            "{jdk}"
+        );
+    }
+}
+
+/// `jtrace report` as text.
+fn text_report(trace_dir: &std::path::Path) -> String {
+    let o = Command::new(jtrace())
+        .arg("report")
+        .arg(trace_dir)
+        .output()
+        .expect("jtrace report");
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

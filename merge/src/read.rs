@@ -198,6 +198,8 @@ pub struct Trace {
     pub details: Vec<String>,
     /// Paths of the files SYSCALL records name, by (dev, ino) (FILE_PATH).
     pub file_paths: HashMap<(u64, u64), String>,
+    /// When each traced method had compiled code, per JVM (COMPILED_METHOD_LOAD/UNLOAD).
+    pub jit: JitHistory,
     /// Library-call probe names by probe id.
     probes: HashMap<u32, MethodIdx>,
     /// GC / safepoint windows per JVM pid, copied into threads after reading.
@@ -215,6 +217,54 @@ pub struct Trace {
     /// carried and its detail index: blocks come in begin/end pairs of one
     /// class, so most lookups are this one.
     last_detail: (Vec<u8>, u32),
+}
+
+/// The JIT history of the traced methods: from the agent's
+/// COMPILED_METHOD_LOAD/UNLOAD records, per JVM process and method, how many
+/// compiled versions existed from when on.
+#[derive(Debug, Clone, Default)]
+pub struct JitHistory {
+    /// JVMs whose stream holds JIT records (the others say nothing either way).
+    pids: Vec<u32>,
+    /// (pid, method) -> (time, compiled versions alive from then), by time.
+    live: HashMap<(u32, MethodIdx), Vec<(u64, i32)>>,
+}
+
+impl JitHistory {
+    /// Adds one JVM's loads (`true`) and unloads of resolved methods.
+    fn add(&mut self, pid: u32, mut changes: Vec<(MethodIdx, u64, bool)>) {
+        self.pids.push(pid);
+        changes.sort_by_key(|&(m, ts, load)| (m, ts, !load));
+        for (m, ts, load) in changes {
+            let v = self.live.entry((pid, m)).or_default();
+            let n = v.last().map_or(0, |&(_, n)| n) + if load { 1 } else { -1 };
+            v.push((ts, n.max(0)));
+        }
+    }
+
+    /// Whether method `m` of JVM `pid` had compiled code at time `ts`:
+    /// `None` when that JVM's stream has no JIT records (`jit off`). A method
+    /// inlined into a compiled caller without code of its own counts as not
+    /// compiled; code made not entrant counts until the JVM unloads it.
+    pub fn compiled_at(&self, pid: u32, m: MethodIdx, ts: u64) -> Option<bool> {
+        if !self.pids.contains(&pid) {
+            return None;
+        }
+        let Some(v) = self.live.get(&(pid, m)) else {
+            return Some(false);
+        };
+        let i = v.partition_point(|&(t, _)| t <= ts);
+        Some(i > 0 && v[i - 1].1 > 0)
+    }
+
+    /// The first time method `m` had compiled code in any JVM.
+    pub fn first_compiled(&self, m: MethodIdx) -> Option<u64> {
+        self.live
+            .iter()
+            .filter(|((_, mm), _)| *mm == m)
+            .filter_map(|(_, v)| v.iter().find(|&&(_, n)| n > 0).map(|&(t, _)| t))
+            .min()
+    }
 }
 
 /// Records of a stream held whole in memory.
@@ -663,6 +713,9 @@ impl Trace {
         let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
         // Method events whose id had no definition: count, first id.
         let mut undefined: (u64, Option<u64>) = (0, None);
+        // JIT records name methods by raw id, possibly before their
+        // METHOD_DEF: resolved at the end of the stream.
+        let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
         while let Some(raw) = records.next_raw() {
             let raw = match raw {
                 Ok(r) => r,
@@ -801,6 +854,7 @@ impl Trace {
                     finished = true;
                 }
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
+                Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
                 Payload::Jvm(k, b) => {
                     let block = block_of(k);
                     let window = match k {
@@ -836,6 +890,13 @@ impl Trace {
         }
         if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
             self.jvm_pids.push(pid);
+            if !compiles.is_empty() {
+                let resolved = compiles
+                    .iter()
+                    .filter_map(|&(id, ts, load)| Some((*ids.get(&id)?, ts, load)))
+                    .collect();
+                self.jit.add(pid, resolved);
+            }
         }
     }
 }
@@ -1008,5 +1069,26 @@ mod tests {
         let mut v = Blocks(Vec::new());
         analyze(&trace, &mut v);
         assert_eq!(v.0, vec![(100, Evidence::Syscall(0)), (400, Evidence::None)]);
+    }
+
+    #[test]
+    fn jit_history_counts_live_compiled_versions() {
+        let mut jit = JitHistory::default();
+        // Method 0 of JVM 7: tier 3 at 100, tier 4 at 200, tier 3 unloaded
+        // at 300, tier 4 at 400: compiled from 100 to 400. Method 1 never.
+        jit.add(
+            7,
+            vec![(0, 300, false), (0, 100, true), (0, 200, true), (0, 400, false)],
+        );
+        let at = |m, ts| jit.compiled_at(7, m, ts);
+        assert_eq!(
+            [50, 100, 250, 300, 399, 400, 500].map(|ts| at(0, ts)),
+            [false, true, true, true, true, false, false].map(Some)
+        );
+        assert_eq!(at(1, 250), Some(false));
+        // A JVM without JIT records says nothing.
+        assert_eq!(jit.compiled_at(8, 0, 250), None);
+        assert_eq!(jit.first_compiled(0), Some(100));
+        assert_eq!(jit.first_compiled(1), None);
     }
 }

@@ -22,11 +22,25 @@ pub struct MethodStats {
     pub wall_max: u64,
     /// Σ wall², for the standard deviation.
     wall_sq: f64,
+    /// Calls whose JVM recorded JIT events (so whether the method had
+    /// compiled code at entry is known), those that had, and their Σ wall.
+    pub jit_known: u64,
+    /// See `jit_known`.
+    pub compiled: u64,
+    /// See `jit_known`.
+    pub wall_compiled: u64,
 }
 
 impl MethodStats {
-    fn add(&mut self, inv: &Invocation) {
+    fn add(&mut self, inv: &Invocation, compiled: Option<bool>) {
         let w = inv.breakdown.wall;
+        if let Some(c) = compiled {
+            self.jit_known += 1;
+            if c {
+                self.compiled += 1;
+                self.wall_compiled += w;
+            }
+        }
         if self.calls == 0 || w < self.wall_min {
             self.wall_min = w;
         }
@@ -81,6 +95,14 @@ pub struct MethodJson {
     pub wall_mean_ns: u64,
     /// Stddev of wall.
     pub wall_stddev_ns: u64,
+    /// Calls that began while the method had compiled code of its own
+    /// (JIT); null when no JVM of these calls recorded JIT events.
+    pub calls_compiled: Option<u64>,
+    /// Σ wall of those calls (null likewise).
+    pub wall_compiled_ns: Option<u64>,
+    /// When the method first had compiled code, ns after the trace started
+    /// (null if never, as far as the JIT events say).
+    pub first_compiled_ns: Option<u64>,
 }
 
 /// A thread entry of the JSON report.
@@ -192,6 +214,8 @@ pub fn glob_match(pat: &str, s: &str) -> bool {
 
 #[derive(Default)]
 struct Aggregate {
+    /// Whether a method had compiled code at a time.
+    jit: crate::read::JitHistory,
     per_thread: BTreeMap<u32, (ThreadTotals, BTreeMap<MethodIdx, MethodStats>)>,
     /// Over all threads, by method index (`calls == 0`: not called).
     all: Vec<MethodStats>,
@@ -212,16 +236,17 @@ fn stats_of(table: &mut Vec<MethodStats>, m: MethodIdx) -> &mut MethodStats {
 }
 
 impl Visitor for Aggregate {
-    fn exit(&mut self, _thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
+    fn exit(&mut self, thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
         if !inv.outermost {
             return;
         }
+        let compiled = self.jit.compiled_at(thread.tgid, inv.method, inv.entry);
         let s = stats_of(&mut self.current, inv.method);
         if s.calls == 0 {
             self.called.push(inv.method);
         }
-        s.add(inv);
-        stats_of(&mut self.all, inv.method).add(inv);
+        s.add(inv, compiled);
+        stats_of(&mut self.all, inv.method).add(inv, compiled);
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
         let t = self.per_thread.entry(thread.tid).or_default();
@@ -248,6 +273,12 @@ fn method_json(trace: &Trace, m: MethodIdx, s: &MethodStats) -> MethodJson {
         wall_max_ns: s.wall_max,
         wall_mean_ns: s.wall_mean(),
         wall_stddev_ns: s.wall_stddev(),
+        calls_compiled: (s.jit_known > 0).then_some(s.compiled),
+        wall_compiled_ns: (s.jit_known > 0).then_some(s.wall_compiled),
+        first_compiled_ns: trace
+            .jit
+            .first_compiled(m)
+            .map(|t| t.saturating_sub(trace.meta.start_monotonic_ns)),
     }
 }
 
@@ -275,7 +306,10 @@ fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter:
 
 /// Builds the report of a trace held in memory.
 pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
-    let mut agg = Aggregate::default();
+    let mut agg = Aggregate {
+        jit: trace.jit.clone(),
+        ..Aggregate::default()
+    };
     analyze(trace, &mut agg);
     finish_report(trace, agg, filter)
 }
@@ -289,7 +323,10 @@ pub fn build_report_streaming(
     opts: &crate::stream::StreamOptions,
 ) -> anyhow::Result<Report> {
     let (trace, events) = crate::stream::open(dir, opts)?;
-    let mut agg = Aggregate::default();
+    let mut agg = Aggregate {
+        jit: trace.jit.clone(),
+        ..Aggregate::default()
+    };
     crate::stream::analyze(&trace, events, &mut agg)?;
     Ok(finish_report(&trace, agg, filter))
 }
@@ -370,6 +407,9 @@ fn merge_stats(into: &mut MethodStats, s: &MethodStats) {
     into.calls += s.calls;
     into.total += s.total;
     into.wall_sq += s.wall_sq;
+    into.jit_known += s.jit_known;
+    into.compiled += s.compiled;
+    into.wall_compiled += s.wall_compiled;
 }
 
 #[cfg(test)]

@@ -24,6 +24,48 @@ fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
     Cause::ALL.into_iter().filter(|c| any[*c as usize]).collect()
 }
 
+/// Interpreted vs compiled calls per method, when the JVMs recorded JIT events.
+fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
+    if methods.iter().all(|m| m.calls_compiled.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n== JIT state at entry (compiled: the method had compiled code of its own when the call began)"
+    );
+    let _ = writeln!(
+        s,
+        "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
+        "method", "calls", "interpreted", "compiled", "mean interp µs", "mean jit µs", "first compiled"
+    );
+    for m in methods.iter().take(top) {
+        let (Some(compiled), Some(wall_compiled)) = (m.calls_compiled, m.wall_compiled_ns) else {
+            continue;
+        };
+        let interpreted = m.calls - compiled;
+        let mean = |wall: u64, n: u64| {
+            if n == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.3}", wall as f64 / n as f64 / 1e3)
+            }
+        };
+        let name = format!("{}.{}", m.class, m.name);
+        let _ = writeln!(
+            s,
+            "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
+            truncate(&name, 44),
+            m.calls,
+            interpreted,
+            compiled,
+            mean(m.wall_ns - wall_compiled, interpreted),
+            mean(wall_compiled, compiled),
+            m.first_compiled_ns
+                .map_or("never".to_string(), |t| format!("{} ms", ms(t)))
+        );
+    }
+}
+
 fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool) {
     let mut rows: Vec<&MethodJson> = methods.iter().collect();
     if by_off {
@@ -130,6 +172,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
                 ms(m.wall_stddev_ns)
             );
         }
+        jit_table(&mut s, &r.methods, top);
     }
 
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
