@@ -48,13 +48,16 @@ pub struct AttachArgs {
     /// JPMT-style configuration file (as for `jtrace run`).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Also sample object allocations (as for `jtrace run`).
+    #[arg(long)]
+    alloc_samples: bool,
     /// Trace directory to write (default: the config's `output`, else
     /// trace.jtrace); the JVM's user must be able to write it meanwhile.
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Only end a recording session left running in the JVM by a `jtrace
     /// attach` that was killed (its trace stays incomplete).
-    #[arg(long, conflicts_with_all = ["duration", "methods", "config", "output"])]
+    #[arg(long, conflicts_with_all = ["duration", "methods", "config", "output", "alloc_samples"])]
     stop: bool,
     /// Kernel recording options.
     #[command(flatten)]
@@ -501,7 +504,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk.
-    let conf = run::agent_config(args.config.as_deref(), &args.methods, &out)?;
+    let conf = run::agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
     // While recording, the directory belongs to the JVM's user (the agent
     // writes its stream there); it is handed to the invoking user at the end.
     run::prepare_output(&out, jvm_owner)?;

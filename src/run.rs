@@ -30,6 +30,10 @@ pub struct RunArgs {
     /// include_thread, exclude_thread, method_invocation, ...).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Also sample object allocations (class, size, allocating method and
+    /// line; about one per 512 KiB allocated): `object_allocation on`.
+    #[arg(long)]
+    alloc_samples: bool,
     /// Trace directory to write.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -291,9 +295,15 @@ pub(crate) fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
 }
 
 /// The agent's configuration: the user's JPMT file (minus `output`), then
-/// `--methods` rules, then the output directory. The user's lines keep their
-/// numbers, so that the agent's error messages point at the right line.
-pub(crate) fn agent_config(config: Option<&Path>, methods: &[String], out: &Path) -> anyhow::Result<String> {
+/// `--methods` rules and `--alloc-samples`, then the output directory. The
+/// user's lines keep their numbers, so that the agent's error messages point
+/// at the right line.
+pub(crate) fn agent_config(
+    config: Option<&Path>,
+    methods: &[String],
+    alloc_samples: bool,
+    out: &Path,
+) -> anyhow::Result<String> {
     let mut conf = String::new();
     if let Some(path) = config {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
@@ -313,6 +323,9 @@ pub(crate) fn agent_config(config: Option<&Path>, methods: &[String], out: &Path
             bail!("--methods pattern {m:?} is empty or contains white space");
         }
         conf.push_str(&format!("include_method {m}\n"));
+    }
+    if alloc_samples {
+        conf.push_str("object_allocation on\n");
     }
     conf.push_str(&format!("output {}\n", out.display()));
     Ok(conf)
@@ -369,7 +382,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk, so bad
     // input leaves nothing behind.
-    let conf = agent_config(args.config.as_deref(), &args.methods, &out)?;
+    let conf = agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
     prepare_output(&out, owner)?;
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
     std::fs::write(&conf_path, conf)?;

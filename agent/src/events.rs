@@ -18,7 +18,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{kind, CompiledMethod, JvmBlock, MethodDef, Payload, Record};
+use jtrace_format::{kind, AllocSample, CompiledMethod, JvmBlock, MethodDef, Payload, Record};
 
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
@@ -53,8 +53,10 @@ static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// record (CompiledMethodUnload does not carry the size).
 static CODE_SIZES: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
 
-/// Record id of each method with compiled code, by jmethodID.
+/// Record id of each method named by a JIT or allocation record, by jmethodID.
 static CODE_IDS: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
+/// Whether a method is the JDK's own (allocation sites skip those), by jmethodID.
+static PLATFORM_METHODS: Mutex<Option<HashMap<usize, bool>>> = Mutex::new(None);
 
 /// JVMTI's default and async-profiler's usual sampling interval.
 const HEAP_SAMPLING_INTERVAL: jint = 512 * 1024;
@@ -111,6 +113,10 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
         f.alloc = add_capability(env, "sampled allocation", |c| {
             c.set_can_generate_sampled_object_alloc_events(1)
         });
+        // For the allocation sites' lines; without it they are -1.
+        let mut caps = jvmtiCapabilities::default();
+        caps.set_can_get_line_numbers(1);
+        jvmti!(env, AddCapabilities, &caps);
     }
     f.attach = attach;
     if cfg.park || cfg.sleep {
@@ -579,8 +585,86 @@ unsafe extern "C" fn on_sampled_alloc(
 ) {
     let ts = now_ns();
     guard("SampledObjectAlloc", || {
+        let Some((rec, _)) = active() else { return };
+        let (method, line) = alloc_site(rec, env, thread, ts);
         record_java(env, jni, thread, ts, || {
-            block(kind::ALLOC_SAMPLE, size.max(0) as u64, class_name(env, klass))
+            Payload::Alloc(AllocSample {
+                size: size.max(0) as u64,
+                class: class_name(env, klass),
+                method,
+                line,
+            })
         });
     });
+}
+
+/// Frames an allocation site is looked for in.
+const SITE_FRAMES: usize = 16;
+
+/// The site of a sampled allocation on `thread` (the allocating thread, in
+/// its SampledObjectAlloc callback): the innermost frame of application
+/// code, i.e. outside the JDK's own packages, else the innermost frame; as
+/// (record id of its method, described if needed; source line or -1).
+/// (0, -1) if the stack cannot be read.
+unsafe fn alloc_site(rec: &crate::recorder::Recorder, env: *mut jvmtiEnv, thread: jthread, ts: u64) -> (u64, i32) {
+    let mut frames = [jvmtiFrameInfo::default(); SITE_FRAMES];
+    let mut n: jint = 0;
+    let err = jvmti!(
+        env,
+        GetStackTrace,
+        thread,
+        0,
+        SITE_FRAMES as jint,
+        frames.as_mut_ptr(),
+        &mut n
+    );
+    let frames = &frames[..if err == JVMTI_ERROR_NONE {
+        n.clamp(0, SITE_FRAMES as jint) as usize
+    } else {
+        0
+    }];
+    let Some(&first) = frames.first() else {
+        return (0, -1);
+    };
+    let site = frames
+        .iter()
+        .find(|f| !in_platform_code(env, f.method))
+        .copied()
+        .unwrap_or(first);
+    let id = code_method_id(rec, env, site.method, ts).unwrap_or(0);
+    (id, line_at(env, site.method, site.location))
+}
+
+/// Whether `method` belongs to the JDK itself (java., javax., jdk., sun.,
+/// com.sun.); remembered per method.
+unsafe fn in_platform_code(env: *mut jvmtiEnv, method: jmethodID) -> bool {
+    if let Some(&p) = lock(&PLATFORM_METHODS).as_ref().and_then(|m| m.get(&(method as usize))) {
+        return p;
+    }
+    let platform = jvm::method_info(env, std::ptr::null_mut(), method).is_some_and(|m| {
+        ["java.", "javax.", "jdk.", "sun.", "com.sun."]
+            .iter()
+            .any(|p| m.class.starts_with(p))
+    });
+    lock(&PLATFORM_METHODS)
+        .get_or_insert_with(HashMap::new)
+        .insert(method as usize, platform);
+    platform
+}
+
+/// The source line of bytecode index `location` in `method`, or -1.
+unsafe fn line_at(env: *mut jvmtiEnv, method: jmethodID, location: jlocation) -> i32 {
+    let mut n: jint = 0;
+    let mut table: *mut jvmtiLineNumberEntry = std::ptr::null_mut();
+    if jvmti!(env, GetLineNumberTable, method, &mut n, &mut table) != JVMTI_ERROR_NONE || table.is_null() {
+        return -1;
+    }
+    let entries = std::slice::from_raw_parts(table, n.max(0) as usize);
+    let line = entries
+        .iter()
+        .filter(|e| e.start_location <= location)
+        .max_by_key(|e| e.start_location)
+        .map_or(-1, |e| e.line_number);
+    jvmti!(env, Deallocate, table.cast());
+    line
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{kind, Payload, Record};
+use jtrace_format::{kind, AllocSample, Payload, Record};
 
 const MS: u64 = 1_000_000;
 /// Tolerance of the ~100 ms ground-truth intervals.
@@ -77,6 +77,18 @@ impl Run {
             .collect()
     }
 
+    /// The allocation samples of thread `tid`.
+    fn allocs(&self, tid: u32) -> Vec<AllocSample> {
+        self.records
+            .iter()
+            .filter(|r| r.tid == tid)
+            .filter_map(|r| match &r.payload {
+                Payload::Alloc(a) => Some(a.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn count_kind(&self, k: u16) -> usize {
         self.records.iter().filter(|r| kind_of(&r.payload) == k).count()
     }
@@ -95,6 +107,7 @@ impl Run {
 fn kind_of(p: &Payload) -> u16 {
     match p {
         Payload::Jvm(k, _) => *k,
+        Payload::Alloc(_) => kind::ALLOC_SAMPLE,
         Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
         Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
         Payload::MethodDef(_) => kind::METHOD_DEF,
@@ -492,9 +505,31 @@ fn allocation_samples() {
     for r in all_runs() {
         let j = r.name();
         let tid = r.tid("allocator");
-        let samples = r.jvm(tid, kind::ALLOC_SAMPLE);
+        let allocs = r.allocs(tid);
+        let samples: Vec<(u64, u64, String)> = allocs.iter().map(|a| (0, a.size, a.class.clone())).collect();
         // ~30 MB allocated with a 512 KiB mean interval: ~60 samples expected.
         assert!(samples.len() >= 15, "{j}: {} samples", samples.len());
+        // The site: the allocating lambda of Events.alloc (lines 200-205),
+        // also for the arrays ArrayList.add grows (JDK frames are skipped).
+        let names = r.defs();
+        let at_site = allocs
+            .iter()
+            .filter(|a| {
+                names
+                    .get(&a.method)
+                    .is_some_and(|n| n.starts_with("Events.lambda$alloc"))
+                    && (200..=205).contains(&a.line)
+            })
+            .count();
+        assert!(
+            at_site * 10 >= allocs.len() * 9,
+            "{j}: {at_site} of {} samples at the site: {:?}",
+            allocs.len(),
+            allocs
+                .iter()
+                .map(|a| (names.get(&a.method), a.line, &a.class))
+                .collect::<Vec<_>>()
+        );
         let plausible = |c: &str| {
             c.starts_with('[')
                 || (!c.is_empty()

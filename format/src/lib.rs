@@ -492,6 +492,20 @@ pub struct JvmBlock {
     pub class: String,
 }
 
+/// JVM payload of [`kind::ALLOC_SAMPLE`]: a sampled object allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocSample {
+    /// Size of the allocated object in bytes.
+    pub size: u64,
+    /// Its class (`java.lang.String`, `[B`).
+    pub class: String,
+    /// The allocating method (defined by a METHOD_DEF, which may come
+    /// later); 0 if unknown (writers before the site was recorded).
+    pub method: u64,
+    /// Source line of the allocation in that method; -1 if unknown.
+    pub line: i32,
+}
+
 /// JVM payload of [`kind::COMPILED_METHOD_LOAD`] / [`kind::COMPILED_METHOD_UNLOAD`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompiledMethod {
@@ -793,8 +807,10 @@ pub enum Payload {
     /// See [`kind::FILE_PATH`].
     FilePath(FilePath),
     /// One of the JVM kinds carrying a [`JvmBlock`] (monitor, wait, park,
-    /// sleep, GC, safepoint, allocation): the kind says which.
+    /// sleep, GC, safepoint): the kind says which.
     Jvm(u16, JvmBlock),
+    /// See [`kind::ALLOC_SAMPLE`].
+    Alloc(AllocSample),
     /// See [`kind::COMPILED_METHOD_LOAD`] (`true`) and `_UNLOAD` (`false`).
     Compiled(bool, CompiledMethod),
     /// A kind this reader does not know (skipped by length).
@@ -964,6 +980,13 @@ impl Encoder {
                 self.u64(p.arg);
                 self.str(&p.class);
             }
+            Payload::Alloc(p) => {
+                self.u64(p.size);
+                self.str(&p.class);
+                self.u64(p.method);
+                self.u32(p.line as u32);
+                self.u32(0);
+            }
             Payload::Compiled(_, p) => {
                 self.u64(p.method);
                 self.u64(p.code_addr);
@@ -1001,6 +1024,7 @@ fn payload_kind(p: &Payload) -> u16 {
         Payload::ProbeDef(_) => kind::PROBE_DEF,
         Payload::FilePath(_) => kind::FILE_PATH,
         Payload::Jvm(k, _) => *k,
+        Payload::Alloc(_) => kind::ALLOC_SAMPLE,
         Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
         Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
         Payload::Unknown(k) => *k,
@@ -1197,13 +1221,27 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
             ino: c.u64()?,
             path: c.str()?,
         }),
-        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::ALLOC_SAMPLE => Payload::Jvm(
+        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => Payload::Jvm(
             kind,
             JvmBlock {
                 arg: c.u64()?,
                 class: c.str()?,
             },
         ),
+        kind::ALLOC_SAMPLE => {
+            let (size, class) = (c.u64()?, c.str()?);
+            // The site came later: older streams end after the class.
+            let (method, line) = match (c.u64(), c.u32()) {
+                (Some(m), Some(l)) => (m, l as i32),
+                _ => (0, -1),
+            };
+            Payload::Alloc(AllocSample {
+                size,
+                class,
+                method,
+                line,
+            })
+        }
         kind::COMPILED_METHOD_LOAD | kind::COMPILED_METHOD_UNLOAD => Payload::Compiled(
             kind == kind::COMPILED_METHOD_LOAD,
             CompiledMethod {
@@ -1485,6 +1523,12 @@ mod tests {
                     class: String::new(),
                 },
             ),
+            Payload::Alloc(AllocSample {
+                size: 24,
+                class: "java.lang.String".into(),
+                method: 7,
+                line: 42,
+            }),
             Payload::Compiled(
                 true,
                 CompiledMethod {
@@ -1562,6 +1606,29 @@ mod tests {
         });
         let out: Vec<_> = Decoder::new(&enc.buf, 0).map(|r| r.unwrap().payload).collect();
         assert_eq!(out, vec![Payload::Unknown(999), Payload::ThreadEnd]);
+    }
+
+    #[test]
+    fn alloc_sample_without_a_site_still_decodes() {
+        // An ALLOC_SAMPLE as written before the site was added: u64 size, str class.
+        let mut payload = 24u64.to_le_bytes().to_vec();
+        payload.extend_from_slice(&3u16.to_le_bytes());
+        payload.extend_from_slice(b"[B;");
+        assert_eq!(
+            decode_payload(kind::ALLOC_SAMPLE, 0, &payload[..payload.len() - 1]),
+            None,
+            "a class cut short is corrupt"
+        );
+        payload[8] = 2;
+        assert_eq!(
+            decode_payload(kind::ALLOC_SAMPLE, 0, &payload),
+            Some(Payload::Alloc(AllocSample {
+                size: 24,
+                class: "[B".into(),
+                method: 0,
+                line: -1
+            }))
+        );
     }
 
     #[test]

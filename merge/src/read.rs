@@ -200,6 +200,8 @@ pub struct Trace {
     pub file_paths: HashMap<(u64, u64), String>,
     /// When each traced method had compiled code, per JVM (COMPILED_METHOD_LOAD/UNLOAD).
     pub jit: JitHistory,
+    /// Sampled allocations (ALLOC_SAMPLE) by thread, class and site.
+    pub allocations: BTreeMap<AllocSite, AllocCount>,
     /// Library-call probe names by probe id.
     probes: HashMap<u32, MethodIdx>,
     /// GC / safepoint windows per JVM pid, copied into threads after reading.
@@ -217,6 +219,19 @@ pub struct Trace {
     /// carried and its detail index: blocks come in begin/end pairs of one
     /// class, so most lookups are this one.
     last_detail: (Vec<u8>, u32),
+}
+
+/// Where sampled allocations happened: thread, allocated class, allocating
+/// method (`None` if the agent did not say) and source line (-1: unknown).
+pub type AllocSite = (u32, String, Option<MethodIdx>, i32);
+
+/// Sampled allocations at one [`AllocSite`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllocCount {
+    /// Samples.
+    pub samples: u64,
+    /// Σ size of the sampled objects in bytes.
+    pub bytes: u64,
 }
 
 /// The JIT history of the traced methods: from the agent's
@@ -716,6 +731,8 @@ impl Trace {
         // JIT records name methods by raw id, possibly before their
         // METHOD_DEF: resolved at the end of the stream.
         let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
+        // Allocation samples, whose site is a raw id too: (tid, sample).
+        let mut allocs: Vec<(u32, fmt::AllocSample)> = Vec::new();
         while let Some(raw) = records.next_raw() {
             let raw = match raw {
                 Ok(r) => r,
@@ -855,6 +872,7 @@ impl Trace {
                 }
                 Payload::AgentError(s) => self.losses.agent_errors.push(s),
                 Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
+                Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {
                     let block = block_of(k);
                     let window = match k {
@@ -887,6 +905,12 @@ impl Trace {
                  read up to its last written record",
                 path.display()
             ));
+        }
+        for (tid, a) in allocs {
+            let site = (a.method != 0).then(|| ids.get(&a.method).copied()).flatten();
+            let c = self.allocations.entry((tid, a.class, site, a.line)).or_default();
+            c.samples += 1;
+            c.bytes += a.size;
         }
         if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
             self.jvm_pids.push(pid);

@@ -1,7 +1,7 @@
 //! The report as a readable table (`jtrace report` without `--json`).
 
 use crate::text::ms;
-use jtrace_merge::report::{MethodJson, Report};
+use jtrace_merge::report::{AllocJson, MethodJson, Report};
 use jtrace_merge::{Cause, OffCpu};
 use std::fmt::Write as _;
 
@@ -212,5 +212,33 @@ pub fn render_report(r: &Report, top: usize) -> String {
         s,
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
+    alloc_table(&mut s, &r.allocations, top);
     s
+}
+
+/// Sampled allocations by class and site, when the agent sampled them.
+fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
+    if allocs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n== Allocation samples (about one per 512 KiB allocated; site: innermost frame outside the JDK)"
+    );
+    let _ = writeln!(s, "{:>8} {:>12}  {:<36} site", "samples", "sampled KiB", "class");
+    for a in allocs.iter().take(top) {
+        let site = match (a.site.as_str(), a.line) {
+            ("", _) => "?".to_string(),
+            (m, -1) => m.to_string(),
+            (m, l) => format!("{m}:{l}"),
+        };
+        let _ = writeln!(
+            s,
+            "{:>8} {:>12.1}  {:<36} {}",
+            a.samples,
+            a.sampled_bytes as f64 / 1024.0,
+            truncate(&a.class, 36),
+            site
+        );
+    }
 }
