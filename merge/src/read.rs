@@ -370,6 +370,28 @@ pub(crate) fn gc_safepoints(wins: &mut [(u64, Cause, bool)]) {
     }
 }
 
+/// The part of a JVM's time-ordered stop windows that a thread living from
+/// `first` to `last` (its own first and last events) sees: `(lead, range)`,
+/// where `range` indexes the windows' events inside [first, last] and
+/// `lead` counts the windows of each cause still open at `first` (the
+/// thread sees them begin at `first`). So a window outside a thread's life
+/// does not stretch it: its traced life stays its own.
+pub(crate) fn windows_within(
+    wins: &[(u64, Cause, bool)],
+    first: u64,
+    last: u64,
+) -> ([(Cause, u32); 2], std::ops::Range<usize>) {
+    let lo = wins.partition_point(|w| w.0 < first);
+    let hi = wins.partition_point(|w| w.0 <= last);
+    let mut lead = [(Cause::Gc, 0u32), (Cause::Safepoint, 0u32)];
+    for &(_, cause, begin) in &wins[..lo] {
+        if let Some(n) = lead.iter_mut().find(|(c, _)| *c == cause) {
+            n.1 = if begin { n.1 + 1 } else { n.1.saturating_sub(1) };
+        }
+    }
+    (lead, lo..hi.max(lo))
+}
+
 impl Trace {
     /// Reads a trace directory written by `jtrace run`.
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
@@ -448,7 +470,8 @@ impl Trace {
         true
     }
 
-    /// A JVM-wide stop applies to every Java thread of that JVM.
+    /// A JVM-wide stop applies to every Java thread of that JVM, within the
+    /// thread's own life ([`windows_within`]).
     fn spread_windows(&mut self) {
         for (pid, mut wins) in std::mem::take(&mut self.windows) {
             gc_safepoints(&mut wins);
@@ -459,7 +482,17 @@ impl Trace {
                 .map(|t| t.tid)
                 .collect();
             for tid in tids {
-                for &(ts, cause, begin) in &wins {
+                let Some(evs) = self.events.get(&tid) else { continue };
+                let (Some(first), Some(last)) = (evs.iter().map(|e| e.ts).min(), evs.iter().map(|e| e.ts).max()) else {
+                    continue;
+                };
+                let (lead, range) = windows_within(&wins, first, last);
+                for (cause, n) in lead {
+                    for _ in 0..n {
+                        self.push(tid, first, Event::Window { cause, begin: true });
+                    }
+                }
+                for &(ts, cause, begin) in &wins[range] {
                     self.push(tid, ts, Event::Window { cause, begin });
                 }
             }

@@ -653,6 +653,7 @@ impl Sorter {
                 .collect(),
             buckets,
             windows: HashMap::new(),
+            thread_windows: TidMap::default(),
             spilled_runs,
             queries: self.queries,
             opts_small: small(&self.opts),
@@ -1090,6 +1091,10 @@ pub struct SortedEvents {
     buckets: TidMap<MemEvents>,
     /// GC / safepoint windows (time-ordered) per Java thread's process.
     windows: HashMap<u32, Vec<Timed>>,
+    /// Per Java thread: the windows open when its life began (they begin at
+    /// its first event for it) and the part of its process's windows
+    /// inside its life ([`crate::read::windows_within`]).
+    thread_windows: TidMap<(Vec<Timed>, std::ops::Range<usize>)>,
     spilled_runs: usize,
     /// Wakeup queries by waker, not yet sorted.
     queries: Option<Box<Sorter>>,
@@ -1129,17 +1134,26 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         }
     }
     let sorter = t.sorter.take().expect("set above");
-    let (mut events, mut span) = sorter.finish()?;
+    let (mut events, span) = sorter.finish()?;
     // JVM-wide windows: kept once per process, merged into each of its Java
-    // threads during the walk (as Trace::open copies them).
+    // threads during the walk, within the thread's own life (as Trace::open
+    // copies them).
     for (pid, mut wins) in std::mem::take(&mut t.windows) {
         crate::read::gc_safepoints(&mut wins);
-        if let (Some(first), Some(last)) = (wins.first().map(|w| w.0), wins.last().map(|w| w.0)) {
-            for th in t.threads.values().filter(|th| th.java_name.is_some() && th.tgid == pid) {
-                let s = span.entry(th.tid).or_insert((first, last));
-                s.0 = s.0.min(first);
-                s.1 = s.1.max(last);
-            }
+        for th in t.threads.values().filter(|th| th.java_name.is_some() && th.tgid == pid) {
+            let Some(&(first, last)) = span.get(&th.tid) else {
+                continue;
+            };
+            let (lead, range) = crate::read::windows_within(&wins, first, last);
+            let starts = lead
+                .iter()
+                .flat_map(|&(cause, n)| std::iter::repeat_n(cause, n as usize))
+                .map(|cause| Timed {
+                    ts: first,
+                    event: Event::Window { cause, begin: true },
+                })
+                .collect();
+            events.thread_windows.insert(th.tid, (starts, range));
         }
         let wins = wins
             .into_iter()
@@ -1255,6 +1269,7 @@ impl<'a> ThreadEvents<'a> {
         tid: u32,
         readers: &'a mut [RunReader],
         buckets: &'a TidMap<MemEvents>,
+        starts: &'a [Timed],
         windows: &'a [Timed],
     ) -> anyhow::Result<Self> {
         let mut sources = Vec::new();
@@ -1273,12 +1288,14 @@ impl<'a> ThreadEvents<'a> {
         if let Some((evs, scs)) = buckets.get(&tid) {
             sources.push(Source::Mem { evs, scs, sc_next: 0 });
         }
-        if !windows.is_empty() {
-            sources.push(Source::Mem {
-                evs: windows,
-                scs: &[],
-                sc_next: 0,
-            });
+        for evs in [starts, windows] {
+            if !evs.is_empty() {
+                sources.push(Source::Mem {
+                    evs,
+                    scs: &[],
+                    sc_next: 0,
+                });
+            }
         }
         let mut pos = vec![0; sources.len()];
         let mut heap = BinaryHeap::new();
@@ -1467,12 +1484,11 @@ impl SortedEvents {
     /// One thread's events (threads must be taken in tid order for the runs
     /// to be read sequentially; any order works, only slower).
     fn thread(&mut self, info: &ThreadInfo) -> anyhow::Result<ThreadEvents<'_>> {
-        let windows = self
-            .windows
-            .get(&info.tgid)
-            .filter(|_| info.java_name.is_some())
-            .map_or(&[][..], |w| &w[..]);
-        ThreadEvents::new(info.tid, &mut self.readers, &self.buckets, windows)
+        let (starts, windows) = match (self.windows.get(&info.tgid), self.thread_windows.get(&info.tid)) {
+            (Some(w), Some((starts, range))) if info.java_name.is_some() => (&starts[..], &w[range.clone()]),
+            _ => (&[][..], &[][..]),
+        };
+        ThreadEvents::new(info.tid, &mut self.readers, &self.buckets, starts, windows)
     }
 }
 

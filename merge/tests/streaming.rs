@@ -331,3 +331,131 @@ fn undefined_method_ids_are_one_problem() {
     );
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
+
+/// JVM-wide stop windows reach a Java thread only within its own life: a GC
+/// before a thread started or after it ended does not stretch the thread's
+/// traced life (it used to, as `unknown` off-CPU time), and a GC already
+/// running when the thread's life begins still explains a block inside it.
+/// Both readers agree.
+#[test]
+fn stop_windows_stay_within_each_threads_life() {
+    use jtrace_format::*;
+    let dir = tempdir("windows").join("t.jtrace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pid, tid) = (100u32, 101u32);
+    let header = |magic| {
+        let mut h = FileHeader::new(magic);
+        h.flags = STREAM_COMPLETE;
+        h.to_bytes().to_vec()
+    };
+    // Kernel: the thread blocks from 1100 to 1200 (no syscall on record),
+    // inside a GC that began at 900, before the thread's first event.
+    let mut k = Encoder::new();
+    let sw_out = |ts| Record {
+        tid,
+        ts,
+        payload: Payload::SwitchOut(SwitchOut {
+            tgid: pid,
+            prev_state: 1,
+            cpu: 0,
+            next_tid: 0,
+        }),
+    };
+    let sw_in = |ts| Record {
+        tid,
+        ts,
+        payload: Payload::SwitchIn(SwitchIn {
+            tgid: pid,
+            cpu: 0,
+            prev_tid: 0,
+            reserved: 0,
+        }),
+    };
+    for r in [sw_in(1000), sw_out(1100), sw_in(1200), sw_out(2000)] {
+        k.record(&r);
+    }
+    let mut kernel = header(KERNEL_MAGIC);
+    kernel.extend_from_slice(&k.buf);
+    std::fs::write(dir.join(KERNEL_FILE), kernel).unwrap();
+    // JVM: the thread lives from 1000 to 2000; GCs at 900-1300 and 3000-3500
+    // (recorded on another thread, as the JVM does).
+    let mut j = Encoder::new();
+    let gc = |ts, start: bool| Record {
+        tid: pid,
+        ts,
+        payload: Payload::Jvm(
+            if start { kind::GC_START } else { kind::GC_END },
+            JvmBlock {
+                arg: 0,
+                class: String::new(),
+            },
+        ),
+    };
+    let recs = [
+        Record {
+            tid: pid,
+            ts: 10,
+            payload: Payload::JvmStart(JvmStart {
+                pid,
+                vm_version: "test".into(),
+            }),
+        },
+        gc(900, true),
+        Record {
+            tid,
+            ts: 1000,
+            payload: Payload::ThreadStart(ThreadStart {
+                daemon: 0,
+                name: "worker".into(),
+                group: "main".into(),
+                parent: "main".into(),
+            }),
+        },
+        gc(1300, false),
+        Record {
+            tid,
+            ts: 2000,
+            payload: Payload::ThreadEnd,
+        },
+        gc(3000, true),
+        gc(3500, false),
+        Record {
+            tid: pid,
+            ts: 4000,
+            payload: Payload::JvmEnd(JvmEnd { lost_events: 0 }),
+        },
+    ];
+    for r in &recs {
+        j.record(r);
+    }
+    let mut jvm = header(JVM_MAGIC);
+    jvm.extend_from_slice(&j.buf);
+    std::fs::write(dir.join(format!("{JVM_FILE_PREFIX}{pid}.bin")), jvm).unwrap();
+    jtrace_merge::Meta {
+        format: "jtrace".into(),
+        version: FORMAT_VERSION,
+        complete: true,
+        pid,
+        start_monotonic_ns: 0,
+        end_monotonic_ns: 4000,
+        ..Default::default()
+    }
+    .store(&dir)
+    .unwrap();
+
+    let (log, report) = in_memory(&dir);
+    let (slog, sreport, _) = streamed(&dir, 64 << 20);
+    assert_same(&log, &slog);
+    assert_eq!(report, sreport);
+    let r: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let worker = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == tid)
+        .expect("the worker in the report")
+        .clone();
+    assert_eq!(worker["wall_ns"], 1000, "{worker}");
+    assert_eq!(worker["off_cpu_ns"]["gc"], 100, "{worker}");
+    assert!(worker["off_cpu_ns"].get("unknown").is_none(), "{worker}");
+}
