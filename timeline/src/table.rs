@@ -24,9 +24,16 @@ fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
     Cause::ALL.into_iter().filter(|c| any[*c as usize]).collect()
 }
 
-/// Interpreted vs compiled calls per method, when the JVMs recorded JIT events.
+/// Interpreted vs compiled calls per method, when the JVMs recorded JIT
+/// events, for the methods where it tells something: compiled at some point,
+/// or called often (a hot method never compiled, e.g. one too big to be).
 fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
-    if methods.iter().all(|m| m.calls_compiled.is_none()) {
+    let rows: Vec<&MethodJson> = methods
+        .iter()
+        .filter(|m| m.calls_compiled.is_some() && (m.first_compiled_ns.is_some() || m.calls >= 1000))
+        .take(top)
+        .collect();
+    if rows.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -38,7 +45,7 @@ fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
         "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
         "method", "calls", "interpreted", "compiled", "mean interp µs", "mean jit µs", "first compiled"
     );
-    for m in methods.iter().take(top) {
+    for m in rows {
         let (Some(compiled), Some(wall_compiled)) = (m.calls_compiled, m.wall_compiled_ns) else {
             continue;
         };
