@@ -160,7 +160,7 @@ fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
         return Some(id);
     }
     let id = ids.next;
-    if id as u64 >= jtrace_format::BATCH_METHOD_LIMIT {
+    if id as u64 >= BATCH_METHOD_LIMIT {
         // The probes pack the id into 30 bits; 2^30 distinct methods is
         // beyond any real program: leave the rest untraced.
         return None;
@@ -377,7 +377,6 @@ unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
     if init.is_null() || by_thread.is_null() || fields.iter().any(|(_, f)| f.is_null()) {
         return Err("bytecode rewriting: probe class lacks its members".into());
     }
-
     let global = jni!(jni, NewGlobalRef, class).unwrap_or(std::ptr::null_mut());
     if global.is_null() {
         return Err("bytecode rewriting: no global reference to the probe class".into());

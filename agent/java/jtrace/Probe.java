@@ -108,49 +108,33 @@ public final class Probe {
     @DontInline
     public static void enter(int id) {
         Probe p = current();
-        long t = System.nanoTime();
-        long[] b = p.buf;
-        int i = p.pos;
-        long d = t - p.last;
-        if (i >= b.length || (d >>> 32) != 0) {
-            i = p.restart(t);
-            d = 0;
-        }
-        b[i] = d | (long) id << 32;
-        p.last = t;
-        p.pos = i + 1;
+        p.append(System.nanoTime(), (long) id << 32);
     }
 
     @DontInline
     public static void exit(int id) {
         long t = System.nanoTime();
-        Probe p = current();
-        long[] b = p.buf;
-        int i = p.pos;
-        long d = t - p.last;
-        if (i >= b.length || (d >>> 32) != 0) {
-            i = p.restart(t);
-            d = 0;
-        }
-        b[i] = d | (long) id << 32 | EXIT;
-        p.last = t;
-        p.pos = i + 1;
+        current().append(t, (long) id << 32 | EXIT);
     }
 
     @DontInline
     public static void exitEx(int id) {
         long t = System.nanoTime();
-        Probe p = current();
-        long[] b = p.buf;
-        int i = p.pos;
-        long d = t - p.last;
+        current().append(t, (long) id << 32 | EXIT_EX);
+    }
+
+    /** Appends the event at time {@code t} with {@code tag} (id and kind, high bits). */
+    private void append(long t, long tag) {
+        long[] b = buf;
+        int i = pos;
+        long d = t - last;
         if (i >= b.length || (d >>> 32) != 0) {
-            i = p.restart(t);
+            i = restart(t);
             d = 0;
         }
-        b[i] = d | (long) id << 32 | EXIT_EX;
-        p.last = t;
-        p.pos = i + 1;
+        b[i] = d | tag;
+        last = t;
+        pos = i + 1;
     }
 
     /** The calling thread's buffer. */
