@@ -243,6 +243,8 @@ pub struct JitHistory {
     pids: Vec<u32>,
     /// (pid, method) -> (time, compiled versions alive from then), by time.
     live: HashMap<(u32, MethodIdx), Vec<(u64, i32)>>,
+    /// Method -> the first time it had compiled code in any JVM.
+    first: HashMap<MethodIdx, u64>,
 }
 
 impl JitHistory {
@@ -254,6 +256,10 @@ impl JitHistory {
             let v = self.live.entry((pid, m)).or_default();
             let n = v.last().map_or(0, |&(_, n)| n) + if load { 1 } else { -1 };
             v.push((ts, n.max(0)));
+            if n > 0 {
+                let first = self.first.entry(m).or_insert(ts);
+                *first = (*first).min(ts);
+            }
         }
     }
 
@@ -274,11 +280,7 @@ impl JitHistory {
 
     /// The first time method `m` had compiled code in any JVM.
     pub fn first_compiled(&self, m: MethodIdx) -> Option<u64> {
-        self.live
-            .iter()
-            .filter(|((_, mm), _)| *mm == m)
-            .filter_map(|(_, v)| v.iter().find(|&&(_, n)| n > 0).map(|&(t, _)| t))
-            .min()
+        self.first.get(&m).copied()
     }
 }
 
