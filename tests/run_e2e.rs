@@ -351,6 +351,21 @@ fn jit_state_at_entry() {
             text_report(&out).contains("== JIT state at entry"),
             "{jdk}: no JIT section"
         );
+        // The CSV export says it per call, the same way.
+        let csv = Command::new(jtrace())
+            .args(["export", "--format", "csv"])
+            .arg(&out)
+            .output()
+            .expect("jtrace export");
+        let csv = String::from_utf8_lossy(&csv.stdout);
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = header.iter().position(|h| *h == "compiled").expect("compiled column");
+        let per_call = csv
+            .lines()
+            .filter(|l| l.contains(",JitWarm,work,"))
+            .filter(|l| l.split(',').nth(col) == Some("true"))
+            .count() as u64;
+        assert_eq!(per_call, compiled, "{jdk}: CSV compiled calls");
 
         // The same with the agent's JIT events off: unknown, not "interpreted".
         let conf = tempdir("jit-off").join("jtrace.conf");

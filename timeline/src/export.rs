@@ -782,6 +782,7 @@ pub fn csv_header() -> Vec<String> {
             "outermost",
             "unfinished",
             "native",
+            "compiled",
         ]
         .iter()
         .map(|s| s.to_string()),
@@ -795,6 +796,9 @@ pub fn csv_header() -> Vec<String> {
 /// CLOCK_MONOTONIC ns, booleans as `true`/`false`. `outermost` is false for
 /// a recursive invocation nested in another of the same method; the report
 /// sums only outermost rows. `native` marks a library call (uprobe span).
+/// `compiled`: the method had compiled code of its own when the call began
+/// (the report's JIT state); empty when the JVM recorded no JIT events or
+/// for a library call.
 pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(csv_header())?;
@@ -834,6 +838,10 @@ fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
         s.inv.outermost.to_string(),
         s.inv.unfinished.to_string(),
         m.native.to_string(),
+        (!m.native)
+            .then(|| trace.jit.compiled_at(pid_of(trace, t), s.inv.method, s.inv.entry))
+            .flatten()
+            .map_or(String::new(), |c| c.to_string()),
     ]);
     row
 }

@@ -336,6 +336,7 @@ fn csv_parses_back_with_every_invocation() {
             "outermost",
             "unfinished",
             "native",
+            "compiled",
         ]
         .map(String::from),
     );
@@ -354,6 +355,8 @@ fn csv_parses_back_with_every_invocation() {
         assert_eq!(num(row, "off_cpu_ns"), off);
         assert_eq!(num(row, "pid"), PID as u64);
         assert_eq!(&row[col("native")], "false");
+        // The fixture's JVM recorded no JIT events: unknown, not "false".
+        assert_eq!(&row[col("compiled")], "");
         assert_eq!(num(row, "wall_ns"), num(row, "exit_ns") - num(row, "entry_ns"));
     }
     // The worker's name has a comma and quotes: it survives the round trip.
