@@ -62,13 +62,18 @@ enum Lookup {
     /// The whole trace is in memory: its call index and syscall table.
     Whole(CallIndex),
     /// A streamed walk: the waker methods the walk reported since the
-    /// thread's last off-CPU interval, and the syscall the thread entered
-    /// last (the only one a block can be in).
+    /// thread's last off-CPU interval, and the syscalls the thread entered
+    /// last. A block is in the one entered last before its switch-out, but
+    /// a syscall record can carry an entry time inside the block (it is
+    /// walked before the switch-in that ends the block), so a few are kept.
     Streamed {
         wakes: VecDeque<(Wake, Option<MethodIdx>)>,
-        syscall: Option<(u32, SyscallInfo)>,
+        syscalls: VecDeque<(u32, SyscallInfo)>,
     },
 }
+
+/// Syscalls kept for describing the next off-CPU interval.
+const MAX_RECENT_SYSCALLS: usize = 8;
 
 /// Wakeups kept for the next off-CPU interval (one wakes it; the others were
 /// wakeups of the running thread, which the kernel reports only seldom).
@@ -126,10 +131,12 @@ impl<'a, W: Write> TextWriter<'a, W> {
     /// [`describe_evidence`] says it on the whole trace.
     fn evidence(&mut self, e: &Evidence) -> String {
         match (&mut self.lookup, e) {
-            (Lookup::Streamed { syscall, .. }, Evidence::Syscall(i)) => match syscall {
-                Some((idx, sc)) if idx == i => format!("in {}", describe_syscall(self.trace, sc)),
-                _ => "in a syscall".into(),
-            },
+            (Lookup::Streamed { syscalls, .. }, Evidence::Syscall(i)) => {
+                match syscalls.iter().rev().find(|(idx, _)| idx == i) {
+                    Some((_, sc)) => format!("in {}", describe_syscall(self.trace, sc)),
+                    None => "in a syscall".into(),
+                }
+            }
             _ => describe_evidence(self.trace, e),
         }
     }
@@ -157,9 +164,9 @@ impl<'a, W: Write> TextWriter<'a, W> {
 
 impl<'a, W: Write> Visitor for TextWriter<'a, W> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
-        if let Lookup::Streamed { wakes, syscall } = &mut self.lookup {
+        if let Lookup::Streamed { wakes, syscalls } = &mut self.lookup {
             wakes.clear();
-            *syscall = None;
+            syscalls.clear();
         }
         self.thread_buf.clear();
         self.thread_has_calls = false;
@@ -257,8 +264,11 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
     }
 
     fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
-        if let Lookup::Streamed { syscall, .. } = &mut self.lookup {
-            *syscall = Some((idx, *sc));
+        if let Lookup::Streamed { syscalls, .. } = &mut self.lookup {
+            if syscalls.len() == MAX_RECENT_SYSCALLS {
+                syscalls.pop_front();
+            }
+            syscalls.push_back((idx, *sc));
         }
     }
 
@@ -393,7 +403,7 @@ pub fn write_text_streaming(
     let (trace, events) = crate::open_streamed(dir, &so)?;
     let lookup = Lookup::Streamed {
         wakes: VecDeque::new(),
-        syscall: None,
+        syscalls: VecDeque::new(),
     };
     run(&trace, lookup, out, opts, |w| {
         stream::analyze_with_wakers(&trace, events, w)
