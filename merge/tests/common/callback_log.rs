@@ -2,7 +2,7 @@
 //! of one trace (in memory, streaming) can be compared exactly. Shared by
 //! merge/tests/streaming.rs and the workspace's tests/streaming_report.rs.
 
-use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Visitor, Wake};
+use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, SyscallInfo, ThreadInfo, ThreadTotals, Visitor, Wake};
 
 /// Every callback, as text.
 #[derive(Default)]
@@ -20,6 +20,9 @@ impl Visitor for Log {
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.0.push(format!("off {} {depth} {iv:?}", t.tid));
+    }
+    fn syscall(&mut self, t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
+        self.0.push(format!("syscall {} {idx} {sc:?}", t.tid));
     }
     fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
         self.0.push(format!("wake {} {depth} {w:?}", t.tid));
