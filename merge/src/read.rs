@@ -234,15 +234,18 @@ pub struct AllocCount {
     pub bytes: u64,
 }
 
+/// One method's (time, compiled versions alive from then), by time.
+type CompiledVersions = Vec<(u64, i32)>;
+
 /// The JIT history of the traced methods: from the agent's
 /// COMPILED_METHOD_LOAD/UNLOAD records, per JVM process and method, how many
 /// compiled versions existed from when on.
 #[derive(Debug, Clone, Default)]
 pub struct JitHistory {
-    /// JVMs whose stream holds JIT records (the others say nothing either way).
-    pids: Vec<u32>,
-    /// (pid, method) -> (time, compiled versions alive from then), by time.
-    live: HashMap<(u32, MethodIdx), Vec<(u64, i32)>>,
+    /// Per JVM whose stream holds JIT records (the others say nothing either
+    /// way): its pid and its methods' histories. Indexed, not hashed: the
+    /// report asks once per invocation.
+    live: Vec<(u32, Vec<CompiledVersions>)>,
     /// Method -> the first time it had compiled code in any JVM.
     first: HashMap<MethodIdx, u64>,
 }
@@ -250,10 +253,13 @@ pub struct JitHistory {
 impl JitHistory {
     /// Adds one JVM's loads (`true`) and unloads of resolved methods.
     fn add(&mut self, pid: u32, mut changes: Vec<(MethodIdx, u64, bool)>) {
-        self.pids.push(pid);
         changes.sort_by_key(|&(m, ts, load)| (m, ts, !load));
+        let mut by_method: Vec<CompiledVersions> = Vec::new();
         for (m, ts, load) in changes {
-            let v = self.live.entry((pid, m)).or_default();
+            if by_method.len() <= m as usize {
+                by_method.resize(m as usize + 1, Vec::new());
+            }
+            let v = &mut by_method[m as usize];
             let n = v.last().map_or(0, |&(_, n)| n) + if load { 1 } else { -1 };
             v.push((ts, n.max(0)));
             if n > 0 {
@@ -261,6 +267,7 @@ impl JitHistory {
                 *first = (*first).min(ts);
             }
         }
+        self.live.push((pid, by_method));
     }
 
     /// Whether method `m` of JVM `pid` had compiled code at time `ts`:
@@ -268,12 +275,8 @@ impl JitHistory {
     /// inlined into a compiled caller without code of its own counts as not
     /// compiled; code made not entrant counts until the JVM unloads it.
     pub fn compiled_at(&self, pid: u32, m: MethodIdx, ts: u64) -> Option<bool> {
-        if !self.pids.contains(&pid) {
-            return None;
-        }
-        let Some(v) = self.live.get(&(pid, m)) else {
-            return Some(false);
-        };
+        let (_, by_method) = self.live.iter().find(|(p, _)| *p == pid)?;
+        let v = by_method.get(m as usize).map_or(&[][..], |v| &v[..]);
         let i = v.partition_point(|&(t, _)| t <= ts);
         Some(i > 0 && v[i - 1].1 > 0)
     }
