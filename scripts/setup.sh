@@ -2,8 +2,9 @@
 # Installs what jtrace needs to build and run on a fresh Debian machine:
 # clang + libbpf build deps for the eBPF programs, libclang for bindgen,
 # bpftool for vmlinux.h, taskset and chromium for the tests, perf and
-# bpftrace for the comparison benchmark (bpf/bench/run.sh). Idempotent;
-# needs root.
+# bpftrace for the comparison benchmark (bpf/bench/run.sh), and the
+# unprivileged account of the security tests (scripts/test-user.sh).
+# Idempotent; needs root.
 set -euo pipefail
 pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace)
 missing=()
@@ -22,3 +23,4 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 2; }
 command -v javac >/dev/null || { echo "setup: a JDK (javac) is required" >&2; exit 2; }
 [ -r /sys/kernel/btf/vmlinux ] || { echo "setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); jtrace needs CONFIG_DEBUG_INFO_BTF" >&2; exit 2; }
+[ "$(id -u)" != 0 ] || bash "$(dirname "$0")/test-user.sh"

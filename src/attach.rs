@@ -30,7 +30,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::run::{self, kernel_events, KernelArgs, Owner};
+use crate::run::{self, kernel_events, KernelArgs};
+use crate::trace_dir::TraceDir;
+use crate::user::User;
 
 /// Arguments of `jtrace attach`.
 #[derive(clap::Args)]
@@ -76,19 +78,12 @@ pub struct Jvm {
     pub pid: u32,
     /// Pid inside its own pid namespace (HotSpot names its files with it).
     pub nspid: u32,
-    /// Effective user and group of the JVM.
-    pub uid: u32,
-    /// Effective group of the JVM.
-    pub gid: u32,
+    /// Effective user, group and groups of the JVM.
+    pub(crate) user: User,
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
     status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim)
-}
-
-/// The second column of a `Uid:`/`Gid:` line (real, effective, saved, fs).
-fn effective_id(status: &str, key: &str) -> Option<u32> {
-    status_field(status, key)?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Whether the process catches SIGQUIT (HotSpot does unless -Xrs).
@@ -127,10 +122,10 @@ pub fn inspect(pid: u32) -> anyhow::Result<Jvm> {
         .and_then(|v| v.split_whitespace().last())
         .and_then(|v| v.parse().ok())
         .unwrap_or(pid);
-    let (Some(uid), Some(gid)) = (effective_id(&status, "Uid:"), effective_id(&status, "Gid:")) else {
+    let Some(user) = User::from_proc_status(&status) else {
         bail!("cannot read the user of process {pid}");
     };
-    let jvm = Jvm { pid, nspid, uid, gid };
+    let jvm = Jvm { pid, nspid, user };
     if attach_disabled(&jvm) {
         bail!(
             "the JVM {pid} was started with -XX:+DisableAttachMechanism: it refuses dynamic attach; \
@@ -145,7 +140,8 @@ pub fn inspect(pid: u32) -> anyhow::Result<Jvm> {
 /// "attachable"), else -XX:+DisableAttachMechanism on its command line or in
 /// the environment variables the launcher reads.
 fn attach_disabled(jvm: &Jvm) -> bool {
-    if let Some(caps) = perf_capabilities(jvm) {
+    // The hsperfdata directory is the JVM user's: read it as them.
+    if let Some(caps) = jvm.user.run_as(|| Ok(perf_capabilities(jvm))).ok().flatten() {
         return caps.first() == Some(&b'0');
     }
     let flag = "-XX:+DisableAttachMechanism";
@@ -175,11 +171,11 @@ fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
         // process with the same pid must not decide).
         use std::os::unix::fs::MetadataExt;
         if !d.file_name().to_string_lossy().starts_with("hsperfdata_")
-            || !d.metadata().is_ok_and(|m| m.uid() == jvm.uid)
+            || !d.metadata().is_ok_and(|m| m.uid() == jvm.user.uid.as_raw())
         {
             continue;
         }
-        let Ok(data) = std::fs::read(d.path().join(jvm.nspid.to_string())) else {
+        let Ok(data) = read_regular(&d.path().join(jvm.nspid.to_string())) else {
             continue;
         };
         let key = b"sun.rt.jvmCapabilities\0";
@@ -197,39 +193,22 @@ fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
     None
 }
 
-/// Runs `f` on a new thread whose effective user and group are the JVM's
-/// (only that thread's credentials change: raw syscalls, not glibc's
-/// process-wide wrappers), so files it creates belong to that user and the
-/// JVM accepts it as a peer.
-fn as_user<T: Send>(uid: u32, gid: u32, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: plain syscalls on the calling thread; -1 keeps a field.
-            unsafe {
-                if libc::syscall(
-                    libc::SYS_setresgid,
-                    -1 as libc::c_long,
-                    gid as libc::c_long,
-                    -1 as libc::c_long,
-                ) != 0
-                    || libc::syscall(
-                        libc::SYS_setresuid,
-                        -1 as libc::c_long,
-                        uid as libc::c_long,
-                        -1 as libc::c_long,
-                    ) != 0
-                {
-                    bail!(
-                        "cannot take the identity of the JVM's user (uid {uid}, gid {gid}): {}",
-                        std::io::Error::last_os_error()
-                    );
-                }
-            }
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the attach thread panicked")))
-    })
+/// Reads `path` if it is a regular file: a link there is not followed, a
+/// FIFO not waited on.
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut data)?;
+    Ok(data)
 }
 
 fn alive(pid: u32) -> bool {
@@ -245,7 +224,6 @@ fn is_socket(p: &Path) -> bool {
 /// Makes the JVM start its attach listener (trigger file + SIGQUIT); runs
 /// as the JVM's user.
 fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt;
     let status = std::fs::read_to_string(format!("/proc/{}/status", jvm.pid)).unwrap_or_default();
     if !catches_sigquit(&status) {
         bail!(
@@ -254,20 +232,23 @@ fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
             jvm.pid
         );
     }
-    let euid = unsafe { libc::geteuid() };
     let candidates = [
         PathBuf::from(format!("/proc/{}/cwd/.attach_pid{}", jvm.pid, jvm.nspid)),
         PathBuf::from(format!("/proc/{}/root/tmp/.attach_pid{}", jvm.pid, jvm.nspid)),
     ];
     let mut trigger = None;
     for c in &candidates {
-        if std::fs::File::create(c).is_ok() {
-            // Some file systems change the owner; HotSpot would not trust it.
-            if std::fs::metadata(c).is_ok_and(|m| m.uid() == euid) {
+        match create_trigger(c) {
+            Ok(true) => {
                 trigger = Some(c.clone());
                 break;
             }
-            let _ = std::fs::remove_file(c);
+            // Ours, but some file systems change the owner and HotSpot
+            // would not trust it.
+            Ok(false) => {
+                let _ = std::fs::remove_file(c);
+            }
+            Err(_) => {}
         }
     }
     let Some(trigger) = trigger else {
@@ -306,11 +287,30 @@ fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
     result
 }
 
+/// Creates the attach trigger file at `path` (or opens the one there),
+/// never following a link planted in the JVM's working directory and never
+/// truncating anything; whether the file is a regular one owned by us, the
+/// JVM's user (checked on the descriptor, not by name).
+fn create_trigger(path: &Path) -> std::io::Result<bool> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    Ok(
+        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && st.st_uid == rustix::process::geteuid().as_raw(),
+    )
+}
+
 /// Sends one attach command and returns the JVM's whole reply.
 fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<String> {
     let jvm = jvm.clone();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    as_user(jvm.uid, jvm.gid, move || {
+    jvm.user.clone().run_as(move || {
         let sock = PathBuf::from(format!("/proc/{}/root/tmp/.java_pid{}", jvm.pid, jvm.nspid));
         if !is_socket(&sock) {
             start_listener(&jvm, &sock)?;
@@ -407,19 +407,21 @@ pub fn load_agent(jvm: &Jvm, agent: &Path, options: &str) -> anyhow::Result<i32>
 
 /// Checks, as the JVM's user, that it can write the trace directory.
 fn check_writable_by_jvm(jvm: &Jvm, dir: &Path) -> anyhow::Result<()> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
-    as_user(jvm.uid, jvm.gid, move || {
-        // SAFETY: `c` is a valid C string; AT_EACCESS checks the effective ids.
-        let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK | libc::X_OK, libc::AT_EACCESS) };
-        if rc != 0 {
-            bail!(
-                "the JVM runs as uid {} and cannot write the trace directory {} ({}); choose one it can reach with -o",
-                jvm.uid,
-                dir.display(),
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
+    use rustix::fs::{Access, AtFlags};
+    jvm.user.run_as(|| {
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            dir,
+            Access::WRITE_OK | Access::EXEC_OK,
+            AtFlags::EACCESS,
+        )
+        .with_context(|| {
+            format!(
+                "the JVM runs as uid {} and cannot write the trace directory {}; choose one it can reach with -o",
+                jvm.user.uid.as_raw(),
+                dir.display()
+            )
+        })
     })
 }
 
@@ -431,13 +433,15 @@ struct StreamState {
     errors: Vec<String>,
 }
 
-fn read_stream(path: &Path) -> StreamState {
+/// Reads the agent's stream file `name`, written by the JVM's user into
+/// the trace directory (so opened without following links).
+fn read_stream(dir: &TraceDir, name: &str) -> StreamState {
     let mut st = StreamState {
         started: false,
         ended: false,
         errors: Vec::new(),
     };
-    let Ok(data) = std::fs::read(path) else { return st };
+    let Ok(data) = dir.read_file(name) else { return st };
     let h = jtrace_format::FILE_HEADER_LEN;
     if data.len() < h {
         return st;
@@ -489,13 +493,9 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         return stop_orphan(args.pid);
     }
     let jvm = inspect(args.pid)?;
-    let owner = run::invoking_user()?;
-    let jvm_owner = Owner {
-        uid: jvm.uid,
-        gid: jvm.gid,
-    };
+    let owner = User::invoking()?;
     let agent = run::agent_path()?;
-    run::check_readable_by(&agent, jvm_owner)?;
+    run::check_readable_by(&agent, &jvm.user)?;
     jtrace_bpf::required_kernel_features()?;
     let out = args
         .output
@@ -507,13 +507,13 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let conf = run::agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
     // While recording, the directory belongs to the JVM's user (the agent
     // writes its stream there); it is handed to the invoking user at the end.
-    run::prepare_output(&out, jvm_owner)?;
-    if let Err(e) = check_writable_by_jvm(&jvm, &out) {
-        let _ = std::fs::remove_dir(&out);
+    let dir = TraceDir::prepare(&out, &owner)?;
+    if let Err(e) = dir.lend_to(&jvm.user).and_then(|()| check_writable_by_jvm(&jvm, &out)) {
+        dir.discard();
         return Err(e);
     }
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
-    std::fs::write(&conf_path, conf)?;
+    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
     let command: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", jvm.pid))
         .map(|b| {
             b.split(|&c| c == 0)
@@ -535,25 +535,27 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         methods: args.methods.clone(),
         ..Default::default()
     };
-    meta.store(&out)?;
+    dir.store_meta(&meta)?;
     // JVMTI reports no safepoints: probe the JVM's libjvm.so for them, as
     // `run` and `record` do.
     let lib_calls = run::with_safepoints(lib_calls, jtrace_bpf::safepoints::libjvm_of_pid(jvm.pid));
-    let mut kcfg = args.kernel.config(&out, lib_calls);
-    kcfg.pids = vec![jvm.pid];
-    let recorder = match KernelRecorder::start(kcfg) {
+    let recorder = args.kernel.config(&dir, lib_calls).and_then(|mut kcfg| {
+        kcfg.pids = vec![jvm.pid];
+        KernelRecorder::start(kcfg)
+    });
+    let recorder = match recorder {
         Ok(r) => r,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&out);
+            dir.discard();
             return Err(e.context("cannot start kernel tracing"));
         }
     };
-    run::hand_over(&out, jvm_owner)?;
+    dir.hand_over(&jvm.user)?;
     run::install_stop_handlers();
 
-    let stream = out.join(format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid));
+    let stream = format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid);
     let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
-    let state = read_stream(&stream);
+    let state = read_stream(&dir, &stream);
     let no_answer = started.is_err();
     let failure = match started {
         Err(e) => Some(e.context(format!("cannot load the agent into the JVM {}", jvm.pid))),
@@ -588,7 +590,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
             let _ = load_agent(&jvm, &agent, "stop");
         }
         let _ = recorder.stop();
-        let _ = std::fs::remove_dir_all(&out);
+        dir.discard();
         return Err(e);
     }
     for m in &state.errors {
@@ -612,13 +614,13 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         }
     }
     let stats = run::stop_kernel(recorder, &mut meta)?;
-    let state = read_stream(&stream);
+    let state = read_stream(&dir, &stream);
     if problem.is_none() && !state.ended {
         problem = Some("the agent's stream has no end record".into());
     }
     meta.complete = problem.is_none();
-    meta.store(&out)?;
-    run::hand_over(&out, owner)?;
+    dir.store_meta(&meta)?;
+    dir.hand_over(&owner)?;
     if let Some(p) = &problem {
         eprintln!("jtrace: {p}; the JVM side of the trace is a readable prefix");
     }
@@ -654,8 +656,6 @@ mod tests {
     #[test]
     fn status_parsing() {
         let s = "Name:\tjava\nUid:\t1000\t1001\t1000\t1001\nGid:\t50\t51\t50\t51\nSigCgt:\t0000000000000004\n";
-        assert_eq!(effective_id(s, "Uid:"), Some(1001));
-        assert_eq!(effective_id(s, "Gid:"), Some(51));
         assert!(catches_sigquit(s));
         assert!(!catches_sigquit("SigCgt:\t0000000000000002\n"));
     }

@@ -3,6 +3,8 @@
 
 mod attach;
 mod run;
+mod trace_dir;
+mod user;
 mod views;
 
 use anyhow::Context;

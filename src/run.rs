@@ -6,11 +6,12 @@
 //! trace's metadata is written first as incomplete and rewritten as complete
 //! only when everything is flushed.
 
+use crate::trace_dir::TraceDir;
+use crate::user::User;
 use anyhow::{bail, Context};
 use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig, SyscallMode};
 use jtrace_merge::Meta;
 use std::ffi::CString;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -92,14 +93,16 @@ impl KernelArgs {
         Ok(specs)
     }
 
-    pub(crate) fn config(&self, out: &Path, lib_calls: Vec<LibCallSpec>) -> RecorderConfig {
-        let mut cfg = RecorderConfig::new(out.join(jtrace_format::KERNEL_FILE));
+    /// The recorder's configuration, writing a new kernel.bin in `dir`.
+    pub(crate) fn config(&self, dir: &TraceDir, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<RecorderConfig> {
+        let name = jtrace_format::KERNEL_FILE;
+        let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));
         cfg.ringbuf_bytes = self.ringbuf_bytes.unwrap_or(self.ringbuf_mb << 20);
         cfg.syscalls = self.syscalls.parse().unwrap_or(SyscallMode::Blocked);
         cfg.page_faults = !self.no_page_faults;
         cfg.block_io = !self.no_block_io;
         cfg.lib_calls = lib_calls;
-        cfg
+        Ok(cfg)
     }
 }
 
@@ -167,29 +170,6 @@ pub(crate) fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
-/// The user the command runs as: the one who invoked sudo, else ourselves.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Owner {
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
-}
-
-pub(crate) fn invoking_user() -> anyhow::Result<Owner> {
-    let parse = |k: &str| -> anyhow::Result<Option<u32>> {
-        match std::env::var(k) {
-            Ok(v) => Ok(Some(v.parse().with_context(|| format!("{k}={v} is not a number"))?)),
-            Err(_) => Ok(None),
-        }
-    };
-    match (parse("SUDO_UID")?, parse("SUDO_GID")?) {
-        (Some(uid), Some(gid)) => Ok(Owner { uid, gid }),
-        _ => Ok(Owner {
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
-        }),
-    }
-}
-
 /// Finds libjtrace_agent.so: $JTRACE_AGENT, else next to the jtrace binary.
 pub(crate) fn agent_path() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("JTRACE_AGENT") {
@@ -212,86 +192,25 @@ pub(crate) fn agent_path() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// The JVM runs as `owner` and must be able to read the agent.
-pub(crate) fn check_readable_by(path: &Path, owner: Owner) -> anyhow::Result<()> {
-    if owner.uid == 0 {
-        return Ok(());
-    }
-    let mut p = Some(path);
-    let mut first = true;
-    while let Some(cur) = p {
-        let md = std::fs::metadata(cur)?;
-        let mode = md.permissions().mode();
-        let need = if first { 0o4 } else { 0o1 };
-        let ok = if md.uid() == owner.uid {
-            mode & (need << 6) != 0
-        } else if md.gid() == owner.gid {
-            mode & (need << 3) != 0
-        } else {
-            mode & need != 0
-        };
-        if !ok {
-            bail!(
-                "the traced command runs as uid {} and cannot {} {} (needed to load the agent {}); \
-                 install jtrace where other users can read it, or set JTRACE_AGENT",
-                owner.uid,
-                if first { "read" } else { "enter" },
-                cur.display(),
+/// The JVM runs as `user` and must be able to read the agent (checked
+/// with that user's credentials, so groups and ACLs count).
+pub(crate) fn check_readable_by(path: &Path, user: &User) -> anyhow::Result<()> {
+    user.run_as(|| {
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::Access::READ_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .with_context(|| {
+            format!(
+                "the traced command runs as uid {} and cannot read the agent {}; \
+                     install jtrace where other users can read it, or set JTRACE_AGENT",
+                user.uid.as_raw(),
                 path.display()
-            );
-        }
-        first = false;
-        p = cur.parent();
-    }
-    Ok(())
-}
-
-/// Prepares the output directory: creates it, or empties an earlier trace.
-pub(crate) fn prepare_output(dir: &Path, owner: Owner) -> anyhow::Result<()> {
-    if dir.exists() {
-        if !dir.is_dir() {
-            bail!("output {} exists and is not a directory", dir.display());
-        }
-        let entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
-        let is_trace = dir.join(jtrace_format::META_FILE).exists();
-        if !entries.is_empty() && !is_trace {
-            bail!(
-                "output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it",
-                dir.display()
-            );
-        }
-        for e in entries {
-            let p = e.path();
-            if p.is_dir() {
-                bail!(
-                    "output {} contains a directory {}; refusing to overwrite it",
-                    dir.display(),
-                    p.display()
-                );
-            }
-            std::fs::remove_file(&p)?;
-        }
-    } else {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    chown(dir, owner)?;
-    Ok(())
-}
-
-fn chown(p: &Path, owner: Owner) -> anyhow::Result<()> {
-    std::os::unix::fs::chown(p, Some(owner.uid), Some(owner.gid))
-        .with_context(|| format!("cannot hand {} to uid {}", p.display(), owner.uid))
-}
-
-/// Hands every file of the trace to the user, readable by them only.
-pub(crate) fn hand_over(dir: &Path, owner: Owner) -> anyhow::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
-        chown(&p, owner)?;
-    }
-    chown(dir, owner)
+            )
+        })
+    })
 }
 
 /// The agent's configuration: the user's JPMT file (minus `output`), then
@@ -358,7 +277,7 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitCode> {
-    let owner = invoking_user()?;
+    let owner = User::invoking()?;
     let agent = agent_path()?;
     if agent.to_string_lossy().chars().any(char::is_whitespace) {
         bail!(
@@ -366,7 +285,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
             agent.display()
         );
     }
-    check_readable_by(&agent, owner)?;
+    check_readable_by(&agent, &owner)?;
     jtrace_bpf::required_kernel_features()?;
     let out = args
         .output
@@ -383,9 +302,9 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     // Build the agent's configuration before touching the disk, so bad
     // input leaves nothing behind.
     let conf = agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
-    prepare_output(&out, owner)?;
+    let dir = TraceDir::prepare(&out, &owner)?;
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
-    std::fs::write(&conf_path, conf)?;
+    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
 
     let mut meta = Meta {
         format: "jtrace".into(),
@@ -399,20 +318,24 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
         methods: args.methods.clone(),
         ..Default::default()
     };
-    meta.store(&out)?;
+    dir.store_meta(&meta)?;
 
     let libjvm = jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]);
-    let mut kcfg = args.kernel.config(&out, with_safepoints(lib_calls, libjvm));
-    kcfg.launcher_tgid = Some(std::process::id());
-    let recorder = KernelRecorder::start(kcfg);
+    let recorder = args
+        .kernel
+        .config(&dir, with_safepoints(lib_calls, libjvm))
+        .and_then(|mut kcfg| {
+            kcfg.launcher_tgid = Some(std::process::id());
+            KernelRecorder::start(kcfg)
+        });
     let recorder = match recorder {
         Ok(r) => r,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&out);
+            dir.discard();
             return Err(e.context("cannot start kernel tracing"));
         }
     };
-    hand_over(&out, owner)?;
+    dir.hand_over(&owner)?;
 
     let mut tool_opts = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
     if !tool_opts.is_empty() {
@@ -423,12 +346,12 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     install_signal_forwarding();
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]).env("JAVA_TOOL_OPTIONS", &tool_opts);
-    if owner.uid != unsafe { libc::getuid() } || owner.gid != unsafe { libc::getgid() } {
-        cmd.uid(owner.uid).gid(owner.gid);
+    if !owner.is_current() {
+        cmd.uid(owner.uid.as_raw()).gid(owner.gid.as_raw());
         // std drops supplementary groups when changing uid as root; give the
         // user theirs back, as a login would.
-        if let Some(name) = user_name(owner.uid) {
-            let gid = owner.gid;
+        if let Some(name) = user_name(owner.uid.as_raw()) {
+            let gid = owner.gid.as_raw();
             unsafe {
                 cmd.pre_exec(move || {
                     libc::initgroups(name.as_ptr(), gid);
@@ -447,7 +370,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
         }
         Err(e) => {
             let _ = recorder.stop();
-            let _ = std::fs::remove_dir_all(&out);
+            dir.discard();
             eprintln!("jtrace: cannot run {}: {e}", args.command[0]);
             return Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
                 127
@@ -463,8 +386,8 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     };
     meta.exit_code = Some(code);
     meta.complete = true;
-    meta.store(&out)?;
-    hand_over(&out, owner)?;
+    dir.store_meta(&meta)?;
+    dir.hand_over(&owner)?;
     eprintln!(
         "jtrace: trace written to {} ({}); read it with `jtrace text {}` or `jtrace report {}`",
         out.display(),
@@ -575,7 +498,7 @@ pub fn record(args: RecordArgs) -> ExitCode {
 }
 
 fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
-    let owner = invoking_user()?;
+    let owner = User::invoking()?;
     jtrace_bpf::required_kernel_features()?;
     let out = std::path::absolute(&args.output)?;
     let command: Vec<String> = std::fs::read(format!("/proc/{}/cmdline", args.pid))
@@ -586,7 +509,7 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
                 .collect()
         })
         .unwrap_or_default();
-    prepare_output(&out, owner)?;
+    let dir = TraceDir::prepare(&out, &owner)?;
     let mut meta = Meta {
         format: "jtrace".into(),
         version: jtrace_format::FORMAT_VERSION,
@@ -599,18 +522,23 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         pid: args.pid,
         ..Default::default()
     };
-    meta.store(&out)?;
+    dir.store_meta(&meta)?;
     let libjvm = jtrace_bpf::safepoints::libjvm_of_pid(args.pid);
-    let mut kcfg = args.kernel.config(&out, with_safepoints(lib_calls, libjvm));
-    kcfg.pids = vec![args.pid];
-    let recorder = match KernelRecorder::start(kcfg) {
+    let recorder = args
+        .kernel
+        .config(&dir, with_safepoints(lib_calls, libjvm))
+        .and_then(|mut kcfg| {
+            kcfg.pids = vec![args.pid];
+            KernelRecorder::start(kcfg)
+        });
+    let recorder = match recorder {
         Ok(r) => r,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&out);
+            dir.discard();
             return Err(e.context("cannot start kernel tracing"));
         }
     };
-    hand_over(&out, owner)?;
+    dir.hand_over(&owner)?;
     install_stop_handlers();
     eprintln!(
         "jtrace: recording pid {}{}",
@@ -623,8 +551,8 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
     let why = wait_for_stop(args.pid, args.duration);
     let stats = stop_kernel(recorder, &mut meta)?;
     meta.complete = true;
-    meta.store(&out)?;
-    hand_over(&out, owner)?;
+    dir.store_meta(&meta)?;
+    dir.hand_over(&owner)?;
     eprintln!(
         "jtrace: {why}; trace written to {} ({}); read it with `jtrace text {}`",
         out.display(),

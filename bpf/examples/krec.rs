@@ -34,7 +34,7 @@ fn run() -> Result<ExitCode> {
     if cmd.is_empty() {
         bail!("no command after --");
     }
-    let mut cfg = RecorderConfig::new(out);
+    let mut cfg = RecorderConfig::create(out)?;
     cfg.launcher_tgid = Some(std::process::id());
     while let [flag, value, rest @ ..] = flags {
         match flag.as_str() {

@@ -26,7 +26,7 @@
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use jtrace_bpf::{KernelRecorder, RecorderConfig};
-//! let mut cfg = RecorderConfig::new("trace/kernel.bin");
+//! let mut cfg = RecorderConfig::create("trace/kernel.bin")?;
 //! cfg.launcher_tgid = Some(std::process::id());
 //! let rec = KernelRecorder::start(cfg)?;
 //! // ... spawn and wait for the traced command ...
@@ -202,10 +202,14 @@ pub fn required_kernel_features() -> Result<()> {
 }
 
 /// What to record and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct RecorderConfig {
-    /// Path of the kernel stream file (`kernel.bin`); created or truncated.
-    pub out: PathBuf,
+    /// The kernel stream file (`kernel.bin`), empty and open for writing.
+    /// Its opener decides how it is created: jtrace runs as root and opens
+    /// it relative to the trace directory without following links.
+    pub out: File,
+    /// The stream file's name, for messages.
+    pub out_name: PathBuf,
     /// Process id of the launcher: new processes it forks (not its own new
     /// threads) are traced, with their descendants. `None` for attach mode.
     pub launcher_tgid: Option<u32>,
@@ -226,11 +230,12 @@ pub struct RecorderConfig {
 }
 
 impl RecorderConfig {
-    /// A configuration writing to `out`, tracing nothing yet, with the
-    /// default ring buffer size.
-    pub fn new(out: impl Into<PathBuf>) -> Self {
+    /// A configuration writing to the open file `out` (named `out_name` in
+    /// messages), tracing nothing yet, with the default ring buffer size.
+    pub fn new(out: File, out_name: impl Into<PathBuf>) -> Self {
         RecorderConfig {
-            out: out.into(),
+            out,
+            out_name: out_name.into(),
             launcher_tgid: None,
             pids: Vec::new(),
             ringbuf_bytes: DEFAULT_RINGBUF_BYTES,
@@ -239,6 +244,14 @@ impl RecorderConfig {
             block_io: true,
             lib_calls: Vec::new(),
         }
+    }
+
+    /// [`RecorderConfig::new`] on a file created (or truncated) at `path`,
+    /// for callers whose path no other user controls.
+    pub fn create(path: impl Into<PathBuf>) -> Result<Self> {
+        let path = path.into();
+        let out = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(RecorderConfig::new(out, path))
     }
 }
 
@@ -309,9 +322,12 @@ impl KernelRecorder {
                 page_size()
             );
         }
-        let mut file = File::create(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
+        let mut file = cfg
+            .out
+            .try_clone()
+            .with_context(|| format!("using {}", cfg.out_name.display()))?;
         file.write_all(&FileHeader::new(KERNEL_MAGIC).to_bytes())
-            .with_context(|| format!("writing {}", cfg.out.display()))?;
+            .with_context(|| format!("writing {}", cfg.out_name.display()))?;
         // The names of the library-call probe ids, before any LIB_CALL.
         let mut enc = Encoder::new();
         for (i, p) in probes.iter().enumerate() {
@@ -326,7 +342,7 @@ impl KernelRecorder {
             });
         }
         file.write_all(&enc.buf)
-            .with_context(|| format!("writing {}", cfg.out.display()))?;
+            .with_context(|| format!("writing {}", cfg.out_name.display()))?;
 
         // The skeleton borrows its object and the ring buffer borrows the
         // skeleton, so all of them live on the consumer thread's stack; the
@@ -573,11 +589,11 @@ fn record(
     stats.records += stats.probe_defs;
     let Sink { out, error, .. } = sink.into_inner();
     if let Some(e) = error {
-        return Err(e).with_context(|| format!("writing {}", cfg.out.display()));
+        return Err(e).with_context(|| format!("writing {}", cfg.out_name.display()));
     }
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()
-        .with_context(|| format!("fsync {}", cfg.out.display()))?;
+        .with_context(|| format!("fsync {}", cfg.out_name.display()))?;
     Ok(stats)
 }
 

@@ -32,7 +32,7 @@ impl Drop for TempDir {
 }
 
 fn config(dir: &TempDir) -> RecorderConfig {
-    let mut cfg = RecorderConfig::new(dir.0.join("kernel.bin"));
+    let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.launcher_tgid = Some(std::process::id());
     cfg
 }
@@ -266,7 +266,7 @@ fn traces_running_pid_but_not_launcher_threads() {
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut cfg = RecorderConfig::new(dir.0.join("kernel.bin"));
+    let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.pids = vec![child.id()];
     cfg.ringbuf_bytes = 1 << 16;
     let rec = KernelRecorder::start(cfg).expect("start recorder");
@@ -295,21 +295,24 @@ fn traces_running_pid_but_not_launcher_threads() {
 #[test]
 fn rejects_bad_configuration() {
     let dir = TempDir::new("bad");
-    let mut cfg = RecorderConfig::new(dir.0.join("kernel.bin"));
+    let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.ringbuf_bytes = 3 << 20;
     let e = KernelRecorder::start(cfg).unwrap_err().to_string();
     assert!(e.contains("power of two"), "{e}");
 
-    let mut cfg = RecorderConfig::new(dir.0.join("kernel.bin"));
+    let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.pids = vec![u32::MAX - 1];
     let e = format!("{:#}", KernelRecorder::start(cfg).unwrap_err());
     assert!(e.contains("no such process"), "{e}");
 
-    let cfg = RecorderConfig::new(dir.0.join("no/such/dir/kernel.bin"));
-    let e = format!("{:#}", KernelRecorder::start(cfg).unwrap_err());
+    let e = format!(
+        "{:#}",
+        RecorderConfig::create(dir.0.join("no/such/dir/kernel.bin")).unwrap_err()
+    );
     assert!(e.contains("no/such/dir"), "{e}");
 
-    assert_eq!(RecorderConfig::new("x").ringbuf_bytes, DEFAULT_RINGBUF_BYTES);
+    let cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
+    assert_eq!(cfg.ringbuf_bytes, DEFAULT_RINGBUF_BYTES);
     jtrace_bpf::required_kernel_features().unwrap();
 }
 

@@ -1,8 +1,14 @@
 //! `meta.json`: what a trace directory says about itself.
 
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::Path;
+
+/// The temporary file `meta.json` is written to before it is renamed.
+const META_TMP: &str = ".meta.json.tmp";
 
 /// Contents of `meta.json`, written by `jtrace run` when recording ends.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -63,13 +69,43 @@ impl Meta {
         Ok(meta)
     }
 
-    /// Writes `meta.json` atomically (temporary file, then rename), so a
-    /// reader never sees half a file.
+    /// Writes `meta.json` into the directory at `dir` (not followed if it
+    /// is a symbolic link); see [`Meta::store_in`].
     pub fn store(&self, dir: &Path) -> anyhow::Result<()> {
-        let tmp = dir.join(".meta.json.tmp");
-        let path = dir.join(jtrace_format::META_FILE);
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
-        std::fs::rename(&tmp, &path)?;
+        let fd = rustix::fs::openat(
+            CWD,
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot open the trace directory {}: {e}", dir.display()))?;
+        self.store_in(&fd)
+    }
+
+    /// Writes `meta.json` (mode 0600) into the open directory `dir`
+    /// atomically: a new temporary file, then a rename, so that a reader
+    /// never sees half a file. Safe in a directory another user can write
+    /// (jtrace runs as root): nothing there is followed or reused, a stale
+    /// or planted temporary file is unlinked, not written through.
+    pub fn store_in(&self, dir: impl AsFd) -> anyhow::Result<()> {
+        let dir = dir.as_fd();
+        let bytes = serde_json::to_vec_pretty(self)?;
+        match rustix::fs::unlinkat(dir, META_TMP, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => anyhow::bail!("cannot remove the old {META_TMP}: {e}"),
+        }
+        let fd = rustix::fs::openat(
+            dir,
+            META_TMP,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot create {META_TMP}: {e}"))?;
+        std::fs::File::from(fd)
+            .write_all(&bytes)
+            .map_err(|e| anyhow::anyhow!("cannot write {META_TMP}: {e}"))?;
+        rustix::fs::renameat(dir, META_TMP, dir, jtrace_format::META_FILE)
+            .map_err(|e| anyhow::anyhow!("cannot rename {META_TMP} to {}: {e}", jtrace_format::META_FILE))?;
         Ok(())
     }
 

@@ -45,13 +45,15 @@ pub fn ensure_agent() {
     });
 }
 
-/// A fresh directory under the system temp dir, readable by other users.
+/// A fresh directory under the system temp dir, shared like /tmp (mode
+/// 1777): a test's invoking user (SUDO_UID) creates its trace directory
+/// there, as jtrace only creates one its user could create.
 pub fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jtrace-test-{}-{}-{}", name, std::process::id(), rand_suffix()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
     d
 }
 

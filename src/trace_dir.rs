@@ -1,0 +1,262 @@
+//! The trace directory, held open by a file descriptor.
+//!
+//! jtrace runs as root, and while it records, the directory belongs to the
+//! traced user, who can plant links and other files in it. So the directory
+//! is created (or taken over) with the invoking user's credentials and
+//! opened without following a link; every file jtrace then creates, reads
+//! or hands over in it is opened relative to that descriptor without
+//! following links (new files with O_EXCL), and changed through its own
+//! descriptor, never by name (DESIGN.md invariant 6).
+
+use crate::user::User;
+use anyhow::{bail, Context};
+use jtrace_merge::Meta;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::io::Errno;
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// Mode of the trace directory: its owner only.
+const DIR_MODE: u32 = 0o700;
+/// Mode of the files in it: readable by their owner only.
+const FILE_MODE: u32 = 0o600;
+
+/// An open trace directory (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct TraceDir {
+    fd: OwnedFd,
+    path: PathBuf,
+    creator: User,
+}
+
+impl TraceDir {
+    /// Makes `path` the output directory, acting as `creator` (the invoking
+    /// user): creates it (and missing parents) if it does not exist, so that
+    /// only a directory that user could create is made; or takes over an
+    /// earlier trace of theirs, emptied. Refuses a symbolic link, another
+    /// user's directory, and a non-empty directory that is not a jtrace
+    /// trace. The directory is left mode 0700, owned by `creator`.
+    pub(crate) fn prepare(path: &Path, creator: &User) -> anyhow::Result<TraceDir> {
+        let fd = open_as_creator(path, creator)?;
+        rustix::fs::fchown(&fd, Some(creator.uid), Some(creator.gid))
+            .with_context(|| format!("cannot hand {} to uid {}", path.display(), creator.uid.as_raw()))?;
+        Ok(TraceDir {
+            fd,
+            path: path.to_path_buf(),
+            creator: creator.clone(),
+        })
+    }
+
+    /// The directory's path (as given, made absolute).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Gives the directory (not its files) to `user`, who is to write into
+    /// it while recording (attach: the JVM's user).
+    pub(crate) fn lend_to(&self, user: &User) -> anyhow::Result<()> {
+        rustix::fs::fchown(&self.fd, Some(user.uid), Some(user.gid))
+            .with_context(|| format!("cannot hand {} to uid {}", self.path.display(), user.uid.as_raw()))
+    }
+
+    /// Creates the new file `name` (mode 0600) for writing; fails if
+    /// anything, a link included, is already there.
+    pub(crate) fn create_file(&self, name: &str) -> anyhow::Result<File> {
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(FILE_MODE),
+        )
+        .with_context(|| format!("cannot create {}", self.path.join(name).display()))?;
+        Ok(File::from(fd))
+    }
+
+    /// Writes the new file `name` (see [`TraceDir::create_file`]).
+    pub(crate) fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        self.create_file(name)?
+            .write_all(bytes)
+            .with_context(|| format!("cannot write {}", self.path.join(name).display()))
+    }
+
+    /// Writes meta.json atomically, without following links.
+    pub(crate) fn store_meta(&self, meta: &Meta) -> anyhow::Result<()> {
+        meta.store_in(&self.fd)
+            .with_context(|| format!("cannot write the metadata of {}", self.path.display()))
+    }
+
+    /// Reads the file `name` if it is a regular file (a link, a FIFO or a
+    /// device there is an error, not followed or opened).
+    pub(crate) fn read_file(&self, name: &str) -> anyhow::Result<Vec<u8>> {
+        let c = CString::new(name)?;
+        let mut bytes = Vec::new();
+        self.open_regular(&c)?.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Hands every file jtrace or the agent wrote to `owner`, readable by
+    /// them only, then the directory itself (mode 0700). What is not a
+    /// regular file with a single link (something planted: a symbolic link,
+    /// a FIFO, a directory, a hard link to a file elsewhere) is left as it
+    /// is, with a warning.
+    pub(crate) fn hand_over(&self, owner: &User) -> anyhow::Result<()> {
+        for name in self.entries()? {
+            let shown = self.path.join(name.to_string_lossy().as_ref());
+            match self.open_regular(&name) {
+                Ok(file) => {
+                    rustix::fs::fchmod(&file, Mode::from_raw_mode(FILE_MODE))
+                        .and_then(|()| rustix::fs::fchown(&file, Some(owner.uid), Some(owner.gid)))
+                        .with_context(|| format!("cannot hand {} to uid {}", shown.display(), owner.uid.as_raw()))?;
+                }
+                Err(e) => eprintln!("jtrace: left {} as it is: {e:#}", shown.display()),
+            }
+        }
+        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(DIR_MODE))
+            .and_then(|()| rustix::fs::fchown(&self.fd, Some(owner.uid), Some(owner.gid)))
+            .with_context(|| format!("cannot hand {} to uid {}", self.path.display(), owner.uid.as_raw()))
+    }
+
+    /// Removes the directory after a failed start: its entries (unlinked
+    /// relative to the descriptor, never followed), then the directory
+    /// itself, by name but with its creator's rights. Best effort.
+    pub(crate) fn discard(self) {
+        if let Ok(names) = self.entries() {
+            for name in names {
+                let _ = rustix::fs::unlinkat(&self.fd, name.as_c_str(), AtFlags::empty());
+            }
+        }
+        // Its creator may remove it from the parent (a sticky /tmp too) once
+        // it is theirs again.
+        let _ = rustix::fs::fchown(&self.fd, Some(self.creator.uid), Some(self.creator.gid));
+        let path = self.path.clone();
+        let _ = self.creator.run_as(move || Ok(std::fs::remove_dir(&path)?));
+    }
+
+    /// The names in the directory, without `.` and `..`.
+    fn entries(&self) -> anyhow::Result<Vec<CString>> {
+        entries(&self.fd).with_context(|| format!("cannot list {}", self.path.display()))
+    }
+
+    /// Opens `name` for reading if it is a regular file with one link,
+    /// without following a link and without blocking on a FIFO.
+    fn open_regular(&self, name: &CStr) -> anyhow::Result<File> {
+        let before = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        let kind = FileType::from_raw_mode(before.st_mode);
+        if kind != FileType::RegularFile {
+            bail!("it is a {}, not a file jtrace wrote", type_name(kind));
+        }
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_ino != before.st_ino {
+            bail!("it was replaced while jtrace looked at it");
+        }
+        if st.st_nlink != 1 {
+            bail!("it has {} hard links, so it is also elsewhere", st.st_nlink);
+        }
+        Ok(File::from(fd))
+    }
+}
+
+/// The creator's side of [`TraceDir::prepare`], run with their credentials.
+fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<OwnedFd> {
+    let uid = creator.uid.as_raw();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {} as uid {uid}", parent.display()))?;
+    }
+    let created = match rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(DIR_MODE)) {
+        Ok(()) => true,
+        Err(Errno::EXIST) => false,
+        Err(e) => bail!(
+            "cannot create the output directory {} as uid {uid}: {e}",
+            path.display()
+        ),
+    };
+    let st = rustix::fs::statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+        .with_context(|| format!("cannot look at {} as uid {uid}", path.display()))?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => {}
+        FileType::Symlink => bail!(
+            "output {} is a symbolic link; refusing to write where it points (give the real directory)",
+            path.display()
+        ),
+        _ => bail!("output {} exists and is not a directory", path.display()),
+    }
+    let fd = rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .with_context(|| format!("cannot open the output directory {} as uid {uid}", path.display()))?;
+    if !created {
+        empty_earlier_trace(&fd, path)?;
+    }
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(DIR_MODE))
+        .with_context(|| format!("cannot make {} private", path.display()))?;
+    Ok(fd)
+}
+
+/// Empties an existing output directory if it is empty or a jtrace trace
+/// (it has a meta.json file) with no subdirectory; refuses anything else
+/// before removing a thing.
+fn empty_earlier_trace(dir: &OwnedFd, path: &Path) -> anyhow::Result<()> {
+    let names = entries(dir).with_context(|| format!("cannot list {}", path.display()))?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    let is_trace = rustix::fs::statat(dir, jtrace_format::META_FILE, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    if !is_trace {
+        bail!(
+            "output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it",
+            path.display()
+        );
+    }
+    for name in &names {
+        let st = rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            bail!(
+                "output {} contains a directory {}; refusing to overwrite it",
+                path.display(),
+                name.to_string_lossy()
+            );
+        }
+    }
+    for name in &names {
+        rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty())
+            .with_context(|| format!("cannot remove {} from {}", name.to_string_lossy(), path.display()))?;
+    }
+    Ok(())
+}
+
+/// The names in an open directory, without `.` and `..`.
+fn entries(dir: &OwnedFd) -> std::io::Result<Vec<CString>> {
+    let mut names = Vec::new();
+    for e in rustix::fs::Dir::read_from(dir)? {
+        let name = e?.file_name().to_owned();
+        if name.as_bytes() != b"." && name.as_bytes() != b".." {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+fn type_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "device",
+        FileType::Unknown => "file of unknown type",
+    }
+}

@@ -1,0 +1,159 @@
+//! Whose rights an action runs with. jtrace runs as root next to files that
+//! other users control: it reads, creates and removes them with those users'
+//! credentials (DESIGN.md invariant 6), and starts the traced command as the
+//! invoking user, with that user's supplementary groups.
+
+use anyhow::{bail, Context};
+use rustix::process::{Gid, Uid};
+use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
+
+/// A user's credentials: user, primary group and supplementary groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct User {
+    /// User id.
+    pub(crate) uid: Uid,
+    /// Primary group id.
+    pub(crate) gid: Gid,
+    /// Supplementary group ids.
+    pub(crate) groups: Vec<Gid>,
+}
+
+impl User {
+    /// The user who invoked jtrace: SUDO_UID and SUDO_GID, with the groups
+    /// of that account as a login gives them (`initgroups`), else jtrace's
+    /// own user, group and groups.
+    pub(crate) fn invoking() -> anyhow::Result<User> {
+        let parse = |k: &str| -> anyhow::Result<Option<u32>> {
+            match std::env::var(k) {
+                Ok(v) => Ok(Some(v.parse().with_context(|| format!("{k}={v} is not a number"))?)),
+                Err(_) => Ok(None),
+            }
+        };
+        match (parse("SUDO_UID")?, parse("SUDO_GID")?) {
+            (Some(uid), Some(gid)) => {
+                let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+                Ok(User {
+                    uid,
+                    gid,
+                    groups: account_groups(uid, gid)?,
+                })
+            }
+            _ => Ok(User {
+                uid: rustix::process::getuid(),
+                gid: rustix::process::getgid(),
+                groups: rustix::process::getgroups().context("cannot read jtrace's own groups")?,
+            }),
+        }
+    }
+
+    /// The effective user, group and supplementary groups of a process,
+    /// from its `/proc/PID/status` text; None if a line is missing.
+    pub(crate) fn from_proc_status(status: &str) -> Option<User> {
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+        // Uid: and Gid: list real, effective, saved and file-system ids.
+        let effective = |key: &str| -> Option<u32> { field(key)?.split_whitespace().nth(1)?.parse().ok() };
+        let groups = field("Groups:")?
+            .split_whitespace()
+            .map(|g| g.parse().ok().map(Gid::from_raw))
+            .collect::<Option<Vec<Gid>>>()?;
+        Some(User {
+            uid: Uid::from_raw(effective("Uid:")?),
+            gid: Gid::from_raw(effective("Gid:")?),
+            groups,
+        })
+    }
+
+    /// Whether jtrace itself runs as this user and group, so that a child
+    /// needs no change of identity.
+    pub(crate) fn is_current(&self) -> bool {
+        self.uid == rustix::process::getuid() && self.gid == rustix::process::getgid()
+    }
+
+    /// Runs `f` on a thread of its own whose effective user, group and
+    /// groups are this user's: files it opens or creates are checked against
+    /// and owned by this user, and a JVM accepts it as a peer. Only that
+    /// thread changes identity (raw syscalls, not glibc's process-wide
+    /// wrappers); needs root unless the user is jtrace's own.
+    pub(crate) fn run_as<T: Send>(&self, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let who = || format!("uid {}, gid {}", self.uid.as_raw(), self.gid.as_raw());
+                set_thread_groups(&self.groups).with_context(|| format!("cannot take the groups of {}", who()))?;
+                set_thread_res_gid(None, self.gid, None)
+                    .with_context(|| format!("cannot take the group of {}", who()))?;
+                set_thread_res_uid(None, self.uid, None)
+                    .with_context(|| format!("cannot take the identity of {}", who()))?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("a thread acting as uid {} panicked", self.uid.as_raw())))
+        })
+    }
+
+    /// Takes this user's identity for good, in a forked child before it
+    /// execs: supplementary groups first, then the group, then the user
+    /// (after which the others could not change any more). Every step is
+    /// checked; allocation-free, as the child of a threaded process must be.
+    pub(crate) fn become_for_exec(&self) -> std::io::Result<()> {
+        set_thread_groups(&self.groups)?;
+        set_thread_res_gid(self.gid, self.gid, self.gid)?;
+        set_thread_res_uid(self.uid, self.uid, self.uid)?;
+        Ok(())
+    }
+
+    /// "uid U, gid G, groups A B C", for messages.
+    pub(crate) fn describe(&self) -> String {
+        let groups: Vec<String> = self.groups.iter().map(|g| g.as_raw().to_string()).collect();
+        format!(
+            "uid {}, gid {}, groups {}",
+            self.uid.as_raw(),
+            self.gid.as_raw(),
+            if groups.is_empty() {
+                "none".into()
+            } else {
+                groups.join(" ")
+            }
+        )
+    }
+}
+
+/// The groups of the account `uid` with primary group `gid`, as
+/// `initgroups` sets them at login; just `gid` for a uid without an account.
+fn account_groups(uid: Uid, gid: Gid) -> anyhow::Result<Vec<Gid>> {
+    let account = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid.as_raw()))
+        .with_context(|| format!("cannot look up the account of uid {}", uid.as_raw()))?;
+    let Some(account) = account else {
+        return Ok(vec![gid]);
+    };
+    let name = std::ffi::CString::new(account.name.as_bytes())
+        .with_context(|| format!("account name {:?} contains a NUL byte", account.name))?;
+    let groups = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid.as_raw()))
+        .with_context(|| format!("cannot list the groups of {}", account.name))?;
+    if groups.is_empty() {
+        bail!("the account {} has no groups", account.name);
+    }
+    Ok(groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_status_parsing() {
+        let s = "Name:\tjava\nUid:\t1000\t1001\t1000\t1001\nGid:\t50\t51\t50\t51\nGroups:\t51 27 100 \n";
+        let u = User::from_proc_status(s).unwrap();
+        assert_eq!(u.uid.as_raw(), 1001);
+        assert_eq!(u.gid.as_raw(), 51);
+        assert_eq!(u.groups, [51, 27, 100].map(Gid::from_raw));
+        let none = User::from_proc_status("Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n").unwrap();
+        assert!(none.groups.is_empty());
+        assert!(User::from_proc_status("Uid:\t0\t0\t0\t0\n").is_none());
+    }
+
+    #[test]
+    fn root_has_its_groups() {
+        let g = account_groups(Uid::ROOT, Gid::ROOT).unwrap();
+        assert!(g.contains(&Gid::ROOT));
+    }
+}

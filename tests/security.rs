@@ -1,0 +1,272 @@
+//! Attacks on jtrace, which runs as root next to directories other users
+//! control (issue 15; DESIGN.md invariant 6). Each runs for real,
+//! as root, with the unprivileged account `jtrace-test` (supplementary group
+//! `jtrace-test-extra`; scripts/test-user.sh creates both) as the attacker,
+//! and checks that the files it aimed at are exactly as before.
+
+mod common;
+
+use common::*;
+use jtrace_merge::Trace;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The attacker's account.
+struct TestUser {
+    uid: u32,
+    gid: u32,
+    /// Its supplementary group `jtrace-test-extra`.
+    extra_gid: u32,
+}
+
+/// Creates the test account if missing (scripts/test-user.sh) and returns its ids.
+fn test_user() -> &'static TestUser {
+    static USER: OnceLock<TestUser> = OnceLock::new();
+    USER.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-user.sh");
+        let st = Command::new("bash").arg(script).status().expect("run test-user.sh");
+        assert!(st.success(), "cannot create the test account jtrace-test");
+        let id = |args: &[&str]| -> u32 {
+            let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+            assert!(o.status.success(), "{args:?} failed");
+            let out = String::from_utf8(o.stdout).unwrap();
+            // `getent group` prints name:x:gid:members.
+            let field = out.trim().split(':').nth(2).unwrap_or(out.trim()).to_string();
+            field.parse().unwrap()
+        };
+        TestUser {
+            uid: id(&["id", "-u", "jtrace-test"]),
+            gid: id(&["id", "-g", "jtrace-test"]),
+            extra_gid: id(&["getent", "group", "jtrace-test-extra"]),
+        }
+    })
+}
+
+/// A root-only file (0600) with `content`: what an attack aims at.
+fn root_file(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
+/// A directory with this owner and mode.
+fn dir_of(path: PathBuf, uid: u32, gid: u32, mode: u32) -> PathBuf {
+    std::fs::create_dir_all(&path).unwrap();
+    std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// Owner, mode and content of a file, or owner, mode and sorted entries
+/// (each with its own state) of a directory, not following links: equal
+/// before and after an attack means nothing was touched.
+fn state(p: &Path) -> String {
+    let md = std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let head = format!("{} uid {} gid {} mode {:o}", p.display(), md.uid(), md.gid(), md.mode());
+    if md.is_dir() {
+        let mut names: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().path()).collect();
+        names.sort();
+        let inner: Vec<String> = names.iter().map(|n| state(n)).collect();
+        format!("{head} [{}]", inner.join("; "))
+    } else if md.file_type().is_symlink() {
+        format!("{head} -> {}", std::fs::read_link(p).unwrap().display())
+    } else {
+        format!("{head} {:?}", std::fs::read(p).unwrap())
+    }
+}
+
+/// Runs `jtrace <args>` as root invoked through sudo by `uid`/`gid`.
+fn jtrace_as(uid: u32, gid: u32, args: &[&str]) -> Output {
+    ensure_agent();
+    let o = Command::new(jtrace())
+        .args(args)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .output()
+        .expect("run jtrace");
+    eprintln!("--- jtrace {args:?} stdout\n{}", String::from_utf8_lossy(&o.stdout));
+    eprintln!("--- jtrace stderr\n{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Item 1: during `jtrace run` the command (the invoking user) plants links
+/// in its trace directory to root's files: at `.meta.json.tmp` (root used
+/// to write the metadata through it), in place of meta.json, as an extra
+/// entry (root used to chown every entry to the user, following links), and
+/// a FIFO (which must not hang the hand-over). The root files stay as they
+/// were; the trace is complete and the user's; the planted entries are left
+/// as they are, with a warning.
+#[test]
+fn links_planted_during_run_are_not_followed() {
+    let u = test_user();
+    let base = tempdir("sec-links");
+    let secret = dir_of(base.join("secret"), 0, 0, 0o700);
+    let v1 = root_file(&secret, "victim1", "root file one\n");
+    let v2 = root_file(&secret, "victim2", "root file two\n");
+    let v3 = root_file(&secret, "victim3", "root file three\n");
+    let before = state(&secret);
+    let home = dir_of(base.join("home"), u.uid, u.gid, 0o700);
+    let out = home.join("t.jtrace");
+    let plant = format!(
+        "set -e; cd {o}; ln -s {v1} .meta.json.tmp; ln -s {v2} evil; rm meta.json; ln -s {v3} meta.json; mkfifo fifo",
+        o = s(&out),
+        v1 = s(&v1),
+        v2 = s(&v2),
+        v3 = s(&v3)
+    );
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&out), "--", "sh", "-c", &plant]);
+    assert!(o.status.success(), "jtrace run failed");
+    assert_eq!(state(&secret), before, "root's files were changed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("evil as it is") && err.contains("fifo as it is"), "{err}");
+    // The metadata replaced the planted link; the trace is whole and the user's.
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    for name in ["meta.json", "kernel.bin", "agent.conf"] {
+        let md = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(md.is_file(), "{name}");
+        assert_eq!((md.uid(), md.mode() & 0o777), (u.uid, 0o600), "{name}");
+    }
+    assert!(std::fs::symlink_metadata(out.join("evil"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A JVM running as the test account (AttachTarget, working directory
+/// `cwd`); returns it with its stdout after the "ready" line.
+fn start_jvm_as(u: &TestUser, cwd: &Path, times: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    ensure_agent();
+    let mut child = Command::new(java(JDKS[0]))
+        .arg("-cp")
+        .arg(classes())
+        .arg("AttachTarget")
+        .arg(times)
+        .current_dir(cwd)
+        .uid(u.uid)
+        .gid(u.gid)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start java");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n", "AttachTarget did not start");
+    (child, out)
+}
+
+/// Item 1 through `jtrace attach`, on a JVM of the test account
+/// attached to by another user (uid 65534, through sudo):
+/// * a third user planted a link at the attach trigger's name in the JVM's
+///   shared working directory, to a file of the JVM's user: it is not
+///   followed (the file is not truncated), the attach still works;
+/// * while recording, the JVM's user plants links to root's files at
+///   `.meta.json.tmp` and as an extra entry: root's files stay as they were,
+///   and the trace is complete and handed to the invoking user.
+#[test]
+fn attach_follows_no_planted_link() {
+    let u = test_user();
+    let base = tempdir("sec-attach");
+    let secret = dir_of(base.join("secret"), 0, 0, 0o700);
+    let v1 = root_file(&secret, "victim1", "root file one\n");
+    let v2 = root_file(&secret, "victim2", "root file two\n");
+    let before = state(&secret);
+    let jvm_home = dir_of(base.join("jvm-home"), u.uid, u.gid, 0o755);
+    let precious = jvm_home.join("precious");
+    std::fs::write(&precious, "the JVM user's data\n").unwrap();
+    std::os::unix::fs::chown(&precious, Some(u.uid), Some(u.gid)).unwrap();
+    let cwd = dir_of(base.join("cwd"), 0, 0, 0o777);
+    let (mut child, _stdout) = start_jvm_as(u, &cwd, &jvm_home.join("times.txt"));
+    let pid = child.id();
+    let trigger = cwd.join(format!(".attach_pid{pid}"));
+    let planted = Command::new("ln")
+        .arg("-s")
+        .arg(&precious)
+        .arg(&trigger)
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(planted.success());
+
+    let out = base.join("a.jtrace");
+
+    ensure_agent();
+    let mut j = Command::new(jtrace())
+        .args([
+            "attach",
+            &pid.to_string(),
+            "--duration",
+            "3s",
+            "--methods",
+            "AttachTarget.work",
+            "-o",
+        ])
+        .arg(&out)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(j.stderr.take().unwrap());
+    let mut log = String::new();
+    let t0 = Instant::now();
+    while !log.contains("recording") {
+        let mut l = String::new();
+        if err.read_line(&mut l).unwrap() == 0 || t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("attach did not start: {log}");
+        }
+        log.push_str(&l);
+    }
+    let plant = format!(
+        "ln -s {} {o}/.meta.json.tmp && ln -s {} {o}/evil",
+        s(&v1),
+        s(&v2),
+        o = s(&out)
+    );
+    let planted = Command::new("sh")
+        .args(["-c", &plant])
+        .uid(u.uid)
+        .gid(u.gid)
+        .status()
+        .unwrap();
+    assert!(
+        planted.success(),
+        "the JVM's user could not plant links in its trace directory"
+    );
+    let status = j.wait().unwrap();
+    err.read_to_string(&mut log).unwrap();
+    eprintln!("--- jtrace attach stderr\n{log}");
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert!(status.success(), "attach failed");
+
+    assert_eq!(state(&secret), before, "root's files were changed");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "the JVM user's data\n");
+    assert!(std::fs::symlink_metadata(&trigger).unwrap().file_type().is_symlink());
+    assert!(log.contains("evil as it is"), "{log}");
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    let md = std::fs::metadata(&out).unwrap();
+    assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o700));
+    for name in ["meta.json", "kernel.bin", "agent.conf", &format!("jvm-{pid}.bin")] {
+        let md = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(md.is_file(), "{name}");
+        assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o600), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
