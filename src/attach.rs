@@ -497,14 +497,19 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let agent = run::agent_path()?;
     run::check_readable_by(&agent, &jvm.user)?;
     jtrace_bpf::required_kernel_features()?;
+    let config = args
+        .config
+        .as_deref()
+        .map(|p| run::UserConfig::read(p, &owner))
+        .transpose()?;
     let out = args
         .output
         .clone()
-        .or_else(|| args.config.as_deref().and_then(run::config_output))
+        .or_else(|| config.as_ref().and_then(run::UserConfig::output))
         .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk.
-    let conf = run::agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
+    let conf = run::agent_config(config.as_ref(), &args.methods, args.alloc_samples, &out)?;
     // While recording, the directory belongs to the JVM's user (the agent
     // writes its stream there); it is handed to the invoking user at the end.
     let dir = TraceDir::prepare(&out, &owner)?;

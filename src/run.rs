@@ -213,19 +213,50 @@ pub(crate) fn check_readable_by(path: &Path, user: &User) -> anyhow::Result<()> 
     })
 }
 
+/// A JPMT configuration file given with `--config`.
+pub(crate) struct UserConfig {
+    path: PathBuf,
+    text: String,
+}
+
+impl UserConfig {
+    /// Reads `path` with `user`'s rights: root does not open a file the
+    /// user names (its lines end up in the user's agent.conf and in the
+    /// agent's messages), so a file that user cannot read is an error.
+    pub(crate) fn read(path: &Path, user: &User) -> anyhow::Result<UserConfig> {
+        let text = user.run_as(|| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {} as uid {}", path.display(), user.uid.as_raw()))
+        })?;
+        Ok(UserConfig {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+
+    /// Its `output` directive, if any (used when -o is absent).
+    pub(crate) fn output(&self) -> Option<PathBuf> {
+        self.text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("output"))
+                .then(|| w.next().map(PathBuf::from))
+                .flatten()
+        })
+    }
+}
+
 /// The agent's configuration: the user's JPMT file (minus `output`), then
 /// `--methods` rules and `--alloc-samples`, then the output directory. The
 /// user's lines keep their numbers, so that the agent's error messages point
 /// at the right line.
 pub(crate) fn agent_config(
-    config: Option<&Path>,
+    config: Option<&UserConfig>,
     methods: &[String],
     alloc_samples: bool,
     out: &Path,
 ) -> anyhow::Result<String> {
     let mut conf = String::new();
-    if let Some(path) = config {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    if let Some(UserConfig { path, text }) = config {
         for line in text.lines() {
             if line.split_whitespace().next() == Some("output") {
                 conf.push_str("# (output set by jtrace) ");
@@ -248,17 +279,6 @@ pub(crate) fn agent_config(
     }
     conf.push_str(&format!("output {}\n", out.display()));
     Ok(conf)
-}
-
-/// The `output` directive of a config file, if any (used when -o is absent).
-pub(crate) fn config_output(path: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.lines().find_map(|l| {
-        let mut w = l.split_whitespace();
-        (w.next() == Some("output"))
-            .then(|| w.next().map(PathBuf::from))
-            .flatten()
-    })
 }
 
 /// Runs `jtrace run`; returns the command's exit status as ours.
@@ -287,10 +307,15 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     }
     check_readable_by(&agent, &owner)?;
     jtrace_bpf::required_kernel_features()?;
+    let config = args
+        .config
+        .as_deref()
+        .map(|p| UserConfig::read(p, &owner))
+        .transpose()?;
     let out = args
         .output
         .clone()
-        .or_else(|| args.config.as_deref().and_then(config_output))
+        .or_else(|| config.as_ref().and_then(UserConfig::output))
         .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
     if out.to_string_lossy().chars().any(char::is_whitespace) {
         bail!(
@@ -301,7 +326,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     let out = std::path::absolute(&out)?;
     // Build the agent's configuration before touching the disk, so bad
     // input leaves nothing behind.
-    let conf = agent_config(args.config.as_deref(), &args.methods, args.alloc_samples, &out)?;
+    let conf = agent_config(config.as_ref(), &args.methods, args.alloc_samples, &out)?;
     let dir = TraceDir::prepare(&out, &owner)?;
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
     dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;

@@ -144,6 +144,51 @@ fn links_planted_during_run_are_not_followed() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// Item 2: `--config` names a root-only file. jtrace reads it as the
+/// invoking user, so it is refused, and nothing of it reaches the user (not
+/// in jtrace's output, not in a trace directory). The same file readable
+/// by the user works.
+#[test]
+fn config_is_read_as_the_invoking_user() {
+    let u = test_user();
+    let base = tempdir("sec-config");
+    let secret_text = "include_method TopSecret4711.*\nTOP-SECRET-LINE-4711 not a directive\n";
+    let secret = root_file(&base, "secret.conf", secret_text);
+    let home = dir_of(base.join("home"), u.uid, u.gid, 0o700);
+    let out = home.join("t.jtrace");
+    let o = jtrace_as(
+        u.uid,
+        u.gid,
+        &["run", "--config", s(&secret), "-o", s(&out), "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stderr.contains("cannot read config") && stderr.contains(&format!("uid {}", u.uid)),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("4711") && !stderr.contains("4711"),
+        "the secret leaked"
+    );
+    assert!(!out.exists(), "a trace directory was left behind");
+    assert!(std::fs::read_dir(&home).unwrap().next().is_none());
+
+    // Control: the user's own copy is read, its lines reach the agent.
+    let mine = home.join("mine.conf");
+    std::fs::write(&mine, secret_text).unwrap();
+    std::os::unix::fs::chown(&mine, Some(u.uid), Some(u.gid)).unwrap();
+    let o = jtrace_as(
+        u.uid,
+        u.gid,
+        &["run", "--config", s(&mine), "-o", s(&out), "--", "true"],
+    );
+    assert!(o.status.success());
+    let conf = std::fs::read_to_string(out.join("agent.conf")).unwrap();
+    assert!(conf.contains("include_method TopSecret4711.*"), "{conf}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// A JVM running as the test account (AttachTarget, working directory
 /// `cwd`); returns it with its stdout after the "ready" line.
 fn start_jvm_as(u: &TestUser, cwd: &Path, times: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
@@ -168,11 +213,12 @@ fn start_jvm_as(u: &TestUser, cwd: &Path, times: &Path) -> (std::process::Child,
     (child, out)
 }
 
-/// Item 1 through `jtrace attach`, on a JVM of the test account
+/// Items 1 and 2 through `jtrace attach`, on a JVM of the test account
 /// attached to by another user (uid 65534, through sudo):
 /// * a third user planted a link at the attach trigger's name in the JVM's
 ///   shared working directory, to a file of the JVM's user: it is not
 ///   followed (the file is not truncated), the attach still works;
+/// * `--config` naming a root-only file is refused without showing it;
 /// * while recording, the JVM's user plants links to root's files at
 ///   `.meta.json.tmp` and as an extra entry: root's files stay as they were,
 ///   and the trace is complete and handed to the invoking user.
@@ -183,6 +229,7 @@ fn attach_follows_no_planted_link() {
     let secret = dir_of(base.join("secret"), 0, 0, 0o700);
     let v1 = root_file(&secret, "victim1", "root file one\n");
     let v2 = root_file(&secret, "victim2", "root file two\n");
+    let conf = root_file(&secret, "secret.conf", "TOP-SECRET-LINE-4711\n");
     let before = state(&secret);
     let jvm_home = dir_of(base.join("jvm-home"), u.uid, u.gid, 0o755);
     let precious = jvm_home.join("precious");
@@ -203,6 +250,15 @@ fn attach_follows_no_planted_link() {
     assert!(planted.success());
 
     let out = base.join("a.jtrace");
+    let o = jtrace_as(
+        65534,
+        65534,
+        &["attach", &pid.to_string(), "--config", s(&conf), "-o", s(&out)],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot read config") && !err.contains("4711"), "{err}");
+    assert!(!out.exists());
 
     ensure_agent();
     let mut j = Command::new(jtrace())
