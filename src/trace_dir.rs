@@ -40,9 +40,7 @@ impl TraceDir {
     /// user's directory, and a non-empty directory that is not a jtrace
     /// trace. The directory is left mode 0700, owned by `creator`.
     pub(crate) fn prepare(path: &Path, creator: &User) -> anyhow::Result<TraceDir> {
-        let fd = open_as_creator(path, creator)?;
-        rustix::fs::fchown(&fd, Some(creator.uid), Some(creator.gid))
-            .with_context(|| format!("cannot hand {} to uid {}", path.display(), creator.uid.as_raw()))?;
+        let fd = creator.run_as(|| open_as_creator(path, creator))?;
         Ok(TraceDir {
             fd,
             path: path.to_path_buf(),
@@ -189,6 +187,15 @@ fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<OwnedFd> {
         ),
         _ => bail!("output {} exists and is not a directory", path.display()),
     }
+    let not_theirs = |owner: u32| {
+        anyhow::anyhow!(
+            "output {} belongs to uid {owner}, not to uid {uid} who runs jtrace; refusing to take it over",
+            path.display()
+        )
+    };
+    if st.st_uid != uid {
+        return Err(not_theirs(st.st_uid));
+    }
     let fd = rustix::fs::openat(
         CWD,
         path,
@@ -196,6 +203,11 @@ fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<OwnedFd> {
         Mode::empty(),
     )
     .with_context(|| format!("cannot open the output directory {} as uid {uid}", path.display()))?;
+    // Checked again on what was opened: it may have been replaced meanwhile.
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_uid != uid {
+        return Err(not_theirs(st.st_uid));
+    }
     if !created {
         empty_earlier_trace(&fd, path)?;
     }

@@ -189,6 +189,98 @@ fn config_is_read_as_the_invoking_user() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// Item 3: `-o` naming a symbolic link (here to a root directory) is
+/// refused, and the link's target is left as it was.
+#[test]
+fn symlinked_output_is_refused() {
+    let u = test_user();
+    let base = tempdir("sec-olink");
+    let rootdir = dir_of(base.join("rootdir"), 0, 0, 0o755);
+    root_file(&rootdir, "keep", "root keeps this\n");
+    let home = dir_of(base.join("home"), u.uid, u.gid, 0o700);
+    let link = home.join("t.jtrace");
+    std::os::unix::fs::symlink(&rootdir, &link).unwrap();
+    let before = state(&rootdir);
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&link), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("symbolic link"));
+    assert_eq!(state(&rootdir), before);
+    // The same for a link to an earlier trace of the user's own.
+    let trace = home.join("real.jtrace");
+    assert!(jtrace_as(u.uid, u.gid, &["run", "-o", s(&trace), "--", "true"])
+        .status
+        .success());
+    let link2 = home.join("t2.jtrace");
+    std::os::unix::fs::symlink(&trace, &link2).unwrap();
+    let before = state(&trace);
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&link2), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(state(&trace), before);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Item 3: `-o` inside a directory only root may enter, or naming an
+/// existing directory of root's, is refused: jtrace creates the directory
+/// as the invoking user, and takes over none of another user's.
+#[test]
+fn output_the_user_could_not_create_is_refused() {
+    let u = test_user();
+    let base = tempdir("sec-oroot");
+    let private = dir_of(base.join("private"), 0, 0, 0o700);
+    let out = private.join("t.jtrace");
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&out), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot create") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // Missing parents are created as the user too: not under root's directory.
+    let deep = private.join("a/b/t.jtrace");
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&deep), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!private.join("a").exists());
+    // An empty directory of root's, in a directory the user can write.
+    let shared = dir_of(base.join("shared"), 0, 0, 0o1777);
+    let rootdir = dir_of(shared.join("t.jtrace"), 0, 0, 0o755);
+    let before = state(&rootdir);
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&rootdir), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("belongs to uid 0"),
+        "no clear refusal"
+    );
+    assert_eq!(state(&rootdir), before);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Item 3: another user's trace in a shared directory is refused and left
+/// as it was; the same user's earlier trace is replaced, as it always was.
+#[test]
+fn another_users_trace_is_refused_and_ones_own_replaced() {
+    let u = test_user();
+    let base = tempdir("sec-other");
+    let out = base.join("t.jtrace");
+    let o = jtrace_as(65534, 65534, &["run", "-o", s(&out), "--", "true"]);
+    assert!(o.status.success());
+    let before = state(&out);
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&out), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("belongs to uid 65534"), "{err}");
+    assert_eq!(state(&out), before);
+
+    let first = Trace::open(&out).unwrap().meta.start_realtime_ns;
+    let o = jtrace_as(65534, 65534, &["run", "-o", s(&out), "--", "true"]);
+    assert!(o.status.success(), "its own earlier trace was not replaced");
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete && trace.meta.start_realtime_ns > first);
+    let md = std::fs::metadata(&out).unwrap();
+    assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o700));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// A JVM running as the test account (AttachTarget, working directory
 /// `cwd`); returns it with its stdout after the "ready" line.
 fn start_jvm_as(u: &TestUser, cwd: &Path, times: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
