@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use crate::run::{self, kernel_events, KernelArgs};
+use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
 
@@ -556,7 +557,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         }
     };
     dir.hand_over(&jvm.user)?;
-    run::install_stop_handlers();
+    signals::stop_on_signals()?;
 
     let stream = format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid);
     let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
@@ -609,7 +610,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
             None => " until Ctrl-C or until it exits".into(),
         }
     );
-    let why = run::wait_for_stop(jvm.pid, args.duration);
+    let why = signals::wait_for_stop(jvm.pid, args.duration);
     let mut problem = None;
     if alive(jvm.pid) {
         match load_agent(&jvm, &agent, "stop") {

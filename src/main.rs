@@ -3,6 +3,7 @@
 
 mod attach;
 mod run;
+mod signals;
 mod trace_dir;
 mod user;
 mod views;

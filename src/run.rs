@@ -6,16 +6,15 @@
 //! trace's metadata is written first as incomplete and rewritten as complete
 //! only when everything is flushed.
 
+use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
 use anyhow::{bail, Context};
 use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig, SyscallMode};
 use jtrace_merge::Meta;
-use std::ffi::CString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Exit code for usage and permission errors.
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -131,31 +130,6 @@ pub(crate) fn stop_kernel(recorder: KernelRecorder, meta: &mut Meta) -> anyhow::
     meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
     Ok(stats)
-}
-
-static CHILD_PID: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // A signal from the terminal (si_pid 0, sent by the kernel) already
-    // reached the child, which shares our process group; forward only the
-    // ones sent to jtrace alone (kill, systemd, a supervisor).
-    let from_kernel = info.is_null() || unsafe { (*info).si_pid() } == 0;
-    let child = CHILD_PID.load(Ordering::SeqCst);
-    if child > 0 && !from_kernel {
-        unsafe { libc::kill(child, sig) };
-    }
-}
-
-fn install_signal_forwarding() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = forward_signal as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -368,35 +342,36 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     }
     tool_opts.push_str(&format!("-agentpath:{}={}", agent.display(), conf_path.display()));
 
-    install_signal_forwarding();
+    signals::forward_to_child()?;
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]).env("JAVA_TOOL_OPTIONS", &tool_opts);
-    if !owner.is_current() {
-        cmd.uid(owner.uid.as_raw()).gid(owner.gid.as_raw());
-        // std drops supplementary groups when changing uid as root; give the
-        // user theirs back, as a login would.
-        if let Some(name) = user_name(owner.uid.as_raw()) {
-            let gid = owner.gid.as_raw();
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::initgroups(name.as_ptr(), gid);
-                    Ok(())
-                });
-            }
-        }
+    let change_identity = !owner.is_current();
+    if change_identity {
+        // Groups, group and user in that order, each checked; a failure is
+        // the spawn's error and the command does not run. (std's own uid()
+        // would drop the supplementary groups.)
+        let user = owner.clone();
+        // SAFETY: become_for_exec makes raw syscalls only and allocates
+        // nothing, as the forked child of a threaded process must.
+        unsafe { cmd.pre_exec(move || user.become_for_exec()) };
     }
     let status = match cmd.spawn() {
         Ok(mut child) => {
-            CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
+            signals::set_child(Some(child.id()));
             meta.pid = child.id();
             let s = child.wait();
-            CHILD_PID.store(0, Ordering::SeqCst);
+            signals::set_child(None);
             s
         }
         Err(e) => {
             let _ = recorder.stop();
             dir.discard();
-            eprintln!("jtrace: cannot run {}: {e}", args.command[0]);
+            let as_whom = if change_identity {
+                format!(" as {}", owner.describe())
+            } else {
+                String::new()
+            };
+            eprintln!("jtrace: cannot run {}{as_whom}: {e}", args.command[0]);
             return Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -422,14 +397,6 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     );
     status.context("waiting for the command")?;
     Ok(ExitCode::from((code & 0xff) as u8))
-}
-
-fn user_name(uid: u32) -> Option<CString> {
-    let pw = unsafe { libc::getpwuid(uid) };
-    if pw.is_null() {
-        return None;
-    }
-    Some(unsafe { std::ffi::CStr::from_ptr((*pw).pw_name) }.to_owned())
 }
 
 /// Arguments of `jtrace record`.
@@ -470,12 +437,6 @@ pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("{s:?}: the duration must be positive"));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
-}
-
-static STOP_RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn request_stop(_sig: libc::c_int) {
-    STOP_RECORDING.store(true, Ordering::SeqCst);
 }
 
 /// What every recording command checks first: root (to load eBPF), then
@@ -564,7 +525,7 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         }
     };
     dir.hand_over(&owner)?;
-    install_stop_handlers();
+    signals::stop_on_signals()?;
     eprintln!(
         "jtrace: recording pid {}{}",
         args.pid,
@@ -573,7 +534,7 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
             None => " until it exits or Ctrl-C".into(),
         }
     );
-    let why = wait_for_stop(args.pid, args.duration);
+    let why = signals::wait_for_stop(args.pid, args.duration);
     let stats = stop_kernel(recorder, &mut meta)?;
     meta.complete = true;
     dir.store_meta(&meta)?;
@@ -585,51 +546,4 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         out.display()
     );
     Ok(())
-}
-
-/// Makes SIGINT, SIGTERM and SIGHUP request a clean stop ([`wait_for_stop`]).
-pub(crate) fn install_stop_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = request_stop as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
-/// Waits until `duration` has passed, a stop signal arrived or process
-/// `pid` exited; returns which, for the closing message.
-pub(crate) fn wait_for_stop(pid: u32, duration: Option<std::time::Duration>) -> &'static str {
-    // A pidfd becomes readable when the process exits (zombie or not).
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
-    let deadline = duration.map(|d| std::time::Instant::now() + d);
-    let why = loop {
-        if STOP_RECORDING.load(Ordering::SeqCst) {
-            break "interrupted";
-        }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            break "duration reached";
-        }
-        if pidfd >= 0 {
-            let mut pfd = libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
-                break "process exited";
-            }
-        } else {
-            if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
-                break "process exited";
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    };
-    if pidfd >= 0 {
-        unsafe { libc::close(pidfd) };
-    }
-    why
 }

@@ -25,7 +25,11 @@ impl User {
     pub(crate) fn invoking() -> anyhow::Result<User> {
         let parse = |k: &str| -> anyhow::Result<Option<u32>> {
             match std::env::var(k) {
-                Ok(v) => Ok(Some(v.parse().with_context(|| format!("{k}={v} is not a number"))?)),
+                // -1 would mean "unchanged" to setresuid/setresgid.
+                Ok(v) => match v.parse::<u32>() {
+                    Ok(id) if id != u32::MAX => Ok(Some(id)),
+                    _ => bail!("{k}={v} is not a user or group id"),
+                },
                 Err(_) => Ok(None),
             }
         };

@@ -1,5 +1,5 @@
 //! Attacks on jtrace, which runs as root next to directories other users
-//! control (issue 15; DESIGN.md invariant 6). Each runs for real,
+//! control (issue 15, items 1–4; DESIGN.md invariant 6). Each runs for real,
 //! as root, with the unprivileged account `jtrace-test` (supplementary group
 //! `jtrace-test-extra`; scripts/test-user.sh creates both) as the attacker,
 //! and checks that the files it aimed at are exactly as before.
@@ -278,6 +278,39 @@ fn another_users_trace_is_refused_and_ones_own_replaced() {
     assert!(trace.meta.complete && trace.meta.start_realtime_ns > first);
     let md = std::fs::metadata(&out).unwrap();
     assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o700));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Item 4: the command runs as the invoking user with that account's
+/// supplementary groups (as sudo and a login give them), and without
+/// root's.
+#[test]
+fn command_keeps_the_users_supplementary_groups() {
+    let u = test_user();
+    let base = tempdir("sec-groups");
+    let out = base.join("t.jtrace");
+    let o = jtrace_as(
+        u.uid,
+        u.gid,
+        &["run", "-o", s(&out), "--", "sh", "-c", "id -u; id -g; id -G"],
+    );
+    assert!(o.status.success());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], u.uid.to_string());
+    assert_eq!(lines[1], u.gid.to_string());
+    let groups: Vec<u32> = lines[2].split_whitespace().map(|g| g.parse().unwrap()).collect();
+    assert!(groups.contains(&u.extra_gid), "supplementary group lost: {groups:?}");
+    assert!(!groups.contains(&0), "root's group kept: {groups:?}");
+
+    // An id setresuid would read as "unchanged" (-1) is refused before
+    // anything runs.
+    let marker = base.join("ran");
+    let out2 = base.join("t2.jtrace");
+    let o = jtrace_as(u32::MAX, u.gid, &["run", "-o", s(&out2), "--", "touch", s(&marker)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SUDO_UID=4294967295 is not a user or group id"));
+    assert!(!marker.exists() && !out2.exists(), "the command ran");
     let _ = std::fs::remove_dir_all(&base);
 }
 
