@@ -1,4 +1,5 @@
-//! The off-CPU cause taxonomy of DESIGN.md and exact time breakdowns.
+//! The off-CPU cause taxonomy (README.md, docs/REPORT.md) and exact time
+//! breakdowns.
 
 use serde::ser::SerializeMap;
 use std::ops::{AddAssign, Sub};
@@ -56,7 +57,7 @@ impl Cause {
         Cause::Unknown,
     ];
 
-    /// The name used in reports and JSON (DESIGN.md).
+    /// The name used in reports and JSON (docs/REPORT.md).
     pub fn name(self) -> &'static str {
         match self {
             Cause::Runqueue => "runqueue",
@@ -123,7 +124,7 @@ impl Sub for OffCpu {
     }
 }
 
-/// Serialises as `{"<cause>": ns}` with only the non-zero causes (DESIGN.md).
+/// Serialises as `{"<cause>": ns}` with only the non-zero causes (docs/REPORT.md).
 impl serde::Serialize for OffCpu {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;

@@ -1,8 +1,10 @@
 //! Human-readable descriptions of evidence, shared by every view.
 
-use crate::analyze::{syscall_name, Evidence};
 use crate::cause::Cause;
-use crate::read::{SyscallInfo, Trace};
+use crate::event::SyscallInfo;
+use crate::syscall::{nr, syscall_name};
+use crate::trace::Trace;
+use crate::visitor::Evidence;
 use jtrace_format::fd_kind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -81,7 +83,7 @@ pub fn describe_syscall(trace: &Trace, sc: &SyscallInfo) -> String {
             s.push_str(&format!(" dev {}:{} ino {}", r.dev >> 20, r.dev & 0xfffff, r.ino));
         }
         s.push(')');
-    } else if r.nr == crate::analyze::nr::FUTEX {
+    } else if r.nr == nr::FUTEX {
         // arg packs the address in its low 48 bits and the op above them.
         s.push_str(&format!(
             "(uaddr {:#x}, {})",
@@ -132,7 +134,7 @@ mod tests {
     fn futex_address_and_op_are_unpacked() {
         let rec = jtrace_format::Syscall {
             exit_ts: 0,
-            nr: crate::analyze::nr::FUTEX,
+            nr: nr::FUTEX,
             fd_kind: 0,
             ret: 0,
             fd: -1,

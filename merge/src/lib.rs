@@ -1,9 +1,27 @@
 //! jtrace's event trace API: read a trace directory, merge the JVM and kernel
 //! streams per thread, and split every method invocation's wall time exactly
-//! into CPU time and named off-CPU causes.
+//! into CPU time and named off-CPU causes. The on-disk format it reads is
+//! docs/FORMAT.md; the causes and the report are docs/REPORT.md.
+//!
+//! # Reading a trace
+//!
+//! An analysis implements [`Visitor`]: the walk of each thread calls it for
+//! every invocation ([`Invocation`], with its exact [`Breakdown`]), every
+//! off-CPU interval ([`OffCpuInterval`], with its cause and [`Evidence`]),
+//! every wakeup ([`Wake`]) and the thread's totals. There are two ways to
+//! walk a trace, with the same callbacks in the same order:
+//!
+//! * [`Trace::open`] reads the whole trace into memory; [`analyze`] then
+//!   walks every thread (and may walk again). For views that need all of it
+//!   at once, such as the HTML timeline, or for [`CallIndex`] (which method
+//!   a thread was in at a given time).
+//! * [`stream::open`] reads a trace of any length in memory bounded by a
+//!   budget ([`stream::StreamOptions`]); [`stream::analyze`] walks it once.
+//!   [`stream::analyze_with_wakers`] also tells the method each waker was
+//!   in. This is what `jtrace report` uses.
 //!
 //! ```no_run
-//! use jtrace_merge::{Trace, analyze, Visitor, Invocation, ThreadInfo};
+//! use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};
 //! struct Slowest(u64);
 //! impl Visitor for Slowest {
 //!     fn exit(&mut self, _t: &ThreadInfo, _depth: usize, inv: &Invocation) {
@@ -14,30 +32,79 @@
 //! let mut v = Slowest(0);
 //! analyze(&trace, &mut v);
 //! println!("slowest invocation: {} ns", v.0);
+//!
+//! // The same on a trace too long to hold in memory.
+//! let opts = jtrace_merge::stream::StreamOptions::default();
+//! let (trace, events) = jtrace_merge::stream::open("big.jtrace".as_ref(), &opts).unwrap();
+//! let mut v = Slowest(0);
+//! jtrace_merge::stream::analyze(&trace, events, &mut v).unwrap();
 //! ```
 //!
-//! [`Trace::open`] holds the whole trace in memory (views that need all of it,
-//! e.g. the HTML timeline). [`stream`] runs the same analysis on a trace of any
-//! length in memory bounded by a budget (what `jtrace report` uses), with the
-//! same results, including the waker's method of every wakeup
-//! ([`stream::analyze_with_wakers`]).
+//! [`Trace`] holds the tables events refer to (methods, thread names,
+//! syscall records, details of monitors); [`describe_evidence`] and
+//! [`describe_syscall`] word the evidence as every jtrace view shows it.
+//!
+//! # The report
+//!
+//! [`build_report`] (a trace in memory) and [`build_report_streaming`] (a
+//! trace directory, in bounded memory) aggregate per thread and per method
+//! into a [`Report`], which serialises to the `jtrace.report.v1` JSON of
+//! `jtrace report --json`:
+//!
+//! ```no_run
+//! use jtrace_merge::{build_report_streaming, stream::StreamOptions, ReportFilter};
+//! let report =
+//!     build_report_streaming("demo.jtrace".as_ref(), &ReportFilter::default(), &StreamOptions::default()).unwrap();
+//! println!("{}", serde_json::to_string_pretty(&report).unwrap());
+//! ```
+//!
+//! # Inside
+//!
+//! Data flows one way; a module uses only those above it in this list:
+//!
+//! | module | holds |
+//! |---|---|
+//! | `cause`, `meta`, `tid_map`, `options`, `file_io` | causes and breakdowns, `meta.json`, the tid hash map, stream options, file helpers |
+//! | `event`, `jit`, `trace`, `syscall`, `windows` | the data model: events, JIT history, [`Trace`]; syscall classification; GC/safepoint window rules |
+//! | `read/` | the stream files' records (`records`) decoded (`kernel`, `jvm`) into a [`Trace`]; [`Trace::open`] |
+//! | `run`, `spill` | the external sort: run encoding and reader; the buffers that spill sorted runs |
+//! | `kway` | the per-thread k-way merge of the runs ([`stream::SortedEvents`]) |
+//! | `visitor`, `walk` | what a walk reports; the per-thread walk that attributes every gap ([`ThreadWalk`]) |
+//! | [`stream`], `wakers`, `call_index`, `describe` | the streamed walk; wakers' methods; cross-thread lookups; wording |
+//! | [`report`] | the `jtrace.report.v1` aggregation |
 
-pub mod analyze;
-pub mod cause;
-pub mod describe;
-pub mod index;
-pub mod meta;
-pub mod read;
+#![deny(missing_docs)]
+
+mod call_index;
+mod cause;
+mod describe;
+mod event;
+mod file_io;
+mod jit;
+mod kway;
+mod meta;
+mod options;
+mod read;
 pub mod report;
+mod run;
+mod spill;
 pub mod stream;
+mod syscall;
+mod tid_map;
+mod trace;
+mod visitor;
+mod wakers;
+mod walk;
+mod windows;
 
-pub use analyze::{
-    analyze, analyze_thread, syscall_cause, syscall_name, Evidence, Invocation, OffCpuInterval, ThreadTotals,
-    ThreadWalk, Visitor, Wake,
-};
+pub use call_index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall};
-pub use index::CallIndex;
+pub use event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
+pub use jit::JitHistory;
 pub use meta::Meta;
-pub use read::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, Trace};
 pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};
+pub use syscall::{nr, syscall_cause, syscall_name};
+pub use trace::{AllocCount, AllocSite, Losses, Trace};
+pub use visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
+pub use walk::{analyze, analyze_thread, ThreadWalk};

@@ -1,8 +1,13 @@
-//! Aggregation into the `jtrace.report.v1` report (DESIGN.md).
+//! Aggregation into the `jtrace.report.v1` report (docs/REPORT.md).
 
-use crate::analyze::{analyze, Invocation, ThreadTotals, Visitor};
-use crate::cause::{Breakdown, OffCpu};
-use crate::read::{MethodIdx, ThreadInfo, Trace};
+use crate::cause::{Breakdown, Cause, OffCpu};
+use crate::event::{MethodIdx, ThreadInfo};
+use crate::jit::JitHistory;
+use crate::options::StreamOptions;
+use crate::stream;
+use crate::trace::Trace;
+use crate::visitor::{Invocation, ThreadTotals, Visitor};
+use crate::walk::analyze;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -202,7 +207,7 @@ pub struct ReportFilter {
     /// Keep methods whose `class.name` matches (glob).
     pub method: Option<String>,
     /// Keep methods with time off CPU for this cause, sorted by it.
-    pub cause: Option<crate::cause::Cause>,
+    pub cause: Option<Cause>,
 }
 
 /// Glob match: `*` any run, `?` one character.
@@ -234,7 +239,7 @@ pub fn glob_match(pat: &str, s: &str) -> bool {
 #[derive(Default)]
 struct Aggregate {
     /// Whether a method had compiled code at a time.
-    jit: crate::read::JitHistory,
+    jit: JitHistory,
     per_thread: BTreeMap<u32, (ThreadTotals, BTreeMap<MethodIdx, MethodStats>)>,
     /// Over all threads, by method index (`calls == 0`: not called).
     all: Vec<MethodStats>,
@@ -339,14 +344,14 @@ pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
 pub fn build_report_streaming(
     dir: &std::path::Path,
     filter: &ReportFilter,
-    opts: &crate::stream::StreamOptions,
+    opts: &StreamOptions,
 ) -> anyhow::Result<Report> {
-    let (trace, events) = crate::stream::open(dir, opts)?;
+    let (trace, events) = stream::open(dir, opts)?;
     let mut agg = Aggregate {
         jit: trace.jit.clone(),
         ..Aggregate::default()
     };
-    crate::stream::analyze(&trace, events, &mut agg)?;
+    stream::analyze(&trace, events, &mut agg)?;
     Ok(finish_report(&trace, agg, filter))
 }
 

@@ -8,102 +8,11 @@
 //! difference of those totals between its exit and its entry.
 
 use crate::cause::{Breakdown, Cause, OffCpu};
-use crate::read::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, Trace};
-
-/// x86-64 syscall numbers the attribution distinguishes.
-pub mod nr {
-    #![allow(missing_docs)]
-    pub const READ: u32 = 0;
-    pub const WRITE: u32 = 1;
-    pub const OPEN: u32 = 2;
-    pub const POLL: u32 = 7;
-    pub const PREAD64: u32 = 17;
-    pub const PWRITE64: u32 = 18;
-    pub const READV: u32 = 19;
-    pub const WRITEV: u32 = 20;
-    pub const SELECT: u32 = 23;
-    pub const NANOSLEEP: u32 = 35;
-    pub const CONNECT: u32 = 42;
-    pub const ACCEPT: u32 = 43;
-    pub const SENDTO: u32 = 44;
-    pub const RECVFROM: u32 = 45;
-    pub const SENDMSG: u32 = 46;
-    pub const RECVMSG: u32 = 47;
-    pub const FSYNC: u32 = 74;
-    pub const FDATASYNC: u32 = 75;
-    pub const FUTEX: u32 = 202;
-    pub const CLOCK_NANOSLEEP: u32 = 230;
-    pub const EPOLL_WAIT: u32 = 232;
-    pub const OPENAT: u32 = 257;
-    pub const PSELECT6: u32 = 270;
-    pub const PPOLL: u32 = 271;
-    pub const SYNC_FILE_RANGE: u32 = 277;
-    pub const EPOLL_PWAIT: u32 = 281;
-    pub const ACCEPT4: u32 = 288;
-    pub const PREADV: u32 = 295;
-    pub const PWRITEV: u32 = 296;
-    pub const RECVMMSG: u32 = 299;
-    pub const SENDMMSG: u32 = 307;
-    pub const EPOLL_PWAIT2: u32 = 441;
-}
-
-/// Name of an x86-64 syscall number (`syscall_N` for a number the kernel
-/// did not have when the `syscalls` crate was built).
-pub fn syscall_name(n: u32) -> String {
-    match syscalls::x86_64::Sysno::new(n as usize) {
-        Some(s) => s.name().to_string(),
-        None => format!("syscall_{n}"),
-    }
-}
-
-/// The cause a block inside syscall `sc` gets from the kernel's evidence.
-/// (JVM-level evidence, when present, wins over this.)
-pub fn syscall_cause(sc: &SyscallInfo) -> Cause {
-    use jtrace_format::fd_kind;
-    match sc.rec.nr {
-        nr::FUTEX => return Cause::LockNative,
-        nr::NANOSLEEP | nr::CLOCK_NANOSLEEP => return Cause::Sleep,
-        nr::ACCEPT
-        | nr::ACCEPT4
-        | nr::CONNECT
-        | nr::SENDTO
-        | nr::RECVFROM
-        | nr::SENDMSG
-        | nr::RECVMSG
-        | nr::RECVMMSG
-        | nr::SENDMMSG => return Cause::Socket,
-        nr::FSYNC | nr::FDATASYNC | nr::SYNC_FILE_RANGE | nr::OPEN | nr::OPENAT => return Cause::File,
-        _ => {}
-    }
-    match sc.rec.fd_kind {
-        fd_kind::SOCKET => Cause::Socket,
-        fd_kind::FILE | fd_kind::BLOCK | fd_kind::DIR => Cause::File,
-        _ => Cause::SyscallOther,
-    }
-}
-
-/// The evidence that named an off-CPU interval's blocked part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Evidence {
-    /// Nothing explained it.
-    None,
-    /// Preempted while runnable.
-    Preempted,
-    /// A JVM-level state (monitor, wait, park, sleep); `detail` indexes
-    /// [`Trace::details`] (monitor or blocker class).
-    Jvm {
-        /// The state.
-        cause: Cause,
-        /// Index into [`Trace::details`].
-        detail: u32,
-    },
-    /// A JVM-wide stop (GC or safepoint).
-    Window(Cause),
-    /// The syscall in flight (index into [`Trace::syscalls`]).
-    Syscall(u32),
-    /// A page fault.
-    PageFault,
-}
+use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::syscall::syscall_cause;
+use crate::tid_map::TidMap;
+use crate::trace::Trace;
+use crate::visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
 
 /// What the thread was inside of, besides methods: the evidence for a block.
 #[derive(Default)]
@@ -149,91 +58,6 @@ impl Context {
         }
         (Cause::Unknown, Evidence::None)
     }
-}
-
-/// Who woke a thread, and when.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wake {
-    /// Time of the wakeup (sched_waking).
-    pub ts: u64,
-    /// The waking thread.
-    pub waker_tid: u32,
-    /// Its process.
-    pub waker_tgid: u32,
-}
-
-/// One off-CPU interval: switch-out to switch-in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OffCpuInterval {
-    /// Switch-out time.
-    pub start: u64,
-    /// Switch-in time.
-    pub end: u64,
-    /// Involuntary (preempted while runnable).
-    pub preempted: bool,
-    /// Raw kernel prev_state at switch-out.
-    pub prev_state: u32,
-    /// The wakeup that ended the block, if any.
-    pub wake: Option<Wake>,
-    /// The interval split by cause (sums to `end - start`).
-    pub split: Breakdown,
-    /// What explained the blocked part, as it stood at switch-out.
-    pub evidence: Evidence,
-}
-
-/// A finished method invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Invocation {
-    /// The method.
-    pub method: MethodIdx,
-    /// Entry time.
-    pub entry: u64,
-    /// Exit time.
-    pub exit: u64,
-    /// Exact wall/CPU/off-CPU split, inclusive of callees.
-    pub breakdown: Breakdown,
-    /// Exited by an exception.
-    pub exception: bool,
-    /// No exit was recorded: closed at the thread's last event.
-    pub unfinished: bool,
-    /// No other invocation of the same method is open below it on the stack
-    /// (aggregates count only these, so recursion is not summed twice).
-    pub outermost: bool,
-}
-
-/// Totals of a thread over its whole traced life.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ThreadTotals {
-    /// From the thread's first to its last event.
-    pub breakdown: Breakdown,
-    /// Events that contradicted the thread's state (e.g. a switch-in while on
-    /// CPU, an exit with no matching entry): a sign of lost events.
-    pub anomalies: u64,
-}
-
-/// Receives the merged stream of one thread. Every method has a default that
-/// does nothing, so an analysis implements only what it needs.
-pub trait Visitor {
-    /// A thread's events begin.
-    fn thread_begin(&mut self, _thread: &ThreadInfo) {}
-    /// A method was entered; `depth` is the number of frames below it.
-    fn enter(&mut self, _thread: &ThreadInfo, _ts: u64, _depth: usize, _method: MethodIdx) {}
-    /// A method returned.
-    fn exit(&mut self, _thread: &ThreadInfo, _depth: usize, _inv: &Invocation) {}
-    /// The thread came back on CPU after `iv`; `depth` frames are open.
-    fn off_cpu(&mut self, _thread: &ThreadInfo, _depth: usize, _iv: &OffCpuInterval) {}
-    /// The thread entered syscall `idx` (what [`Evidence::Syscall`] names),
-    /// whose record is `sc`: a streamed walk keeps no syscall table, so a
-    /// view that describes the syscall a block was in keeps it from here.
-    fn syscall(&mut self, _thread: &ThreadInfo, _idx: u32, _sc: &SyscallInfo) {}
-    /// The thread was woken (reported when it happens, before the switch-in).
-    fn wakeup(&mut self, _thread: &ThreadInfo, _depth: usize, _wake: &Wake) {}
-    /// Right after [`Visitor::wakeup`], in [`crate::stream::analyze_with_wakers`]
-    /// only: the traced method the waker was in at that moment, if any (what
-    /// [`crate::CallIndex::method_at`] answers on a whole trace).
-    fn waker_method(&mut self, _thread: &ThreadInfo, _depth: usize, _wake: &Wake, _method: Option<MethodIdx>) {}
-    /// A thread's events end.
-    fn thread_end(&mut self, _thread: &ThreadInfo, _totals: &ThreadTotals) {}
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -305,7 +129,7 @@ pub struct ThreadWalk<'a> {
     state: CpuState,
     seen_switch: bool,
     stack: Vec<Frame>,
-    open_count: crate::stream::TidMap<u32>,
+    open_count: TidMap<u32>,
     ctx: Context,
     offs: OffSnapshots,
 }
@@ -577,7 +401,7 @@ fn close(
     acc: &Breakdown,
     exception: bool,
     unfinished: bool,
-    open_count: &mut crate::stream::TidMap<u32>,
+    open_count: &mut TidMap<u32>,
     stack: &[Frame],
     offs: &mut OffSnapshots,
     v: &mut dyn Visitor,
@@ -620,39 +444,7 @@ pub fn analyze(trace: &Trace, v: &mut dyn Visitor) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The numbers jtrace's BPF programs classify (syscall_ctx.h), and ones
-    /// they do not, by their kernel names.
-    #[test]
-    fn syscall_names() {
-        let names: Vec<String> = [
-            nr::READ,
-            nr::PREAD64,
-            nr::FUTEX,
-            nr::CLOCK_NANOSLEEP,
-            nr::EPOLL_PWAIT2,
-            3,
-            10,
-            61,
-        ]
-        .into_iter()
-        .map(syscall_name)
-        .collect();
-        assert_eq!(
-            names,
-            [
-                "read",
-                "pread64",
-                "futex",
-                "clock_nanosleep",
-                "epoll_pwait2",
-                "close",
-                "mprotect",
-                "wait4"
-            ]
-        );
-        assert_eq!(syscall_name(100_000), "syscall_100000");
-    }
+    use crate::syscall::nr;
 
     #[derive(Default)]
     struct Collect {

@@ -2,8 +2,10 @@
 //! say who released a blocked thread ("woken by pool-1-thread-3 in
 //! Cache.refresh()"), the first step of a critical path.
 
-use crate::analyze::{analyze, Invocation, Visitor, Wake};
-use crate::read::{MethodIdx, ThreadInfo, Trace};
+use crate::event::{MethodIdx, ThreadInfo};
+use crate::trace::Trace;
+use crate::visitor::{Invocation, Visitor, Wake};
+use crate::walk::analyze;
 use std::collections::HashMap;
 
 /// One invocation interval of one thread.

@@ -1,0 +1,157 @@
+//! What a trace is made of: methods, threads, and the compact per-thread
+//! events both streams are turned into (the input of every walk).
+
+use crate::cause::Cause;
+use jtrace_format as fmt;
+
+/// Index of a method in [`Trace::methods`](crate::Trace::methods).
+pub type MethodIdx = u32;
+
+/// A Java method, as the agent named it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MethodInfo {
+    /// Fully qualified class name with dots.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature; empty for a native library call.
+    pub signature: String,
+    /// An interposed library call (uprobe span), not a Java method.
+    pub native: bool,
+}
+
+impl MethodInfo {
+    /// `class.name`, as users write it.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.class, self.name)
+    }
+}
+
+/// What is known of a thread.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadInfo {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Process id.
+    pub tgid: u32,
+    /// Java thread name, if the agent saw the thread.
+    pub java_name: Option<String>,
+    /// Java thread group.
+    pub group: String,
+    /// Name of the Java thread that started it.
+    pub parent: String,
+    /// Daemon thread.
+    pub daemon: bool,
+    /// Kernel name (comm), last seen.
+    pub comm: String,
+    /// First and last timestamps of any event of this thread.
+    pub first_ts: u64,
+    /// See `first_ts`.
+    pub last_ts: u64,
+    /// Thread start seen (kernel fork or JVM thread start).
+    pub started_ts: Option<u64>,
+    /// Thread exit seen (kernel exit or JVM thread end).
+    pub exited_ts: Option<u64>,
+}
+
+impl ThreadInfo {
+    /// The name to show: the Java name if known, else the kernel's.
+    pub fn display_name(&self) -> &str {
+        self.java_name.as_deref().unwrap_or(&self.comm)
+    }
+}
+
+/// One event of one thread, from either stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Switched out; `preempted` when still runnable (involuntary).
+    SwitchOut {
+        /// Involuntary switch (prev_state == TASK_RUNNING).
+        preempted: bool,
+        /// Raw kernel prev_state.
+        prev_state: u32,
+        /// CPU left.
+        cpu: u32,
+        /// Thread that got the CPU.
+        next_tid: u32,
+    },
+    /// Switched in.
+    SwitchIn {
+        /// CPU taken.
+        cpu: u32,
+        /// Thread that left it.
+        prev_tid: u32,
+    },
+    /// Woken up by `waker_tid`.
+    Wakeup {
+        /// The waking thread.
+        waker_tid: u32,
+        /// Its process.
+        waker_tgid: u32,
+        /// First wakeup of a new thread.
+        new_task: bool,
+    },
+    /// A traced method was entered.
+    Enter(MethodIdx),
+    /// A traced method returned (`exception` = exited by throwing).
+    Exit {
+        /// The method.
+        method: MethodIdx,
+        /// Exited by an exception.
+        exception: bool,
+    },
+    /// Thread began (kernel fork or JVM thread start).
+    ThreadStart,
+    /// Thread ended (kernel exit or JVM thread end).
+    ThreadEnd,
+    /// A syscall entered (`enter`) or returned; details in [`Trace::syscalls`](crate::Trace::syscalls).
+    Syscall {
+        /// Index into [`Trace::syscalls`](crate::Trace::syscalls).
+        idx: u32,
+        /// Entry (true) or exit (false).
+        enter: bool,
+    },
+    /// A user page fault.
+    PageFault {
+        /// Faulting address.
+        address: u64,
+    },
+    /// The thread begins or ends a JVM-level blocking state (monitor enter,
+    /// Object.wait, park, sleep).
+    Block {
+        /// The cause the state stands for.
+        cause: Cause,
+        /// Begin (true) or end (false).
+        begin: bool,
+        /// Index into [`Trace::details`](crate::Trace::details) (monitor or blocker class).
+        detail: u32,
+    },
+    /// A JVM-wide stop (GC or safepoint) begins or ends; copied into every
+    /// Java thread of that JVM.
+    Window {
+        /// [`Cause::Gc`] or [`Cause::Safepoint`].
+        cause: Cause,
+        /// Begin (true) or end (false).
+        begin: bool,
+    },
+}
+
+/// A syscall with its arguments and result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyscallInfo {
+    /// The thread.
+    pub tid: u32,
+    /// Entry time.
+    pub enter: u64,
+    /// The kernel's record.
+    pub rec: fmt::Syscall,
+}
+
+/// An event with its timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timed {
+    /// CLOCK_MONOTONIC ns.
+    pub ts: u64,
+    /// What happened.
+    pub event: Event,
+}

@@ -1,0 +1,270 @@
+//! A JVM stream's records (`jvm-<pid>.bin`: threads, method definitions,
+//! entries and exits, blocking states, GC and safepoint windows, JIT and
+//! allocation samples) as per-thread events and the trace's tables.
+
+use super::records::RawRecords;
+use super::{words, TraceReader};
+use crate::cause::Cause;
+use crate::event::{Event, MethodIdx, MethodInfo};
+use crate::tid_map::TidMap;
+use jtrace_format::{self as fmt, kind, FileHeader, Payload};
+use std::collections::HashMap;
+use std::path::Path;
+
+impl TraceReader {
+    /// Reads the records of the JVM stream at `path`; a stream the agent did
+    /// not finish (a killed JVM) is read up to its last whole record, and
+    /// the trace's losses say so.
+    pub(crate) fn read_jvm(&mut self, path: &Path, header: &FileHeader, mut records: impl RawRecords) {
+        // Method ids are only unique within one JVM.
+        let mut ids: TidMap<MethodIdx, u64> = Default::default();
+        let mut interned: HashMap<MethodInfo, MethodIdx> = HashMap::new();
+        for (i, m) in self.trace.methods.iter().enumerate() {
+            interned.insert(m.clone(), i as MethodIdx);
+        }
+        let mut jvm_pid = None;
+        // A stream the agent did not close (JVM killed) ends in zero fill,
+        // where the decoder stops: say so, the rest is a valid prefix.
+        let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
+        // Method events whose id had no definition: count, first id.
+        let mut undefined: (u64, Option<u64>) = (0, None);
+        // JIT records name methods by raw id, possibly before their
+        // METHOD_DEF: resolved at the end of the stream.
+        let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
+        // Allocation samples, whose site is a raw id too: (tid, sample).
+        let mut allocs: Vec<(u32, fmt::AllocSample)> = Vec::new();
+        while let Some(raw) = records.next_raw() {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    finished = true;
+                    break;
+                }
+            };
+            let (tid, ts) = (raw.tid, raw.ts);
+            // Fast paths: method entry/exit and the blocking states straight
+            // from the bytes (the class name is looked up, not allocated).
+            match raw.kind {
+                kind::METHOD_ENTRY | kind::METHOD_EXIT => {
+                    if let Some([lo, hi, flags, _]) = words(raw.payload) {
+                        self.trace.jvm_records += 1;
+                        let id = (hi as u64) << 32 | lo as u64;
+                        match ids.get(&id) {
+                            Some(&method) if raw.kind == kind::METHOD_ENTRY => self.push(tid, ts, Event::Enter(method)),
+                            Some(&method) => {
+                                let exception = flags & fmt::EXIT_BY_EXCEPTION != 0;
+                                self.push(tid, ts, Event::Exit { method, exception })
+                            }
+                            None => {
+                                undefined.0 += 1;
+                                undefined.1.get_or_insert(id);
+                            }
+                        }
+                        continue;
+                    }
+                }
+                kind::METHOD_BATCH => {
+                    if let Some(events) = fmt::batch_events(ts, raw.payload) {
+                        self.trace.jvm_records += events.len() as u64;
+                        for e in events {
+                            let Some(&method) = ids.get(&(e.method as u64)) else {
+                                undefined.0 += 1;
+                                undefined.1.get_or_insert(e.method as u64);
+                                continue;
+                            };
+                            let event = match e.kind {
+                                fmt::BatchedKind::Entry => Event::Enter(method),
+                                k => Event::Exit {
+                                    method,
+                                    exception: k == fmt::BatchedKind::ExitByException,
+                                },
+                            };
+                            self.push(tid, e.ts, event);
+                        }
+                        continue;
+                    }
+                }
+                k @ kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => {
+                    // JvmBlock: u64 arg, then a u16-length-prefixed string.
+                    let p = raw.payload;
+                    let class = p
+                        .get(8..10)
+                        .map(|n| u16::from_le_bytes([n[0], n[1]]) as usize)
+                        .and_then(|n| p.get(10..10 + n));
+                    if let (Some(class), Some((cause, begin))) = (class, block_of(k)) {
+                        self.trace.jvm_records += 1;
+                        let detail = if class == self.last_detail.0.as_slice() {
+                            self.last_detail.1
+                        } else {
+                            let d = self.detail_str(&String::from_utf8_lossy(class));
+                            self.last_detail = (class.to_vec(), d);
+                            d
+                        };
+                        self.push(tid, ts, Event::Block { cause, begin, detail });
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let rec = match raw.decode() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    finished = true;
+                    break;
+                }
+            };
+            self.trace.jvm_records += 1;
+            match rec.payload {
+                Payload::JvmStart(p) => jvm_pid = Some(p.pid),
+                Payload::ThreadStart(p) => {
+                    let th = self.thread(tid);
+                    // HotSpot re-attaches the finished main thread as
+                    // "DestroyJavaVM" on the same tid: keep the first name.
+                    if th.java_name.is_some() {
+                        continue;
+                    }
+                    th.java_name = Some(p.name);
+                    th.group = p.group;
+                    th.parent = p.parent;
+                    th.daemon = p.daemon != 0;
+                    if let Some(pid) = jvm_pid {
+                        th.tgid = pid;
+                    }
+                }
+                Payload::ThreadEnd => {
+                    let th = self.thread(tid);
+                    th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.min(ts)));
+                }
+                Payload::MethodDef(d) => {
+                    let info = MethodInfo {
+                        class: d.class,
+                        name: d.name,
+                        signature: d.signature,
+                        native: false,
+                    };
+                    let next = self.trace.methods.len() as MethodIdx;
+                    let idx = *interned.entry(info.clone()).or_insert_with(|| {
+                        self.trace.methods.push(info);
+                        next
+                    });
+                    ids.insert(d.method, idx);
+                }
+                Payload::MethodEntry(e) | Payload::MethodExit(e) => {
+                    let entry = matches!(rec.payload, Payload::MethodEntry(_));
+                    match ids.get(&e.method) {
+                        Some(&method) if entry => self.push(tid, ts, Event::Enter(method)),
+                        Some(&method) => {
+                            let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
+                            self.push(tid, ts, Event::Exit { method, exception })
+                        }
+                        None => {
+                            // One message per stream, not one per event.
+                            undefined.0 += 1;
+                            undefined.1.get_or_insert(e.method);
+                        }
+                    }
+                }
+                Payload::JvmEnd(p) => {
+                    self.trace.losses.jvm += p.lost_events;
+                    finished = true;
+                }
+                Payload::AgentError(s) => self.trace.losses.agent_errors.push(s),
+                Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
+                Payload::Alloc(a) => allocs.push((tid, a)),
+                Payload::Jvm(k, b) => {
+                    let block = block_of(k);
+                    let window = match k {
+                        kind::GC_START => Some((Cause::Gc, true)),
+                        kind::GC_END => Some((Cause::Gc, false)),
+                        kind::SAFEPOINT_BEGIN => Some((Cause::Safepoint, true)),
+                        kind::SAFEPOINT_END => Some((Cause::Safepoint, false)),
+                        _ => None,
+                    };
+                    if let Some((cause, begin)) = block {
+                        let detail = self.detail(b.class);
+                        self.push(tid, ts, Event::Block { cause, begin, detail });
+                    } else if let (Some((cause, begin)), Some(pid)) = (window, jvm_pid.or_else(|| pid_from_name(path)))
+                    {
+                        self.windows.entry(pid).or_default().push((ts, cause, begin));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let (n, Some(first)) = undefined {
+            self.trace.losses.truncated.push(format!(
+                "{}: {n} method event(s) used a method id before its definition (first: {first:#x})",
+                path.display()
+            ));
+        }
+        if !finished {
+            self.trace.losses.truncated.push(format!(
+                "{}: the JVM stream was not finished (no JVM_END: the JVM was killed or crashed); \
+                 read up to its last written record",
+                path.display()
+            ));
+        }
+        for (tid, a) in allocs {
+            let site = (a.method != 0).then(|| ids.get(&a.method).copied()).flatten();
+            let c = self.trace.allocations.entry((tid, a.class, site, a.line)).or_default();
+            c.samples += 1;
+            c.bytes += a.size;
+        }
+        if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
+            self.trace.jvm_pids.push(pid);
+            if !compiles.is_empty() {
+                let resolved = compiles
+                    .iter()
+                    .filter_map(|&(id, ts, load)| Some((*ids.get(&id)?, ts, load)))
+                    .collect();
+                self.trace.jit.add(pid, resolved);
+            }
+        }
+    }
+
+    /// The index of `s` in [`Trace::details`](crate::Trace::details).
+    /// Interned: the table grows with the number of distinct strings (monitor
+    /// and blocker classes), not with the number of events.
+    fn detail(&mut self, s: String) -> u32 {
+        self.detail_str(&s)
+    }
+
+    /// [`TraceReader::detail`] of a borrowed string: allocates only for a new one.
+    fn detail_str(&mut self, s: &str) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        if let Some(&i) = self.detail_ids.get(s) {
+            return i;
+        }
+        self.trace.details.push(s.to_owned());
+        let i = (self.trace.details.len() - 1) as u32;
+        self.detail_ids.insert(s.to_owned(), i);
+        i
+    }
+}
+
+/// The blocking state a JVM kind begins or ends.
+fn block_of(k: u16) -> Option<(Cause, bool)> {
+    match k {
+        kind::MONITOR_CONTENDED_ENTER => Some((Cause::Monitor, true)),
+        kind::MONITOR_CONTENDED_ENTERED => Some((Cause::Monitor, false)),
+        kind::MONITOR_WAIT => Some((Cause::Wait, true)),
+        kind::MONITOR_WAITED => Some((Cause::Wait, false)),
+        kind::PARK_BEGIN => Some((Cause::Park, true)),
+        kind::PARK_END => Some((Cause::Park, false)),
+        kind::SLEEP_BEGIN => Some((Cause::Sleep, true)),
+        kind::SLEEP_END => Some((Cause::Sleep, false)),
+        _ => None,
+    }
+}
+
+fn pid_from_name(path: &Path) -> Option<u32> {
+    path.file_stem()?
+        .to_str()?
+        .strip_prefix(fmt::JVM_FILE_PREFIX)?
+        .parse()
+        .ok()
+}

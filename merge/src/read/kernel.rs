@@ -1,0 +1,240 @@
+//! The kernel stream's records (`kernel.bin`: scheduler switches, wakeups,
+//! threads, syscalls, page faults, library calls) as per-thread events.
+
+use super::records::RawRecords;
+use super::{words, TraceReader};
+use crate::cause::Cause;
+use crate::event::{Event, MethodIdx, MethodInfo, SyscallInfo};
+use jtrace_format::{self as fmt, kind, Payload};
+use std::path::Path;
+
+impl TraceReader {
+    /// Reads the records of the kernel stream at `path`; a record it cannot
+    /// decode ends the reading, and the trace's losses say so.
+    pub(crate) fn read_kernel(&mut self, path: &Path, mut records: impl RawRecords) {
+        while let Some(raw) = records.next_raw() {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    break;
+                }
+            };
+            let (tid, ts) = (raw.tid, raw.ts);
+            // Fast paths: the hot fixed-size kinds straight from the bytes,
+            // exactly as the decoded payloads below would give them.
+            match raw.kind {
+                kind::SWITCH_OUT => {
+                    if let Some([tgid, prev_state, cpu, next_tid]) = words(raw.payload) {
+                        self.trace.kernel_records += 1;
+                        self.set_tgid(tid, tgid);
+                        self.push(
+                            tid,
+                            ts,
+                            Event::SwitchOut {
+                                preempted: prev_state == fmt::TASK_RUNNING,
+                                prev_state,
+                                cpu,
+                                next_tid,
+                            },
+                        );
+                        continue;
+                    }
+                }
+                kind::SWITCH_IN => {
+                    if let Some([tgid, cpu, prev_tid, _]) = words(raw.payload) {
+                        self.trace.kernel_records += 1;
+                        self.set_tgid(tid, tgid);
+                        self.end_block(tid, ts);
+                        self.push(tid, ts, Event::SwitchIn { cpu, prev_tid });
+                        continue;
+                    }
+                }
+                kind::WAKEUP => {
+                    if let Some([_, waker_tid, waker_tgid, _, new_task, _]) = words(raw.payload) {
+                        self.trace.kernel_records += 1;
+                        self.push(
+                            tid,
+                            ts,
+                            Event::Wakeup {
+                                waker_tid,
+                                waker_tgid,
+                                new_task: new_task != 0,
+                            },
+                        );
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let rec = match raw.decode() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    break;
+                }
+            };
+            self.trace.kernel_records += 1;
+            match rec.payload {
+                Payload::SwitchOut(p) => {
+                    self.set_tgid(tid, p.tgid);
+                    self.push(
+                        tid,
+                        ts,
+                        Event::SwitchOut {
+                            preempted: p.prev_state == fmt::TASK_RUNNING,
+                            prev_state: p.prev_state,
+                            cpu: p.cpu,
+                            next_tid: p.next_tid,
+                        },
+                    );
+                }
+                Payload::SwitchIn(p) => {
+                    self.set_tgid(tid, p.tgid);
+                    self.end_block(tid, ts);
+                    self.push(
+                        tid,
+                        ts,
+                        Event::SwitchIn {
+                            cpu: p.cpu,
+                            prev_tid: p.prev_tid,
+                        },
+                    );
+                }
+                Payload::Wakeup(p) => self.push(
+                    tid,
+                    ts,
+                    Event::Wakeup {
+                        waker_tid: p.waker_tid,
+                        waker_tgid: p.waker_tgid,
+                        new_task: p.new_task != 0,
+                    },
+                ),
+                Payload::Fork(p) => {
+                    let th = self.thread(tid);
+                    th.tgid = p.tgid;
+                    th.comm = fmt::comm_str(&p.comm);
+                    th.started_ts = Some(th.started_ts.map_or(ts, |s| s.min(ts)));
+                    self.push(tid, ts, Event::ThreadStart);
+                }
+                Payload::Exit(p) => {
+                    self.end_block(tid, ts);
+                    let th = self.thread(tid);
+                    th.tgid = p.tgid;
+                    th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
+                    self.push(tid, ts, Event::ThreadEnd);
+                }
+                Payload::Comm(p) | Payload::Exec(p) => {
+                    let th = self.thread(tid);
+                    th.tgid = p.tgid;
+                    th.comm = fmt::comm_str(&p.comm);
+                }
+                Payload::Syscall(rec) => {
+                    let info = SyscallInfo { tid, enter: ts, rec };
+                    let idx = match &mut self.sorter {
+                        Some(s) => s.add_syscall(info),
+                        None => {
+                            self.trace.syscalls.push(info);
+                            (self.trace.syscalls.len() - 1) as u32
+                        }
+                    };
+                    self.push(tid, ts, Event::Syscall { idx, enter: true });
+                    if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
+                        // Its block ends at the thread's next switch-in.
+                        if let Some(open) = self.open_blocks.insert(tid, idx) {
+                            self.push(
+                                tid,
+                                ts,
+                                Event::Syscall {
+                                    idx: open,
+                                    enter: false,
+                                },
+                            );
+                        }
+                    } else {
+                        self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
+                    }
+                }
+                Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),
+                Payload::FilePath(p) => {
+                    self.trace.file_paths.insert((p.dev, p.ino), p.path);
+                }
+                Payload::ProbeDef(p) => {
+                    let m = self.intern_method(MethodInfo {
+                        class: p.library,
+                        name: p.symbol,
+                        signature: String::new(),
+                        native: true,
+                    });
+                    self.probes.insert(p.probe, m);
+                }
+                Payload::LibCall(p) => {
+                    let m = match self.probes.get(&p.probe) {
+                        Some(&m) => m,
+                        None => self.intern_method(MethodInfo {
+                            class: "?".into(),
+                            name: format!("probe{}", p.probe),
+                            signature: String::new(),
+                            native: true,
+                        }),
+                    };
+                    if self.safepoint_probe(tid, m, ts, p.exit_ts.max(ts)) {
+                        continue;
+                    }
+                    self.push(tid, ts, Event::Enter(m));
+                    self.push(
+                        tid,
+                        p.exit_ts.max(ts),
+                        Event::Exit {
+                            method: m,
+                            exception: false,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The VM thread's calls of `SafepointSynchronize::begin` and `end`
+    /// (probed by the kernel recorder, see `jtrace_bpf::safepoints`) bound
+    /// a safepoint of its JVM: from the call of begin to the return of end.
+    /// Returns whether the call was one of them (then it is a window, not a
+    /// library call of the VM thread's).
+    fn safepoint_probe(&mut self, tid: u32, m: MethodIdx, call: u64, ret: u64) -> bool {
+        let (ts, begin) = match self.trace.methods[m as usize].name.as_str() {
+            fmt::SAFEPOINT_BEGIN_SYMBOL => (call, true),
+            fmt::SAFEPOINT_END_SYMBOL => (ret, false),
+            _ => return false,
+        };
+        let pid = self.trace.threads.get(&tid).map_or(self.trace.meta.pid, |t| t.tgid);
+        self.windows.entry(pid).or_default().push((ts, Cause::Safepoint, begin));
+        true
+    }
+
+    /// The method a library-call probe stands for (interned: probes are few).
+    fn intern_method(&mut self, info: MethodInfo) -> MethodIdx {
+        if let Some(i) = self.trace.methods.iter().position(|m| *m == info) {
+            return i as MethodIdx;
+        }
+        self.trace.methods.push(info);
+        (self.trace.methods.len() - 1) as MethodIdx
+    }
+
+    /// Switch records repeat the thread's process id: look the thread up
+    /// only when it changes (once per thread, not once per switch).
+    fn set_tgid(&mut self, tid: u32, tgid: u32) {
+        if self.tgids.get(&tid) != Some(&tgid) {
+            self.thread(tid).tgid = tgid;
+            self.tgids.insert(tid, tgid);
+        }
+    }
+
+    /// The thread is back on CPU (or gone): the block an at-switch SYSCALL
+    /// record described is over, and so is that syscall as far as we know.
+    fn end_block(&mut self, tid: u32, ts: u64) {
+        if let Some(idx) = self.open_blocks.remove(&tid) {
+            self.push(tid, ts, Event::Syscall { idx, enter: false });
+        }
+    }
+}

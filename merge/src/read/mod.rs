@@ -1,0 +1,309 @@
+//! Reading a trace directory: the kernel and JVM streams' records turned
+//! into per-thread events and the trace's tables.
+//!
+//! [`Trace::open`] keeps every thread's events in memory;
+//! [`stream::open`](crate::stream::open) sends them to the external sort
+//! ([`Sorter`]) instead. Both read the streams with the same decoders
+//! ([`kernel`], [`jvm`]), so both see the same events in the same order.
+
+mod jvm;
+mod kernel;
+pub(crate) mod records;
+
+use crate::cause::Cause;
+use crate::event::{Event, MethodIdx, ThreadInfo, Timed};
+use crate::meta::Meta;
+use crate::spill::Sorter;
+use crate::tid_map::TidMap;
+use crate::trace::Trace;
+use jtrace_format::{self as fmt, FileHeader};
+use records::{read_stream, records};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A trace being read: its tables, plus what the decoders keep between
+/// records.
+#[derive(Default)]
+pub(crate) struct TraceReader {
+    /// The trace being filled.
+    pub(crate) trace: Trace,
+    /// Streaming reads ([`crate::stream::open`]): events go to the external
+    /// sort instead of `trace.events`, syscall records travel with their
+    /// events.
+    pub(crate) sorter: Option<Box<Sorter>>,
+    /// GC / safepoint windows per JVM pid, spread into its Java threads
+    /// after reading.
+    pub(crate) windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
+    /// Library-call probe names by probe id.
+    probes: HashMap<u32, MethodIdx>,
+    /// Index of each string in `trace.details`.
+    detail_ids: HashMap<String, u32>,
+    /// The tgid last set from a switch record, per thread.
+    tgids: TidMap<u32>,
+    /// Per thread: the at-switch SYSCALL record whose block has not ended yet.
+    open_blocks: TidMap<u32>,
+    /// The raw bytes of the last class name a fast-path JVM block record
+    /// carried and its detail index: blocks come in begin/end pairs of one
+    /// class, so most lookups are this one.
+    last_detail: (Vec<u8>, u32),
+}
+
+impl Trace {
+    /// Reads a trace directory written by `jtrace run` (or `record`,
+    /// `attach`), every thread's events in memory. A trace of any length is
+    /// better walked with [`stream::open`](crate::stream::open), in memory
+    /// bounded by a budget.
+    pub fn open(dir: &Path) -> anyhow::Result<Trace> {
+        let mut r = TraceReader::begin(dir)?;
+        let kpath = dir.join(fmt::KERNEL_FILE);
+        if kpath.exists() {
+            let data = read_stream(&kpath, fmt::KERNEL_MAGIC)?;
+            r.read_kernel(&kpath, records(&data));
+        }
+        for p in jvm_files(dir)? {
+            let data = read_stream(&p, fmt::JVM_MAGIC)?;
+            let header = FileHeader::parse(&data).expect("checked by read_stream");
+            r.read_jvm(&p, &header, records(&data));
+        }
+        r.spread_windows();
+        let mut t = r.trace;
+        for (tid, evs) in t.events.iter_mut() {
+            // Stable sort: records of one thread from one stream keep their
+            // order when timestamps tie.
+            evs.sort_by_key(|e| e.ts);
+            if let (Some(first), Some(last)) = (evs.first(), evs.last()) {
+                let th = t.threads.entry(*tid).or_insert_with(|| ThreadInfo {
+                    tid: *tid,
+                    ..Default::default()
+                });
+                th.first_ts = first.ts;
+                th.last_ts = last.ts;
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// The JVM streams of a trace directory, in name order.
+pub(crate) fn jvm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut jvm_files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin"))
+        })
+        .collect();
+    jvm_files.sort();
+    Ok(jvm_files)
+}
+
+/// The first `N` little-endian u32 fields of a payload, if it has them: the
+/// fast path of the fixed-size hot kinds (one bounds check, nothing built).
+#[inline]
+fn words<const N: usize>(p: &[u8]) -> Option<[u32; N]> {
+    let mut out = [0u32; N];
+    let b = p.get(..4 * N)?;
+    for (o, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+        *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    Some(out)
+}
+
+impl TraceReader {
+    /// A trace with its metadata and no events yet.
+    pub(crate) fn begin(dir: &Path) -> anyhow::Result<TraceReader> {
+        if !dir.is_dir() {
+            anyhow::bail!("{} is not a jtrace trace directory", dir.display());
+        }
+        let meta = Meta::load(dir)?;
+        let mut t = Trace {
+            dir: dir.to_path_buf(),
+            meta,
+            details: vec![String::new()],
+            ..Default::default()
+        };
+        t.losses.kernel = t.meta.kernel_lost_total();
+        Ok(TraceReader {
+            trace: t,
+            ..Default::default()
+        })
+    }
+
+    /// A JVM-wide stop applies to every Java thread of that JVM, within the
+    /// thread's own life ([`windows_within`](crate::windows::windows_within)).
+    fn spread_windows(&mut self) {
+        for (pid, mut wins) in std::mem::take(&mut self.windows) {
+            crate::windows::gc_safepoints(&mut wins);
+            let tids: Vec<u32> = self
+                .trace
+                .threads
+                .values()
+                .filter(|t| t.java_name.is_some() && t.tgid == pid)
+                .map(|t| t.tid)
+                .collect();
+            for tid in tids {
+                let Some(evs) = self.trace.events.get(&tid) else {
+                    continue;
+                };
+                let (Some(first), Some(last)) = (evs.iter().map(|e| e.ts).min(), evs.iter().map(|e| e.ts).max()) else {
+                    continue;
+                };
+                let (lead, range) = crate::windows::windows_within(&wins, first, last);
+                for (cause, n) in lead {
+                    for _ in 0..n {
+                        self.push(tid, first, Event::Window { cause, begin: true });
+                    }
+                }
+                for &(ts, cause, begin) in &wins[range] {
+                    self.push(tid, ts, Event::Window { cause, begin });
+                }
+            }
+        }
+    }
+
+    /// The thread's entry (created if new), for a change.
+    pub(crate) fn thread(&mut self, tid: u32) -> &mut ThreadInfo {
+        // Whatever the caller changes, the switch records' tgid cache no
+        // longer knows the thread's tgid.
+        self.tgids.remove(&tid);
+        self.trace.threads.entry(tid).or_insert_with(|| ThreadInfo {
+            tid,
+            ..Default::default()
+        })
+    }
+
+    /// Adds an event of thread `tid`: to the sort when streaming, else to
+    /// the thread's events.
+    fn push(&mut self, tid: u32, ts: u64, event: Event) {
+        if let Some(s) = &mut self.sorter {
+            s.push(tid, ts, event);
+            return;
+        }
+        self.trace.events.entry(tid).or_default().push(Timed { ts, event });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::visitor::{Evidence, OffCpuInterval, Visitor};
+    use crate::walk::analyze;
+    use fmt::{Encoder, Payload, Record};
+
+    fn syscall(nr: u32, fd_kind: u32, flags: u32) -> Payload {
+        Payload::Syscall(fmt::Syscall {
+            exit_ts: 0,
+            nr,
+            fd_kind,
+            ret: 0,
+            fd: 5,
+            flags,
+            arg: 0,
+            ..Default::default()
+        })
+    }
+
+    fn switch_out(voluntary: bool) -> Payload {
+        Payload::SwitchOut(fmt::SwitchOut {
+            tgid: 7,
+            prev_state: voluntary as u32,
+            cpu: 0,
+            next_tid: 0,
+        })
+    }
+
+    fn switch_in() -> Payload {
+        Payload::SwitchIn(fmt::SwitchIn {
+            tgid: 7,
+            cpu: 0,
+            prev_tid: 0,
+            reserved: 0,
+        })
+    }
+
+    /// A complete trace in `dir` whose only stream is kernel.bin = `bytes`.
+    fn write_kernel_only_trace(dir: &Path, bytes: &[u8]) {
+        std::fs::write(dir.join(fmt::KERNEL_FILE), bytes).unwrap();
+        Meta {
+            format: "jtrace".into(),
+            version: fmt::FORMAT_VERSION,
+            complete: true,
+            ..Default::default()
+        }
+        .store(dir)
+        .unwrap();
+    }
+
+    /// A hot kind whose payload is too short is not read by the fast path:
+    /// it ends the stream with the decoder's message, in both readers, and
+    /// the records before it are kept.
+    #[test]
+    fn short_hot_record_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("jtrace-short-hot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut k = Encoder::new();
+        k.record(&Record {
+            tid: 8,
+            ts: 100,
+            payload: switch_out(true),
+        });
+        let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        bytes.extend_from_slice(&k.buf);
+        // A SWITCH_OUT record of 24 bytes: 8 of its 16 payload bytes.
+        bytes.extend_from_slice(&fmt::kind::SWITCH_OUT.to_le_bytes());
+        bytes.extend_from_slice(&24u16.to_le_bytes());
+        bytes.extend_from_slice(&8u32.to_le_bytes());
+        bytes.extend_from_slice(&200u64.to_le_bytes());
+        bytes.extend_from_slice(&[0; 8]);
+        write_kernel_only_trace(&dir, &bytes);
+        let whole = Trace::open(&dir).unwrap();
+        let (streamed, _) = crate::stream::open(&dir, &Default::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        for t in [&whole, &streamed] {
+            assert_eq!(t.kernel_records, 1);
+            assert_eq!(t.losses.truncated.len(), 1, "{:?}", t.losses.truncated);
+            assert!(
+                t.losses.truncated[0].contains("payload shorter than its kind"),
+                "{:?}",
+                t.losses.truncated
+            );
+        }
+        assert_eq!(whole.events[&8].len(), 1);
+    }
+
+    /// An at-switch SYSCALL record explains exactly the block it precedes:
+    /// the next block of the same thread (no record) is not blamed on it.
+    #[test]
+    fn at_switch_syscall_explains_one_block() {
+        let dir = std::env::temp_dir().join(format!("jtrace-at-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut k = Encoder::new();
+        let at = fmt::SYSCALL_BLOCKED | fmt::SYSCALL_AT_SWITCH;
+        for (ts, payload) in [
+            (100, syscall(0, fmt::fd_kind::SOCKET, at)),
+            (100, switch_out(true)),
+            (300, switch_in()),
+            (400, switch_out(true)),
+            (500, switch_in()),
+        ] {
+            k.record(&Record { tid: 8, ts, payload });
+        }
+        let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        bytes.extend_from_slice(&k.buf);
+        write_kernel_only_trace(&dir, &bytes);
+
+        let trace = Trace::open(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        struct Blocks(Vec<(u64, Evidence)>);
+        impl Visitor for Blocks {
+            fn off_cpu(&mut self, _: &ThreadInfo, _: usize, iv: &OffCpuInterval) {
+                self.0.push((iv.start, iv.evidence));
+            }
+        }
+        let mut v = Blocks(Vec::new());
+        analyze(&trace, &mut v);
+        assert_eq!(v.0, vec![(100, Evidence::Syscall(0)), (400, Evidence::None)]);
+    }
+}

@@ -1,0 +1,70 @@
+//! [`Trace`]: a trace's tables (threads, methods, syscalls, losses, JIT
+//! history, allocations) and, when opened whole, every thread's events.
+
+use crate::event::{MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
+use crate::jit::JitHistory;
+use crate::meta::Meta;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// Loss and health counters of a trace.
+#[derive(Debug, Clone, Default)]
+pub struct Losses {
+    /// Kernel records lost in the kernel (ring buffer full, bad samples).
+    pub kernel: u64,
+    /// JVM events the agents reported lost.
+    pub jvm: u64,
+    /// Streams that ended inside a record (writer cut off): path and message.
+    pub truncated: Vec<String>,
+    /// Agent-reported problems (bad config lines, internal errors).
+    pub agent_errors: Vec<String>,
+}
+
+/// A trace read from its directory: [`Trace::open`] holds every thread's
+/// events in memory; [`stream::open`](crate::stream::open) fills every table
+/// but `events` and `syscalls`, whose contents a streamed walk hands out.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Trace {
+    /// Trace directory.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub meta: Meta,
+    /// Threads by tid.
+    pub threads: BTreeMap<u32, ThreadInfo>,
+    /// Each thread's events, sorted by time.
+    pub events: BTreeMap<u32, Vec<Timed>>,
+    /// Methods referenced by [`Event::Enter`](crate::Event::Enter)/[`Event::Exit`](crate::Event::Exit).
+    pub methods: Vec<MethodInfo>,
+    /// Loss counters.
+    pub losses: Losses,
+    /// Kernel records read.
+    pub kernel_records: u64,
+    /// JVM records read.
+    pub jvm_records: u64,
+    /// JVM process ids with an agent stream.
+    pub jvm_pids: Vec<u32>,
+    /// Syscalls referenced by [`Event::Syscall`](crate::Event::Syscall).
+    pub syscalls: Vec<SyscallInfo>,
+    /// Strings referenced by [`Event::Block`](crate::Event::Block) (index 0 is "").
+    pub details: Vec<String>,
+    /// Paths of the files SYSCALL records name, by (dev, ino) (FILE_PATH).
+    pub file_paths: HashMap<(u64, u64), String>,
+    /// When each traced method had compiled code, per JVM (COMPILED_METHOD_LOAD/UNLOAD).
+    pub jit: JitHistory,
+    /// Sampled allocations (ALLOC_SAMPLE) by thread, class and site.
+    pub allocations: BTreeMap<AllocSite, AllocCount>,
+}
+
+/// Where sampled allocations happened: thread, allocated class, allocating
+/// method (`None` if the agent did not say) and source line (-1: unknown).
+pub type AllocSite = (u32, String, Option<MethodIdx>, i32);
+
+/// Sampled allocations at one [`AllocSite`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllocCount {
+    /// Samples.
+    pub samples: u64,
+    /// Σ size of the sampled objects in bytes.
+    pub bytes: u64,
+}
