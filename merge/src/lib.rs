@@ -60,18 +60,26 @@
 //!
 //! # Inside
 //!
-//! Data flows one way; a module uses only those above it in this list:
+//! Data flows one way, from the stream files to the report; a module uses
+//! only modules listed before it:
 //!
-//! | module | holds |
-//! |---|---|
-//! | `cause`, `meta`, `tid_map`, `options`, `file_io` | causes and breakdowns, `meta.json`, the tid hash map, stream options, file helpers |
-//! | `event`, `jit`, `trace`, `syscall`, `windows` | the data model: events, JIT history, [`Trace`]; syscall classification; GC/safepoint window rules |
-//! | `read/` | the stream files' records (`records`) decoded (`kernel`, `jvm`) into a [`Trace`]; [`Trace::open`] |
-//! | `run`, `spill` | the external sort: run encoding and reader; the buffers that spill sorted runs |
-//! | `kway` | the per-thread k-way merge of the runs ([`stream::SortedEvents`]) |
-//! | `visitor`, `walk` | what a walk reports; the per-thread walk that attributes every gap ([`ThreadWalk`]) |
-//! | [`stream`], `wakers`, `call_index`, `describe` | the streamed walk; wakers' methods; cross-thread lookups; wording |
-//! | [`report`] | the `jtrace.report.v1` aggregation |
+//! 1. `cause` (causes, breakdowns), `meta` (`meta.json`), `tid_map`,
+//!    `options` ([`stream::StreamOptions`], sizes), `file_io` (mapping,
+//!    unlinked temporary files).
+//! 2. The data model: `event` (events, threads, methods), `jit`, `trace`
+//!    ([`Trace`]), `syscall` (syscall numbers and their causes), `windows`
+//!    (which GC/safepoint windows a thread sees).
+//! 3. The external sort: `run` (the run file encoding and reader), `spill`
+//!    (the per-thread buffers that write sorted runs).
+//! 4. The reader, `read/`: `records` (a stream file's records, mapped or
+//!    read in chunks), `kernel` and `jvm` (their decoders), feeding
+//!    [`Trace::open`]'s memory or, streaming, `spill`.
+//! 5. `kway`: the per-thread k-way merge of the runs
+//!    ([`stream::SortedEvents`]).
+//! 6. The analysis: `visitor` (what a walk reports), `walk` (the
+//!    per-thread walk that attributes every gap: [`ThreadWalk`]), `wakers`,
+//!    [`stream`] (the streamed read and walk), `call_index`, `describe`.
+//! 7. [`report`]: the `jtrace.report.v1` aggregation.
 
 #![deny(missing_docs)]
 

@@ -14,8 +14,9 @@ pub struct StreamOptions {
     /// Where runs go (default `$TMPDIR`, else /tmp). The files are unlinked
     /// as soon as they are created, so nothing is left behind.
     pub temp_dir: Option<PathBuf>,
-    /// Also prepare [`analyze_with_wakers`] (the waker's method of every
-    /// wakeup): each wakeup is sent to its waker's stream as a query.
+    /// Also prepare [`analyze_with_wakers`](crate::stream::analyze_with_wakers)
+    /// (the waker's method of every wakeup): each wakeup is sent to its
+    /// waker's stream as a query.
     pub waker_methods: bool,
 }
 

@@ -60,20 +60,19 @@ pub(crate) struct Sorter {
     /// mostly of one thread, so most pushes skip the lookup.
     last: Option<(u32, usize)>,
     /// Index the next syscall record gets (as in [`Trace::syscalls`](crate::Trace::syscalls)).
-    pub(crate) next_syscall: u32,
+    next_syscall: u32,
     runs: Vec<Run>,
     temp: Option<PathBuf>,
     /// First and last event time per thread (of the runs written so far).
-    pub(crate) span: TidMap<(u64, u64)>,
+    span: TidMap<(u64, u64)>,
     /// The first error writing a run (the reading continues, then fails).
-    pub(crate) error: Option<anyhow::Error>,
-    /// Events buffered in total.
-    pub(crate) events: u64,
+    error: Option<anyhow::Error>,
     /// Wakeups as queries to their wakers ([`analyze_with_wakers`](crate::stream::analyze_with_wakers)).
     queries: Option<Box<Sorter>>,
 }
 
 impl Sorter {
+    /// An empty sort that spills within `opts`.
     pub(crate) fn new(opts: &StreamOptions) -> Sorter {
         Sorter {
             opts: opts.clone(),
@@ -88,7 +87,6 @@ impl Sorter {
             temp: None,
             span: TidMap::default(),
             error: None,
-            events: 0,
             queries: opts.waker_methods.then(|| Box::new(Sorter::new(&small(opts)))),
         }
     }
@@ -150,8 +148,9 @@ impl Sorter {
         }
     }
 
+    /// Buffers an event of thread `tid`; writes a run when the buffers reach
+    /// the budget.
     pub(crate) fn push(&mut self, tid: u32, ts: u64, event: Event) {
-        self.events += 1;
         if let (Some(q), Event::Wakeup { waker_tid, .. }) = (&mut self.queries, event) {
             q.push(waker_tid, ts, cross(tid, None));
         }

@@ -28,7 +28,7 @@
 //! Where the parts live (in `merge/src/`): `read/` reads the streams,
 //! `spill.rs` buffers the events and writes the runs in `run.rs`'s
 //! encoding, `kway.rs` merges each thread's runs, and each thread is walked
-//! by the same [`ThreadWalk`](crate::ThreadWalk) as in the whole-trace
+//! by the same [`ThreadWalk`] as in the whole-trace
 //! [`crate::analyze()`]. [`analyze_with_wakers`] (`wakers.rs`) adds the
 //! waker's method of every wakeup.
 //!
