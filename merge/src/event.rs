@@ -7,7 +7,8 @@ use jtrace_format as fmt;
 /// Index of a method in [`Trace::methods`](crate::Trace::methods).
 pub type MethodIdx = u32;
 
-/// A Java method, as the agent named it.
+/// A traced method: a Java method as the agent named it, or an interposed
+/// library call (a uprobe span) as the kernel recorder named it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MethodInfo {
     /// Fully qualified class name with dots.

@@ -1,6 +1,7 @@
-//! The per-thread merge: one pass over a thread's time-ordered events that
-//! keeps the thread's CPU state and method stack, and reports invocations and
-//! off-CPU intervals to a [`Visitor`].
+//! The per-thread walk, where the merge happens: one pass over a thread's
+//! time-ordered events (both streams' together) that keeps the thread's CPU
+//! state and method stack, and reports invocations and off-CPU intervals,
+//! each gap attributed to a cause, to a [`Visitor`].
 //!
 //! Accounting is exact by construction: every nanosecond between two
 //! consecutive events of a thread is added to exactly one bucket (CPU or one
