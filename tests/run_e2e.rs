@@ -7,6 +7,7 @@ use common::*;
 use jtrace_merge::{Cause, Trace};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -477,4 +478,29 @@ fn allocation_sites() {
             "{jdk}: streamed report differs"
         );
     }
+}
+
+/// `trace` is a second name of the same program: `sudo trace run -- …`
+/// records as `jtrace run` does, and its help and version say `trace`.
+#[test]
+fn trace_is_a_second_name_of_jtrace() {
+    ensure_agent();
+    let trace_bin = PathBuf::from(env!("CARGO_BIN_EXE_trace"));
+    let v = Command::new(&trace_bin).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("trace {}", env!("CARGO_PKG_VERSION"))
+    );
+    let h = Command::new(&trace_bin).args(["run", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&h.stdout).contains("Usage: trace run"));
+    let out = tempdir("trace-name").join("t.jtrace");
+    let o = Command::new(&trace_bin)
+        .args(["run", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete && trace.meta.command == ["true"]);
 }

@@ -1,0 +1,165 @@
+//! The JVM agent as `run` and `attach` load it: where its library is,
+//! whether the JVM's user can read it, and the configuration it gets
+//! (agent.conf: the user's `--config` file, then the command-line options,
+//! then the output directory).
+
+use crate::options::TraceArgs;
+use crate::user::User;
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+
+/// Finds libjtrace_agent.so: $JTRACE_AGENT, else next to the jtrace binary.
+pub(crate) fn agent_path() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("JTRACE_AGENT") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("JTRACE_AGENT={} is not a file", p.display());
+        }
+        return Ok(p.canonicalize()?);
+    }
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("jtrace binary has no directory")?;
+    for cand in [dir.join("libjtrace_agent.so"), dir.join("../libjtrace_agent.so")] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize()?);
+        }
+    }
+    bail!(
+        "cannot find the JVM agent libjtrace_agent.so next to {} (build it with `cargo build --workspace`, or set JTRACE_AGENT)",
+        exe.display()
+    )
+}
+
+/// The JVM runs as `user` and must be able to read the agent (checked
+/// with that user's credentials, so groups and ACLs count).
+pub(crate) fn check_readable_by(path: &Path, user: &User) -> anyhow::Result<()> {
+    user.run_as(|| {
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::Access::READ_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .with_context(|| {
+            format!(
+                "the traced command runs as uid {} and cannot read the agent {}; \
+                 install jtrace where other users can read it, or set JTRACE_AGENT",
+                user.uid.as_raw(),
+                path.display()
+            )
+        })
+    })
+}
+
+/// A JPMT configuration file given with `--config`.
+struct UserConfig {
+    path: PathBuf,
+    text: String,
+}
+
+impl UserConfig {
+    /// Reads `path` with `user`'s rights: root does not open a file the
+    /// user names (its lines end up in the user's agent.conf and in the
+    /// agent's messages), so a file that user cannot read is an error.
+    fn read(path: &Path, user: &User) -> anyhow::Result<UserConfig> {
+        let text = user.run_as(|| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {} as uid {}", path.display(), user.uid.as_raw()))
+        })?;
+        Ok(UserConfig {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+
+    /// Its `output` directive, if any (used when -o is absent).
+    fn output(&self) -> Option<PathBuf> {
+        self.text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("output"))
+                .then(|| w.next().map(PathBuf::from))
+                .flatten()
+        })
+    }
+}
+
+/// Where the trace goes and what the agent is told.
+pub(crate) struct AgentSetup {
+    /// The trace directory (absolute).
+    pub(crate) out: PathBuf,
+    /// The contents of agent.conf.
+    pub(crate) conf: String,
+}
+
+impl TraceArgs {
+    /// Reads `--config` as `user` and builds the agent's configuration,
+    /// before anything touches the disk (bad input leaves nothing behind).
+    pub(crate) fn agent_setup(&self, user: &User) -> anyhow::Result<AgentSetup> {
+        let config = self.config.as_deref().map(|p| UserConfig::read(p, user)).transpose()?;
+        let out = self
+            .output
+            .clone()
+            .or_else(|| config.as_ref().and_then(UserConfig::output))
+            .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
+        let out = std::path::absolute(&out)?;
+        let conf = agent_config(config.as_ref(), &self.methods, self.alloc_samples, &out)?;
+        Ok(AgentSetup { out, conf })
+    }
+}
+
+/// The agent's configuration: the user's JPMT file (minus `output`), then
+/// `--methods` rules and `--alloc-samples`, then the output directory. The
+/// user's lines keep their numbers, so that the agent's error messages point
+/// at the right line.
+fn agent_config(
+    config: Option<&UserConfig>,
+    methods: &[String],
+    alloc_samples: bool,
+    out: &Path,
+) -> anyhow::Result<String> {
+    let mut conf = String::new();
+    if let Some(UserConfig { path, text }) = config {
+        for line in text.lines() {
+            if line.split_whitespace().next() == Some("output") {
+                conf.push_str("# (output set by jtrace) ");
+            }
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        conf.push_str(&format!("# the lines above are {}\n", path.display()));
+    }
+    conf.push_str("# written by jtrace\n");
+    for m in methods {
+        let m = m.trim();
+        if m.is_empty() || m.chars().any(char::is_whitespace) {
+            bail!("--methods pattern {m:?} is empty or contains white space");
+        }
+        conf.push_str(&format!("include_method {m}\n"));
+    }
+    if alloc_samples {
+        conf.push_str("object_allocation on\n");
+    }
+    conf.push_str(&format!("output {}\n", out.display()));
+    Ok(conf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lines_keep_their_numbers_and_output_is_jtraces() {
+        let cfg = UserConfig {
+            path: "/u/my.conf".into(),
+            text: "include_method A.*\noutput /elsewhere\n".into(),
+        };
+        assert_eq!(cfg.output(), Some(PathBuf::from("/elsewhere")));
+        let conf = agent_config(Some(&cfg), &["B.run".into()], true, Path::new("/t/x.jtrace")).unwrap();
+        assert_eq!(
+            conf,
+            "include_method A.*\n# (output set by jtrace) output /elsewhere\n# the lines above are /u/my.conf\n\
+             # written by jtrace\ninclude_method B.run\nobject_allocation on\noutput /t/x.jtrace\n"
+        );
+        assert!(agent_config(None, &["a b".into()], false, Path::new("/t")).is_err());
+    }
+}

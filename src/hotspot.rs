@@ -1,0 +1,397 @@
+//! The HotSpot dynamic attach protocol (what `jcmd` and the Attach API
+//! speak; jattach's `jattach_hotspot.c` is the reference for the details):
+//!
+//! 1. If the JVM's attach listener is not running, create the trigger file
+//!    `.attach_pid<nspid>` in its working directory (or its /tmp) as the
+//!    JVM's user, without following a link there, and send SIGQUIT; the JVM
+//!    then opens the Unix socket `/tmp/.java_pid<nspid>`. SIGQUIT is only
+//!    sent to a process that catches it (a JVM started with -Xrs would dump
+//!    core) and whose hsperfdata does not say attach is disabled (it would
+//!    print a thread dump instead).
+//! 2. Connect to the socket (as the JVM's user, since HotSpot checks the
+//!    peer's credentials) and send `1\0load\0<agent>\0true\0<options>\0`.
+//! 3. Read the reply: `0` when the command ran, then the return code of
+//!    Agent_OnAttach (`return code: N` from JDK 9 on, an error text on JDK 21+).
+
+use crate::user::User;
+use anyhow::{bail, Context};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long the JVM may take to open its attach socket after SIGQUIT.
+const LISTENER_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long the agent may take to start or stop (retransforming classes).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What we need to know about the target process.
+#[derive(Debug, Clone)]
+pub(crate) struct Jvm {
+    /// Host pid.
+    pub(crate) pid: u32,
+    /// Pid inside its own pid namespace (HotSpot names its files with it).
+    pub(crate) nspid: u32,
+    /// Effective user, group and groups of the JVM.
+    pub(crate) user: User,
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim)
+}
+
+/// Whether the process catches SIGQUIT (HotSpot does unless -Xrs).
+fn catches_sigquit(status: &str) -> bool {
+    status_field(status, "SigCgt:")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+/// Checks that `pid` is a live HotSpot JVM this machine can attach to.
+pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("no process with pid {pid}"),
+        Err(e) => return Err(e).with_context(|| format!("cannot read /proc/{pid}/status")),
+    };
+    let name = status_field(&status, "Name:").unwrap_or("?").to_string();
+    if status_field(&status, "State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
+        bail!("process {pid} ({name}) has exited");
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    if !maps.lines().any(|l| l.ends_with("/libjvm.so")) {
+        if maps.is_empty() {
+            bail!("process {pid} ({name}) is not a JVM (it maps no libjvm.so; a kernel thread or an exiting process)");
+        }
+        bail!("process {pid} ({name}) is not a HotSpot JVM (it does not map libjvm.so)");
+    }
+    let mnt = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    if mnt("self") != mnt(&pid.to_string()) {
+        bail!(
+            "process {pid} runs in another mount namespace (a container); jtrace attach needs the JVM to see \
+             the agent and the trace directory at the same paths as jtrace"
+        );
+    }
+    let nspid = status_field(&status, "NSpid:")
+        .and_then(|v| v.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(pid);
+    let Some(user) = User::from_proc_status(&status) else {
+        bail!("cannot read the user of process {pid}");
+    };
+    let jvm = Jvm { pid, nspid, user };
+    if attach_disabled(&jvm) {
+        bail!(
+            "the JVM {pid} was started with -XX:+DisableAttachMechanism: it refuses dynamic attach; \
+             trace it from its start with `jtrace run` instead"
+        );
+    }
+    Ok(jvm)
+}
+
+/// Whether the JVM says attach is disabled: the first flag of
+/// `sun.rt.jvmCapabilities` in its hsperfdata (how the Attach API decides
+/// "attachable"), else -XX:+DisableAttachMechanism on its command line or in
+/// the environment variables the launcher reads.
+fn attach_disabled(jvm: &Jvm) -> bool {
+    // The hsperfdata directory is the JVM user's: read it as them.
+    if let Some(caps) = jvm.user.run_as(|| Ok(perf_capabilities(jvm))).ok().flatten() {
+        return caps.first() == Some(&b'0');
+    }
+    let flag = "-XX:+DisableAttachMechanism";
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", jvm.pid)).unwrap_or_default();
+    if cmdline.split(|&c| c == 0).any(|a| a == flag.as_bytes()) {
+        return true;
+    }
+    let environ = std::fs::read(format!("/proc/{}/environ", jvm.pid)).unwrap_or_default();
+    environ.split(|&c| c == 0).any(|v| {
+        let v = String::from_utf8_lossy(v);
+        ["JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS=", "_JAVA_OPTIONS="]
+            .iter()
+            .any(|k| {
+                v.strip_prefix(k)
+                    .is_some_and(|o| o.split_whitespace().any(|w| w == flag))
+            })
+    })
+}
+
+/// The value of `sun.rt.jvmCapabilities` (64 `0`/`1` flags) from the JVM's
+/// hsperfdata file, if it has one (-XX:-UsePerfData turns it off).
+fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
+    let tmp = PathBuf::from(format!("/proc/{}/root/tmp", jvm.pid));
+    let dir = std::fs::read_dir(&tmp).ok()?;
+    for d in dir.flatten() {
+        // The JVM's own directory (a stale file of another user's old
+        // process with the same pid must not decide).
+        use std::os::unix::fs::MetadataExt;
+        if !d.file_name().to_string_lossy().starts_with("hsperfdata_")
+            || !d.metadata().is_ok_and(|m| m.uid() == jvm.user.uid.as_raw())
+        {
+            continue;
+        }
+        let Ok(data) = read_regular(&d.path().join(jvm.nspid.to_string())) else {
+            continue;
+        };
+        let key = b"sun.rt.jvmCapabilities\0";
+        let at = data.windows(key.len()).position(|w| w == key)? + key.len();
+        // The value follows the name after alignment padding.
+        let rest = &data[at..];
+        let start = rest.iter().position(|&b| b == b'0' || b == b'1')?;
+        let val: Vec<u8> = rest[start..]
+            .iter()
+            .take_while(|&&b| b == b'0' || b == b'1')
+            .copied()
+            .collect();
+        return (val.len() >= 8).then_some(val);
+    }
+    None
+}
+
+/// Reads `path` if it is a regular file: a link there is not followed, a
+/// FIFO not waited on.
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// Whether process `pid` still exists.
+pub(crate) fn alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+fn is_socket(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// Makes the JVM start its attach listener (trigger file + SIGQUIT); runs
+/// as the JVM's user.
+fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", jvm.pid)).unwrap_or_default();
+    if !catches_sigquit(&status) {
+        bail!(
+            "the JVM {} does not handle SIGQUIT (started with -Xrs?) and has no attach listener running; \
+             it cannot be attached to",
+            jvm.pid
+        );
+    }
+    let candidates = [
+        PathBuf::from(format!("/proc/{}/cwd/.attach_pid{}", jvm.pid, jvm.nspid)),
+        PathBuf::from(format!("/proc/{}/root/tmp/.attach_pid{}", jvm.pid, jvm.nspid)),
+    ];
+    let mut trigger = None;
+    for c in &candidates {
+        match create_trigger(c) {
+            Ok(true) => {
+                trigger = Some(c.clone());
+                break;
+            }
+            // Ours, but some file systems change the owner and HotSpot
+            // would not trust it.
+            Ok(false) => {
+                let _ = std::fs::remove_file(c);
+            }
+            Err(_) => {}
+        }
+    }
+    let Some(trigger) = trigger else {
+        bail!(
+            "cannot create the attach trigger file .attach_pid{} in the JVM's working directory or /tmp",
+            jvm.nspid
+        );
+    };
+    // SAFETY: sending a signal the target is known to catch.
+    if unsafe { libc::kill(jvm.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = std::fs::remove_file(&trigger);
+        bail!("cannot signal the JVM {}: {e}", jvm.pid);
+    }
+    let t0 = Instant::now();
+    let result = loop {
+        if is_socket(sock) {
+            break Ok(());
+        }
+        if !alive(jvm.pid) {
+            break Err(anyhow::anyhow!(
+                "the JVM {} exited while starting its attach listener",
+                jvm.pid
+            ));
+        }
+        if t0.elapsed() > LISTENER_TIMEOUT {
+            break Err(anyhow::anyhow!(
+                "the JVM {} did not open its attach socket within {} s (attach disabled, or the JVM is hung)",
+                jvm.pid,
+                LISTENER_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&trigger);
+    result
+}
+
+/// Creates the attach trigger file at `path` (or opens the one there),
+/// never following a link planted in the JVM's working directory and never
+/// truncating anything; whether the file is a regular one owned by us, the
+/// JVM's user (checked on the descriptor, not by name).
+fn create_trigger(path: &Path) -> std::io::Result<bool> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    Ok(
+        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && st.st_uid == rustix::process::geteuid().as_raw(),
+    )
+}
+
+/// Sends one attach command and returns the JVM's whole reply.
+fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<String> {
+    let jvm = jvm.clone();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    jvm.user.clone().run_as(move || {
+        let sock = PathBuf::from(format!("/proc/{}/root/tmp/.java_pid{}", jvm.pid, jvm.nspid));
+        if !is_socket(&sock) {
+            start_listener(&jvm, &sock)?;
+        }
+        let mut s = match UnixStream::connect(&sock) {
+            // A socket file left by an earlier process with the same pid
+            // (killed before it could remove it): nobody listens on it.
+            // Remove it and have this JVM start its listener.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(&sock)
+                    .with_context(|| format!("cannot remove the stale attach socket {}", sock.display()))?;
+                start_listener(&jvm, &sock)?;
+                UnixStream::connect(&sock)
+            }
+            r => r,
+        }
+        .with_context(|| format!("cannot connect to the JVM's attach socket {}", sock.display()))?;
+        let deadline = Instant::now() + timeout;
+        s.set_write_timeout(Some(timeout))?;
+        let mut msg = b"1\0".to_vec();
+        for a in &args {
+            if a.len() > 1024 {
+                bail!(
+                    "attach argument too long ({} bytes; HotSpot takes at most 1024)",
+                    a.len()
+                );
+            }
+            msg.extend_from_slice(a.as_bytes());
+            msg.push(0);
+        }
+        s.write_all(&msg).context("sending the attach command")?;
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "the JVM {} did not answer the attach command within {} s",
+                    jvm.pid,
+                    timeout.as_secs()
+                );
+            }
+            s.set_read_timeout(Some(left))?;
+            match s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => reply.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                Err(e) => return Err(e).context("reading the JVM's reply"),
+            }
+        }
+        Ok(String::from_utf8_lossy(&reply).into_owned())
+    })
+}
+
+/// Interprets the reply to `load`: Ok(return code of Agent_OnAttach), or
+/// the JVM's error.
+fn parse_load_reply(reply: &str) -> anyhow::Result<i32> {
+    let (first, rest) = reply.split_once('\n').unwrap_or((reply, ""));
+    let rest = rest.trim();
+    match first.trim().parse::<i32>() {
+        Ok(0) => {}
+        Ok(code) => bail!(
+            "the JVM refused to load the agent (attach error {code}){}",
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(": {rest}")
+            }
+        ),
+        Err(_) => bail!("unexpected reply from the JVM's attach listener: {:?}", reply.trim()),
+    }
+    let first_rest = rest.lines().next().unwrap_or("").trim();
+    if let Some(n) = first_rest.strip_prefix("return code:") {
+        return n.trim().parse().with_context(|| format!("unexpected reply {reply:?}"));
+    }
+    if let Ok(n) = first_rest.parse::<i32>() {
+        return Ok(n);
+    }
+    if rest.is_empty() {
+        return Ok(0);
+    }
+    // JDK 21+: the command succeeded but loading failed; the rest says why.
+    bail!("the JVM could not load the agent: {rest}")
+}
+
+/// Loads the agent library into the JVM with `options`; returns the
+/// Agent_OnAttach result (0 = success).
+pub(crate) fn load_agent(jvm: &Jvm, agent: &Path, options: &str) -> anyhow::Result<i32> {
+    let agent = agent.to_string_lossy();
+    let reply = command(jvm, ["load", &agent, "true", options], REPLY_TIMEOUT)?;
+    parse_load_reply(&reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_replies() {
+        assert_eq!(parse_load_reply("0\nreturn code: 0\n").unwrap(), 0);
+        assert_eq!(parse_load_reply("0\nreturn code: -1\n").unwrap(), -1);
+        assert_eq!(parse_load_reply("0\n3\n").unwrap(), 3);
+        assert_eq!(parse_load_reply("0\n").unwrap(), 0);
+        let e = parse_load_reply("0\nAgent_OnAttach failed\n").unwrap_err();
+        assert!(format!("{e}").contains("Agent_OnAttach failed"));
+        let e = parse_load_reply("101\nno such command\n").unwrap_err();
+        assert!(format!("{e}").contains("101"));
+        assert!(parse_load_reply("").is_err());
+    }
+
+    #[test]
+    fn status_parsing() {
+        let s = "Name:\tjava\nUid:\t1000\t1001\t1000\t1001\nGid:\t50\t51\t50\t51\nSigCgt:\t0000000000000004\n";
+        assert!(catches_sigquit(s));
+        assert!(!catches_sigquit("SigCgt:\t0000000000000002\n"));
+    }
+
+    #[test]
+    fn dead_and_foreign_pids_are_refused() {
+        // pid_max is at most 2^22: this pid cannot exist.
+        let e = inspect(4_999_999).unwrap_err();
+        assert_eq!(format!("{e}"), "no process with pid 4999999");
+        let e = inspect(std::process::id()).unwrap_err();
+        assert!(format!("{e}").contains("is not a HotSpot JVM"), "{e}");
+    }
+}

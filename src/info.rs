@@ -1,0 +1,85 @@
+//! `jtrace info`: a trace's metadata, event counts and losses.
+
+use anyhow::Context;
+use jtrace_merge::Trace;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `jtrace info`.
+#[derive(clap::Args)]
+pub(crate) struct InfoArgs {
+    /// Trace directory.
+    trace: PathBuf,
+}
+
+/// `jtrace info TRACE`.
+pub(crate) fn info(args: InfoArgs) -> anyhow::Result<()> {
+    let t = Trace::open(&args.trace).with_context(|| format!("cannot open trace {}", args.trace.display()))?;
+    Ok(print_info(&t)?)
+}
+
+/// Written in one go, so that a closed pipe (`| head`) is an error to
+/// ignore, not a panic of println!.
+fn print_info(t: &Trace) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let m = &t.meta;
+    writeln!(out, "trace      {}", t.dir.display())?;
+    writeln!(
+        out,
+        "format     v{}  (written by jtrace {})",
+        m.version, m.jtrace_version
+    )?;
+    writeln!(
+        out,
+        "complete   {}",
+        if m.complete {
+            "yes"
+        } else {
+            "NO: recording was cut off; this is a readable prefix"
+        }
+    )?;
+    writeln!(out, "command    {}", m.command.join(" "))?;
+    writeln!(out, "pid        {}", m.pid)?;
+    if let Some(c) = m.exit_code {
+        writeln!(out, "exit code  {c}")?;
+    }
+    writeln!(out, "kernel     {}", m.kernel)?;
+    writeln!(out, "started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns))?;
+    writeln!(
+        out,
+        "duration   {} ms",
+        jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns))
+    )?;
+    if !m.methods.is_empty() {
+        writeln!(out, "methods    {}", m.methods.join(" "))?;
+    }
+    writeln!(
+        out,
+        "threads    {} ({} known to the JVM)",
+        t.threads.len(),
+        t.threads.values().filter(|x| x.java_name.is_some()).count()
+    )?;
+    writeln!(out, "JVMs       {:?}", t.jvm_pids)?;
+    writeln!(out, "methods    {} traced", t.methods.len())?;
+    writeln!(out, "events     kernel {}  jvm {}", t.kernel_records, t.jvm_records)?;
+    writeln!(out, "lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm)?;
+    if m.kernel_inferred_switch_ins > 0 {
+        writeln!(
+            out,
+            "inferred   {} switch-ins the kernel did not report",
+            m.kernel_inferred_switch_ins
+        )?;
+    }
+    for (k, v) in &m.kernel_lost {
+        if *v > 0 {
+            writeln!(out, "  kernel lost {k}: {v}")?;
+        }
+    }
+    for p in &t.losses.truncated {
+        writeln!(out, "problem    {p}")?;
+    }
+    for p in &t.losses.agent_errors {
+        writeln!(out, "agent      {p}")?;
+    }
+    out.flush()
+}

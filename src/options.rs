@@ -1,0 +1,157 @@
+//! The options of the recording commands, written once: what the agent
+//! records and where the trace goes ([`TraceArgs`], for `run` and
+//! `attach`), and what the kernel side records ([`KernelArgs`], for `run`,
+//! `record` and `attach`).
+
+use anyhow::bail;
+use jtrace_bpf::{LibCallSpec, SyscallMode};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the agent records and where the trace goes; shared by `jtrace run`
+/// and `jtrace attach`.
+#[derive(clap::Args)]
+pub(crate) struct TraceArgs {
+    /// Methods to trace, comma-separated globs over `class.method`
+    /// (`com.acme.*`, `Demo.*`, `*.run`); default: none.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) methods: Vec<String>,
+    /// JPMT-style configuration file (output, include_method, exclude_method,
+    /// include_thread, exclude_thread, method_invocation, ...), read with
+    /// the invoking user's rights.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Also sample object allocations (class, size, allocating method and
+    /// line; about one per 512 KiB allocated): `object_allocation on`.
+    #[arg(long)]
+    pub(crate) alloc_samples: bool,
+    /// Trace directory to write (default: the config's `output`, else
+    /// trace.jtrace), created by the invoking user; on attach, the JVM's
+    /// user must be able to reach it.
+    #[arg(short, long)]
+    pub(crate) output: Option<PathBuf>,
+}
+
+/// Which syscalls the kernel side records (`--syscalls`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyscallsArg {
+    None,
+    Blocked,
+    Io,
+    All,
+}
+
+impl From<SyscallsArg> for SyscallMode {
+    fn from(a: SyscallsArg) -> SyscallMode {
+        match a {
+            SyscallsArg::None => SyscallMode::None,
+            SyscallsArg::Blocked => SyscallMode::Blocked,
+            SyscallsArg::Io => SyscallMode::Io,
+            SyscallsArg::All => SyscallMode::All,
+        }
+    }
+}
+
+/// What the kernel side records; shared by `jtrace run`, `jtrace record`
+/// and `jtrace attach`.
+#[derive(clap::Args)]
+pub(crate) struct KernelArgs {
+    /// Kernel ring buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 16)]
+    ringbuf_mb: usize,
+    /// Kernel ring buffer size in bytes (a power of two, at least one page),
+    /// instead of --ringbuf-mb: a tiny buffer shows the loss accounting.
+    #[arg(long, value_name = "N", conflicts_with = "ringbuf_mb")]
+    ringbuf_bytes: Option<usize>,
+    /// Which syscalls to record: `blocked` (the syscall of every block, read
+    /// at the switch-out; no syscall hook, near-zero cost), `io` (also full
+    /// records with results of every socket/file I/O syscall; ~0.5 µs per
+    /// syscall), `all` (also futex, sleeps, pipes, ... that did not block)
+    /// or `none`.
+    #[arg(long, value_enum, default_value_t = SyscallsArg::Blocked)]
+    syscalls: SyscallsArg,
+    /// Library functions to interpose, comma-separated LIBRARY:SYMBOL
+    /// (`libz.so.1:inflate,libc.so.6:getaddrinfo`; a library path works too).
+    #[arg(long, value_name = "SPEC")]
+    lib_calls: Option<String>,
+    /// Do not record the page faults threads block on.
+    #[arg(long)]
+    no_page_faults: bool,
+    /// Do not record block I/O requests.
+    #[arg(long)]
+    no_block_io: bool,
+}
+
+impl KernelArgs {
+    /// Checks the options (library calls resolved, so that a typo fails
+    /// before anything runs) and returns the library calls to trace.
+    pub(crate) fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
+        if !self.ringbuf_mb.is_power_of_two() {
+            bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
+        }
+        if let Some(n) = self.ringbuf_bytes.filter(|n| !n.is_power_of_two() || *n < 4096) {
+            bail!("--ringbuf-bytes must be a power of two of at least 4096, not {n}");
+        }
+        let specs = match &self.lib_calls {
+            Some(s) => jtrace_bpf::parse_lib_calls(s)?,
+            None => Vec::new(),
+        };
+        jtrace_bpf::resolve_lib_calls(&specs)?;
+        Ok(specs)
+    }
+
+    /// The recorder's settings, on `cfg` (which names the stream file).
+    pub(crate) fn apply(&self, cfg: &mut jtrace_bpf::RecorderConfig, lib_calls: Vec<LibCallSpec>) {
+        cfg.ringbuf_bytes = self.ringbuf_bytes.unwrap_or(self.ringbuf_mb << 20);
+        cfg.syscalls = self.syscalls.into();
+        cfg.page_faults = !self.no_page_faults;
+        cfg.block_io = !self.no_block_io;
+        cfg.lib_calls = lib_calls;
+    }
+}
+
+/// `10s`, `500ms`, `2m`, `1.5s`, `3` (seconds).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 10s, 500ms or 2m"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("{s:?}: the duration must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn syscall_names_are_the_recorders() {
+        for v in SyscallsArg::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(name.parse::<SyscallMode>().unwrap(), SyscallMode::from(*v), "{name}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

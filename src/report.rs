@@ -1,0 +1,67 @@
+//! `jtrace report`: the gap-attribution report, as a table or as JSON
+//! (schema jtrace.report.v1).
+
+use crate::views::StreamArgs;
+use anyhow::Context;
+use jtrace_merge::{build_report, build_report_streaming, Cause, ReportFilter, Trace};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `jtrace report`.
+#[derive(clap::Args)]
+pub(crate) struct ReportArgs {
+    /// Trace directory.
+    trace: PathBuf,
+    /// Emit JSON (schema jtrace.report.v1).
+    #[arg(long)]
+    json: bool,
+    /// Only threads whose name (glob) or tid matches.
+    #[arg(long)]
+    thread: Option<String>,
+    /// Only methods whose `class.method` matches (glob).
+    #[arg(long)]
+    method: Option<String>,
+    /// Only methods that were off CPU for this cause, sorted by it
+    /// (runqueue, monitor, wait, park, sleep, gc, safepoint, socket, file,
+    /// page_fault, lock_native, syscall_other, unknown).
+    #[arg(long, value_parser = parse_cause)]
+    cause: Option<Cause>,
+    /// Rows in the method tables.
+    #[arg(long, default_value_t = 25)]
+    top: usize,
+    #[command(flatten)]
+    stream: StreamArgs,
+}
+
+fn parse_cause(s: &str) -> Result<Cause, String> {
+    Cause::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = Cause::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown cause {s:?}; one of: {}", names.join(", "))
+    })
+}
+
+/// `jtrace report TRACE`: streamed unless `--in-memory`.
+pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let filter = ReportFilter {
+        thread: args.thread,
+        method: args.method,
+        cause: args.cause,
+    };
+    let trace = &args.trace;
+    let report = if args.stream.in_memory {
+        Trace::open(trace)
+            .with_context(|| format!("cannot open trace {}", trace.display()))
+            .map(|t| build_report(&t, &filter))
+    } else {
+        build_report_streaming(trace, &filter, &args.stream.options())
+            .with_context(|| format!("cannot report on trace {}", trace.display()))
+    }?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(jtrace_timeline::render_report(&report, args.top).as_bytes())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! A recording session: what `run`, `record` and `attach` share. The
+//! trace directory with its metadata (written first as incomplete), the
+//! kernel recorder writing kernel.bin into it, and the end: the recorder
+//! stopped, the metadata rewritten, the files handed to the user.
+
+use crate::options::KernelArgs;
+use crate::trace_dir::TraceDir;
+use crate::user::User;
+use anyhow::Context;
+use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig};
+use jtrace_merge::Meta;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code for usage and permission errors.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// What every recording command checks first: root (to load eBPF), then
+/// the kernel options; the library calls to trace, or the exit code.
+pub(crate) fn prepare(kernel: &KernelArgs, command: &str) -> Result<Vec<LibCallSpec>, ExitCode> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "jtrace: `jtrace {command}` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
+        );
+        return Err(ExitCode::from(EXIT_USAGE));
+    }
+    kernel.validate().map_err(|e| {
+        eprintln!("jtrace: {e:#}");
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+/// Reports a recording command's error; exit code 1.
+pub(crate) fn failed(e: anyhow::Error) -> ExitCode {
+    eprintln!("jtrace: {e:#}");
+    ExitCode::from(1)
+}
+
+/// Nanoseconds on `clock`.
+pub(crate) fn clock_ns(clock: rustix::time::ClockId) -> u64 {
+    let ts = rustix::time::clock_gettime(clock);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The metadata of a recording that starts now: incomplete until
+/// [`Session::finish`] says otherwise.
+pub(crate) fn new_meta(command: Vec<String>, pid: u32, methods: &[String]) -> Meta {
+    Meta {
+        format: "jtrace".into(),
+        version: jtrace_format::FORMAT_VERSION,
+        complete: false,
+        jtrace_version: env!("CARGO_PKG_VERSION").into(),
+        start_realtime_ns: clock_ns(rustix::time::ClockId::Realtime),
+        start_monotonic_ns: clock_ns(rustix::time::ClockId::Monotonic),
+        command,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        pid,
+        methods: methods.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// The command line of a running process (empty if it cannot be read).
+pub(crate) fn command_line(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// "N kernel events", and how many were lost if any: for closing messages.
+pub(crate) fn kernel_events(stats: &KernelStats) -> String {
+    match stats.lost_total {
+        0 => format!("{} kernel events", stats.records),
+        lost => format!("{} kernel events, {lost} LOST", stats.records),
+    }
+}
+
+/// Which processes the kernel side follows.
+pub(crate) enum Traced {
+    /// Those jtrace forks from now on, with their descendants (`run`).
+    OurChildren,
+    /// A running process, with those it forks from now on.
+    Pid(u32),
+}
+
+/// A recording in progress (see the module documentation).
+pub(crate) struct Session {
+    /// The trace directory.
+    pub(crate) dir: TraceDir,
+    /// The metadata, rewritten by [`Session::finish`].
+    pub(crate) meta: Meta,
+    recorder: Option<KernelRecorder>,
+}
+
+impl Session {
+    /// Writes the incomplete metadata into `dir`, starts the kernel
+    /// recorder on `traced` (the library calls of `kernel` plus the
+    /// safepoint probes of `libjvm`), then hands the files to `recording_user`,
+    /// who writes the trace meanwhile. On failure the directory is removed.
+    pub(crate) fn start(
+        dir: TraceDir,
+        meta: Meta,
+        kernel: &KernelArgs,
+        lib_calls: Vec<LibCallSpec>,
+        libjvm: Option<PathBuf>,
+        traced: Traced,
+        recording_user: &User,
+    ) -> anyhow::Result<Session> {
+        let started = dir.store_meta(&meta).and_then(|()| {
+            let name = jtrace_format::KERNEL_FILE;
+            let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));
+            kernel.apply(&mut cfg, with_safepoints(lib_calls, libjvm));
+            match traced {
+                Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
+                Traced::Pid(pid) => cfg.pids = vec![pid],
+            }
+            KernelRecorder::start(cfg).context("cannot start kernel tracing")
+        });
+        let recorder = match started {
+            Ok(r) => r,
+            Err(e) => {
+                dir.discard();
+                return Err(e);
+            }
+        };
+        dir.hand_over(recording_user)?;
+        Ok(Session {
+            dir,
+            meta,
+            recorder: Some(recorder),
+        })
+    }
+
+    /// Stops the kernel recorder and stores its counters in the metadata.
+    pub(crate) fn stop_kernel(&mut self) -> anyhow::Result<KernelStats> {
+        let recorder = self
+            .recorder
+            .take()
+            .context("the kernel recorder was stopped already")?;
+        // Let in-flight kernel events of the last exits reach the ring buffer.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.meta.end_monotonic_ns = clock_ns(rustix::time::ClockId::Monotonic);
+        let stats = recorder.stop().context("stopping kernel tracing")?;
+        self.meta.kernel_records = stats.records;
+        self.meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        self.meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+        Ok(stats)
+    }
+
+    /// Rewrites the metadata and hands the trace to `owner`.
+    pub(crate) fn finish(self, owner: &User) -> anyhow::Result<()> {
+        self.dir.store_meta(&self.meta)?;
+        self.dir.hand_over(owner)
+    }
+
+    /// Ends a session that failed to get going: the recorder stopped, the
+    /// directory removed.
+    pub(crate) fn abandon(mut self) {
+        if let Some(r) = self.recorder.take() {
+            let _ = r.stop();
+        }
+        self.dir.discard();
+    }
+}
+
+/// The requested library calls plus the probes that record the safepoints
+/// of the traced JVM (`libjvm`; if not known, of the JDKs in the system's
+/// JVM directory): JVMTI does not report safepoints.
+fn with_safepoints(mut lib_calls: Vec<LibCallSpec>, libjvm: Option<PathBuf>) -> Vec<LibCallSpec> {
+    let (calls, stripped) = jtrace_bpf::safepoints::safepoint_calls(libjvm);
+    for lib in stripped {
+        eprintln!(
+            "jtrace: {} has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded",
+            lib.display()
+        );
+    }
+    lib_calls.extend(calls);
+    lib_calls
+}
