@@ -362,10 +362,10 @@ fn timeline_of_the_demo_in_chromium() {
 
     // The page lays out every interval's causes as the chrome export does
     // (GC/safepoint parts on their windows): same segments, to the ns.
-    let wins = jtrace_timeline::export::jvm_windows(&trace);
-    let t0 = jtrace_timeline::export::time_origin(&trace);
+    let wins = jtrace_timeline::jvm_windows(&trace);
+    let t0 = jtrace_timeline::time_origin(&trace);
     let mut windowed = 0;
-    for th in jtrace_timeline::export::collect(&trace) {
+    for th in jtrace_timeline::collect(&trace) {
         let pid = if th.info.tgid != 0 {
             th.info.tgid
         } else {
@@ -374,7 +374,7 @@ fn timeline_of_the_demo_in_chromium() {
         let want: Vec<(u64, u64, usize)> = th
             .offs
             .iter()
-            .flat_map(|o| jtrace_timeline::export::cause_segments_in(o, &wins, pid))
+            .flat_map(|o| jtrace_timeline::cause_segments_in(o, &wins, pid))
             .map(|(s, e, c)| (s - t0, e - t0, c as usize))
             .collect();
         windowed += want
@@ -548,7 +548,7 @@ fn timeline_of_the_demo_in_chromium() {
     // GC windows: the demo's System.gc() is at least one, each drawn as a
     // band across every lane (the gap under every lane is tinted at the
     // band and white beside it) with its details on the axis strip.
-    let windows = jtrace_timeline::export::jvm_windows(&trace);
+    let windows = jtrace_timeline::jvm_windows(&trace);
     assert!(
         windows.iter().any(|w| w.cause == jtrace_merge::Cause::Gc),
         "the demo's System.gc() left no GC window: {windows:?}"
@@ -606,7 +606,7 @@ fn timeline_of_the_demo_in_chromium() {
     }
     // The first GC window, zoomed on at the end for the second screenshot.
     let gc = windows.iter().find(|w| w.cause == jtrace_merge::Cause::Gc).unwrap();
-    let t0 = jtrace_timeline::export::time_origin(&trace);
+    let t0 = jtrace_timeline::time_origin(&trace);
     let (gs, ge) = ((gc.start - t0) as f64, (gc.end - t0) as f64);
     let pad = (ge - gs).max(1e6) * 3.0;
     b.mouse("mouseMoved", 100.0, 10.0, json!({}));

@@ -3,22 +3,35 @@
 //! spans under it flame-chart style, zoom/pan, details, search and filter.
 //!
 //! The page embeds the trace as JSON (columnar arrays per thread, times in ns
-//! relative to the trace start) and draws it on a canvas with level-of-detail
-//! merging, so it stays interactive with millions of events. See
-//! `assets/timeline.js` for the viewer.
+//! relative to the trace start, each off-CPU interval's causes already laid
+//! out in time by `segments.rs`) and draws it on a canvas with
+//! level-of-detail merging, so it stays interactive with millions of events.
+//! The viewer is `assets/viewer/*.js`, inlined in order into one script.
+//!
+//! Headless Chromium (PNG shots of a page) is `chromium.rs`; its items are
+//! re-exported here, where the CLI has always found them.
 
-use crate::export::{collect, jvm_windows, thread_order, time_origin, window_name, ThreadData};
+use crate::model::{collect, pid_of, thread_order, time_origin, ThreadData};
+use crate::segments::{cause_segments, cause_segments_in};
+use crate::windows::{jvm_windows, window_name, WindowIndex};
 use jtrace_merge::{describe_evidence, Cause, Evidence, OffCpu, Trace};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+pub use crate::chromium::{chromium_flags, find_chromium, parse_window, screenshot, screenshot_window};
 
 const TEMPLATE: &str = include_str!("assets/timeline.html");
 const CSS: &str = include_str!("assets/timeline.css");
-const JS: &str = include_str!("assets/timeline.js");
+/// The viewer's parts, by job, in the order they run (they share one
+/// function scope: the template wraps them in one function).
+const VIEWER: [&str; 5] = [
+    include_str!("assets/viewer/data.js"),
+    include_str!("assets/viewer/draw.js"),
+    include_str!("assets/viewer/details.js"),
+    include_str!("assets/viewer/input.js"),
+    include_str!("assets/viewer/api.js"),
+];
 
 /// Options of the HTML timeline.
 #[derive(Debug, Clone, Default)]
@@ -39,6 +52,19 @@ fn sparse(o: &OffCpu) -> serde_json::Value {
         v.push(ns);
     }
     serde_json::Value::from(v)
+}
+
+/// Segments `(start, end, cause)` that tile an interval from its start
+/// (as [`cause_segments`] and [`cause_segments_in`] lay them out), as
+/// `[cause index, ns, cause index, ns, …]`.
+fn pieces(segs: &[(u64, u64, Cause)]) -> Vec<u64> {
+    let mut v = Vec::with_capacity(2 * segs.len());
+    for (i, &(s, e, c)) in segs.iter().enumerate() {
+        debug_assert!(i == 0 || segs[i - 1].1 == s, "segments leave a gap: {segs:?}");
+        v.push(c as u64);
+        v.push(e - s);
+    }
+    v
 }
 
 /// Method spans of one thread, column by column (same index = same span).
@@ -77,8 +103,15 @@ struct Offs {
     w: Vec<i64>,
     /// Wakeup time, ns since the trace start (0 if none).
     wt: Vec<u64>,
-    /// Split by cause (see [`sparse`]).
+    /// Split by cause, as pieces laid out in time from the switch-out (see
+    /// [`pieces`]): one per cause, the blocked causes first, `runqueue`
+    /// last ([`cause_segments`]); `0` when nothing was off CPU.
     k: Vec<serde_json::Value>,
+    /// The intervals whose GC/safepoint parts sit at their windows
+    /// ([`cause_segments_in`] differs from `k`'s order), few: `(index,
+    /// pieces)`, the pieces in time order (a cause can come back after a
+    /// window cut it).
+    g: Vec<(u32, Vec<u64>)>,
     /// Evidence text, as an index into [`PageJson::strings`] (0 = none).
     x: Vec<u32>,
 }
@@ -172,7 +205,17 @@ struct PageJson {
     threads: Vec<ThreadJson>,
 }
 
-fn thread_json(trace: &Trace, strings: &mut Interner, t: &ThreadData, pid: u32, t0: u64) -> ThreadJson {
+/// The page's record of one thread, times relative to `t0`; `windows` are
+/// the trace's JVM windows (indexed), where the GC/safepoint parts of its
+/// intervals go.
+fn thread_json(
+    trace: &Trace,
+    strings: &mut Interner,
+    t: &ThreadData,
+    windows: &WindowIndex,
+    pid: u32,
+    t0: u64,
+) -> ThreadJson {
     let rel = |ts: u64| ts.saturating_sub(t0);
     let mut spans = Spans::default();
     for s in &t.spans {
@@ -190,13 +233,25 @@ fn thread_json(trace: &Trace, strings: &mut Interner, t: &ThreadData, pid: u32, 
         spans.o.push(sparse(&b.off));
     }
     let mut offs = Offs::default();
-    for o in &t.offs {
+    for (j, o) in t.offs.iter().enumerate() {
         offs.s.push(rel(o.start));
         offs.e.push(rel(o.end));
         offs.p.push(if o.open { 2 } else { o.preempted as u8 });
         offs.w.push(o.wake.map_or(-1, |w| w.waker_tid as i64));
         offs.wt.push(o.wake.map_or(0, |w| rel(w.ts)));
-        offs.k.push(sparse(&o.split.off));
+        let plain = cause_segments(o);
+        offs.k.push(if plain.is_empty() {
+            serde_json::Value::from(0)
+        } else {
+            serde_json::Value::from(pieces(&plain))
+        });
+        let near = windows.ending_after(o.start);
+        if !near.is_empty() {
+            let placed = cause_segments_in(o, near, pid);
+            if placed != plain {
+                offs.g.push((j as u32, pieces(&placed)));
+            }
+        }
         offs.x.push(match o.evidence {
             // The page says "preempted" from `p` already.
             Evidence::None | Evidence::Preempted => 0,
@@ -229,6 +284,7 @@ fn thread_json(trace: &Trace, strings: &mut Interner, t: &ThreadData, pid: u32, 
 fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
     let threads = collect(trace);
     let t0 = time_origin(trace);
+    let windows = jvm_windows(trace);
     let m = &trace.meta;
     let last = threads
         .iter()
@@ -243,15 +299,15 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
     }
     let command = m.command.join(" ");
     let mut strings = Interner::new();
+    let index = WindowIndex::new(&windows);
     let threads: Vec<ThreadJson> = thread_order(&threads)
         .into_iter()
         .map(|i| {
             let t = &threads[i];
-            let pid = if t.info.tgid != 0 { t.info.tgid } else { m.pid };
-            thread_json(trace, &mut strings, t, pid, t0)
+            thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0)
         })
         .collect();
-    let windows = jvm_windows(trace)
+    let windows = windows
         .into_iter()
         .map(|w| WindowJson {
             c: w.cause as usize,
@@ -307,178 +363,22 @@ pub fn write_html(trace: &Trace, opts: &HtmlOptions, mut out: impl Write) -> io:
             .unwrap_or_else(|| format!("jtrace timeline: {}", trace.meta.command.join(" "))),
     );
     let (head, rest) = TEMPLATE.split_once("{{DATA}}").expect("template has {{DATA}}");
+    let (between, tail) = rest.split_once("{{JS}}").expect("template has {{JS}}");
     let head = head.replace("{{TITLE}}", &title).replace("{{CSS}}", CSS);
     out.write_all(head.as_bytes())?;
     out.write_all(data.as_bytes())?;
-    out.write_all(rest.replace("{{JS}}", JS).as_bytes())?;
+    out.write_all(between.as_bytes())?;
+    for part in VIEWER {
+        out.write_all(part.as_bytes())?;
+    }
+    out.write_all(tail.as_bytes())?;
     out.flush()
 }
 
+/// `s` as HTML text or attribute value.
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-/// Finds a Chromium (or Chrome) binary: `$JTRACE_CHROMIUM`, then the usual
-/// names on `PATH`.
-pub fn find_chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("JTRACE_CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    let names = [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-        "chrome",
-    ];
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        for n in names {
-            let p = dir.join(n);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
-}
-
-/// Flags for a headless Chromium that touches no network and no profile of
-/// the user's: every run gets a fresh `user_data_dir`.
-pub fn chromium_flags(user_data_dir: &Path) -> Vec<String> {
-    [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-extensions",
-        "--hide-scrollbars",
-        "--mute-audio",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(std::iter::once(format!("--user-data-dir={}", user_data_dir.display())))
-    .collect()
-}
-
-/// Parses a time window `FROM..TO` of a trace, times since its start with
-/// a unit (`ns`, `us`/`µs`, `ms`, `s`; none = ms), e.g. `120ms..180ms`,
-/// `1.5s..2s`; returns ns.
-pub fn parse_window(s: &str) -> Result<(u64, u64), String> {
-    let (a, b) = s
-        .split_once("..")
-        .ok_or_else(|| format!("{s}: expected FROM..TO, e.g. 120ms..180ms"))?;
-    let (a, b) = (parse_time(a)?, parse_time(b)?);
-    if b <= a {
-        return Err(format!("{s}: the window ends before it starts"));
-    }
-    Ok((a, b))
-}
-
-fn parse_time(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "" | "ms" => 1e6,
-        "s" => 1e9,
-        u => return Err(format!("{s}: unknown unit {u:?} (ns, us, ms, s)")),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s}: not a time"))?;
-    Ok((v * scale).round() as u64)
-}
-
-/// Renders a timeline HTML file to a PNG with headless Chromium
-/// (`--screenshot`); the page draws synchronously on load, so the shot
-/// shows the whole trace.
-pub fn screenshot(html: &Path, png: &Path, width: u32, height: u32) -> anyhow::Result<()> {
-    screenshot_window(html, png, width, height, None)
-}
-
-/// [`screenshot`] of the time window `window` (ns since the trace start,
-/// see [`parse_window`]) instead of the whole trace.
-pub fn screenshot_window(
-    html: &Path,
-    png: &Path,
-    width: u32,
-    height: u32,
-    window: Option<(u64, u64)>,
-) -> anyhow::Result<()> {
-    let chromium = find_chromium()
-        .ok_or_else(|| anyhow::anyhow!("no chromium found for --png (install chromium or set JTRACE_CHROMIUM)"))?;
-    let profile = std::env::temp_dir().join(format!("jtrace-chromium-{}-{}", std::process::id(), nanos()));
-    std::fs::create_dir_all(&profile)?;
-    let html = std::fs::canonicalize(html)?;
-    let png_abs = if png.is_absolute() {
-        png.to_path_buf()
-    } else {
-        std::env::current_dir()?.join(png)
-    };
-    let _ = std::fs::remove_file(&png_abs);
-    let mut child = Command::new(&chromium)
-        .args(chromium_flags(&profile))
-        .arg(format!("--screenshot={}", png_abs.display()))
-        .arg(format!("--window-size={width},{height}"))
-        .arg(format!(
-            "file://{}{}",
-            html.display(),
-            window.map_or(String::new(), |(a, b)| format!("#view={a},{b}"))
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(profile.join("stderr.log"))?))
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", chromium.display()))?;
-    // Chromium sometimes lingers after writing the shot; do not hang on it.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let err = std::fs::read_to_string(profile.join("stderr.log")).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&profile);
-    if !png_abs.is_file() {
-        anyhow::bail!("chromium wrote no screenshot (status {status:?}): {}", err.trim());
-    }
-    Ok(())
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_window;
-
-    #[test]
-    fn windows_parse_with_units() {
-        assert_eq!(parse_window("120ms..180ms"), Ok((120_000_000, 180_000_000)));
-        assert_eq!(parse_window("1.5s..2s"), Ok((1_500_000_000, 2_000_000_000)));
-        assert_eq!(parse_window("10..20"), Ok((10_000_000, 20_000_000)));
-        assert_eq!(parse_window("500us..900µs"), Ok((500_000, 900_000)));
-        assert!(parse_window("20ms..10ms").is_err());
-        assert!(parse_window("10ms").is_err());
-        assert!(parse_window("1h..2h").is_err());
-        assert!(parse_window("x..2").is_err());
-    }
 }

@@ -1,11 +1,47 @@
-//! jtrace's views of a merged trace: the JPMT-style text trace and the
-//! human-readable report table.
+//! jtrace's views of a merged trace: the JPMT-style text trace, the report
+//! table, the HTML timeline and the exports (Chrome trace-event JSON,
+//! collapsed stacks, CSV).
+//!
+//! Layout:
+//!
+//! * the whole-trace model the in-memory views share: `model.rs` (threads
+//!   with their invocations and off-CPU intervals), `windows.rs` (GC and
+//!   safepoint windows), `segments.rs` (where each cause of an interval lies
+//!   in time: the one layout rule the Chrome export and the HTML page use);
+//! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
+//!   viewer in `assets/`, and `chromium.rs` for PNG shots), `chrome.rs`,
+//!   `collapsed.rs`, `csv/`; the export formats behind one interface in
+//!   `export.rs` ([`export::Exporter`]).
+//!
+//! The streaming views (text, collapsed, CSV) are [`jtrace_merge::Visitor`]s
+//! that read a trace of any length in bounded memory; the others read the
+//! whole trace ([`collect`]).
 
-pub mod table;
+#![deny(missing_docs)]
+
+mod chrome;
+mod chromium;
+mod collapsed;
+mod csv;
+pub mod export;
+pub mod html;
+mod model;
+mod segments;
+mod table;
+/// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
+mod windows;
 
+pub use export::{
+    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
+    Exporter,
+};
+pub use html::{write_html, HtmlOptions};
+pub use model::{collect, thread_order, time_origin, OffSpan, Span, ThreadData};
+pub use segments::{cause_segments, cause_segments_in};
 pub use table::render_report;
 pub use text::{write_text, write_text_streaming, TextOptions};
+pub use windows::{jvm_windows, window_name, JvmWindow};
 
 /// Formats CLOCK_REALTIME nanoseconds as an ISO 8601 UTC date.
 pub fn fmt_realtime(ns: u64) -> String {
@@ -14,12 +50,6 @@ pub fn fmt_realtime(ns: u64) -> String {
         None => format!("{ns} ns"),
     }
 }
-pub mod export;
-pub mod html;
-pub use export::{
-    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
-};
-pub use html::{write_html, HtmlOptions};
 
 /// [`jtrace_merge::stream::open`], its errors prefixed with the trace's name
 /// (the views' later errors are about writing their output).
@@ -29,4 +59,11 @@ pub(crate) fn open_streamed(
 ) -> anyhow::Result<(jtrace_merge::Trace, jtrace_merge::stream::SortedEvents)> {
     use anyhow::Context;
     jtrace_merge::stream::open(dir, opts).with_context(|| format!("cannot open trace {}", dir.display()))
+}
+
+/// [`jtrace_merge::Trace::open`] (the whole trace in memory), its errors
+/// prefixed as [`open_streamed`]'s.
+pub(crate) fn open_whole(dir: &std::path::Path) -> anyhow::Result<jtrace_merge::Trace> {
+    use anyhow::Context;
+    jtrace_merge::Trace::open(dir).with_context(|| format!("cannot open trace {}", dir.display()))
 }

@@ -2,6 +2,7 @@
 //! header, then per thread its header, the indented call tree with wall and
 //! CPU per invocation, and the off-CPU intervals nested where they occurred.
 
+use crate::export::Exporter;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
     analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, Invocation, MethodIdx,
@@ -408,6 +409,26 @@ pub fn write_text_streaming(
     run(&trace, lookup, out, opts, |w| {
         stream::analyze_with_wakers(&trace, events, w)
     })
+}
+
+/// The text trace as an [`Exporter`]: [`write_text`], streamed by
+/// [`write_text_streaming`].
+#[derive(Debug, Clone, Default)]
+pub struct Text(pub TextOptions);
+
+impl Exporter for Text {
+    fn name(&self) -> &'static str {
+        "text"
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+    fn write_trace(&self, trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
+        Ok(write_text(trace, out, &self.0)?)
+    }
+    fn write_dir(&self, dir: &Path, out: &mut dyn Write, stream: &StreamOptions) -> anyhow::Result<()> {
+        write_text_streaming(dir, out, &self.0, stream)
+    }
 }
 
 /// Writes the header, then walks the threads with `walk`.

@@ -5,7 +5,7 @@ mod fixture;
 
 use fixture::*;
 use jtrace_merge::{analyze, build_report, Cause, Invocation, ThreadInfo, Trace, Visitor};
-use jtrace_timeline::export::{self, CollapsedOptions, NO_METHOD_FRAME, STATE_TID_OFFSET};
+use jtrace_timeline::export::{self, CollapsedOptions, CsvColumn, CSV_COLUMNS, NO_METHOD_FRAME, STATE_TID_OFFSET};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
@@ -310,43 +310,36 @@ fn csv_parses_back_with_every_invocation() {
     export::write_csv(&t, &mut buf).unwrap();
     let mut r = csv::Reader::from_reader(buf.as_slice());
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
-    let mut want = vec![
-        "tid",
-        "pid",
-        "thread",
-        "class",
-        "method",
-        "signature",
-        "entry_ns",
-        "exit_ns",
-        "wall_ns",
-        "cpu_ns",
-        "off_cpu_ns",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect::<Vec<_>>();
-    want.extend(Cause::ALL.iter().map(|c| format!("{}_ns", c.name())));
-    want.extend(
-        [
-            "voluntary",
-            "involuntary",
-            "exception",
-            "depth",
-            "outermost",
-            "unfinished",
-            "native",
-            "compiled",
-        ]
-        .map(String::from),
-    );
+    // The header is the exporter's column list, spelled out…
+    let want: Vec<String> = CSV_COLUMNS
+        .iter()
+        .flat_map(|c| match c {
+            CsvColumn::Named(n) => vec![n.to_string()],
+            CsvColumn::PerCause => Cause::ALL.iter().map(|c| format!("{}_ns", c.name())).collect(),
+        })
+        .collect();
     assert_eq!(header, want);
+    // …and it holds what the format promises: names unique, the cause
+    // columns right after their sum in the report's order, and every column
+    // read (and checked) below.
+    let mut unique = header.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), header.len(), "{header:?}");
+    let sum_at = header.iter().position(|h| h == "off_cpu_ns").unwrap();
+    for (i, c) in Cause::ALL.iter().enumerate() {
+        assert_eq!(header[sum_at + 1 + i], format!("{}_ns", c.name()));
+    }
+    let read = std::cell::RefCell::new(std::collections::BTreeSet::new());
     let rows: Vec<csv::StringRecord> = r.records().map(|r| r.unwrap()).collect();
     let mut c = Count::default();
     analyze(&t, &mut c);
     assert_eq!(rows.len(), c.0.len());
     assert_eq!(rows.len(), 6);
-    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let col = |name: &str| {
+        read.borrow_mut().insert(name.to_string());
+        header.iter().position(|h| h == name).unwrap()
+    };
     let num = |row: &csv::StringRecord, name: &str| row[col(name)].parse::<u64>().unwrap();
     for row in &rows {
         assert_eq!(row.len(), header.len());
@@ -358,6 +351,18 @@ fn csv_parses_back_with_every_invocation() {
         // The fixture's JVM recorded no JIT events: unknown, not "false".
         assert_eq!(&row[col("compiled")], "");
         assert_eq!(num(row, "wall_ns"), num(row, "exit_ns") - num(row, "entry_ns"));
+    }
+    // The flags are the merge's.
+    for (name, flag) in [
+        ("exception", (|i: &Invocation| i.exception) as fn(&Invocation) -> bool),
+        ("unfinished", |i: &Invocation| i.unfinished),
+    ] {
+        let rows_set = rows.iter().filter(|r| &r[col(name)] == "true").count();
+        assert_eq!(rows_set, c.0.iter().filter(|(_, i)| flag(i)).count(), "{name}");
+        assert!(
+            rows.iter().all(|r| ["true", "false"].contains(&&r[col(name)])),
+            "{name}"
+        );
     }
     // The worker's name has a comma and quotes: it survives the round trip.
     let w = rows.iter().find(|r| r[col("tid")] == *"102").unwrap();
@@ -387,6 +392,8 @@ fn csv_parses_back_with_every_invocation() {
             .sum();
         assert_eq!(sum, m.wall_ns, "{}.{}", m.class, m.name);
     }
+    let unread: Vec<&String> = header.iter().filter(|h| !read.borrow().contains(*h)).collect();
+    assert!(unread.is_empty(), "columns no check reads: {unread:?}");
 }
 
 fn page_data(html: &str) -> Value {

@@ -12,8 +12,8 @@ mod fixture;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
-use jtrace_timeline::export::{self, CollapsedOptions};
-use jtrace_timeline::{write_text, write_text_streaming, TextOptions};
+use jtrace_timeline::export::{self, Collapsed, CollapsedOptions, Csv, Exporter, Text};
+use jtrace_timeline::{write_text_streaming, TextOptions};
 use std::path::{Path, PathBuf};
 
 fn tempdir(name: &str) -> PathBuf {
@@ -30,23 +30,39 @@ fn opts(budget: usize) -> StreamOptions {
     }
 }
 
+/// The views that stream, as [`Exporter`]s: (name, exporter). A new
+/// streaming format joins this list.
+fn streaming_exporters() -> Vec<(String, Box<dyn Exporter>)> {
+    let mut v: Vec<(String, Box<dyn Exporter>)> = Vec::new();
+    for all in [false, true] {
+        v.push((
+            format!("text all={all}"),
+            Box::new(Text(TextOptions { all_events: all })),
+        ));
+    }
+    for (thread, all) in [(false, false), (true, true)] {
+        v.push((
+            format!("collapsed thread={thread} all={all}"),
+            Box::new(Collapsed(CollapsedOptions { thread, all })),
+        ));
+    }
+    v.push(("csv".into(), Box::new(Csv)));
+    for (name, e) in &v {
+        assert!(e.streams(), "{name}");
+        assert!(name.starts_with(e.name()), "{name} is {}", e.name());
+    }
+    v
+}
+
 /// Every view of `dir`, in memory: (name, bytes).
 fn whole(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let t = Trace::open(dir).unwrap();
     let mut v = Vec::new();
-    for all in [false, true] {
+    for (name, e) in streaming_exporters() {
         let mut b = Vec::new();
-        write_text(&t, &mut b, &TextOptions { all_events: all }).unwrap();
-        v.push((format!("text all={all}"), b));
+        e.write_trace(&t, &mut b).unwrap();
+        v.push((name, b));
     }
-    for (thread, all) in [(false, false), (true, true)] {
-        let mut b = Vec::new();
-        export::write_collapsed(&t, &CollapsedOptions { thread, all }, &mut b).unwrap();
-        v.push((format!("collapsed thread={thread} all={all}"), b));
-    }
-    let mut b = Vec::new();
-    export::write_csv(&t, &mut b).unwrap();
-    v.push(("csv".into(), b));
     v
 }
 
@@ -54,19 +70,11 @@ fn whole(dir: &Path) -> Vec<(String, Vec<u8>)> {
 fn streamed(dir: &Path, budget: usize) -> Vec<(String, Vec<u8>)> {
     let o = opts(budget);
     let mut v = Vec::new();
-    for all in [false, true] {
+    for (name, e) in streaming_exporters() {
         let mut b = Vec::new();
-        write_text_streaming(dir, &mut b, &TextOptions { all_events: all }, &o).unwrap();
-        v.push((format!("text all={all}"), b));
+        e.write_dir(dir, &mut b, &o).unwrap();
+        v.push((name, b));
     }
-    for (thread, all) in [(false, false), (true, true)] {
-        let mut b = Vec::new();
-        export::write_collapsed_streaming(dir, &CollapsedOptions { thread, all }, &mut b, &o).unwrap();
-        v.push((format!("collapsed thread={thread} all={all}"), b));
-    }
-    let mut b = Vec::new();
-    export::write_csv_streaming(dir, &mut b, &o).unwrap();
-    v.push(("csv".into(), b));
     v
 }
 

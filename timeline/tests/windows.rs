@@ -7,7 +7,8 @@ mod fixture;
 use fixture::*;
 use jtrace_format::kind;
 use jtrace_merge::{Cause, Trace};
-use jtrace_timeline::export::{self, cause_segments_in, collect, jvm_windows, STATE_TID_OFFSET, STOPS_TID};
+use jtrace_timeline::export::{self, STATE_TID_OFFSET, STOPS_TID};
+use jtrace_timeline::{cause_segments, cause_segments_in, collect, jvm_windows};
 use serde_json::Value;
 
 const HOLDER: u32 = 104;
@@ -89,7 +90,7 @@ fn window_part_of_a_block_is_placed_on_its_window() {
     );
     // Another JVM's window does not move it.
     let plain = cause_segments_in(block, &wins, PID + 1);
-    assert_eq!(plain, export::cause_segments(block));
+    assert_eq!(plain, cause_segments(block));
 }
 
 fn chrome(t: &Trace) -> Vec<Value> {
@@ -195,7 +196,7 @@ fn page_carries_windows_and_interned_evidence() {
 #[test]
 fn a_block_over_two_windows_is_cut_around_both() {
     use jtrace_merge::{Breakdown, Evidence};
-    use jtrace_timeline::export::{JvmWindow, OffSpan};
+    use jtrace_timeline::{JvmWindow, OffSpan};
     // Blocked 1000..9000 then runnable until 9500; GC windows 2000..3000
     // and 5000..7000; the merge counted 3000 ns gc, 5000 lock_native.
     let mut split = Breakdown {
@@ -237,13 +238,13 @@ fn a_block_over_two_windows_is_cut_around_both() {
     );
     // Windows that cannot hold the gc part: the plain layout.
     let short = cause_segments_in(&o, &[w(1, 2000, 3000)], PID);
-    assert_eq!(short, export::cause_segments(&o));
+    assert_eq!(short, cause_segments(&o));
 }
 
 #[test]
 fn a_gc_nested_in_a_safepoint_keeps_both_on_their_windows() {
     use jtrace_merge::{Breakdown, Evidence};
-    use jtrace_timeline::export::{JvmWindow, OffSpan};
+    use jtrace_timeline::{JvmWindow, OffSpan};
     // Blocked 1000..9000; a safepoint 2000..8000 with a GC 4000..5000 in it:
     // gc wins inside the GC, safepoint in the rest of the safepoint.
     let mut split = Breakdown {
@@ -282,4 +283,156 @@ fn a_gc_nested_in_a_safepoint_keeps_both_on_their_windows() {
             (8000, 9000, Cause::LockNative),
         ]
     );
+}
+
+/// The off-CPU segments of one page thread as the viewer builds them: each
+/// interval's pieces (`g` where present, else `k`) one after the other from
+/// its switch-out; `(start, end, cause index)` in ns since the trace start.
+fn page_segments(th: &Value) -> Vec<(u64, u64, usize)> {
+    let offs = &th["offs"];
+    let placed: std::collections::HashMap<u64, &Value> = offs["g"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e[0].as_u64().unwrap(), &e[1]))
+        .collect();
+    let mut out = Vec::new();
+    for (j, s) in offs["s"].as_array().unwrap().iter().enumerate() {
+        let pieces = placed.get(&(j as u64)).copied().unwrap_or(&offs["k"][j]);
+        let Some(p) = pieces.as_array() else { continue };
+        let mut t = s.as_u64().unwrap();
+        for q in p.chunks(2) {
+            let ns = q[1].as_u64().unwrap();
+            out.push((t, t + ns, q[0].as_u64().unwrap() as usize));
+            t += ns;
+        }
+    }
+    out
+}
+
+#[test]
+fn page_carries_the_segments_the_chrome_export_lays_out() {
+    let t = trace();
+    let mut buf = Vec::new();
+    jtrace_timeline::write_html(&t, &Default::default(), &mut buf).unwrap();
+    let html = String::from_utf8(buf).unwrap();
+    let open = "<script type=\"application/json\" id=\"data\">";
+    let start = html.find(open).unwrap() + open.len();
+    let d: Value = serde_json::from_str(&html[start..start + html[start..].find("</script>").unwrap()]).unwrap();
+    let wins = jvm_windows(&t);
+    let t0 = jtrace_timeline::time_origin(&t);
+    let mut moved = 0;
+    for th in collect(&t) {
+        let page = d["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["tid"] == th.info.tid)
+            .unwrap();
+        moved += page["offs"]["g"].as_array().unwrap().len();
+        let want: Vec<(u64, u64, usize)> = th
+            .offs
+            .iter()
+            .flat_map(|o| cause_segments_in(o, &wins, PID))
+            .map(|(s, e, c)| (s - t0, e - t0, c as usize))
+            .collect();
+        assert_eq!(page_segments(page), want, "thread {}", th.info.tid);
+    }
+    // Only main's block under the GC window needed its own pieces.
+    assert_eq!(moved, 1);
+    // Without windows, `k` is the layout: blocked causes first, runqueue last.
+    let main = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tid"] == MAIN)
+        .unwrap();
+    let k = main["offs"]["k"][0].as_array().unwrap();
+    let causes: Vec<&str> = k
+        .chunks(2)
+        .map(|p| d["causes"][p[0].as_u64().unwrap() as usize].as_str().unwrap())
+        .collect();
+    assert_eq!(causes, ["monitor", "runqueue"]);
+}
+
+/// A small deterministic generator (xorshift64*), for the property test.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+#[test]
+fn segments_tile_every_interval_whatever_the_windows() {
+    use jtrace_merge::{Breakdown, Evidence};
+    use jtrace_timeline::{JvmWindow, OffSpan};
+    // The page sends segments as durations from the switch-out, so the
+    // layout must leave no gap: check it over many random blocks/windows.
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let choices = [
+        Cause::Gc,
+        Cause::Safepoint,
+        Cause::Park,
+        Cause::LockNative,
+        Cause::Monitor,
+        Cause::Runqueue,
+    ];
+    let mut placed = 0;
+    for case in 0..20_000 {
+        let start = 1000 + rng.below(1000);
+        let mut split = Breakdown::default();
+        for c in choices {
+            if rng.below(2) == 0 {
+                split.off.add(c, 1 + rng.below(3000));
+            }
+        }
+        let total = split.off.total();
+        split.wall = total;
+        let o = OffSpan {
+            start,
+            end: start + total,
+            preempted: false,
+            wake: None,
+            split,
+            evidence: Evidence::None,
+            depth: 0,
+            open: false,
+        };
+        let mut wins: Vec<JvmWindow> = (0..rng.below(5))
+            .map(|i| {
+                let s = rng.below(start + total + 1000);
+                JvmWindow {
+                    pid: PID + rng.below(2) as u32,
+                    cause: if rng.below(2) == 0 { Cause::Gc } else { Cause::Safepoint },
+                    seq: i as u32 + 1,
+                    start: s,
+                    end: s + rng.below(6000),
+                    open: false,
+                }
+            })
+            .collect();
+        wins.sort_by_key(|w| w.start);
+        let segs = cause_segments_in(&o, &wins, PID);
+        placed += (segs != cause_segments(&o)) as usize;
+        if total == 0 {
+            assert!(segs.is_empty());
+            continue;
+        }
+        assert_eq!(segs[0].0, o.start, "case {case}: {segs:?}");
+        assert_eq!(segs.last().unwrap().1, o.end, "case {case}: {segs:?}");
+        assert!(
+            segs.windows(2).all(|p| p[0].1 == p[1].0) && segs.iter().all(|s| s.0 < s.1),
+            "case {case}: {segs:?} {wins:?}"
+        );
+        for c in Cause::ALL {
+            let sum: u64 = segs.iter().filter(|s| s.2 == c).map(|s| s.1 - s.0).sum();
+            assert_eq!(sum, o.split.off.get(c), "case {case} {c:?}: {segs:?}");
+        }
+    }
+    // Windows held the GC/safepoint part of many blocks, not just a few.
+    assert!(placed > 1000, "only {placed} blocks placed on windows");
 }

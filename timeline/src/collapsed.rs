@@ -1,0 +1,168 @@
+//! The collapsed (folded-stack) export of off-CPU time by cause
+//! (`jtrace export --format collapsed`), for flame graphs and speedscope.
+//! It streams: a trace of any length folds in memory bounded by the
+//! streaming budget plus the distinct stacks.
+
+use crate::export::Exporter;
+use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::{analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// What [`write_collapsed`] writes.
+#[derive(Debug, Clone, Default)]
+pub struct CollapsedOptions {
+    /// Put the thread (`name [tid]`) between the cause and the frames.
+    pub thread: bool,
+    /// Also count off-CPU time outside traced methods, under the frame
+    /// `[no traced method]` (then the totals per cause are the threads' totals).
+    pub all: bool,
+}
+
+/// Frame standing for "no traced method open" in the collapsed output.
+pub const NO_METHOD_FRAME: &str = "[no traced method]";
+
+/// Folds a walk's off-CPU intervals into stacks: a [`Visitor`] that keeps
+/// the open frames of the current thread and sums each interval's causes
+/// under them.
+struct Folder<'a> {
+    trace: &'a Trace,
+    opts: &'a CollapsedOptions,
+    stack: Vec<MethodIdx>,
+    /// The stack as it was when the thread's last event closed it.
+    tail_stack: Option<Vec<MethodIdx>>,
+    off_sum: OffCpu,
+    folded: BTreeMap<String, u64>,
+}
+
+impl Folder<'_> {
+    fn add(&mut self, t: &ThreadInfo, depth: usize, off: &OffCpu) {
+        if depth == 0 && !self.opts.all {
+            return;
+        }
+        let mut frames = String::new();
+        if self.opts.thread {
+            frames.push(';');
+            frames.push_str(&frame(&format!("{} [{}]", t.display_name(), t.tid)));
+        }
+        if depth == 0 {
+            frames.push(';');
+            frames.push_str(NO_METHOD_FRAME);
+        }
+        for m in &self.stack[..depth.min(self.stack.len())] {
+            frames.push(';');
+            frames.push_str(&frame(&self.trace.methods[*m as usize].qualified()));
+        }
+        for (c, ns) in off.nonzero() {
+            *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
+        }
+    }
+}
+
+/// Folded-stack frames cannot contain `;` (separator) or newlines, and the
+/// count is after the last space; Java names have none of these, but be safe.
+fn frame(s: &str) -> String {
+    s.replace([';', '\n', '\r'], "_")
+}
+
+impl Visitor for Folder<'_> {
+    fn thread_begin(&mut self, _t: &ThreadInfo) {
+        self.stack.clear();
+        self.tail_stack = None;
+        self.off_sum = Default::default();
+    }
+    fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
+        self.stack.truncate(depth);
+        self.stack.push(m);
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        if inv.unfinished && inv.exit == t.last_ts && self.tail_stack.is_none() {
+            self.tail_stack = Some(self.stack.clone());
+        }
+        self.stack.truncate(depth);
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.off_sum += iv.split.off;
+        self.add(t, depth, &iv.split.off);
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        // The tail after the last switch-out (rebuilt as `collect` in
+        // model.rs does), at the stack open at the thread's last event.
+        let all = totals.breakdown.off;
+        if all.0.iter().zip(self.off_sum.0.iter()).all(|(a, b)| a >= b) {
+            let tail = all - self.off_sum;
+            if tail.total() > 0 {
+                self.stack = self.tail_stack.take().unwrap_or_default();
+                self.add(t, self.stack.len(), &tail);
+            }
+        }
+    }
+}
+
+/// Writes off-CPU time as folded stacks (Brendan Gregg's collapsed format,
+/// read by flamegraph.pl, inferno and speedscope): one line per distinct
+/// stack, `cause;Outer.method;...;Inner.method N`, where N is **nanoseconds**
+/// off CPU with that cause at that stack, frames outermost first. With
+/// [`CollapsedOptions::thread`] the thread is the second frame.
+pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, out: impl Write) -> io::Result<()> {
+    let mut f = Folder::new(trace, opts);
+    analyze(trace, &mut f);
+    f.write(out)
+}
+
+/// [`write_collapsed`] of the trace directory `dir`, streaming: the same
+/// bytes, in memory bounded by `stream`'s budget plus the distinct stacks
+/// (the output itself), not by the trace's length.
+pub fn write_collapsed_streaming(
+    dir: &Path,
+    opts: &CollapsedOptions,
+    out: impl Write,
+    stream: &StreamOptions,
+) -> anyhow::Result<()> {
+    let (trace, events) = crate::open_streamed(dir, stream)?;
+    let mut f = Folder::new(&trace, opts);
+    stream::analyze(&trace, events, &mut f)?;
+    f.write(out)?;
+    Ok(())
+}
+
+impl<'a> Folder<'a> {
+    fn new(trace: &'a Trace, opts: &'a CollapsedOptions) -> Self {
+        Folder {
+            trace,
+            opts,
+            stack: Vec::new(),
+            tail_stack: None,
+            off_sum: Default::default(),
+            folded: BTreeMap::new(),
+        }
+    }
+
+    fn write(&self, mut out: impl Write) -> io::Result<()> {
+        for (k, v) in &self.folded {
+            writeln!(out, "{k} {v}")?;
+        }
+        out.flush()
+    }
+}
+
+/// The collapsed format as an [`Exporter`]: [`write_collapsed`], streamed by
+/// [`write_collapsed_streaming`].
+#[derive(Debug, Clone, Default)]
+pub struct Collapsed(pub CollapsedOptions);
+
+impl Exporter for Collapsed {
+    fn name(&self) -> &'static str {
+        "collapsed"
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+    fn write_trace(&self, trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
+        Ok(write_collapsed(trace, &self.0, out)?)
+    }
+    fn write_dir(&self, dir: &Path, out: &mut dyn Write, stream: &StreamOptions) -> anyhow::Result<()> {
+        write_collapsed_streaming(dir, &self.0, out, stream)
+    }
+}

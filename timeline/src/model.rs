@@ -1,0 +1,187 @@
+//! The whole-trace model the in-memory views share (the HTML timeline and
+//! the Chrome export): every thread's invocations and off-CPU intervals, in
+//! memory, in the order the views list threads.
+
+use jtrace_merge::{
+    analyze, Breakdown, Evidence, Invocation, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+};
+
+/// One method invocation of a thread, with its depth on the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// The invocation, as the merge reported it.
+    pub inv: Invocation,
+    /// Frames below it (0 = outermost traced frame).
+    pub depth: usize,
+}
+
+/// One off-CPU interval of a thread (switch-out to switch-in), with the
+/// traced depth at the time.
+#[derive(Debug, Clone, Copy)]
+pub struct OffSpan {
+    /// Switch-out time.
+    pub start: u64,
+    /// Switch-in time.
+    pub end: u64,
+    /// Involuntary (preempted while runnable).
+    pub preempted: bool,
+    /// The wakeup that ended the block, if any.
+    pub wake: Option<Wake>,
+    /// The interval split by cause (sums to `end - start`).
+    pub split: Breakdown,
+    /// What explained the blocked part, as it stood at switch-out (see
+    /// [`jtrace_merge::describe_evidence`]); [`Evidence::None`] for the
+    /// reconstructed tail.
+    pub evidence: Evidence,
+    /// Traced frames open during the interval (0 = outside any traced method).
+    pub depth: usize,
+    /// No switch-in ended it: the thread was still off CPU at its last event.
+    /// Reconstructed from the thread totals so views add up to them exactly.
+    pub open: bool,
+}
+
+/// Everything the views need about one thread.
+#[derive(Debug, Clone)]
+pub struct ThreadData {
+    /// Who the thread is.
+    pub info: ThreadInfo,
+    /// Its invocations, sorted by entry time (parents before children).
+    pub spans: Vec<Span>,
+    /// Its off-CPU intervals, sorted by start.
+    pub offs: Vec<OffSpan>,
+    /// Its totals over its traced life.
+    pub totals: ThreadTotals,
+}
+
+impl ThreadData {
+    /// 0 = application Java thread, 1 = JVM-internal Java thread (groups
+    /// "system" and "InnocuousThreadGroup"), 2 = native thread: the order in
+    /// which views list threads.
+    pub fn category(&self) -> u8 {
+        match &self.info.java_name {
+            Some(_) if !matches!(self.info.group.as_str(), "system" | "InnocuousThreadGroup") => 0,
+            Some(_) => 1,
+            None => 2,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Collector {
+    threads: Vec<ThreadData>,
+    cur: Option<ThreadData>,
+    off_sum: Breakdown,
+}
+
+impl Visitor for Collector {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.cur = Some(ThreadData {
+            info: t.clone(),
+            spans: Vec::new(),
+            offs: Vec::new(),
+            totals: Default::default(),
+        });
+        self.off_sum = Breakdown::default();
+    }
+    fn exit(&mut self, _t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        if let Some(c) = &mut self.cur {
+            c.spans.push(Span { inv: *inv, depth });
+        }
+    }
+    fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
+        self.off_sum += iv.split;
+        if let Some(c) = &mut self.cur {
+            c.offs.push(OffSpan {
+                start: iv.start,
+                end: iv.end,
+                preempted: iv.preempted,
+                wake: iv.wake,
+                split: iv.split,
+                evidence: iv.evidence,
+                depth,
+                open: false,
+            });
+        }
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        let Some(mut c) = self.cur.take() else { return };
+        c.totals = *totals;
+        // Off-CPU time after the last switch-out has no switch-in to report
+        // it; it is the tail of the thread's life, so rebuild it there.
+        let tail = totals.breakdown.off.total().saturating_sub(self.off_sum.off.total());
+        if tail > 0
+            && totals
+                .breakdown
+                .off
+                .0
+                .iter()
+                .zip(self.off_sum.off.0.iter())
+                .all(|(a, b)| a >= b)
+        {
+            let mut split = Breakdown {
+                wall: tail,
+                ..Default::default()
+            };
+            split.off = totals.breakdown.off - self.off_sum.off;
+            let depth = c
+                .spans
+                .iter()
+                .filter(|s| s.inv.unfinished && s.inv.exit == t.last_ts)
+                .count();
+            c.offs.push(OffSpan {
+                start: t.last_ts - tail,
+                end: t.last_ts,
+                preempted: false,
+                wake: None,
+                split,
+                evidence: Evidence::None,
+                depth,
+                open: true,
+            });
+        }
+        c.spans.sort_by_key(|s| (s.inv.entry, s.depth));
+        c.offs.sort_by_key(|o| o.start);
+        self.threads.push(c);
+    }
+}
+
+/// Collects every thread of `trace` (in tid order) with its invocations and
+/// off-CPU intervals.
+pub fn collect(trace: &Trace) -> Vec<ThreadData> {
+    let mut c = Collector::default();
+    analyze(trace, &mut c);
+    c.threads
+}
+
+/// Order in which views list threads: application threads, then JVM threads,
+/// then native threads; by tid within each group.
+pub fn thread_order(threads: &[ThreadData]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..threads.len()).collect();
+    idx.sort_by_key(|&i| (threads[i].category(), threads[i].info.tid));
+    idx
+}
+
+/// The earliest timestamp of a trace: views show times relative to it.
+pub fn time_origin(trace: &Trace) -> u64 {
+    let first = trace
+        .threads
+        .values()
+        .filter(|t| t.first_ts > 0)
+        .map(|t| t.first_ts)
+        .min();
+    match (trace.meta.start_monotonic_ns, first) {
+        (0, Some(f)) => f,
+        (s, Some(f)) => s.min(f),
+        (s, None) => s,
+    }
+}
+
+/// The process of a thread: its thread-group id, or the traced JVM's pid
+/// when the recording did not name one.
+pub(crate) fn pid_of(trace: &Trace, t: &ThreadInfo) -> u32 {
+    if t.tgid != 0 {
+        t.tgid
+    } else {
+        trace.meta.pid
+    }
+}
