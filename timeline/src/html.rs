@@ -12,7 +12,7 @@
 //! re-exported here, where the CLI has always found them.
 
 use crate::model::{collect, pid_of, thread_order, time_origin, ThreadData};
-use crate::segments::{cause_segments, cause_segments_in};
+use crate::segments::{layout_order, window_segments};
 use crate::windows::{jvm_windows, window_name, WindowIndex};
 use jtrace_merge::{describe_evidence, Cause, Evidence, OffCpu, Trace};
 use serde::Serialize;
@@ -55,8 +55,7 @@ fn sparse(o: &OffCpu) -> serde_json::Value {
 }
 
 /// Segments `(start, end, cause)` that tile an interval from its start
-/// (as [`cause_segments`] and [`cause_segments_in`] lay them out), as
-/// `[cause index, ns, cause index, ns, …]`.
+/// (as `segments.rs` lays them out), as `[cause index, ns, …]`.
 fn pieces(segs: &[(u64, u64, Cause)]) -> Vec<u64> {
     let mut v = Vec::with_capacity(2 * segs.len());
     for (i, &(s, e, c)) in segs.iter().enumerate() {
@@ -105,12 +104,11 @@ struct Offs {
     wt: Vec<u64>,
     /// Split by cause, as pieces laid out in time from the switch-out (see
     /// [`pieces`]): one per cause, the blocked causes first, `runqueue`
-    /// last ([`cause_segments`]); `0` when nothing was off CPU.
+    /// last ([`layout_order`]); `0` when nothing was off CPU.
     k: Vec<serde_json::Value>,
-    /// The intervals whose GC/safepoint parts sit at their windows
-    /// ([`cause_segments_in`] differs from `k`'s order), few: `(index,
-    /// pieces)`, the pieces in time order (a cause can come back after a
-    /// window cut it).
+    /// The intervals with a GC/safepoint part placed at its JVM's windows
+    /// ([`window_segments`]), few: `(index, pieces)`, the pieces in time
+    /// order (a cause can come back after a window cut it).
     g: Vec<(u32, Vec<u64>)>,
     /// Evidence text, as an index into [`PageJson::strings`] (0 = none).
     x: Vec<u32>,
@@ -239,18 +237,13 @@ fn thread_json(
         offs.p.push(if o.open { 2 } else { o.preempted as u8 });
         offs.w.push(o.wake.map_or(-1, |w| w.waker_tid as i64));
         offs.wt.push(o.wake.map_or(0, |w| rel(w.ts)));
-        let plain = cause_segments(o);
-        offs.k.push(if plain.is_empty() {
+        offs.k.push(if o.split.off.total() == 0 {
             serde_json::Value::from(0)
         } else {
-            serde_json::Value::from(pieces(&plain))
+            layout_order(&o.split.off).flat_map(|(c, ns)| [c as u64, ns]).collect()
         });
-        let near = windows.ending_after(o.start);
-        if !near.is_empty() {
-            let placed = cause_segments_in(o, near, pid);
-            if placed != plain {
-                offs.g.push((j as u32, pieces(&placed)));
-            }
+        if let Some(placed) = window_segments(o, windows.ending_after(o.start), pid) {
+            offs.g.push((j as u32, pieces(&placed)));
         }
         offs.x.push(match o.evidence {
             // The page says "preempted" from `p` already.

@@ -4,7 +4,16 @@
 
 use crate::model::OffSpan;
 use crate::windows::JvmWindow;
-use jtrace_merge::Cause;
+use jtrace_merge::{Cause, OffCpu};
+
+/// The causes of an off-CPU split in the order [`cause_segments`] lays
+/// them out in time: the blocked causes in column order, then `runqueue`.
+pub(crate) fn layout_order(off: &OffCpu) -> impl Iterator<Item = (Cause, u64)> + '_ {
+    let rq = off.get(Cause::Runqueue);
+    off.nonzero()
+        .filter(|(c, _)| *c != Cause::Runqueue)
+        .chain((rq > 0).then_some((Cause::Runqueue, rq)))
+}
 
 /// The causes of an interval laid out in time, as `(start, end, cause)`.
 ///
@@ -16,17 +25,13 @@ use jtrace_merge::Cause;
 /// Durations are exact; the segments tile the interval from its start.
 /// See [`cause_segments_in`] to place GC/safepoint parts at their windows.
 pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
-    let mut v = Vec::new();
     let mut t = o.start;
-    for (c, ns) in o.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue) {
-        v.push((t, t + ns, c));
-        t += ns;
-    }
-    let rq = o.split.off.get(Cause::Runqueue);
-    if rq > 0 {
-        v.push((t, t + rq, Cause::Runqueue));
-    }
-    v
+    layout_order(&o.split.off)
+        .map(|(c, ns)| {
+            t += ns;
+            (t - ns, t, c)
+        })
+        .collect()
 }
 
 /// [`cause_segments`], with the parts of window causes (GC, safepoint) put
@@ -43,8 +48,21 @@ pub fn cause_segments(o: &OffSpan) -> Vec<(u64, u64, Cause)> {
 ///
 /// `windows` is sorted by start, as [`crate::jvm_windows`] returns them.
 pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u64, u64, Cause)> {
-    let blocked: Vec<(Cause, u64)> = o.split.off.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
-    let b_end = o.start + blocked.iter().map(|(_, ns)| ns).sum::<u64>();
+    window_segments(o, windows, pid).unwrap_or_else(|| cause_segments(o))
+}
+
+/// [`cause_segments_in`] where a window holds a part of the interval, or
+/// `None` where the layout is [`cause_segments`]' (most intervals: this
+/// case costs no allocation).
+pub(crate) fn window_segments(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Option<Vec<(u64, u64, Cause)>> {
+    let off = &o.split.off;
+    let b_end = o.start + off.total() - off.get(Cause::Runqueue);
+    let holds_part =
+        |w: &JvmWindow| w.pid == pid && w.end > o.start && w.cause != Cause::Runqueue && off.get(w.cause) > 0;
+    if !windows.iter().take_while(|w| w.start < b_end).any(holds_part) {
+        return None;
+    }
+    let blocked: Vec<(Cause, u64)> = off.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
     // Disjoint, sorted by start.
     let mut reserved: Vec<(u64, u64, Cause)> = Vec::new();
     for &(wc, v) in &blocked {
@@ -76,7 +94,7 @@ pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u
         }
     }
     if reserved.is_empty() {
-        return cause_segments(o);
+        return None;
     }
     let mut out = reserved.clone();
     let (mut t, mut si) = (o.start, 0);
@@ -102,7 +120,7 @@ pub fn cause_segments_in(o: &OffSpan, windows: &[JvmWindow], pid: u32) -> Vec<(u
         out.push((b_end, b_end + rq, Cause::Runqueue));
     }
     out.sort_by_key(|s| s.0);
-    out
+    Some(out)
 }
 
 /// The parts of `[a, b)` not covered by `reserved` (disjoint, sorted).

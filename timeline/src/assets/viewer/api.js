@@ -1,4 +1,4 @@
-// Viewer part 5 of 5: state and a programmatic API for tests and
+// jtrace timeline viewer: state and a programmatic API for tests and
 // benchmarks, then the first draw.
 
 // ---- state for tests and benchmarks ---------------------------------------

@@ -1,7 +1,9 @@
-// jtrace timeline viewer, part 1 of 5 (html.rs inlines the parts in order
-// into one function: later parts use what earlier ones define): the page's
-// data, made ready to draw. Self-contained: the viewer reads the JSON
-// embedded in the page, draws on one canvas, talks to no network.
+// jtrace timeline viewer: the page's data, made ready to draw.
+//
+// The viewer is self-contained: it reads the JSON embedded in the page,
+// draws on one canvas and talks to no network. Its parts (this directory)
+// share one function scope; html.rs (`VIEWER`) inlines them in the order
+// they run, so a part uses what the parts before it define.
 //
 // Layout: one lane per thread; its top row is the thread state (running, or
 // off CPU coloured by cause), the rows under it the method spans by depth.
@@ -52,6 +54,7 @@ const ws = Float64Array.from(WIN, (w) => w.s), we = Float64Array.from(WIN, (w) =
 // it is what the binary search for the first visible window needs.
 const weMax = new Float64Array(WIN.length);
 for (let i = 0, m = -Infinity; i < WIN.length; i++) { m = Math.max(m, we[i]); weMax[i] = m; }
+// The causes windows stand for (gc, safepoint): the parts they can explain.
 const WINC = new Set(WIN.map((w) => w.c));
 // First window that may end after t (by the running maximum of ends).
 function firstWindow(t) {

@@ -1,4 +1,4 @@
-// Viewer part 3 of 5: what is under the pointer, and its details.
+// jtrace timeline viewer: what is under the pointer, and its details.
 
 // ---- hit testing and details ---------------------------------------------
 function find(starts, ends, idx, n, t, tol) {

@@ -1,7 +1,7 @@
-// Viewer part 2 of 5: the header, the view state and drawing. Drawing is
-// level-of-detail: in every row, items narrower than a pixel are merged into
-// a 1-pixel mark and the rest of that pixel is skipped by binary search, so
-// a frame costs O(rows x pixels x log n), not O(events).
+// jtrace timeline viewer: the header, the view state and drawing. Drawing
+// is level-of-detail: in every row, items narrower than a pixel are merged
+// into a 1-pixel mark and the rest of that pixel is skipped by binary
+// search, so a frame costs O(rows x pixels x log n), not O(events).
 
 // Method colours: a stable hue per method.
 function hash(s) { let h = 2166136261; for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); } return h >>> 0; }

@@ -1,4 +1,4 @@
-// Viewer part 4 of 5: mouse, keyboard, search and "find next".
+// jtrace timeline viewer: mouse, keyboard, search and "find next".
 
 // ---- interaction -------------------------------------------------------
 function zoomAt(factor, x) {
