@@ -1,6 +1,9 @@
 //! Compiles every `c/*.bpf.c` into a BPF object and a Rust skeleton
 //! (`$OUT_DIR/<name>.skel.rs`), against a `vmlinux.h` generated from the
 //! running kernel's BTF. CO-RE relocations make the objects portable anyway.
+//! The programs include the format's headers (`../format/c`: the record
+//! layouts, the syscall numbers). The constants `c/jtrace.h` shares with
+//! the recorder are generated into `$OUT_DIR/jtrace_h.rs` with bindgen.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -52,26 +55,51 @@ fn gen_vmlinux_h(out: &Path) {
     std::fs::write(out.join("vmlinux.h"), &output.stdout).unwrap_or_else(|e| panic!("writing vmlinux.h: {e}"));
 }
 
-fn main() {
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let c_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir")).join("c");
-
-    println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed={}", c_dir.display());
-    println!("cargo:rerun-if-env-changed=BPFTOOL");
-    gen_vmlinux_h(&out);
-
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&c_dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", c_dir.display()))
+/// Every file in `dir`, sorted, each a reason to rebuild.
+fn sources_in(dir: &Path) -> Vec<PathBuf> {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .collect();
     sources.sort();
     for p in &sources {
         println!("cargo:rerun-if-changed={}", p.display());
     }
+    sources
+}
+
+/// The constants of `c/jtrace.h` (counter slots, filter size, syscall
+/// modes) for the recorder.
+fn gen_shared_constants(c_dir: &Path, out: &Path) {
+    let header = c_dir.join("jtrace.h");
+    let rs = out.join("jtrace_h.rs");
+    bindgen::Builder::default()
+        .header(header.to_string_lossy())
+        .use_core()
+        .generate_comments(false)
+        .generate()
+        .unwrap_or_else(|e| panic!("bindgen failed on {}: {e}", header.display()))
+        .write_to_file(&rs)
+        .unwrap_or_else(|e| panic!("writing {}: {e}", rs.display()));
+}
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
+    let c_dir = manifest.join("c");
+    // The format's headers (the jtrace-format crate is a dependency).
+    let format_c = manifest.join("../format/c");
+
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=BPFTOOL");
+    gen_vmlinux_h(&out);
+    gen_shared_constants(&c_dir, &out);
+    sources_in(&format_c);
+    let sources = sources_in(&c_dir);
     // Every *.bpf.c (one concern each) is compiled on its own, then all are
     // statically linked into one BPF object, so that their programs share
-    // the maps jtrace.h defines __weak; one skeleton (`jtrace.skel.rs`).
+    // the maps jtrace.bpf.h defines __weak; one skeleton (`jtrace.skel.rs`).
     let mut objs = Vec::new();
     for src in sources.iter().filter(|p| p.to_string_lossy().ends_with(".bpf.c")) {
         let file = src.file_name().unwrap().to_string_lossy();
@@ -89,6 +117,8 @@ fn main() {
                 out.as_os_str(),
                 "-I".as_ref(),
                 c_dir.as_os_str(),
+                "-I".as_ref(),
+                format_c.as_os_str(),
             ])
             .build()
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));

@@ -10,7 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "jtrace.h"
+#include "jtrace.bpf.h"
 
 #define REQ_OP_MASK 0xff
 #define REQ_OP_READ 0

@@ -4,14 +4,15 @@
  * each requested function of every process, as one uprobe.multi /
  * uretprobe.multi link per library (Linux 6.6+), or as a uprobe /
  * uretprobe pair per function where multi links are missing; the probe id
- * is the BPF cookie. Only threads of traced processes are recorded. A small per-thread stack pairs calls with returns, so nested
- * and recursive calls each get their own LIB_CALL span.
+ * is the BPF cookie. Only threads of traced processes are recorded. A
+ * small per-thread stack pairs calls with returns, so nested and recursive
+ * calls each get their own LIB_CALL span.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "jtrace.h"
+#include "jtrace.bpf.h"
 
 /* A power of two: indexes are masked with LIB_STACK_DEPTH - 1. */
 #define LIB_STACK_DEPTH 16

@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * Scheduler and task-lifecycle events of the traced processes: switches,
- * wakeups, fork/exit/exec/rename, and what a thread that switches out
- * voluntarily blocks on: the syscall it is in (read from the registers it
- * saved at syscall entry) or the page fault it is handling. BTF-enabled
- * tracepoints (tp_btf) read task_struct directly with CO-RE and need no
- * tracefs.
+ * Scheduler events of the traced processes: switches and wakeups, and what
+ * a thread that switches out voluntarily blocks on: the syscall it is in
+ * (read from the registers it saved at syscall entry) or the page fault it
+ * is handling. BTF-enabled tracepoints (tp_btf) read task_struct directly
+ * with CO-RE and need no tracefs. Task lifecycle events: tasks.bpf.c.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "jtrace.h"
-#include "syscall_ctx.h"
+#include "jtrace.bpf.h"
+#include "arch.bpf.h"
+#include "syscall_ctx.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* The filter (jtrace.h): defined once, here. */
+/* The filter (jtrace.bpf.h): defined once, here. */
 __u64 traced_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
 /*
@@ -29,11 +29,22 @@ __u64 traced_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
  */
 __u64 named_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
-/* Threads that may have a page fault pending (jtrace.h), by tid. */
+/* Threads that may have a page fault pending (jtrace.bpf.h), by tid. */
 __u64 pf_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
-/* Process that launches the traced command (jtrace itself); 0 = none. */
-const volatile __u32 launcher_tgid = 0;
+/*
+ * A COMM record before the first switch of a thread, so every thread in
+ * kernel.bin has a name even if it existed before recording started: the
+ * thread's bit in named_bits says it has one (tids beyond the bitmap are
+ * never named). Returns whether the thread was named before.
+ */
+static __always_inline bool note_tid(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
+{
+	if (bit_test(named_bits, tid) || !bit_set(named_bits, tid))
+		return true;
+	emit_task(K_COMM, tid, tgid, t->comm, ts);
+	return false;
+}
 
 /*
  * A switch-in the tracepoint never reported must be noticed: some kernels
@@ -42,43 +53,7 @@ const volatile __u32 launcher_tgid = 0;
  * while the later switch-out is seen. A task leaves a CPU only by a switch
  * on that CPU, after the switch that brought it there, so the per-CPU
  * batch (switch_batch.in_tid) says whether that switch-in was reported.
- */
-
-static __always_inline bool tid_named(__u32 tid)
-{
-	return tid < TRACED_TGID_LIMIT && (named_bits[tid / 64] & (1ULL << (tid % 64)));
-}
-
-static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm,
-				      __u64 ts)
-{
-	struct task_rec *r = rec_reserve(kind, sizeof(*r), tid, ts);
-
-	if (!r)
-		return;
-	r->tgid = tgid;
-	r->reserved = 0;
-	copy_comm(r->comm, comm);
-	rec_submit(r, kind);
-}
-
-/*
- * A COMM record before the first switch of a thread, so every thread in
- * kernel.bin has a name even if it existed before recording started. The
- * flag lives in the task's storage, which the switch needs anyway (a new
- * task, even one with a recycled tid, starts without it).
- */
-static __always_inline bool note_tid(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
-{
-	if (tid_named(tid) || tid >= TRACED_TGID_LIMIT)
-		return true;
-	/* Atomic: threads on other CPUs set bits of the same word. */
-	__sync_fetch_and_or(&named_bits[tid / 64], 1ULL << (tid % 64));
-	emit_task(K_COMM, tid, tgid, t->comm, ts);
-	return false;
-}
-
-/*
+ *
  * The thread is being switched out but its switch-in was never reported.
  * Its CPU time since the scheduler picked it (se.sum_exec_runtime, already
  * updated at this point, minus se.prev_sum_exec_runtime, set when picked)
@@ -105,7 +80,6 @@ static __always_inline __u64 infer_switch_in(struct task_struct *t, __u32 tid, _
 	return in_ts;
 }
 
-#define ENOSYS 38
 /* include/linux/sched.h: the state of a task's final switch-out (since 4.14). */
 #define TASK_DEAD 0x80
 
@@ -126,7 +100,7 @@ static __always_inline __u64 infer_switch_in(struct task_struct *t, __u32 tid, _
  * another CPU steals (the merge sorts each thread's events by time).
  * Programs on one CPU never interleave here: sched_switch and the wakeup
  * tracepoints run with interrupts off. Recording stops with a flush of
- * these from user space (`flush_pending_wakeups` in lib.rs).
+ * these from user space (`flush_pending_wakeups` in bpf/src/pump.rs).
  */
 #define BATCH_BYTES 256
 
@@ -154,6 +128,14 @@ struct {
 	__type(value, struct switch_batch);
 } switch_batches SEC(".maps");
 
+/* Forgets that a fault of thread `tid` may be pending; no atomic operation
+ * when none may be. */
+static __always_inline void pf_hint_clear(__u32 tid)
+{
+	if (bit_test(pf_bits, tid))
+		bit_clear(pf_bits, tid);
+}
+
 /*
  * Offset of a task's saved user registers (task_pt_regs) from its stack
  * page: THREAD_SIZE minus the padding and sizeof(struct pt_regs), one
@@ -177,24 +159,11 @@ static __always_inline struct pt_regs *saved_regs(struct task_struct *t)
 	return regs;
 }
 
-static __always_inline bool pf_hint(__u32 tid)
-{
-	return tid < TRACED_TGID_LIMIT && (pf_bits[tid / 64] & (1ULL << (tid % 64)));
-}
-
-static __always_inline void pf_hint_clear(__u32 tid)
-{
-	if (pf_hint(tid))
-		__sync_fetch_and_and(&pf_bits[tid / 64], ~(1ULL << (tid % 64)));
-}
 
 /*
- * The thread `prev` (tid `tid`) switches out voluntarily. On x86-64 it
- * is inside a syscall iff its saved user registers say so:
- * entry_SYSCALL_64 stores the syscall number in orig_ax and -ENOSYS in ax,
- * which becomes the return value only at exit;
- * exceptions store an error code in orig_ax but the user's rax in ax, and
- * interrupts a negative vector in orig_ax. So the syscall it blocks in is
+ * The thread `prev` (tid `tid`) switches out voluntarily. Its saved user
+ * registers say whether it is inside a syscall, and which (in_syscall(),
+ * arch.bpf.h). So the syscall it blocks in is
  * known with no syscall hook: a SYSCALL_AT_SWITCH record for this block
  * (mode blocked and above). Outside a syscall, a user page fault since the
  * thread came on CPU is what it blocks on: that fault, with its own
@@ -218,15 +187,13 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 	struct syscall_rec *sr = buf;
 	struct fd_info fi;
 	__u64 args[3], arg;
-	long orig_ax;
 	__s64 fd;
 	__u32 nr;
 	int cls;
 
 	if (!regs)
 		return 0;
-	orig_ax = regs->orig_ax;
-	if (orig_ax >= 0 && (long)regs->ax == -ENOSYS) {
+	if (in_syscall(regs, &nr)) {
 		/* A fault before the syscall is not what it blocks on. */
 		pf_hint_clear(tid);
 		/* sys_enter (modes io, all) keeps the syscall in flight there. */
@@ -234,13 +201,10 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 			st = bpf_task_storage_get(&task_states, prev, 0, 0);
 		if (st && (st->sc_flags & SC_IN_FLIGHT))
 			st->sc_flags |= SC_BLOCKED;
-		nr = orig_ax;
 		/* The last switch-out of an exiting thread explains nothing. */
 		if (syscall_mode == SCM_NONE || nr == NR_exit || nr == NR_exit_group)
 			return 0;
-		args[0] = regs->di;
-		args[1] = regs->si;
-		args[2] = regs->dx;
+		syscall_args(regs, args);
 		cls = classify(nr);
 		syscall_detail(prev, nr, cls, args, -1, &fi, &fd, &arg);
 		/* close() removed the fd before blocking; sys_enter saw it (io, all). */
@@ -251,7 +215,7 @@ static __always_inline __u16 note_voluntary_switch_out(struct task_struct *prev,
 		*wake = fill_syscall(sr, 0, nr, 0, fd, SYSCALL_BLOCKED | SYSCALL_AT_SWITCH, arg, &fi);
 		return K_SYSCALL;
 	}
-	if (!pf_hint(tid))
+	if (!bit_test(pf_bits, tid))
 		return 0;
 	pf_hint_clear(tid);
 	st = bpf_task_storage_get(&task_states, prev, 0, 0);
@@ -344,9 +308,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		 * Its last switch (do_task_dead; a preemption after exit_notify
 		 * is not): a recycled tid is a new thread.
 		 */
-		if (!preempt && (prev_state & TASK_DEAD) && prev->exit_state &&
-		    prev_pid < TRACED_TGID_LIMIT) {
-			__sync_fetch_and_and(&named_bits[prev_pid / 64], ~(1ULL << (prev_pid % 64)));
+		if (!preempt && (prev_state & TASK_DEAD) && prev->exit_state) {
+			bit_clear(named_bits, prev_pid);
 			pf_hint_clear(prev_pid);
 		}
 		if (!preempt && prev_state != 0) {
@@ -466,72 +429,5 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 {
 	emit_wakeup(p, 1);
-	return 0;
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
-{
-	__u64 ts = bpf_ktime_get_ns();
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u32 cpid = BPF_CORE_READ(child, pid);
-	struct fork_rec *r;
-
-	/*
-	 * A new process (not a new thread) of the launcher or of a traced
-	 * process joins the filter: this follows the process tree of the
-	 * command without tracing the launcher's own threads.
-	 */
-	if (ctgid != ptgid && ((launcher_tgid && ptgid == launcher_tgid) || tgid_traced(ptgid)) &&
-	    !trace_tgid(ctgid))
-		count(&dropped, K_FILTER_FULL);
-	if (!tgid_traced(ctgid))
-		return 0;
-	r = rec_reserve(K_FORK, sizeof(*r), cpid, ts);
-	if (!r)
-		return 0;
-	r->tgid = ctgid;
-	r->parent_tid = BPF_CORE_READ(parent, pid);
-	r->parent_tgid = ptgid;
-	r->reserved = 0;
-	copy_comm(r->comm, child->comm);
-	rec_submit(r, K_FORK);
-	return 0;
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
-{
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-
-	/*
-	 * tgid stays in the filter: the dead thread still has its last
-	 * switch-out to come.
-	 */
-	if (tgid_traced(tgid))
-		emit_task(K_EXIT, BPF_CORE_READ(p, pid), tgid, p->comm, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
-{
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-
-	/* comm already holds the new program's name here. */
-	if (tgid_traced(tgid))
-		emit_task(K_EXEC, BPF_CORE_READ(p, pid), tgid, p->comm, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("tp_btf/task_rename")
-int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
-{
-	__u32 tgid = BPF_CORE_READ(task, tgid);
-
-	/* Fires before task->comm changes: the new name is the argument. */
-	if (tgid_traced(tgid))
-		emit_task(K_COMM, BPF_CORE_READ(task, pid), tgid, comm, bpf_ktime_get_ns());
 	return 0;
 }

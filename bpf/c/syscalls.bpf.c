@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * Full syscall records (modes io and all only; see syscall_ctx.h): entry
+ * Full syscall records (modes io and all only; see syscall_ctx.bpf.h): entry
  * and exit on the raw syscall tracepoints (tp_btf, no tracefs), the syscall
  * in flight kept in the thread's task storage, one SYSCALL record at exit
  * with the result. These programs are not even loaded in modes none and
@@ -11,8 +11,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "jtrace.h"
-#include "syscall_ctx.h"
+#include "jtrace.bpf.h"
+#include "arch.bpf.h"
+#include "syscall_ctx.bpf.h"
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
@@ -30,10 +31,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	st->sc_ts = bpf_ktime_get_ns();
 	st->sc_nr = id;
 	st->sc_flags = SC_IN_FLIGHT;
-	/* Direct loads: regs is a BTF pointer here, no helper call needed. */
-	st->sc_args[0] = regs->di;
-	st->sc_args[1] = regs->si;
-	st->sc_args[2] = regs->dx;
+	syscall_args(regs, st->sc_args);
 	/* After close() the fd is gone: resolve it now. */
 	if (id == NR_close)
 		resolve_fd(t, (int)st->sc_args[0], &st->sc_fd);

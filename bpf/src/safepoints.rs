@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use jtrace_format::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
+use jtrace_symbols::hotspot::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
 
 use crate::libcalls::{lookup_functions, LibCallSpec, Sym};
 

@@ -22,6 +22,7 @@
 
 use jtrace_format::*;
 use jtrace_merge::Meta;
+use jtrace_symbols::hotspot::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
 use std::io::Write;
 use std::path::Path;
 

@@ -203,8 +203,8 @@ impl TraceReader {
     /// library call of the VM thread's).
     fn safepoint_probe(&mut self, tid: u32, m: MethodIdx, call: u64, ret: u64) -> bool {
         let (ts, begin) = match self.trace.methods[m as usize].name.as_str() {
-            fmt::SAFEPOINT_BEGIN_SYMBOL => (call, true),
-            fmt::SAFEPOINT_END_SYMBOL => (ret, false),
+            jtrace_symbols::hotspot::SAFEPOINT_BEGIN_SYMBOL => (call, true),
+            jtrace_symbols::hotspot::SAFEPOINT_END_SYMBOL => (ret, false),
             _ => return false,
         };
         let pid = self.trace.threads.get(&tid).map_or(self.trace.meta.pid, |t| t.tgid);

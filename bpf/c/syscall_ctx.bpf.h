@@ -19,60 +19,17 @@
  *               or not; open/openat/openat2 of files included
  *   SCM_ALL     the above, plus every listed syscall whatever its fd
  */
-#ifndef SYSCALL_CTX_H
-#define SYSCALL_CTX_H
+#ifndef JTRACE_SYSCALL_CTX_BPF_H
+#define JTRACE_SYSCALL_CTX_BPF_H
 
 #include <bpf/bpf_endian.h>
+#include "jtrace.bpf.h"
+#include "syscall_nr.h"
 
-#define SCM_NONE 0
-#define SCM_BLOCKED 1
-#define SCM_IO 2
-#define SCM_ALL 3
-
-/* Set by user space before load. __weak: every object that includes this
- * header defines it, the linker keeps one (as for the maps of jtrace.h). */
+/* SCM_* (jtrace.h); set by user space before load. __weak: every object
+ * that includes this header defines it, the linker keeps one (as for the
+ * maps of jtrace.bpf.h). */
 const volatile __u32 syscall_mode __weak = SCM_BLOCKED;
-
-#define NR_exit 60
-#define NR_exit_group 231
-
-/* x86-64 syscall numbers (merge/src/analyze.rs `nr`). */
-#define NR_read 0
-#define NR_write 1
-#define NR_open 2
-#define NR_close 3
-#define NR_poll 7
-#define NR_pread64 17
-#define NR_pwrite64 18
-#define NR_readv 19
-#define NR_writev 20
-#define NR_select 23
-#define NR_nanosleep 35
-#define NR_connect 42
-#define NR_accept 43
-#define NR_sendto 44
-#define NR_recvfrom 45
-#define NR_sendmsg 46
-#define NR_recvmsg 47
-#define NR_fsync 74
-#define NR_fdatasync 75
-#define NR_futex 202
-#define NR_clock_nanosleep 230
-#define NR_epoll_wait 232
-#define NR_openat 257
-#define NR_pselect6 270
-#define NR_ppoll 271
-#define NR_sync_file_range 277
-#define NR_epoll_pwait 281
-#define NR_accept4 288
-#define NR_preadv 295
-#define NR_pwritev 296
-#define NR_recvmmsg 299
-#define NR_sendmmsg 307
-#define NR_preadv2 327
-#define NR_pwritev2 328
-#define NR_openat2 437
-#define NR_epoll_pwait2 441
 
 /* How a syscall's fd and `arg` are found. */
 #define C_UNLISTED 0	/* recorded only if it blocked; arg = first argument */
@@ -160,18 +117,18 @@ static __always_inline void resolve_socket(struct file *f, struct fd_info *out)
 	if (!sk)
 		return;
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	out->family = family;
-	out->protocol = BPF_CORE_READ(sk, sk_protocol);
+	out->obj.family = family;
+	out->obj.protocol = BPF_CORE_READ(sk, sk_protocol);
 	if (family == AF_INET) {
-		out->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-		out->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-		bpf_core_read(out->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
-		bpf_core_read(out->daddr, 4, &sk->__sk_common.skc_daddr);
+		out->obj.sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		out->obj.dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		bpf_core_read(out->obj.saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(out->obj.daddr, 4, &sk->__sk_common.skc_daddr);
 	} else if (family == AF_INET6) {
-		out->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-		out->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-		bpf_core_read(out->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
-		bpf_core_read(out->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+		out->obj.sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		out->obj.dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		bpf_core_read(out->obj.saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(out->obj.daddr, 16, &sk->__sk_common.skc_v6_daddr);
 	}
 }
 
@@ -227,8 +184,8 @@ static __always_inline void resolve_fd(struct task_struct *t, __s64 fd, struct f
 		resolve_socket(f, out);
 		return;
 	}
-	out->dev = sb->s_dev;
-	out->ino = ino->i_ino;
+	out->obj.dev = sb->s_dev;
+	out->obj.ino = ino->i_ino;
 	if (magic == ANON_INODE_FS_MAGIC)
 		out->fd_kind = FDK_ANON;
 	else if (mode == S_IFREG)
@@ -342,7 +299,7 @@ struct {
 
 static __always_inline bool first_sight_of_file(const struct fd_info *fi)
 {
-	struct inode_key k = { .dev = fi->dev, .ino = fi->ino };
+	struct inode_key k = { .dev = fi->obj.dev, .ino = fi->obj.ino };
 	__u8 one = 1;
 
 	if (fi->fd_kind != FDK_FILE && fi->fd_kind != FDK_DIR)
@@ -366,14 +323,7 @@ static __always_inline bool fill_syscall(struct syscall_rec *r, __u64 exit_ts, _
 	r->fd = fd;
 	r->flags = flags;
 	r->arg = arg;
-	r->family = fi->family;
-	r->protocol = fi->protocol;
-	r->sport = fi->sport;
-	r->dport = fi->dport;
-	__builtin_memcpy(r->saddr, fi->saddr, 16);
-	__builtin_memcpy(r->daddr, fi->daddr, 16);
-	r->dev = fi->dev;
-	r->ino = fi->ino;
+	r->obj = fi->obj;
 	return first_sight_of_file(fi);
 }
 
@@ -390,4 +340,4 @@ static __always_inline void emit_syscall(__u32 tid, __u64 ts, __u64 exit_ts, __u
 	rec_submit_wake(r, K_SYSCALL, wake);
 }
 
-#endif /* SYSCALL_CTX_H */
+#endif /* JTRACE_SYSCALL_CTX_BPF_H */

@@ -1,0 +1,172 @@
+//! The recording session: [`KernelRecorder`] starts the consumer thread,
+//! which sets the BPF programs up and pumps their records into the stream
+//! file until it is stopped.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::Write;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, bail, Context, Result};
+use jtrace_format::{Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC};
+
+use crate::features::{check_pid_max, required_kernel_features};
+use crate::pump::{pump, ring_buffer, Sink};
+use crate::setup::setup;
+use crate::stats::{read_stats, KernelStats};
+use crate::{resolve_lib_calls, RecorderConfig, ResolvedLibCall};
+
+/// A running recording session: BPF programs attached and a consumer thread
+/// writing the stream file. Dropping it without [`KernelRecorder::stop`]
+/// also stops it, discarding the statistics.
+pub struct KernelRecorder {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<KernelStats>>>,
+}
+
+impl std::fmt::Debug for KernelRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelRecorder")
+            .field("running", &self.thread.is_some())
+            .finish()
+    }
+}
+
+impl KernelRecorder {
+    /// Loads and attaches the BPF programs, creates the stream file with its
+    /// header and starts the consumer thread. Returns once events are being
+    /// recorded, or with the reason they cannot be.
+    pub fn start(cfg: RecorderConfig) -> Result<KernelRecorder> {
+        required_kernel_features()?;
+        check_pid_max()?;
+        let probes = resolve_lib_calls(&cfg.lib_calls)?;
+        let rb = cfg.ringbuf_bytes;
+        if !rb.is_power_of_two() || rb < page_size() || rb > u32::MAX as usize {
+            bail!(
+                "ring buffer size {rb} must be a power of two, at least one page ({} bytes) \
+                 and below 4 GiB",
+                page_size()
+            );
+        }
+        let file = start_stream(&cfg, &probes)?;
+
+        // The skeleton borrows its object and the ring buffer borrows the
+        // skeleton, so all of them live on the consumer thread's stack; the
+        // thread reports set-up success or failure through this channel.
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("jtrace-kernel".into())
+            .spawn(move || record(cfg, probes, file, &stop2, ready_tx))
+            .context("spawning the kernel consumer thread")?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(KernelRecorder {
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => match thread.join() {
+                Ok(Err(e)) => Err(e),
+                _ => Err(anyhow!("the kernel consumer thread died while starting")),
+            },
+        }
+    }
+
+    /// Detaches the programs, writes what is left in the ring buffer, flushes
+    /// and fsyncs the stream file, and returns the counters.
+    pub fn stop(mut self) -> Result<KernelStats> {
+        self.finish().expect("thread present until stop or drop")
+    }
+
+    fn finish(&mut self) -> Option<Result<KernelStats>> {
+        let thread = self.thread.take()?;
+        self.stop.store(true, Ordering::Release);
+        Some(match thread.join() {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the kernel consumer thread panicked")),
+        })
+    }
+}
+
+impl Drop for KernelRecorder {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Writes the stream's header to the configuration's open file, and the
+/// names of the library-call probe ids, before any LIB_CALL; returns the
+/// file for the consumer.
+fn start_stream(cfg: &RecorderConfig, probes: &[ResolvedLibCall]) -> Result<File> {
+    let out = &cfg.out_name;
+    let mut file = cfg
+        .out
+        .try_clone()
+        .with_context(|| format!("using {}", out.display()))?;
+    file.write_all(&FileHeader::new(KERNEL_MAGIC).to_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
+    let mut enc = Encoder::new();
+    for (i, p) in probes.iter().enumerate() {
+        enc.record(&Record {
+            tid: 0,
+            ts: 0,
+            payload: Payload::ProbeDef(ProbeDef {
+                probe: i as u32,
+                library: p.spec.library.clone(),
+                symbol: p.spec.symbol.clone(),
+            }),
+        });
+    }
+    file.write_all(&enc.buf)
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(file)
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// Sends a set-up error to `start()` and keeps its text for the thread result.
+fn report_failure(ready: &mpsc::SyncSender<Result<()>>, e: anyhow::Error) -> anyhow::Error {
+    let msg = format!("{e:#}");
+    let _ = ready.send(Err(e));
+    anyhow!(msg)
+}
+
+/// Body of the consumer thread: set-up, then the poll loop, then the drain.
+fn record(
+    cfg: RecorderConfig,
+    probes: Vec<ResolvedLibCall>,
+    file: File,
+    stop: &AtomicBool,
+    ready: mpsc::SyncSender<Result<()>>,
+) -> Result<KernelStats> {
+    let mut object = MaybeUninit::uninit();
+    let (mut sk, mut uprobes) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
+    let sink = RefCell::new(Sink::new(file));
+    let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
+    let _ = ready.send(Ok(()));
+    pump(&rb, &mut sk, &mut uprobes, &sink, stop)?;
+    drop(rb);
+
+    let mut stats = read_stats(&sk, &sink.borrow().counts())?;
+    stats.probe_defs = probes.len() as u64;
+    stats.records += stats.probe_defs;
+    let file = sink.into_inner().finish(&cfg.out_name)?;
+    file.sync_all()
+        .with_context(|| format!("fsync {}", cfg.out_name.display()))?;
+    Ok(stats)
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * The records of the kernel event stream (kernel.bin), as the BPF programs
+ * write them: the one definition of their kinds and layouts. The BPF side
+ * includes this header (bpf/c/jtrace.bpf.h); the format crate generates its
+ * Rust side from it with bindgen (format/build.rs), so a field moved here
+ * moves in the reader too. docs/FORMAT.md describes the same bytes.
+ *
+ * The includer provides __u8 ... __u64, __s32 and __s64: vmlinux.h in BPF
+ * programs, <linux/types.h> for bindgen. All records are little-endian
+ * (x86-64 is the supported architecture) and multiples of 8 bytes.
+ */
+#ifndef JTRACE_KERNEL_RECORDS_H
+#define JTRACE_KERNEL_RECORDS_H
+
+/* Bytes of a task name (comm), NUL-padded. */
+#define COMM_LEN 16
+
+/* Record kinds of the kernel stream (format/src/kind.rs names them). */
+#define K_SWITCH_OUT 1
+#define K_SWITCH_IN 2
+#define K_WAKEUP 3
+#define K_FORK 4
+#define K_EXIT 5
+#define K_COMM 6
+#define K_EXEC 7
+#define K_SYSCALL 8
+#define K_PAGE_FAULT 9
+#define K_BLOCK_IO 10
+#define K_LIB_CALL 11
+/* Written by the recorder in user space, not by a BPF program. */
+#define K_PROBE_DEF 12
+#define K_FILE_PATH 13
+
+/* prev_tid of an inferred SWITCH_IN: the previous task is not known. */
+#define PREV_TID_UNKNOWN 0xffffffff
+
+/* Every record starts with this 16-byte header; len is the total size. */
+struct rec_hdr {
+	__u16 kind;
+	__u16 len;
+	__u32 tid;
+	__u64 ts;
+};
+
+struct switch_out_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 prev_state;
+	__u32 cpu;
+	__u32 next_tid;
+};
+
+struct switch_in_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 cpu;
+	__u32 prev_tid;
+	__u32 reserved;
+};
+
+struct wakeup_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 target_cpu;
+	__u32 new_task;
+	__u32 reserved;
+};
+
+struct fork_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 parent_tid;
+	__u32 parent_tgid;
+	__u32 reserved;
+	__u8 comm[COMM_LEN];
+};
+
+/* EXIT, COMM and EXEC. */
+struct task_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 reserved;
+	__u8 comm[COMM_LEN];
+};
+
+/* What the kernel knows about the file behind an fd (format `fd_kind`). */
+#define FDK_NONE 0
+#define FDK_SOCKET 1
+#define FDK_FILE 2
+#define FDK_PIPE 3
+#define FDK_BLOCK 4
+#define FDK_CHAR 5
+#define FDK_ANON 6
+#define FDK_DIR 7
+#define FDK_OTHER 8
+
+/* The socket or file behind an fd: a socket's family, protocol and
+ * 4-tuple, or a file's device and inode. */
+struct fd_object {
+	__u16 family;
+	__u16 protocol;
+	__u16 sport;
+	__u16 dport;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u64 dev;
+	__u64 ino;
+};
+
+/* An fd as resolve_fd() (bpf/c/syscall_ctx.bpf.h) found it. */
+struct fd_info {
+	__u32 fd_kind;		/* FDK_* */
+	__u32 reserved;
+	struct fd_object obj;
+};
+
+/* Flags of a SYSCALL record: the thread switched out voluntarily inside. */
+#define SYSCALL_BLOCKED 1
+/* ... and the record was written at that switch-out, not at the exit. */
+#define SYSCALL_AT_SWITCH 2
+
+/* Holds an fd_info, its kind apart from its object: the order of the
+ * stream since format version 1. */
+struct syscall_rec {
+	struct rec_hdr h;	/* ts = entry */
+	__u64 exit_ts;
+	__u32 nr;		/* x86-64 syscall number (syscall_nr.h) */
+	__u32 fd_kind;		/* fd_info.fd_kind */
+	__s64 ret;
+	__s32 fd;
+	__u32 flags;		/* SYSCALL_* */
+	__u64 arg;
+	struct fd_object obj;	/* fd_info.obj */
+};
+
+struct page_fault_rec {
+	struct rec_hdr h;
+	__u64 address;
+	__u64 ip;
+	__u64 error_code;
+};
+
+struct block_io_rec {
+	struct rec_hdr h;	/* ts = issue, tid = issuer */
+	__u64 complete_ts;
+	__u64 dev;
+	__u64 sector;
+	__u32 bytes;
+	__u32 write;
+};
+
+struct lib_call_rec {
+	struct rec_hdr h;	/* ts = call */
+	__u64 exit_ts;
+	__u32 probe;
+	__u32 reserved;
+	__u64 ret;
+};
+
+/* The reader skips records by len and requires 8-byte multiples. */
+_Static_assert(sizeof(struct rec_hdr) == 16, "rec_hdr");
+_Static_assert(sizeof(struct switch_out_rec) == 32, "switch_out_rec");
+_Static_assert(sizeof(struct switch_in_rec) == 32, "switch_in_rec");
+_Static_assert(sizeof(struct wakeup_rec) == 40, "wakeup_rec");
+_Static_assert(sizeof(struct fork_rec) == 48, "fork_rec");
+_Static_assert(sizeof(struct task_rec) == 40, "task_rec");
+_Static_assert(sizeof(struct syscall_rec) == 112, "syscall_rec");
+_Static_assert(sizeof(struct page_fault_rec) == 40, "page_fault_rec");
+_Static_assert(sizeof(struct block_io_rec) == 48, "block_io_rec");
+_Static_assert(sizeof(struct lib_call_rec) == 40, "lib_call_rec");
+
+#endif /* JTRACE_KERNEL_RECORDS_H */

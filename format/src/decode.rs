@@ -1,0 +1,569 @@
+//! Reading records: the stream body into [`Record`]s, or into
+//! [`RawRecord`]s whose payloads stay undecoded.
+
+use crate::{
+    batch_events, kind, AllocSample, BatchEvents, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmStart,
+    LibCall, MethodBatch, MethodDef, MethodEvent, PageFault, Payload, ProbeDef, Record, SwitchIn, SwitchOut, Syscall,
+    TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
+};
+
+/// Why a stream could not be decoded further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The stream ends inside a record: a writer was cut off. Everything
+    /// before `offset` is valid.
+    Truncated {
+        /// Byte offset of the incomplete record.
+        offset: usize,
+    },
+    /// A record header is malformed (length 0, not a multiple of 8, or a
+    /// payload shorter than its kind needs).
+    Corrupt {
+        /// Byte offset of the bad record.
+        offset: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Truncated { offset } => {
+                write!(f, "stream ends inside a record at byte {offset}")
+            }
+            DecodeError::Corrupt { offset, what } => {
+                write!(f, "corrupt record at byte {offset}: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Iterates over the records of a stream body (the bytes after the file header).
+pub struct Decoder<'a> {
+    data: &'a [u8],
+    pos: usize,
+    base: usize,
+    /// The rest of the METHOD_BATCH the iterator is expanding (its tid).
+    batch: Option<(u32, BatchEvents<'a>)>,
+}
+
+impl<'a> Decoder<'a> {
+    /// Decodes `data`; `base` is the offset of `data` in the file, for messages.
+    pub fn new(data: &'a [u8], base: usize) -> Self {
+        Decoder {
+            data,
+            pos: 0,
+            base,
+            batch: None,
+        }
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn u32(&mut self) -> Option<u32> {
+        let v = u32::from_le_bytes(self.b.get(self.at..self.at + 4)?.try_into().ok()?);
+        self.at += 4;
+        Some(v)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
+        self.at += 8;
+        Some(v)
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = u16::from_le_bytes(self.b.get(self.at..self.at + 2)?.try_into().ok()?) as usize;
+        self.at += 2;
+        let s = String::from_utf8_lossy(self.b.get(self.at..self.at + n)?).into_owned();
+        self.at += n;
+        Some(s)
+    }
+}
+
+fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
+    let mut c = Cursor { b, at: 0 };
+    Some(match kind {
+        kind::SWITCH_OUT => Payload::SwitchOut(SwitchOut::from_bytes(b)?),
+        kind::SWITCH_IN => Payload::SwitchIn(SwitchIn::from_bytes(b)?),
+        kind::WAKEUP => Payload::Wakeup(Wakeup::from_bytes(b)?),
+        kind::FORK => Payload::Fork(Fork::from_bytes(b)?),
+        kind::EXIT | kind::COMM | kind::EXEC => {
+            let t = TaskInfo::from_bytes(b)?;
+            match kind {
+                kind::EXIT => Payload::Exit(t),
+                kind::COMM => Payload::Comm(t),
+                _ => Payload::Exec(t),
+            }
+        }
+        kind::JVM_START => Payload::JvmStart(JvmStart {
+            pid: c.u32()?,
+            vm_version: c.str()?,
+        }),
+        kind::THREAD_START => Payload::ThreadStart(ThreadStart {
+            daemon: c.u32()?,
+            name: c.str()?,
+            group: c.str()?,
+            parent: c.str()?,
+        }),
+        kind::THREAD_END => Payload::ThreadEnd,
+        kind::METHOD_DEF => Payload::MethodDef(MethodDef {
+            method: c.u64()?,
+            class: c.str()?,
+            name: c.str()?,
+            signature: c.str()?,
+        }),
+        kind::METHOD_ENTRY | kind::METHOD_EXIT => {
+            let e = MethodEvent {
+                method: c.u64()?,
+                flags: c.u32()?,
+                reserved: c.u32()?,
+            };
+            if kind == kind::METHOD_ENTRY {
+                Payload::MethodEntry(e)
+            } else {
+                Payload::MethodExit(e)
+            }
+        }
+        kind::METHOD_BATCH => Payload::MethodBatch(MethodBatch {
+            events: batch_events(ts, b)?.collect(),
+        }),
+        kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
+        kind::AGENT_ERROR => Payload::AgentError(c.str()?),
+        kind::SYSCALL => Payload::Syscall(Syscall::from_bytes(b)?),
+        kind::PAGE_FAULT => Payload::PageFault(PageFault::from_bytes(b)?),
+        kind::BLOCK_IO => Payload::BlockIo(BlockIo::from_bytes(b)?),
+        kind::LIB_CALL => Payload::LibCall(LibCall::from_bytes(b)?),
+        kind::PROBE_DEF => Payload::ProbeDef(ProbeDef {
+            probe: c.u32()?,
+            library: c.str()?,
+            symbol: c.str()?,
+        }),
+        kind::FILE_PATH => Payload::FilePath(FilePath {
+            dev: c.u64()?,
+            ino: c.u64()?,
+            path: c.str()?,
+        }),
+        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => Payload::Jvm(
+            kind,
+            JvmBlock {
+                arg: c.u64()?,
+                class: c.str()?,
+            },
+        ),
+        kind::ALLOC_SAMPLE => {
+            let (size, class) = (c.u64()?, c.str()?);
+            // The site came later: older streams end after the class.
+            let (method, line) = match (c.u64(), c.u32()) {
+                (Some(m), Some(l)) => (m, l as i32),
+                _ => (0, -1),
+            };
+            Payload::Alloc(AllocSample {
+                size,
+                class,
+                method,
+                line,
+            })
+        }
+        kind::COMPILED_METHOD_LOAD | kind::COMPILED_METHOD_UNLOAD => Payload::Compiled(
+            kind == kind::COMPILED_METHOD_LOAD,
+            CompiledMethod {
+                method: c.u64()?,
+                code_addr: c.u64()?,
+                code_size: c.u32()?,
+                reserved: c.u32()?,
+            },
+        ),
+        other => Payload::Unknown(other),
+    })
+}
+
+/// A record whose payload is not decoded yet: its header fields and the
+/// payload bytes, borrowed from the stream. Readers that only need a few
+/// fixed-offset fields of the hot kinds read them from `payload` directly
+/// (no [`Payload`] built, nothing allocated) and [`RawRecord::decode`] the rest.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    /// Record kind ([`kind`]).
+    pub kind: u16,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts: u64,
+    /// The payload bytes (record length minus the header; may include padding).
+    pub payload: &'a [u8],
+    /// Offset of the record in the file, for messages.
+    pub offset: usize,
+}
+
+impl RawRecord<'_> {
+    /// Decodes the payload, exactly as [`Decoder`]'s iterator does.
+    pub fn decode(&self) -> Result<Record, DecodeError> {
+        match decode_payload(self.kind, self.ts, self.payload) {
+            Some(payload) => Ok(Record {
+                tid: self.tid,
+                ts: self.ts,
+                payload,
+            }),
+            None => Err(DecodeError::Corrupt {
+                offset: self.offset,
+                what: "payload shorter than its kind",
+            }),
+        }
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// The next record with its payload undecoded. After an error (or a
+    /// payload that then fails to [`RawRecord::decode`]) the caller stops.
+    #[inline]
+    pub fn next_raw(&mut self) -> Option<Result<RawRecord<'a>, DecodeError>> {
+        let data: &'a [u8] = self.data;
+        let rest = &data[self.pos..];
+        if rest.is_empty() {
+            return None;
+        }
+        let offset = self.base + self.pos;
+        let Some(head) = rest.first_chunk::<RECORD_HEADER_LEN>() else {
+            self.pos = data.len();
+            return Some(Err(DecodeError::Truncated { offset }));
+        };
+        let kind = u16::from_le_bytes([head[0], head[1]]);
+        let len = u16::from_le_bytes([head[2], head[3]]) as usize;
+        let tid = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let ts = u64::from_le_bytes([
+            head[8], head[9], head[10], head[11], head[12], head[13], head[14], head[15],
+        ]);
+        if kind == 0 && len == 0 {
+            // Zero fill: a preallocated or mmap'd file that was not written
+            // to the end. Treat as the end of the stream.
+            self.pos = data.len();
+            return None;
+        }
+        if len < RECORD_HEADER_LEN || !len.is_multiple_of(8) {
+            self.pos = data.len();
+            return Some(Err(DecodeError::Corrupt {
+                offset,
+                what: "bad record length",
+            }));
+        }
+        if rest.len() < len {
+            self.pos = data.len();
+            return Some(Err(DecodeError::Truncated { offset }));
+        }
+        self.pos += len;
+        Some(Ok(RawRecord {
+            kind,
+            tid,
+            ts,
+            payload: &rest[RECORD_HEADER_LEN..len],
+            offset,
+        }))
+    }
+}
+
+/// Yields every record decoded, METHOD_BATCH records as the
+/// METHOD_ENTRY/METHOD_EXIT records they stand for.
+impl<'a> Iterator for Decoder<'a> {
+    type Item = Result<Record, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((tid, events)) = &mut self.batch {
+                if let Some(e) = events.next() {
+                    return Some(Ok(Record {
+                        tid: *tid,
+                        ts: e.ts,
+                        payload: e.to_payload(),
+                    }));
+                }
+                self.batch = None;
+            }
+            let raw = match self.next_raw()? {
+                Ok(raw) if raw.kind == kind::METHOD_BATCH => raw,
+                other => return Some(self.decoded(other)),
+            };
+            match batch_events(raw.ts, raw.payload) {
+                Some(events) => self.batch = Some((raw.tid, events)),
+                None => return Some(self.decoded(Ok(raw))),
+            }
+        }
+    }
+}
+
+impl<'a> Decoder<'a> {
+    fn decoded(&mut self, raw: Result<RawRecord<'a>, DecodeError>) -> Result<Record, DecodeError> {
+        let r = raw.and_then(|raw| raw.decode());
+        if r.is_err() {
+            self.pos = self.data.len();
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{fd_kind, Encoder, EXIT_BY_EXCEPTION, SYSCALL_BLOCKED};
+
+    #[test]
+    fn round_trip_every_kind() {
+        let mut comm = [0u8; 16];
+        comm[..4].copy_from_slice(b"java");
+        let records = vec![
+            Payload::SwitchOut(SwitchOut {
+                tgid: 1,
+                prev_state: 1,
+                cpu: 0,
+                next_tid: 9,
+            }),
+            Payload::SwitchIn(SwitchIn {
+                tgid: 1,
+                cpu: 1,
+                prev_tid: 0,
+                reserved: 0,
+            }),
+            Payload::Wakeup(Wakeup {
+                tgid: 1,
+                waker_tid: 3,
+                waker_tgid: 1,
+                target_cpu: 1,
+                new_task: 0,
+                reserved: 0,
+            }),
+            Payload::Fork(Fork {
+                tgid: 1,
+                parent_tid: 1,
+                parent_tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Exit(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Comm(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::Exec(TaskInfo {
+                tgid: 1,
+                reserved: 0,
+                comm,
+            }),
+            Payload::JvmStart(JvmStart {
+                pid: 7,
+                vm_version: "17.0.15".into(),
+            }),
+            Payload::ThreadStart(ThreadStart {
+                daemon: 1,
+                name: "main".into(),
+                group: "main".into(),
+                parent: "".into(),
+            }),
+            Payload::ThreadEnd,
+            Payload::MethodDef(MethodDef {
+                method: 0xdead_beef,
+                class: "com.acme.Foo".into(),
+                name: "bär".into(),
+                signature: "(I)V".into(),
+            }),
+            Payload::MethodEntry(MethodEvent {
+                method: 5,
+                flags: 0,
+                reserved: 0,
+            }),
+            Payload::MethodExit(MethodEvent {
+                method: 5,
+                flags: EXIT_BY_EXCEPTION,
+                reserved: 0,
+            }),
+            Payload::JvmEnd(JvmEnd { lost_events: 3 }),
+            Payload::AgentError("bad line 3".into()),
+            Payload::Syscall(Syscall {
+                exit_ts: 99,
+                nr: 0,
+                fd_kind: fd_kind::SOCKET,
+                ret: -11,
+                fd: 5,
+                flags: SYSCALL_BLOCKED,
+                arg: 7,
+                family: 2,
+                protocol: 6,
+                sport: 1234,
+                dport: 80,
+                saddr: [1; 16],
+                daddr: [2; 16],
+                dev: 3,
+                ino: 4,
+            }),
+            Payload::PageFault(PageFault {
+                address: 1,
+                ip: 2,
+                error_code: 3,
+            }),
+            Payload::BlockIo(BlockIo {
+                complete_ts: 5,
+                dev: 6,
+                sector: 7,
+                bytes: 4096,
+                write: 1,
+            }),
+            Payload::LibCall(LibCall {
+                exit_ts: 9,
+                probe: 1,
+                reserved: 0,
+                ret: 42,
+            }),
+            Payload::ProbeDef(ProbeDef {
+                probe: 1,
+                library: "libz.so.1".into(),
+                symbol: "inflate".into(),
+            }),
+            Payload::FilePath(FilePath {
+                dev: 8 << 20 | 1,
+                ino: 1234,
+                path: "/var/lib/data/é.bin".into(),
+            }),
+            Payload::Jvm(
+                kind::MONITOR_WAIT,
+                JvmBlock {
+                    arg: 100,
+                    class: "java.lang.Object".into(),
+                },
+            ),
+            Payload::Jvm(
+                kind::GC_END,
+                JvmBlock {
+                    arg: 0,
+                    class: String::new(),
+                },
+            ),
+            Payload::Alloc(AllocSample {
+                size: 24,
+                class: "java.lang.String".into(),
+                method: 7,
+                line: 42,
+            }),
+            Payload::Compiled(
+                true,
+                CompiledMethod {
+                    method: 1,
+                    code_addr: 2,
+                    code_size: 3,
+                    reserved: 0,
+                },
+            ),
+            Payload::Compiled(
+                false,
+                CompiledMethod {
+                    method: 1,
+                    code_addr: 2,
+                    code_size: 3,
+                    reserved: 0,
+                },
+            ),
+        ];
+        let mut enc = Encoder::new();
+        for (i, p) in records.iter().enumerate() {
+            enc.record(&Record {
+                tid: i as u32,
+                ts: 1000 + i as u64,
+                payload: p.clone(),
+            });
+        }
+        assert_eq!(enc.buf.len() % 8, 0);
+        let decoded: Vec<Record> = Decoder::new(&enc.buf, 16).map(|r| r.unwrap()).collect();
+        assert_eq!(decoded.len(), records.len());
+        for (i, (d, p)) in decoded.iter().zip(&records).enumerate() {
+            assert_eq!(d.tid, i as u32);
+            assert_eq!(d.ts, 1000 + i as u64);
+            assert_eq!(&d.payload, p);
+        }
+    }
+
+    #[test]
+    fn truncated_stream_keeps_prefix() {
+        let mut enc = Encoder::new();
+        let p = Payload::MethodEntry(MethodEvent {
+            method: 1,
+            flags: 0,
+            reserved: 0,
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: p.clone(),
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: p,
+        });
+        let cut = &enc.buf[..enc.buf.len() - 3];
+        let out: Vec<_> = Decoder::new(cut, 0).collect();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].is_ok());
+        assert_eq!(out[1], Err(DecodeError::Truncated { offset: 32 }));
+    }
+
+    #[test]
+    fn unknown_kind_is_skipped() {
+        let mut enc = Encoder::new();
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: Payload::Unknown(999),
+        });
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: Payload::ThreadEnd,
+        });
+        let out: Vec<_> = Decoder::new(&enc.buf, 0).map(|r| r.unwrap().payload).collect();
+        assert_eq!(out, vec![Payload::Unknown(999), Payload::ThreadEnd]);
+    }
+
+    #[test]
+    fn alloc_sample_without_a_site_still_decodes() {
+        // An ALLOC_SAMPLE as written before the site was added: u64 size, str class.
+        let mut payload = 24u64.to_le_bytes().to_vec();
+        payload.extend_from_slice(&3u16.to_le_bytes());
+        payload.extend_from_slice(b"[B;");
+        assert_eq!(
+            decode_payload(kind::ALLOC_SAMPLE, 0, &payload[..payload.len() - 1]),
+            None,
+            "a class cut short is corrupt"
+        );
+        payload[8] = 2;
+        assert_eq!(
+            decode_payload(kind::ALLOC_SAMPLE, 0, &payload),
+            Some(Payload::Alloc(AllocSample {
+                size: 24,
+                class: "[B".into(),
+                method: 0,
+                line: -1
+            }))
+        );
+    }
+
+    #[test]
+    fn zero_fill_ends_stream() {
+        let mut enc = Encoder::new();
+        enc.record(&Record {
+            tid: 1,
+            ts: 1,
+            payload: Payload::ThreadEnd,
+        });
+        enc.buf.extend_from_slice(&[0u8; 64]);
+        assert_eq!(Decoder::new(&enc.buf, 0).count(), 1);
+    }
+}

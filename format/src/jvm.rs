@@ -1,0 +1,94 @@
+//! The payloads of the JVM streams' records, which the agent writes.
+
+/// Flag in [`MethodEvent::flags`]: the method exited by an exception.
+pub const EXIT_BY_EXCEPTION: u32 = 1;
+
+/// JVM payload shared by the blocking, GC and allocation kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JvmBlock {
+    /// Kind-specific number (timeout, timed-out flag, size): see the kind.
+    pub arg: u64,
+    /// Class of the monitor / blocker / allocated object, or "".
+    pub class: String,
+}
+
+/// JVM payload of [`kind::ALLOC_SAMPLE`](crate::kind::ALLOC_SAMPLE): a sampled object allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocSample {
+    /// Size of the allocated object in bytes.
+    pub size: u64,
+    /// Its class (`java.lang.String`, `[B`).
+    pub class: String,
+    /// The allocating method (defined by a METHOD_DEF, which may come
+    /// later); 0 if unknown (writers before the site was recorded).
+    pub method: u64,
+    /// Source line of the allocation in that method; -1 if unknown.
+    pub line: i32,
+}
+
+/// JVM payload of [`kind::COMPILED_METHOD_LOAD`](crate::kind::COMPILED_METHOD_LOAD) / [`kind::COMPILED_METHOD_UNLOAD`](crate::kind::COMPILED_METHOD_UNLOAD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompiledMethod {
+    /// Method id (defined by a METHOD_DEF, which may come later for
+    /// methods that are not traced).
+    pub method: u64,
+    /// Start of the compiled code.
+    pub code_addr: u64,
+    /// Size of the compiled code in bytes.
+    pub code_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// JVM payload of [`kind::JVM_START`](crate::kind::JVM_START).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JvmStart {
+    /// Process id of the JVM.
+    pub pid: u32,
+    /// `java.vm.version` or similar, as the agent could learn it.
+    pub vm_version: String,
+}
+
+/// JVM payload of [`kind::THREAD_START`](crate::kind::THREAD_START).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadStart {
+    /// 1 if the thread is a daemon thread.
+    pub daemon: u32,
+    /// Java thread name.
+    pub name: String,
+    /// Thread group name ("" if unknown).
+    pub group: String,
+    /// Name of the thread that started it ("" if unknown).
+    pub parent: String,
+}
+
+/// JVM payload of [`kind::METHOD_DEF`](crate::kind::METHOD_DEF).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodDef {
+    /// Identifier used by [`MethodEvent::method`] in this stream.
+    pub method: u64,
+    /// Fully qualified class name with dots (`com.acme.Foo`).
+    pub class: String,
+    /// Method name (`bar`, `<init>`).
+    pub name: String,
+    /// JVM signature (`(I)V`).
+    pub signature: String,
+}
+
+/// JVM payload of [`kind::METHOD_ENTRY`](crate::kind::METHOD_ENTRY) and [`kind::METHOD_EXIT`](crate::kind::METHOD_EXIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodEvent {
+    /// Method id, defined by an earlier [`MethodDef`].
+    pub method: u64,
+    /// [`EXIT_BY_EXCEPTION`] on an exceptional exit, else 0.
+    pub flags: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// JVM payload of [`kind::JVM_END`](crate::kind::JVM_END).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmEnd {
+    /// Events the agent could not record (buffer or write failures).
+    pub lost_events: u64,
+}

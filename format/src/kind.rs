@@ -1,0 +1,100 @@
+//! Record kinds: the `kind` field of every record header. Kernel kinds are
+//! below 100 and numbered by c/kernel_records.h (`K_*`), which the BPF
+//! programs write; JVM kinds are from 100 on.
+
+use crate::c;
+
+/// Kernel: the thread in the header was switched out. Payload: [`crate::SwitchOut`].
+pub const SWITCH_OUT: u16 = c::K_SWITCH_OUT as u16;
+/// Kernel: the thread in the header was switched in. Payload: [`crate::SwitchIn`].
+pub const SWITCH_IN: u16 = c::K_SWITCH_IN as u16;
+/// Kernel: the thread in the header was woken (sched_waking / sched_wakeup_new).
+/// Payload: [`crate::Wakeup`].
+pub const WAKEUP: u16 = c::K_WAKEUP as u16;
+/// Kernel: the thread in the header was created. Payload: [`crate::Fork`].
+pub const FORK: u16 = c::K_FORK as u16;
+/// Kernel: the thread in the header exited. Payload: [`crate::TaskInfo`].
+pub const EXIT: u16 = c::K_EXIT as u16;
+/// Kernel: name (comm) of the thread in the header, at first sight or rename.
+/// Payload: [`crate::TaskInfo`].
+pub const COMM: u16 = c::K_COMM as u16;
+/// Kernel: the thread in the header called exec. Payload: [`crate::TaskInfo`].
+pub const EXEC: u16 = c::K_EXEC as u16;
+/// Kernel: a syscall of the thread, from entry (header ts) to exit.
+/// Payload: [`crate::Syscall`].
+pub const SYSCALL: u16 = c::K_SYSCALL as u16;
+/// Kernel: a user page fault of the thread. Payload: [`crate::PageFault`].
+pub const PAGE_FAULT: u16 = c::K_PAGE_FAULT as u16;
+/// Kernel: a block I/O request the thread issued (header ts = issue), with
+/// its completion. Payload: [`crate::BlockIo`].
+pub const BLOCK_IO: u16 = c::K_BLOCK_IO as u16;
+/// Kernel: an interposed library call (uprobe/uretprobe pair), header ts =
+/// entry. Payload: [`crate::LibCall`].
+pub const LIB_CALL: u16 = c::K_LIB_CALL as u16;
+/// Kernel stream: the name of a library-call probe id, written once by the
+/// recorder at start (tid 0). Payload: [`crate::ProbeDef`].
+pub const PROBE_DEF: u16 = c::K_PROBE_DEF as u16;
+/// Kernel stream: the path of a file (device + inode) some SYSCALL record
+/// names, resolved by the recorder in user space once per inode (tid 0,
+/// ts = that of the SYSCALL record naming it). Payload: [`crate::FilePath`].
+pub const FILE_PATH: u16 = c::K_FILE_PATH as u16;
+
+/// JVM: the agent started in this JVM. Payload: [`crate::JvmStart`].
+pub const JVM_START: u16 = 100;
+/// JVM: a Java thread started (or was first seen). Payload: [`crate::ThreadStart`].
+pub const THREAD_START: u16 = 101;
+/// JVM: a Java thread ended. No payload.
+pub const THREAD_END: u16 = 102;
+/// JVM: definition of a method id, written once before its first use.
+/// Payload: [`crate::MethodDef`].
+pub const METHOD_DEF: u16 = 103;
+/// JVM: a traced method was entered. Payload: [`crate::MethodEvent`].
+pub const METHOD_ENTRY: u16 = 104;
+/// JVM: a traced method returned or threw. Payload: [`crate::MethodEvent`].
+pub const METHOD_EXIT: u16 = 105;
+/// JVM: the JVM is shutting down; loss counters of the agent.
+/// Payload: [`crate::JvmEnd`].
+pub const JVM_END: u16 = 106;
+/// JVM: the agent reports a problem (bad option, internal error).
+/// Payload: one string.
+pub const AGENT_ERROR: u16 = 107;
+/// JVM: the thread starts blocking on a contended monitor.
+/// Payload: [`crate::JvmBlock`] (`arg` unused).
+pub const MONITOR_CONTENDED_ENTER: u16 = 108;
+/// JVM: the thread entered the contended monitor. Payload: [`crate::JvmBlock`].
+pub const MONITOR_CONTENDED_ENTERED: u16 = 109;
+/// JVM: Object.wait begins. Payload: [`crate::JvmBlock`] (`arg` = timeout ms).
+pub const MONITOR_WAIT: u16 = 110;
+/// JVM: Object.wait ended. Payload: [`crate::JvmBlock`] (`arg` = 1 if timed out).
+pub const MONITOR_WAITED: u16 = 111;
+/// JVM: LockSupport/Unsafe.park begins. Payload: [`crate::JvmBlock`]
+/// (`arg` = timeout ns or deadline, `class` = blocker class or "").
+pub const PARK_BEGIN: u16 = 112;
+/// JVM: park returned. Payload: [`crate::JvmBlock`].
+pub const PARK_END: u16 = 113;
+/// JVM: Thread.sleep begins. Payload: [`crate::JvmBlock`] (`arg` = ms).
+pub const SLEEP_BEGIN: u16 = 114;
+/// JVM: Thread.sleep returned. Payload: [`crate::JvmBlock`].
+pub const SLEEP_END: u16 = 115;
+/// JVM: a stop-the-world garbage collection starts (all Java threads of
+/// the JVM are stopped until GC_END). Payload: [`crate::JvmBlock`].
+pub const GC_START: u16 = 116;
+/// JVM: the garbage collection finished. Payload: [`crate::JvmBlock`].
+pub const GC_END: u16 = 117;
+/// JVM: a non-GC safepoint / VM operation starts. Payload: [`crate::JvmBlock`].
+pub const SAFEPOINT_BEGIN: u16 = 118;
+/// JVM: the safepoint ended. Payload: [`crate::JvmBlock`].
+pub const SAFEPOINT_END: u16 = 119;
+/// JVM: a method was JIT-compiled. Payload: [`crate::CompiledMethod`].
+pub const COMPILED_METHOD_LOAD: u16 = 120;
+/// JVM: compiled code was unloaded. Payload: [`crate::CompiledMethod`].
+pub const COMPILED_METHOD_UNLOAD: u16 = 121;
+/// JVM: a sampled object allocation. Payload: [`crate::JvmBlock`]
+/// (`arg` = size in bytes, `class` = allocated class).
+pub const ALLOC_SAMPLE: u16 = 122;
+/// JVM: a block of one thread's method entries and exits, 8 bytes each
+/// (bytecode-rewriting agent). Payload: [`crate::MethodBatch`]; the
+/// header ts is the first event's time. Logically the same as one
+/// METHOD_ENTRY/METHOD_EXIT record per event: [`crate::Decoder`]'s
+/// iterator yields it expanded into those.
+pub const METHOD_BATCH: u16 = 123;
