@@ -27,7 +27,7 @@ pub enum BatchedKind {
 pub struct BatchedMethodEvent {
     /// CLOCK_MONOTONIC nanoseconds.
     pub ts: u64,
-    /// Method id (below [`BATCH_METHOD_LIMIT`]), defined by an earlier [`MethodDef`].
+    /// Method id (below [`BATCH_METHOD_LIMIT`]), defined by an earlier [`MethodDef`](crate::MethodDef).
     pub method: u32,
     /// Entry or exit.
     pub kind: BatchedKind,

@@ -1,5 +1,5 @@
 //! The payloads of the kernel stream's records. The ones the BPF programs
-//! write have the layout of c/kernel_records.h: [`kernel_payload!`] reads
+//! write have the layout of c/kernel_records.h: `kernel_payload!` reads
 //! and writes each field at the offset, and with the type, that bindgen
 //! found in the C struct (build.rs), so the C header is the one definition.
 
