@@ -4,42 +4,9 @@
 use crate::cause::Cause;
 use crate::event::SyscallInfo;
 
-/// x86-64 syscall numbers the attribution distinguishes.
-pub mod nr {
-    #![allow(missing_docs)]
-    pub const READ: u32 = 0;
-    pub const WRITE: u32 = 1;
-    pub const OPEN: u32 = 2;
-    pub const POLL: u32 = 7;
-    pub const PREAD64: u32 = 17;
-    pub const PWRITE64: u32 = 18;
-    pub const READV: u32 = 19;
-    pub const WRITEV: u32 = 20;
-    pub const SELECT: u32 = 23;
-    pub const NANOSLEEP: u32 = 35;
-    pub const CONNECT: u32 = 42;
-    pub const ACCEPT: u32 = 43;
-    pub const SENDTO: u32 = 44;
-    pub const RECVFROM: u32 = 45;
-    pub const SENDMSG: u32 = 46;
-    pub const RECVMSG: u32 = 47;
-    pub const FSYNC: u32 = 74;
-    pub const FDATASYNC: u32 = 75;
-    pub const FUTEX: u32 = 202;
-    pub const CLOCK_NANOSLEEP: u32 = 230;
-    pub const EPOLL_WAIT: u32 = 232;
-    pub const OPENAT: u32 = 257;
-    pub const PSELECT6: u32 = 270;
-    pub const PPOLL: u32 = 271;
-    pub const SYNC_FILE_RANGE: u32 = 277;
-    pub const EPOLL_PWAIT: u32 = 281;
-    pub const ACCEPT4: u32 = 288;
-    pub const PREADV: u32 = 295;
-    pub const PWRITEV: u32 = 296;
-    pub const RECVMMSG: u32 = 299;
-    pub const SENDMMSG: u32 = 307;
-    pub const EPOLL_PWAIT2: u32 = 441;
-}
+/// x86-64 syscall numbers: the one table the BPF code also classifies by
+/// (format/c/syscall_nr.h).
+pub use jtrace_format::syscall_nr as nr;
 
 /// Name of an x86-64 syscall number (`syscall_N` for a number the kernel
 /// did not have when the `syscalls` crate was built).
@@ -80,7 +47,7 @@ pub fn syscall_cause(sc: &SyscallInfo) -> Cause {
 mod tests {
     use super::*;
 
-    /// The numbers jtrace's BPF programs classify (bpf/c/syscall_ctx.h), and ones
+    /// The numbers jtrace's BPF programs classify (format/c/syscall_nr.h), and ones
     /// they do not, by their kernel names.
     #[test]
     fn syscall_names() {
