@@ -1,9 +1,12 @@
-//! Thin, checked wrappers over the JVMTI/JNI calls the agent makes.
+//! The JVM the agent runs in: its two handles (the `JavaVM` and the agent's
+//! JVMTI environment), the [`jvmti!`] and [`jni!`] call macros, and thin,
+//! checked wrappers over the JVMTI/JNI calls the agent makes.
 //!
 //! Every wrapper returns `None`/an error code instead of panicking, frees what
 //! JVMTI allocated (Deallocate) and deletes the local references it created.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::sys::*;
 
@@ -20,11 +23,107 @@ macro_rules! jvmti {
 }
 pub(crate) use jvmti;
 
+/// Calls a JNI function through the environment's function table; `None`
+/// if the table lacks it.
+macro_rules! jni {
+    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
+        let env: *mut $crate::sys::JNIEnv = $env;
+        match (**env).$f {
+            Some(f) => Some(f(env $(, $a)*)),
+            None => None,
+        }
+    }};
+}
+pub(crate) use jni;
+
+/// JVMTI version requested from GetEnv: 1.2 exists in every JDK from 7 on,
+/// and the agent uses nothing newer.
+const JVMTI_VERSION_1_2: jint = 0x3001_0200;
+/// JNI version requested from GetEnv for a thread's JNIEnv.
+const JNI_VERSION_1_8: jint = 0x0001_0008;
+
+/// The JavaVM (set at load; gives a JNIEnv to code called without one).
+static VM: AtomicPtr<JavaVM> = AtomicPtr::new(std::ptr::null_mut());
+/// The agent's one JVMTI environment, reused by every attach of this JVM.
+static ENV: AtomicPtr<jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Connects to `vm` at load: returns the agent's JVMTI environment, the one
+/// of an earlier attach (a JVM keeps one environment for the agent, however
+/// often it is attached), else a new one; both handles are kept for
+/// [`env`] and [`jni_env`].
+///
+/// # Safety
+/// `vm` is the JavaVM the JVM passed to Agent_OnLoad/Agent_OnAttach, or null.
+pub(crate) unsafe fn connect(vm: *mut JavaVM) -> Result<*mut jvmtiEnv, String> {
+    let env = jvmti_env(vm)?;
+    VM.store(vm, Ordering::SeqCst);
+    Ok(env)
+}
+
+unsafe fn jvmti_env(vm: *mut JavaVM) -> Result<*mut jvmtiEnv, String> {
+    let old = ENV.load(Ordering::SeqCst);
+    if !old.is_null() {
+        return Ok(old);
+    }
+    let mut envp: *mut c_void = std::ptr::null_mut();
+    let get_env = if vm.is_null() { None } else { (**vm).GetEnv };
+    let Some(get_env) = get_env else {
+        return Err("the JavaVM has no GetEnv".into());
+    };
+    let rc = get_env(vm, &mut envp, JVMTI_VERSION_1_2);
+    if rc != 0 || envp.is_null() {
+        return Err(format!("cannot get a JVMTI 1.2 environment (JNI error {rc})"));
+    }
+    ENV.store(envp.cast(), Ordering::SeqCst);
+    Ok(envp.cast())
+}
+
+/// The agent's JVMTI environment (null before the first load).
+pub(crate) fn env() -> *mut jvmtiEnv {
+    ENV.load(Ordering::SeqCst)
+}
+
+/// A JNIEnv for the calling thread: `jni` if given, else the thread's own
+/// from the JavaVM (null if the thread is not attached to the JVM).
+///
+/// # Safety
+/// `jni` is null or the calling thread's JNIEnv.
+pub(crate) unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
+    if !jni.is_null() {
+        return jni;
+    }
+    let vm = VM.load(Ordering::SeqCst);
+    if vm.is_null() {
+        return std::ptr::null_mut();
+    }
+    let Some(get_env) = (**vm).GetEnv else {
+        return std::ptr::null_mut();
+    };
+    let mut p: *mut c_void = std::ptr::null_mut();
+    if get_env(vm, &mut p, JNI_VERSION_1_8) != 0 {
+        return std::ptr::null_mut();
+    }
+    p.cast()
+}
+
+/// Clears (and returns whether there was) a pending Java exception, such
+/// as the NoSuchMethodError of a failed lookup.
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv.
+pub(crate) unsafe fn clear_exception(jni: *mut JNIEnv) -> bool {
+    if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
+        jni!(jni, ExceptionClear);
+        return true;
+    }
+    false
+}
+
 /// Copies a JVMTI-allocated C string and deallocates it.
 ///
 /// # Safety
 /// `p` is null or a NUL-terminated string allocated by `env`.
-pub unsafe fn take_string(env: *mut jvmtiEnv, p: *mut c_char) -> Option<String> {
+pub(crate) unsafe fn take_string(env: *mut jvmtiEnv, p: *mut c_char) -> Option<String> {
     if p.is_null() {
         return None;
     }
@@ -37,7 +136,7 @@ pub unsafe fn take_string(env: *mut jvmtiEnv, p: *mut c_char) -> Option<String> 
 ///
 /// # Safety
 /// `jni` is the current thread's JNIEnv (or null) and `obj` a local reference of it.
-pub unsafe fn delete_local(jni: *mut JNIEnv, obj: jobject) {
+pub(crate) unsafe fn delete_local(jni: *mut JNIEnv, obj: jobject) {
     if jni.is_null() || obj.is_null() {
         return;
     }
@@ -47,7 +146,7 @@ pub unsafe fn delete_local(jni: *mut JNIEnv, obj: jobject) {
 }
 
 /// Identity of a Java thread as JVMTI reports it.
-pub struct ThreadInfo {
+pub(crate) struct ThreadInfo {
     /// Java thread name.
     pub name: String,
     /// Daemon flag.
@@ -61,7 +160,7 @@ pub struct ThreadInfo {
 ///
 /// # Safety
 /// Must run inside a JVMTI callback with that callback's `env` and `jni`.
-pub unsafe fn thread_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> Option<ThreadInfo> {
+pub(crate) unsafe fn thread_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> Option<ThreadInfo> {
     let mut info = jvmtiThreadInfo::default();
     if jvmti!(env, GetThreadInfo, thread, &mut info) != JVMTI_ERROR_NONE {
         return None;
@@ -85,7 +184,7 @@ pub unsafe fn thread_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread)
 }
 
 /// Class (dotted), name and signature of a method.
-pub struct MethodInfo {
+pub(crate) struct MethodInfo {
     /// Declaring class, dotted (`com.acme.Foo`, `Outer$Inner`).
     pub class: String,
     /// Method name.
@@ -98,7 +197,7 @@ pub struct MethodInfo {
 ///
 /// # Safety
 /// Must run inside a JVMTI callback with that callback's `env` and `jni`.
-pub unsafe fn method_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, method: jmethodID) -> Option<MethodInfo> {
+pub(crate) unsafe fn method_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, method: jmethodID) -> Option<MethodInfo> {
     let mut name: *mut c_char = std::ptr::null_mut();
     let mut sig: *mut c_char = std::ptr::null_mut();
     if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
@@ -124,11 +223,45 @@ pub unsafe fn method_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, method: jmethodI
     })
 }
 
+/// Dotted name of a class, "" if JVMTI cannot tell.
+///
+/// # Safety
+/// `env` is a live JVMTI environment and `klass` a valid reference or null.
+pub(crate) unsafe fn class_name(env: *mut jvmtiEnv, klass: jclass) -> String {
+    if klass.is_null() {
+        return String::new();
+    }
+    let mut sig: *mut c_char = std::ptr::null_mut();
+    if jvmti!(env, GetClassSignature, klass, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+        return String::new();
+    }
+    take_string(env, sig)
+        .map(|s| crate::config::class_name_from_signature(&s))
+        .unwrap_or_default()
+}
+
+/// Dotted class name of an object, "" for null or when unknown.
+///
+/// # Safety
+/// `jni` is the current thread's JNIEnv (or null), `obj` a valid reference or null.
+pub(crate) unsafe fn object_class_name(env: *mut jvmtiEnv, jni: *mut JNIEnv, obj: jobject) -> String {
+    if obj.is_null() || jni.is_null() {
+        return String::new();
+    }
+    let Some(get) = (**jni).GetObjectClass else {
+        return String::new();
+    };
+    let klass = get(jni, obj);
+    let name = class_name(env, klass);
+    delete_local(jni, klass);
+    name
+}
+
 /// A system property of the VM, if it has one.
 ///
 /// # Safety
 /// `env` is a valid JVMTI environment.
-pub unsafe fn system_property(env: *mut jvmtiEnv, key: &CStr) -> Option<String> {
+pub(crate) unsafe fn system_property(env: *mut jvmtiEnv, key: &CStr) -> Option<String> {
     let mut v: *mut c_char = std::ptr::null_mut();
     if jvmti!(env, GetSystemProperty, key.as_ptr(), &mut v) != JVMTI_ERROR_NONE {
         return None;
@@ -140,7 +273,7 @@ pub unsafe fn system_property(env: *mut jvmtiEnv, key: &CStr) -> Option<String> 
 ///
 /// # Safety
 /// `env` is a valid JVMTI environment.
-pub unsafe fn set_event(env: *mut jvmtiEnv, event: jvmtiEvent, on: bool) -> jvmtiError {
+pub(crate) unsafe fn set_event(env: *mut jvmtiEnv, event: jvmtiEvent, on: bool) -> jvmtiError {
     let mode = if on { JVMTI_ENABLE } else { JVMTI_DISABLE };
     jvmti!(
         env,

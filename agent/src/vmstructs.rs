@@ -12,15 +12,8 @@
 
 use std::ffi::{c_void, CStr};
 
+use crate::jvm::{self, jni};
 use crate::sys::*;
-
-/// Calls a JNI function; `None` if the table lacks it.
-macro_rules! jni {
-    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
-        let env: *mut JNIEnv = $env;
-        (**env).$f.map(|f| f(env $(, $a)*))
-    }};
-}
 
 /// How to find a thread's tid in this JVM.
 pub(crate) struct TidReader {
@@ -148,7 +141,7 @@ impl NativeAddresses {
             c"(Ljava/lang/Object;)Z".as_ptr()
         )
         .unwrap_or(std::ptr::null_mut());
-        crate::jvm::delete_local(jni, class);
+        jvm::delete_local(jni, class);
         if mid.is_null() {
             jni!(jni, ExceptionClear);
             return None;
@@ -210,7 +203,7 @@ impl TidReader {
             return None;
         }
         let eetop = jni!(jni, GetFieldID, class, c"eetop".as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
-        crate::jvm::delete_local(jni, class);
+        jvm::delete_local(jni, class);
         if eetop.is_null() {
             jni!(jni, ExceptionClear);
             return None;

@@ -30,9 +30,12 @@
 //! the rest with no locals. Both only record and rethrow, which the verifier
 //! allows in either state.
 
+mod class_file;
 mod code;
+mod stack_map;
 
-use std::collections::HashMap;
+use class_file::{err, put_u2, put_u4, ConstPool, Reader, Result};
+use code::ProbeRefs;
 
 /// Internal name of the helper class holding the probes.
 pub const PROBE_CLASS: &str = "jtrace/Probe";
@@ -78,236 +81,6 @@ pub struct Rewritten {
     pub methods: Vec<Instrumented>,
     /// Selected methods that could not be instrumented.
     pub skipped: Vec<Skipped>,
-}
-
-/// A class-file parsing error (the class is then left untouched).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(pub String);
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-type Result<T> = std::result::Result<T, Error>;
-
-fn err<T>(msg: impl Into<String>) -> Result<T> {
-    Err(Error(msg.into()))
-}
-
-/// Big-endian reader over a byte slice.
-#[derive(Clone)]
-pub(crate) struct Reader<'a> {
-    data: &'a [u8],
-    pub(crate) pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(data: &'a [u8]) -> Self {
-        Reader { data, pos: 0 }
-    }
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
-        let Some(end) = end else {
-            return err("truncated class file");
-        };
-        let s = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    pub(crate) fn u1(&mut self) -> Result<u8> {
-        Ok(self.bytes(1)?[0])
-    }
-    pub(crate) fn u2(&mut self) -> Result<u16> {
-        let b = self.bytes(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-    pub(crate) fn u4(&mut self) -> Result<u32> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    pub(crate) fn at_end(&self) -> bool {
-        self.pos == self.data.len()
-    }
-}
-
-pub(crate) fn put_u2(out: &mut Vec<u8>, v: u16) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-pub(crate) fn put_u4(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-/// The constant-pool entries the rewriter needs to read.
-#[derive(Debug, Clone)]
-enum Cp {
-    /// Unused slot (index 0, second half of long/double) or a kind not needed.
-    Other,
-    Utf8(String),
-    /// Methodref / InterfaceMethodref: name_and_type index.
-    MemberRef(u16),
-    /// NameAndType: name index.
-    NameAndType(u16),
-}
-
-/// Parsed constant pool plus appended entries.
-pub(crate) struct ConstPool {
-    entries: Vec<Cp>,
-    /// Encoded entries appended by the rewriter.
-    added: Vec<u8>,
-    /// Index the next appended entry gets.
-    next: u32,
-    utf8_index: HashMap<String, u16>,
-    int_index: HashMap<u32, u16>,
-}
-
-impl ConstPool {
-    fn parse(r: &mut Reader) -> Result<ConstPool> {
-        let count = r.u2()? as usize;
-        let mut entries = vec![Cp::Other; count.max(1)];
-        let mut utf8_index = HashMap::new();
-        let mut i = 1;
-        while i < count {
-            let tag = r.u1()?;
-            let mut slots = 1;
-            entries[i] = match tag {
-                1 => {
-                    let n = r.u2()? as usize;
-                    let s = String::from_utf8_lossy(r.bytes(n)?).into_owned();
-                    utf8_index.entry(s.clone()).or_insert(i as u16);
-                    Cp::Utf8(s)
-                }
-                3 | 4 => {
-                    r.bytes(4)?;
-                    Cp::Other
-                }
-                5 | 6 => {
-                    r.bytes(8)?;
-                    slots = 2;
-                    Cp::Other
-                }
-                7 | 8 | 16 | 19 | 20 => {
-                    r.bytes(2)?;
-                    Cp::Other
-                }
-                9 => {
-                    r.bytes(4)?;
-                    Cp::Other
-                }
-                10 | 11 => {
-                    r.u2()?;
-                    Cp::MemberRef(r.u2()?)
-                }
-                12 => {
-                    let name = r.u2()?;
-                    r.u2()?;
-                    Cp::NameAndType(name)
-                }
-                15 => {
-                    r.bytes(3)?;
-                    Cp::Other
-                }
-                17 | 18 => {
-                    r.bytes(4)?;
-                    Cp::Other
-                }
-                t => return err(format!("unknown constant pool tag {t} at entry {i}")),
-            };
-            i += slots;
-        }
-        Ok(ConstPool {
-            entries,
-            added: Vec::new(),
-            next: count as u32,
-            utf8_index,
-            int_index: HashMap::new(),
-        })
-    }
-
-    pub(crate) fn utf8(&self, idx: u16) -> Option<&str> {
-        match self.entries.get(idx as usize) {
-            Some(Cp::Utf8(s)) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// Name of the method a Methodref/InterfaceMethodref refers to.
-    pub(crate) fn member_name(&self, idx: u16) -> Option<&str> {
-        let Some(Cp::MemberRef(nat)) = self.entries.get(idx as usize) else {
-            return None;
-        };
-        let Some(Cp::NameAndType(name)) = self.entries.get(*nat as usize) else {
-            return None;
-        };
-        self.utf8(*name)
-    }
-
-    fn push(&mut self, bytes: &[u8]) -> Result<u16> {
-        if self.next >= 0xFFFF {
-            return err("constant pool full");
-        }
-        let idx = self.next as u16;
-        self.next += 1;
-        self.added.extend_from_slice(bytes);
-        Ok(idx)
-    }
-
-    /// Index of a Utf8 entry with text `s` (existing or appended).
-    pub(crate) fn utf8_entry(&mut self, s: &str) -> Result<u16> {
-        if let Some(&i) = self.utf8_index.get(s) {
-            return Ok(i);
-        }
-        let mut b = vec![1];
-        put_u2(&mut b, s.len() as u16);
-        b.extend_from_slice(s.as_bytes());
-        let i = self.push(&b)?;
-        self.utf8_index.insert(s.to_string(), i);
-        Ok(i)
-    }
-
-    /// Appends a Class entry.
-    fn class_entry(&mut self, name: &str) -> Result<u16> {
-        let n = self.utf8_entry(name)?;
-        let mut b = vec![7];
-        put_u2(&mut b, n);
-        self.push(&b)
-    }
-
-    /// Appends a Methodref entry.
-    fn methodref(&mut self, class: u16, name: &str, desc: &str) -> Result<u16> {
-        let (n, d) = (self.utf8_entry(name)?, self.utf8_entry(desc)?);
-        let mut nat = vec![12];
-        put_u2(&mut nat, n);
-        put_u2(&mut nat, d);
-        let nat = self.push(&nat)?;
-        let mut b = vec![10];
-        put_u2(&mut b, class);
-        put_u2(&mut b, nat);
-        self.push(&b)
-    }
-
-    /// Index of an Integer entry holding `v` (appended once).
-    pub(crate) fn int_entry(&mut self, v: u32) -> Result<u16> {
-        if let Some(&i) = self.int_index.get(&v) {
-            return Ok(i);
-        }
-        let mut b = vec![3];
-        put_u4(&mut b, v);
-        let i = self.push(&b)?;
-        self.int_index.insert(v, i);
-        Ok(i)
-    }
-}
-
-/// Constant-pool indices the inserted code uses.
-pub(crate) struct ProbeRefs {
-    pub(crate) enter: u16,
-    pub(crate) exit: u16,
-    pub(crate) exit_ex: u16,
-    pub(crate) throwable: u16,
-    pub(crate) stack_map_table: u16,
 }
 
 /// Skips `count` attributes.
@@ -440,11 +213,11 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
     if result.methods.is_empty() {
         return Ok(result);
     }
-    let mut out = Vec::with_capacity(data.len() + cp.added.len() + methods_out.len());
+    let mut out = Vec::with_capacity(data.len() + cp.appended().len() + methods_out.len());
     out.extend_from_slice(&data[..8]);
-    put_u2(&mut out, cp.next as u16);
+    put_u2(&mut out, cp.count());
     out.extend_from_slice(&data[10..cp_end]);
-    out.extend_from_slice(&cp.added);
+    out.extend_from_slice(cp.appended());
     out.extend_from_slice(&data[cp_end..methods_count_pos]);
     out.extend_from_slice(&methods_out);
     out.extend_from_slice(&data[methods_end..]);

@@ -51,11 +51,12 @@ use std::sync::Mutex;
 
 use jtrace_format::{kind, JvmBlock, Payload};
 
-use crate::events::{self, object_class_name, record_java, record_registered};
-use crate::jvm::{self, jvmti};
-use crate::recorder::lock;
+use crate::jvm::{self, clear_exception, jni, jvmti, object_class_name};
+use crate::mutex::lock;
+use crate::state::{guard, now_ns, say};
 use crate::sys::*;
-use crate::{guard, now_ns};
+use crate::thread::{record_java, record_registered};
+use crate::{probe_class, probe_natives, vmstructs};
 
 /// What a wrapped native does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,21 +224,6 @@ pub(crate) unsafe extern "C" fn on_native_method_bind(
     });
 }
 
-/// Calls a JNI function; `None` if the table lacks it.
-macro_rules! jni {
-    ($env:expr, $f:ident $(, $a:expr)* $(,)?) => {{
-        let env: *mut JNIEnv = $env;
-        (**env).$f.map(|f| f(env $(, $a)*))
-    }};
-}
-
-/// Clears a pending Java exception (a failed lookup throws NoSuchMethodError …).
-unsafe fn clear_exception(jni: *mut JNIEnv) {
-    if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
-        jni!(jni, ExceptionClear);
-    }
-}
-
 /// Binds target `i`, a method of `cls`, to `addr`; the JNI result (0: done).
 unsafe fn register(jni: *mut JNIEnv, cls: jclass, i: usize, addr: *mut c_void) -> jint {
     let t = &TARGETS[i];
@@ -391,7 +377,7 @@ pub(crate) unsafe fn attach(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sl
         return Err("park and sleep events are not recorded: no JNI environment at attach".into());
     }
     let found = find_targets(env, jni, park, sleep);
-    let Some(addrs) = crate::vmstructs::NativeAddresses::new(jni) else {
+    let Some(addrs) = vmstructs::NativeAddresses::new(jni) else {
         for &(_, _, cls) in &found {
             jvm::delete_local(jni, cls);
         }
@@ -447,14 +433,14 @@ pub(crate) unsafe fn detach(jni: *mut JNIEnv) {
         w.store(false, Ordering::SeqCst);
     }
     for p in problems {
-        crate::say(&p);
+        say(&p);
     }
 }
 
 /// Calls `jtrace.Probe.bindWaits(wrap)`, noting what failed.
 unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
     REBIND_FAILED.store(0, Ordering::SeqCst);
-    if let Err(e) = crate::probe::bind_waits(jni, wrap) {
+    if let Err(e) = bind_waits(jni, wrap) {
         problems.push(format!("park and sleep events: {e}"));
         return;
     }
@@ -466,10 +452,38 @@ unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
     }
 }
 
+/// Calls `jtrace.Probe.bindWaits(wrap)`, which calls [`bind_waits0`] with
+/// itself as the Java caller (see [`attach`]); defines the class first if
+/// no session has, and binds `bindWaits0`.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+unsafe fn bind_waits(jni: *mut JNIEnv, wrap: bool) -> Result<(), String> {
+    probe_natives::define_probe_class(jni)?;
+    let class = probe_class::class();
+    let native = probe_class::native(c"bindWaits0", c"(Z)V", bind_waits0 as *mut c_void);
+    if jni!(jni, RegisterNatives, class, &native, 1) != Some(0) {
+        clear_exception(jni);
+        return Err("cannot register jtrace.Probe.bindWaits0".into());
+    }
+    let mid =
+        jni!(jni, GetStaticMethodID, class, c"bindWaits".as_ptr(), c"(Z)V".as_ptr()).unwrap_or(std::ptr::null_mut());
+    if mid.is_null() {
+        clear_exception(jni);
+        return Err("jtrace.Probe has no bindWaits(boolean)".into());
+    }
+    let args = [jvalue { z: wrap as jboolean }];
+    jni!(jni, CallStaticVoidMethodA, class, mid, args.as_ptr());
+    if clear_exception(jni) {
+        return Err("jtrace.Probe.bindWaits threw".into());
+    }
+    Ok(())
+}
+
 /// `jtrace.Probe.bindWaits0(boolean)`: binds each target an attach wrapped
 /// to its wrapper (`wrap`) or back to the JVM's function. Runs with
 /// `jtrace.Probe.bindWaits` as the Java caller (see [`attach`]).
-pub(crate) unsafe extern "C" fn bind_waits0(jni: *mut JNIEnv, _probe: jclass, wrap: jboolean) {
+unsafe extern "C" fn bind_waits0(jni: *mut JNIEnv, _probe: jclass, wrap: jboolean) {
     guard("bindWaits0", || {
         for (i, t) in TARGETS.iter().enumerate() {
             let orig = ORIG[i].load(Ordering::SeqCst);
@@ -509,7 +523,7 @@ unsafe fn begin(jni: *mut JNIEnv, k: u16, arg: u64, with_blocker: bool) -> bool 
     let ts = now_ns();
     let mut on = false;
     guard("park/sleep", || {
-        let env = events::env();
+        let env = jvm::env();
         if env.is_null() || !STARTED.load(Ordering::Relaxed) {
             return;
         }

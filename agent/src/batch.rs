@@ -1,0 +1,244 @@
+//! Encoding a block of probe events as METHOD_BATCH records.
+//!
+//! The probes (agent/java/jtrace/Probe.java) store each event as one long,
+//! already in METHOD_BATCH's event layout (docs/FORMAT.md): bits 0–31 the ns
+//! since the thread's previous event, 32–61 the method id, 62–63 the kind
+//! ([`BatchedKind`] as a number). So a block whose events nest properly is
+//! written out nearly as it is; only what needs repair is re-encoded.
+
+use jtrace_format::{kind, BatchWriter, BatchedKind, BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT, RECORD_HEADER_LEN};
+
+use crate::sys::jlong;
+
+/// Bit of a probe event where the method id starts.
+const EVENT_ID_SHIFT: u32 = 32;
+/// Bit of a probe event where the kind starts.
+const EVENT_KIND_SHIFT: u32 = 62;
+
+/// The events of one probe buffer: `events[0]`'s delta counts from `base`.
+#[derive(Clone, Copy)]
+pub(crate) struct Block<'a> {
+    /// Time the first event's delta counts from.
+    pub base: u64,
+    /// The events, as the probes stored them.
+    pub events: &'a [jlong],
+}
+
+/// Appends `block` to `out` as METHOD_BATCH records of thread `tid`;
+/// returns the number of events written.
+///
+/// With the thread's stack of open methods (`stack`), exits are matched
+/// against it: an exit whose method is open below the innermost one closes
+/// the frames above it as exited by exception (a constructor whose
+/// super()/this() call threw has no exit probe of its own), and an exit of a
+/// method that is not open at all is dropped. So every thread's entries and
+/// exits stay strictly nested. The events up to the first one that needs
+/// such a repair (normally all of them) are copied as they are.
+pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
+    let events = block.events;
+    let nested = match stack.as_deref_mut() {
+        Some(s) => nested_prefix(s, events),
+        None => events.len(),
+    };
+    let mut ts = block.base;
+    let mut chunks = events[..nested].chunks(BATCH_MAX_EVENTS).peekable();
+    while let Some(chunk) = chunks.next() {
+        write_batch(out, tid, ts, chunk);
+        if chunks.peek().is_some() || nested < events.len() {
+            ts = end_time(ts, chunk);
+        }
+    }
+    if nested == events.len() {
+        return nested as u64;
+    }
+    let mut w = BatchWriter::new(tid);
+    let mut n = nested as u64;
+    for &e in &events[nested..] {
+        let e = e as u64;
+        ts += e & 0xFFFF_FFFF;
+        let id = (e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1);
+        let kind = e >> EVENT_KIND_SHIFT;
+        if kind == 0 {
+            if let Some(s) = stack.as_deref_mut() {
+                s.push(id as usize);
+            }
+            w.push(out, ts, id, BatchedKind::Entry);
+            n += 1;
+            continue;
+        }
+        if let Some(s) = stack.as_deref_mut() {
+            if s.last() != Some(&(id as usize)) {
+                if !s.contains(&(id as usize)) {
+                    continue;
+                }
+                while let Some(&top) = s.last() {
+                    if top == id as usize {
+                        break;
+                    }
+                    s.pop();
+                    w.push(out, ts, top as u64, BatchedKind::ExitByException);
+                    n += 1;
+                }
+            }
+            s.pop();
+        }
+        let kind = if kind == 1 {
+            BatchedKind::Exit
+        } else {
+            BatchedKind::ExitByException
+        };
+        w.push(out, ts, id, kind);
+        n += 1;
+    }
+    w.finish(out);
+    n
+}
+
+/// How many leading `events` nest properly on top of `stack` (every exit
+/// leaves the innermost open method); applies them to `stack`.
+fn nested_prefix(stack: &mut Vec<usize>, events: &[jlong]) -> usize {
+    for (i, &e) in events.iter().enumerate() {
+        let e = e as u64;
+        let id = ((e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1)) as usize;
+        if e >> EVENT_KIND_SHIFT == 0 {
+            stack.push(id);
+        } else if stack.last() == Some(&id) {
+            stack.pop();
+        } else {
+            return i;
+        }
+    }
+    events.len()
+}
+
+/// Appends one METHOD_BATCH record holding `events` (at most
+/// [`BATCH_MAX_EVENTS`], already in its event layout; the first one's delta
+/// counts from `base`).
+fn write_batch(out: &mut Vec<u8>, tid: u32, base: u64, events: &[jlong]) {
+    let Some((&first, rest)) = events.split_first() else {
+        return;
+    };
+    let first = first as u64;
+    let len = RECORD_HEADER_LEN + 8 + 8 * events.len();
+    out.reserve(len);
+    out.extend_from_slice(&kind::METHOD_BATCH.to_le_bytes());
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(&tid.to_le_bytes());
+    out.extend_from_slice(&(base + (first & 0xFFFF_FFFF)).to_le_bytes());
+    out.extend_from_slice(&(events.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    // The header holds the first event's time: its own delta is 0.
+    out.extend_from_slice(&(first & !0xFFFF_FFFF).to_le_bytes());
+    out.extend_from_slice(as_le_bytes(rest));
+}
+
+/// The time of the last of `events`, the first one's delta counting from `base`.
+fn end_time(base: u64, events: &[jlong]) -> u64 {
+    base + events.iter().map(|&e| e as u64 & 0xFFFF_FFFF).sum::<u64>()
+}
+
+/// The bytes of `events` in little-endian order: the slice itself (the
+/// agent is built for little-endian machines only, see below).
+fn as_le_bytes(events: &[jlong]) -> &[u8] {
+    // SAFETY: any initialised memory is valid as bytes; the length covers
+    // exactly the slice.
+    unsafe { std::slice::from_raw_parts(events.as_ptr().cast::<u8>(), std::mem::size_of_val(events)) }
+}
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the probe buffers are written out as little-endian bytes");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
+
+    fn decode(buf: &[u8]) -> Vec<Record> {
+        jtrace_format::Decoder::new(buf, 0).map(|r| r.unwrap()).collect()
+    }
+
+    fn method(r: &Record) -> (bool, u64, u32) {
+        match &r.payload {
+            Payload::MethodEntry(e) => (true, e.method, e.flags),
+            Payload::MethodExit(e) => (false, e.method, e.flags),
+            p => panic!("not a method event: {p:?}"),
+        }
+    }
+
+    /// A probe event as `Probe.java` stores it.
+    fn ev(delta: u64, id: u64, kind: u64) -> jlong {
+        (delta | id << EVENT_ID_SHIFT | kind << EVENT_KIND_SHIFT) as jlong
+    }
+
+    fn encode(base: u64, events: &[jlong], stack: Option<&mut Vec<usize>>) -> (Vec<u8>, u64) {
+        let mut out = Vec::new();
+        let n = encode_events(&mut out, 77, Block { base, events }, stack);
+        (out, n)
+    }
+
+    #[test]
+    fn nested_events_are_copied_into_one_batch_as_they_are() {
+        // enter 3, enter 4, exit 4, exitEx 3, counted from base 90.
+        let data = [ev(10, 3, 0), ev(10, 4, 0), ev(10, 4, 1), ev(10, 3, 2)];
+        let mut stack = Vec::new();
+        let (out, n) = encode(90, &data, Some(&mut stack));
+        assert_eq!(n, 4);
+        assert!(stack.is_empty());
+        assert_eq!(out.len(), RECORD_HEADER_LEN + 8 + 4 * 8);
+        // After the first (whose time moved into the header), the events
+        // are the probe's longs byte for byte.
+        assert_eq!(&out[out.len() - 24..], as_le_bytes(&data[1..]));
+        let recs = decode(&out);
+        assert!(recs.iter().all(|r| r.tid == 77));
+        assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![100, 110, 120, 130]);
+        assert_eq!(
+            recs.iter().map(method).collect::<Vec<_>>(),
+            vec![(true, 3, 0), (true, 4, 0), (false, 4, 0), (false, 3, EXIT_BY_EXCEPTION)]
+        );
+    }
+
+    #[test]
+    fn an_exit_below_the_top_closes_the_frames_above_it() {
+        // enter 1, enter 2 (a constructor whose super() threw: no exit of
+        // its own), exit 1; then an exit of a method never entered, whose
+        // time still counts for the next event; then enter 5.
+        let data = [ev(10, 1, 0), ev(10, 2, 0), ev(10, 1, 1), ev(10, 9, 1), ev(10, 5, 0)];
+        let mut stack = vec![8];
+        let (out, n) = encode(0, &data, Some(&mut stack));
+        assert_eq!(n, 5);
+        assert_eq!(stack, vec![8, 5]);
+        let recs = decode(&out);
+        assert_eq!(
+            recs.iter().map(method).collect::<Vec<_>>(),
+            vec![
+                (true, 1, 0),
+                (true, 2, 0),
+                (false, 2, EXIT_BY_EXCEPTION),
+                (false, 1, 0),
+                (true, 5, 0)
+            ]
+        );
+        assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![10, 20, 30, 30, 50]);
+    }
+
+    #[test]
+    fn a_long_block_is_split_into_batches_with_the_right_times() {
+        let n = 2 * BATCH_MAX_EVENTS + 5;
+        let data: Vec<jlong> = (0..n).map(|i| ev(i as u64 % 7, 6, (i % 2) as u64)).collect();
+        let base = 1 << 40;
+        let mut stack = Vec::new();
+        let (out, written) = encode(base, &data, Some(&mut stack));
+        assert_eq!(written, n as u64);
+        let recs = decode(&out);
+        assert_eq!(recs.len(), n);
+        let mut ts = base;
+        for (i, r) in recs.iter().enumerate() {
+            ts += i as u64 % 7;
+            assert_eq!((r.ts, method(r)), (ts, (i % 2 == 0, 6, 0)), "event {i}");
+        }
+        assert_eq!(end_time(base, &data), ts);
+        // Without a stack (another thread's buffer at VM death) the same.
+        let (again, _) = encode(base, &data, None);
+        assert_eq!(again, out);
+    }
+}

@@ -1,0 +1,125 @@
+//! Contended monitor enter (MONITOR_CONTENDED_ENTER/ENTERED) and
+//! Object.wait (MONITOR_WAIT/WAITED), recorded as begin/end pairs on the
+//! blocked thread, with the monitor's class.
+
+use std::cell::Cell;
+
+use jtrace_format::{kind, JvmBlock, Payload};
+
+use crate::jvm::object_class_name;
+use crate::state::{guard, now_ns};
+use crate::sys::*;
+use crate::thread::record_java;
+
+thread_local! {
+    /// Begins recorded on this thread and not yet ended: [`OPEN_ENTER`] | [`OPEN_WAIT`].
+    static OPEN: Cell<u8> = const { Cell::new(0) };
+}
+const OPEN_ENTER: u8 = 1;
+const OPEN_WAIT: u8 = 2;
+
+/// Installs the monitor callbacks (their events are enabled at start).
+pub(super) fn install(cb: &mut jvmtiEventCallbacks) {
+    cb.MonitorContendedEnter = Some(on_contended_enter);
+    cb.MonitorContendedEntered = Some(on_contended_entered);
+    cb.MonitorWait = Some(on_monitor_wait);
+    cb.MonitorWaited = Some(on_monitor_waited);
+}
+
+/// Records the BEGIN of a per-thread pair and remembers it is open.
+unsafe fn begin_pair(
+    bit: u8,
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    thread: jthread,
+    ts: u64,
+    payload: impl FnOnce() -> Payload,
+) {
+    if record_java(env, jni, thread, ts, payload) {
+        let _ = OPEN.try_with(|o| o.set(o.get() | bit));
+    }
+}
+
+/// Records the END of a per-thread pair only if its BEGIN was recorded: a
+/// wait or contended enter already under way when the events were enabled,
+/// or HotSpot's MonitorWaited for a thread interrupted before it waited,
+/// has no begin, and an unmatched end would mislead the merge.
+unsafe fn end_pair(
+    bit: u8,
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    thread: jthread,
+    ts: u64,
+    payload: impl FnOnce() -> Payload,
+) {
+    let was_open = OPEN
+        .try_with(|o| {
+            let v = o.get();
+            o.set(v & !bit);
+            v & bit != 0
+        })
+        .unwrap_or(false);
+    if was_open {
+        record_java(env, jni, thread, ts, payload);
+    }
+}
+
+fn block(k: u16, arg: u64, class: String) -> Payload {
+    Payload::Jvm(k, JvmBlock { arg, class })
+}
+
+unsafe extern "C" fn on_contended_enter(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, object: jobject) {
+    let ts = now_ns();
+    guard("MonitorContendedEnter", || {
+        begin_pair(OPEN_ENTER, env, jni, thread, ts, || {
+            block(kind::MONITOR_CONTENDED_ENTER, 0, object_class_name(env, jni, object))
+        });
+    });
+}
+
+unsafe extern "C" fn on_contended_entered(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, object: jobject) {
+    let ts = now_ns();
+    guard("MonitorContendedEntered", || {
+        end_pair(OPEN_ENTER, env, jni, thread, ts, || {
+            block(kind::MONITOR_CONTENDED_ENTERED, 0, object_class_name(env, jni, object))
+        });
+    });
+}
+
+unsafe extern "C" fn on_monitor_wait(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    thread: jthread,
+    object: jobject,
+    timeout: jlong,
+) {
+    let ts = now_ns();
+    guard("MonitorWait", || {
+        begin_pair(OPEN_WAIT, env, jni, thread, ts, || {
+            block(
+                kind::MONITOR_WAIT,
+                timeout.max(0) as u64,
+                object_class_name(env, jni, object),
+            )
+        });
+    });
+}
+
+unsafe extern "C" fn on_monitor_waited(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    thread: jthread,
+    object: jobject,
+    timed_out: jboolean,
+) {
+    let ts = now_ns();
+    guard("MonitorWaited", || {
+        end_pair(OPEN_WAIT, env, jni, thread, ts, || {
+            block(
+                kind::MONITOR_WAITED,
+                (timed_out != 0) as u64,
+                object_class_name(env, jni, object),
+            )
+        });
+    });
+}

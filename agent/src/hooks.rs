@@ -1,0 +1,228 @@
+//! The JVMTI callbacks of the agent's own life and of threads and methods:
+//! VMInit, VMDeath, ThreadStart, ThreadEnd, MethodEntry and MethodExit
+//! (JVMTI method events, used when bytecode rewriting is off), and the
+//! ClassFileLoadHook of [`crate::classes`]. The other event families'
+//! callbacks are in [`crate::events`].
+
+use std::sync::atomic::Ordering;
+
+use jtrace_format::{MethodDef, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION};
+
+use crate::config::Config;
+use crate::recorder::Recorder;
+use crate::state::{active, guard, now_ns, tid, ThreadState, ENABLED, RECORDER};
+use crate::sys::*;
+use crate::thread::{register, with_state};
+use crate::{classes, drain, jvm, session, virtual_threads};
+
+/// The callbacks of this module (installed at load; their events are
+/// enabled at load or at VMInit).
+pub(crate) fn callbacks() -> jvmtiEventCallbacks {
+    jvmtiEventCallbacks {
+        VMInit: Some(on_vm_init),
+        VMDeath: Some(on_vm_death),
+        ThreadStart: Some(on_thread_start),
+        ThreadEnd: Some(on_thread_end),
+        MethodEntry: Some(on_method_entry),
+        MethodExit: Some(on_method_exit),
+        ClassFileLoadHook: Some(classes::on_class_file_load_hook),
+        ..Default::default()
+    }
+}
+
+/// Decides whether `method` is traced, consulting the thread cache, then the
+/// global table, then JVMTI (once per method for the whole VM).
+unsafe fn method_traced(
+    st: &mut ThreadState,
+    rec: &Recorder,
+    cfg: &Config,
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    method: jmethodID,
+    ts: u64,
+) -> bool {
+    let id = method as usize;
+    if let Some(&t) = st.cache.get(&id) {
+        return t;
+    }
+    let t = match rec.known_method(id) {
+        Some(t) => t,
+        None => match jvm::method_info(env, jni, method) {
+            Some(m) => {
+                let traced = cfg.method_traced(&m.class, &m.name);
+                let def = MethodDef {
+                    method: id as u64,
+                    class: m.class,
+                    name: m.name,
+                    signature: m.signature,
+                };
+                rec.define_method(tid(), ts, def, traced)
+            }
+            // JVMTI cannot describe it (obsolete method …): not traced.
+            None => false,
+        },
+    };
+    st.cache.insert(id, t);
+    t
+}
+
+unsafe extern "C" fn on_method_entry(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, method: jmethodID) {
+    let ts = now_ns();
+    guard("MethodEntry", || {
+        let Some((rec, cfg)) = active() else { return };
+        with_state(rec, |st| {
+            if !st.registered {
+                register(st, rec, cfg, env, jni, thread, ts);
+            }
+            if !st.traced || !method_traced(st, rec, cfg, env, jni, method, ts) {
+                return;
+            }
+            let Some(buf) = &st.buf else { return };
+            st.stack.push(method as usize);
+            let ev = MethodEvent {
+                method: method as usize as u64,
+                flags: 0,
+                reserved: 0,
+            };
+            rec.push(
+                buf,
+                &Record {
+                    tid: tid(),
+                    ts,
+                    payload: Payload::MethodEntry(ev),
+                },
+            );
+        });
+    });
+}
+
+unsafe extern "C" fn on_method_exit(
+    _env: *mut jvmtiEnv,
+    _jni: *mut JNIEnv,
+    _thread: jthread,
+    method: jmethodID,
+    was_popped_by_exception: jboolean,
+    _return_value: jvalue,
+) {
+    let ts = now_ns();
+    guard("MethodExit", || {
+        let Some((rec, _)) = active() else { return };
+        with_state(rec, |st| {
+            // Only the innermost open traced method can be exiting if it is
+            // traced at all; anything else is untraced (or entered before
+            // tracing started), so no filter lookup is needed here.
+            if !st.traced || st.stack.last() != Some(&(method as usize)) {
+                return;
+            }
+            st.stack.pop();
+            let Some(buf) = &st.buf else { return };
+            let flags = if was_popped_by_exception != 0 {
+                EXIT_BY_EXCEPTION
+            } else {
+                0
+            };
+            let ev = MethodEvent {
+                method: method as usize as u64,
+                flags,
+                reserved: 0,
+            };
+            rec.push(
+                buf,
+                &Record {
+                    tid: tid(),
+                    ts,
+                    payload: Payload::MethodExit(ev),
+                },
+            );
+        });
+    });
+}
+
+unsafe extern "C" fn on_thread_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("ThreadStart", || {
+        let Some((rec, cfg)) = active() else { return };
+        with_state(rec, |st| {
+            if !st.registered {
+                register(st, rec, cfg, env, jni, thread, ts);
+            }
+        });
+    });
+}
+
+unsafe extern "C" fn on_thread_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("ThreadEnd", || {
+        let Some((rec, cfg)) = active() else { return };
+        // The bytecode probes' buffer goes first, before THREAD_END.
+        end_own_probe(jni);
+        with_state(rec, |st| {
+            // A thread never seen before still gets its identity recorded.
+            if !st.registered {
+                register(st, rec, cfg, env, jni, thread, ts);
+            }
+            if let Some(buf) = st.buf.take() {
+                rec.push(
+                    &buf,
+                    &Record {
+                        tid: tid(),
+                        ts,
+                        payload: Payload::ThreadEnd,
+                    },
+                );
+                rec.retire(&buf);
+            }
+            // The OS thread may be attached again later (JNI AttachCurrentThread):
+            // it then registers afresh.
+            st.registered = false;
+            st.traced = false;
+            st.stack.clear();
+        });
+    });
+}
+
+/// At ThreadEnd, on the ending thread, before its THREAD_END is recorded:
+/// drains and forgets the thread's probe buffer.
+unsafe fn end_own_probe(jni: *mut JNIEnv) {
+    let Some((rec, _)) = active() else { return };
+    let Some((probe, _)) = drain::own_probe() else {
+        return;
+    };
+    // with_state drains the buffer before running the closure.
+    with_state(rec, |_| {});
+    drain::release_own(jni, probe);
+}
+
+unsafe extern "C" fn on_vm_init(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("VMInit", || session::start_recording(env, jni, thread, ts));
+}
+
+unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
+    let ts = now_ns();
+    guard("VMDeath", || {
+        if active().is_some() {
+            drain_at_vm_death(jni);
+        }
+        // Finalise even if an internal error disabled recording: what was
+        // recorded until then is valid and the loss count must be written.
+        if let Some(rec) = RECORDER.get() {
+            ENABLED.store(false, Ordering::SeqCst);
+            rec.finish(tid(), ts);
+        }
+    });
+}
+
+/// At VM death, before the recorder's final flush: drains every thread's
+/// probe buffer (other threads' into their own stream buffers) and reports
+/// the virtual threads' calls.
+unsafe fn drain_at_vm_death(jni: *mut JNIEnv) {
+    if let Some((rec, _)) = active() {
+        // with_state drains the calling thread's own buffer first.
+        with_state(rec, |_| {});
+        let jni = jvm::jni_env(jni);
+        drain::drain_others(jni, rec);
+        virtual_threads::report(jni, rec);
+    }
+    classes::report_counters();
+}

@@ -1,0 +1,57 @@
+//! The natives through which the bytecode probes hand their buffers to the
+//! agent, `Probe.register0` and `Probe.flush0`, and the definition of
+//! `jtrace.Probe` with them bound (`bindWaits0` is park and sleep's,
+//! [`crate::events::park_sleep`]).
+
+use std::ffi::c_void;
+
+use crate::drain;
+use crate::jvm::{self, jni};
+use crate::probe_class;
+use crate::state::{active, guard, tid};
+use crate::sys::*;
+use crate::thread::{register_current, with_state};
+
+/// Defines `jtrace.Probe` with its natives bound, unless an earlier session
+/// did (a later attach reuses the class, whose threads keep their buffers).
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
+    if probe_class::ready() {
+        return Ok(());
+    }
+    let natives = [
+        probe_class::native(c"register0", c"(Ljtrace/Probe;)V", register0 as *mut c_void),
+        probe_class::native(c"flush0", c"()V", flush0 as *mut c_void),
+    ];
+    probe_class::define(jni, &natives)
+}
+
+/// `Probe.register0(Probe p)`: the calling thread's first probe call.
+unsafe extern "C" fn register0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
+    guard("Probe.register0", || {
+        let Some((rec, cfg)) = active() else { return };
+        let global = jni!(jni, NewGlobalRef, probe).unwrap_or(std::ptr::null_mut());
+        if global.is_null() {
+            return;
+        }
+        drain::set_own_probe(global, jni);
+        with_state(rec, |st| {
+            if !st.registered {
+                register_current(st, rec, cfg, jvm::env(), jni);
+            }
+            let buf = if st.traced { st.buf.clone() } else { None };
+            drain::register(global, tid(), buf);
+        });
+    });
+}
+
+/// `Probe.flush0()`: the calling thread's buffer is full.
+unsafe extern "C" fn flush0(_jni: *mut JNIEnv, _class: jclass) {
+    guard("Probe.flush0", || {
+        let Some((rec, _)) = active() else { return };
+        // with_state drains the buffer before running the closure.
+        with_state(rec, |_| {});
+    });
+}

@@ -1,0 +1,185 @@
+//! StackMapTable relocation: the frames' offsets (and `uninitialized(offset)`
+//! types) moved to where the rewritten code puts them, and the handlers'
+//! frames appended.
+
+use super::class_file::{err, put_u2, Reader, Result};
+
+/// Old offsets (instruction starts, plus the code length) to new ones.
+pub(super) struct OffsetMap {
+    /// New offset at each old one; `u32::MAX` where no instruction starts.
+    pub(super) map: Vec<u32>,
+}
+
+impl OffsetMap {
+    /// The new offset of old offset `old`.
+    pub(super) fn get(&self, old: u32) -> Result<u32> {
+        match self.map.get(old as usize) {
+            Some(&v) if v != u32::MAX => Ok(v),
+            _ => err(format!("offset {old} is not an instruction boundary")),
+        }
+    }
+}
+
+/// A verification_type_info; `Uninitialized` carries an old offset.
+#[derive(Clone, Copy)]
+pub(super) enum VType {
+    Simple(u8),
+    Object(u16),
+    Uninitialized(u32),
+}
+
+fn read_vtype(r: &mut Reader) -> Result<VType> {
+    Ok(match r.u1()? {
+        7 => VType::Object(r.u2()?),
+        8 => VType::Uninitialized(r.u2()? as u32),
+        t @ 0..=6 => VType::Simple(t),
+        t => return err(format!("bad verification type {t}")),
+    })
+}
+
+fn write_vtype(out: &mut Vec<u8>, v: VType, map: &OffsetMap) -> Result<()> {
+    match v {
+        VType::Simple(t) => out.push(t),
+        VType::Object(c) => {
+            out.push(7);
+            put_u2(out, c);
+        }
+        VType::Uninitialized(o) => {
+            out.push(8);
+            put_u2(out, map.get(o)? as u16);
+        }
+    }
+    Ok(())
+}
+
+enum Frame {
+    Same,
+    SameLocals1(VType),
+    Chop(u8),
+    Append(Vec<VType>),
+    Full(Vec<VType>, Vec<VType>),
+}
+
+/// Relocates a StackMapTable body and appends `extra` full frames
+/// (new offset, locals, stack) after the relocated ones.
+pub(super) fn relocate_stack_map(
+    body: Option<&[u8]>,
+    map: &OffsetMap,
+    extra: &[(u32, Vec<VType>, Vec<VType>)],
+) -> Result<Vec<u8>> {
+    let mut frames: Vec<(u32, Frame)> = Vec::new();
+    if let Some(body) = body {
+        let mut r = Reader::new(body);
+        let n = r.u2()?;
+        let mut prev: i64 = -1;
+        for _ in 0..n {
+            let tag = r.u1()?;
+            let (delta, f) = match tag {
+                0..=63 => (tag as u32, Frame::Same),
+                64..=127 => ((tag - 64) as u32, Frame::SameLocals1(read_vtype(&mut r)?)),
+                247 => {
+                    let d = r.u2()? as u32;
+                    (d, Frame::SameLocals1(read_vtype(&mut r)?))
+                }
+                248..=250 => (r.u2()? as u32, Frame::Chop(251 - tag)),
+                251 => (r.u2()? as u32, Frame::Same),
+                252..=254 => {
+                    let d = r.u2()? as u32;
+                    let mut v = Vec::new();
+                    for _ in 0..tag - 251 {
+                        v.push(read_vtype(&mut r)?);
+                    }
+                    (d, Frame::Append(v))
+                }
+                255 => {
+                    let d = r.u2()? as u32;
+                    let nl = r.u2()?;
+                    let mut locals = Vec::with_capacity(nl as usize);
+                    for _ in 0..nl {
+                        locals.push(read_vtype(&mut r)?);
+                    }
+                    let ns = r.u2()?;
+                    let mut stack = Vec::with_capacity(ns as usize);
+                    for _ in 0..ns {
+                        stack.push(read_vtype(&mut r)?);
+                    }
+                    (d, Frame::Full(locals, stack))
+                }
+                t => return err(format!("reserved stack map frame type {t}")),
+            };
+            let off = prev + delta as i64 + 1;
+            prev = off;
+            frames.push((map.get(off as u32)?, f));
+        }
+        if !r.at_end() {
+            return err("trailing bytes in StackMapTable");
+        }
+    }
+    let mut out = Vec::with_capacity(body.map_or(0, <[u8]>::len) + 16 * extra.len() + 2);
+    put_u2(&mut out, (frames.len() + extra.len()) as u16);
+    let mut prev: i64 = -1;
+    let mut delta_to = |new_off: u32| -> Result<u32> {
+        let d = new_off as i64 - prev - 1;
+        if !(0..=0xFFFF).contains(&d) {
+            return err("stack map frames out of order after relocation");
+        }
+        prev = new_off as i64;
+        Ok(d as u32)
+    };
+    for (off, f) in frames {
+        let d = delta_to(off)?;
+        match f {
+            Frame::Same if d <= 63 => out.push(d as u8),
+            Frame::Same => {
+                out.push(251);
+                put_u2(&mut out, d as u16);
+            }
+            Frame::SameLocals1(v) => {
+                if d <= 63 {
+                    out.push(64 + d as u8);
+                } else {
+                    out.push(247);
+                    put_u2(&mut out, d as u16);
+                }
+                write_vtype(&mut out, v, map)?;
+            }
+            Frame::Chop(k) => {
+                out.push(251 - k);
+                put_u2(&mut out, d as u16);
+            }
+            Frame::Append(v) => {
+                out.push(251 + v.len() as u8);
+                put_u2(&mut out, d as u16);
+                for t in v {
+                    write_vtype(&mut out, t, map)?;
+                }
+            }
+            Frame::Full(l, s) => {
+                out.push(255);
+                put_u2(&mut out, d as u16);
+                put_u2(&mut out, l.len() as u16);
+                for t in l {
+                    write_vtype(&mut out, t, map)?;
+                }
+                put_u2(&mut out, s.len() as u16);
+                for t in s {
+                    write_vtype(&mut out, t, map)?;
+                }
+            }
+        }
+    }
+    for (off, l, s) in extra {
+        let d = delta_to(*off)?;
+        out.push(255);
+        put_u2(&mut out, d as u16);
+        put_u2(&mut out, l.len() as u16);
+        for t in l {
+            write_vtype(&mut out, *t, map)?;
+        }
+        put_u2(&mut out, s.len() as u16);
+        for t in s {
+            write_vtype(&mut out, *t, map)?;
+        }
+    }
+    Ok(out)
+}

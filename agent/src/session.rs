@@ -1,0 +1,173 @@
+//! A recording session's start (at VMInit, or at once when attaching to a
+//! live VM) and, for a session started by attach, its stop.
+
+use std::sync::atomic::Ordering;
+
+use jtrace_format::{JvmStart, Payload, Record};
+
+use crate::config::Config;
+use crate::jvm::{self, jvmti};
+use crate::mutex::lock;
+use crate::recorder::{self, Recorder, SharedBuf};
+use crate::state::{
+    active, internal_error, now_ns, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER, SESSION_BUFS,
+};
+use crate::sys::*;
+use crate::thread::{register, with_state};
+use crate::{classes, drain, events, existing_threads, probe_class, virtual_threads};
+
+/// Everything VMInit does; also run directly when attaching to a live VM
+/// (`thread` null): JVM_START, then the threads, methods and events the
+/// configuration asks for.
+///
+/// # Safety
+/// Live phase, with the agent's `env`; `jni` and `thread` are the calling
+/// thread's (or null when attaching).
+pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, ts: u64) {
+    let Some((rec, cfg)) = active() else { return };
+    let vm_version = jvm::system_property(env, c"java.vm.version").unwrap_or_default();
+    let pid = std::process::id();
+    rec.write_direct(&Record {
+        tid: tid(),
+        ts,
+        payload: Payload::JvmStart(JvmStart { pid, vm_version }),
+    });
+    if !thread.is_null() {
+        with_state(rec, |st| {
+            if !st.registered {
+                register(st, rec, cfg, env, jni, thread, ts);
+            }
+        });
+        // Threads started before VMInit (Reference Handler, Finalizer,
+        // Signal Dispatcher, ...) get no ThreadStart event: name them now.
+        existing_threads::name(env, jni, ts);
+    }
+    let mut events = vec![JVMTI_EVENT_THREAD_START, JVMTI_EVENT_THREAD_END];
+    if cfg.traces_methods() && !classes::enabled(cfg) {
+        events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
+    }
+    if classes::enabled(cfg) {
+        if let Err(e) = classes::start(env, jni, cfg) {
+            internal_error(&e);
+            return;
+        }
+    }
+    for e in events {
+        let err = jvm::set_event(env, e, true);
+        if err != JVMTI_ERROR_NONE {
+            internal_error(&format!("cannot enable JVMTI event {e} (error {err})"));
+            return;
+        }
+    }
+    events::start(env, jni);
+}
+
+/// `stop`: ends the session a previous attach started; false if there is
+/// none.
+///
+/// # Safety
+/// Called from Agent_OnAttach, on the JVM's attach listener thread.
+pub(crate) unsafe fn stop() -> bool {
+    let _control = lock(&CONTROL);
+    if !ATTACHED.load(Ordering::SeqCst) || RECORDER.get().is_none() {
+        return false;
+    }
+    let env = jvm::env();
+    if env.is_null() {
+        return false;
+    }
+    stop_session(env);
+    true
+}
+
+/// Ends an attach session: no more events, the probes removed (the classes
+/// retransformed back to their original bytes), every buffered event
+/// written and the stream finished with JVM_END, the capabilities given
+/// back. The JVM runs on as if the agent had never been there, and a later
+/// attach starts a new session.
+///
+/// # Safety
+/// Live phase, with the agent's `env`, inside a guarded callback.
+pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
+    ENABLED.store(false, Ordering::SeqCst);
+    for e in JVMTI_MIN_EVENT_TYPE_VAL..=JVMTI_MAX_EVENT_TYPE_VAL {
+        // Events never enabled or not known to this JVM simply fail.
+        jvm::set_event(env, e as jvmtiEvent, false);
+    }
+    let jni = jvm::jni_env(std::ptr::null_mut());
+    // Park and sleep natives an attach re-bound go back to the JVM's own.
+    events::park_sleep::detach(jni);
+    if let (Some(rec), Some(cfg)) = (RECORDER.get(), CONFIG.get()) {
+        {
+            let bufs: Vec<(u32, SharedBuf)> = lock(&SESSION_BUFS).clone();
+            // The last entry of a tid is its current buffer; a thread whose
+            // probes ran but that recorded nothing else gets one now.
+            let find = |t: u32| {
+                let found = bufs.iter().rev().find(|(x, _)| *x == t).map(|(_, b)| b.clone());
+                found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf()))
+            };
+            stop_probes(env, jni, cfg, rec, &find);
+        }
+        rec.finish(tid(), now_ns());
+        // Everything is written: give the threads' buffer memory back now
+        // (each thread keeps its handle until its next event or its end).
+        for (_, b) in lock(&SESSION_BUFS).iter() {
+            *lock(b) = recorder::ThreadBuf::default();
+        }
+    }
+    let mut caps = jvmtiCapabilities::default();
+    if jvmti!(env, GetCapabilities, &mut caps) == JVMTI_ERROR_NONE {
+        jvmti!(env, RelinquishCapabilities, &caps);
+    }
+    lock(&SESSION_BUFS).clear();
+    let rec = RECORDER.take();
+    let cfg = CONFIG.take();
+    // Callbacks that got the session's state before it was taken may still
+    // be using it; we are a guarded callback ourselves. Once the others are
+    // done, nothing can reach it any more: free it (this unmaps and closes
+    // the stream). If one lingers, leak it rather than risk a crash.
+    let t0 = std::time::Instant::now();
+    while IN_FLIGHT.load(Ordering::SeqCst) > 1 && t0.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if IN_FLIGHT.load(Ordering::SeqCst) <= 1 {
+        drop(rec);
+        drop(cfg);
+    } else {
+        std::mem::forget(rec);
+        std::mem::forget(cfg);
+    }
+}
+
+/// Stops method tracing at the end of an attach session (the agent is
+/// disabled already, so the hook leaves classes alone): if the session
+/// traced methods, retransforms the classes with selected methods back to
+/// their original bytes; then writes every thread's buffered events into
+/// its stream buffer of this session (`buf_of(tid)`, which gives a thread
+/// that recorded nothing else in this session a new buffer). Frames still
+/// running an instrumented version keep calling the probes until they
+/// return; those events are discarded at the next attach.
+unsafe fn stop_probes(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    cfg: &Config,
+    rec: &Recorder,
+    buf_of: &dyn Fn(u32) -> Option<SharedBuf>,
+) {
+    if !probe_class::ready() || jni.is_null() {
+        return;
+    }
+    if classes::enabled(cfg) {
+        classes::retransform_loaded(env, jni, cfg);
+    }
+    virtual_threads::report(jni, rec);
+    drain::drain_all(jni, rec, buf_of);
+}
+
+/// The thread rules applied to a thread known only by its tid (one whose
+/// probes ran in a session but that recorded nothing else): its kernel name
+/// is its Java name cut to 15 bytes.
+fn thread_traced_by_comm(cfg: &Config, t: u32) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/self/task/{t}/comm")).unwrap_or_default();
+    cfg.thread_traced(comm.trim_end_matches('\n'))
+}
