@@ -13,28 +13,30 @@
 //! program then runs untraced; every callback is guarded against panics, and
 //! an internal error disables recording instead of crashing.
 //!
-//! This file is the entry point only. The modules, each using only those
-//! listed after it:
+//! This file is the entry point only. The modules, each of which uses only
+//! modules listed below it:
 //!
 //! | module | job |
 //! |---|---|
-//! | `load` | reading the configuration, creating the stream, capabilities and callbacks |
-//! | `session` | starting a recording session (VMInit or attach) and stopping an attached one |
-//! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
+//! | `load` | loading: the configuration, the stream file, capabilities and callbacks |
 //! | `hooks` | JVMTI callbacks: VM init/death, thread start/end, JVMTI method events |
+//! | `session` | starting a recording session (VMInit or attach), stopping an attached one |
+//! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
 //! | `events/` | the other event families: monitors, GC, JIT, allocations, park and sleep |
-//! | `classes` | bytecode rewriting: which classes, the hook, method ids, retransformation |
+//! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
 //! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
-//! | `virtual_threads` | reporting the virtual threads' untraced calls |
-//! | `thread` | the calling thread's recording: registering it, recording on it |
-//! | `drain` | the probes' buffers: registry, draining into the stream |
-//! | `probe_class` | `jtrace.Probe` as JNI sees it: definition, fields, buffers |
+//! | `virtual_threads` | reporting the calls of virtual threads, which are not traced |
+//! | `thread` | the calling thread's recording: its state, registering it, recording on it |
+//! | `drain` | the probes' buffers: the registry, draining them into the stream |
+//! | `probe_class` | `jtrace.Probe` through JNI: its definition, fields and buffers |
 //! | `batch` | probe events encoded as METHOD_BATCH records |
-//! | `state` | the session and per-thread state, the callback guard |
-//! | `recorder`, `stream_file` | per-thread buffers, method definitions; the mapped stream file |
-//! | `rewrite/` | the class-file rewriter inserting the probe calls |
+//! | `state` | the session and per-thread state, the guard around every callback |
+//! | `recorder` | per-thread buffers, method definitions, lost events |
+//! | `stream_file` | the memory-mapped stream file and its grower |
+//! | `mutex` | locking that survives a poisoned mutex |
+//! | `rewrite/` | the class-file rewriter that inserts the probe calls |
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
-//! | `jvm`, `sys` | JVMTI/JNI handles, call macros, checked wrappers; bindings |
+//! | `jvm`, `sys` | JVMTI/JNI handles, call macros and checked wrappers; the bindings |
 //! | `config` | the configuration file |
 #![deny(missing_docs)]
 

@@ -103,7 +103,8 @@ pub(crate) unsafe fn register(
 }
 
 /// [`register`] for a caller that has no reference to its own thread (a
-/// JNI native, a drain): asks JVMTI for it.
+/// JNI native, or a thread whose probes outlived a session): asks JVMTI
+/// for it.
 ///
 /// # Safety
 /// On a Java thread whose JNIEnv is `jni`, with the agent's `env`.

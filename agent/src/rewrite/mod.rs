@@ -29,6 +29,10 @@
 //! holds `uninitializedThis` (and so carries flagThisUninit), and one covering
 //! the rest with no locals. Both only record and rethrow, which the verifier
 //! allows in either state.
+//!
+//! This file walks the class file and its methods; `code.rs` rewrites one
+//! Code attribute, `stack_map.rs` relocates its StackMapTable, and
+//! `class_file.rs` has the reader and the constant pool.
 
 mod class_file;
 mod code;
