@@ -6,7 +6,7 @@
 //! Recording (`run`, `record`, `attach`) runs as root: a [`session`] of the
 //! kernel recorder and the JVM agent writing into a trace directory
 //! ([`trace_dir`]) that belongs to the traced user, touched only as
-//! DESIGN.md invariant 6 says. Reading (`text`, `report`, `timeline`,
+//! docs/ARCHITECTURE.md invariant 6 says. Reading (`text`, `report`, `timeline`,
 //! `export`, `info`) is the views of jtrace-timeline over jtrace-merge.
 
 mod agent_conf;

@@ -6,7 +6,7 @@
 //! opened without following a link; every file jtrace then creates, reads
 //! or hands over in it is opened relative to that descriptor without
 //! following links (new files with O_EXCL), and changed through its own
-//! descriptor, never by name (DESIGN.md invariant 6).
+//! descriptor, never by name (docs/ARCHITECTURE.md invariant 6).
 
 use crate::user::User;
 use anyhow::{bail, Context};

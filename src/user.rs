@@ -1,6 +1,6 @@
 //! Whose rights an action runs with. jtrace runs as root next to files that
 //! other users control: it reads, creates and removes them with those users'
-//! credentials (DESIGN.md invariant 6), and starts the traced command as the
+//! credentials (docs/ARCHITECTURE.md invariant 6), and starts the traced command as the
 //! invoking user, with that user's supplementary groups.
 
 use anyhow::{bail, Context};

@@ -1,5 +1,5 @@
 //! Attacks on jtrace, which runs as root next to directories other users
-//! control (issue 15, items 1–4; DESIGN.md invariant 6). Each runs for real,
+//! control (issue 15, items 1–4; docs/ARCHITECTURE.md invariant 6). Each runs for real,
 //! as root, with the unprivileged account `jtrace-test` (supplementary group
 //! `jtrace-test-extra`; scripts/test-user.sh creates both) as the attacker,
 //! and checks that the files it aimed at are exactly as before.

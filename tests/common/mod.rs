@@ -127,7 +127,7 @@ pub fn invocations(trace: &Trace) -> Vec<(ThreadInfo, Invocation)> {
     v.0
 }
 
-/// Checks DESIGN.md invariant 3 on every invocation and thread of a trace.
+/// Checks docs/ARCHITECTURE.md invariant 3 on every invocation and thread of a trace.
 pub fn assert_exact(trace: &Trace) {
     for (t, inv) in invocations(trace) {
         let b = inv.breakdown;
