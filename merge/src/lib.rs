@@ -79,7 +79,9 @@
 //! 6. The analysis: `visitor` (what a walk reports), `walk` (the
 //!    per-thread walk that attributes every gap: [`ThreadWalk`]), `wakers`,
 //!    [`stream`] (the streamed read and walk), `call_index`, `describe`.
-//! 7. [`report`]: the `jtrace.report.v1` aggregation.
+//! 7. [`report`]: the `jtrace.report.v1` aggregation (with `percentile`,
+//!    wall-time percentiles in bounded memory); [`why`]: the critical paths
+//!    of `jtrace why` (`jtrace.why.v1`).
 
 #![deny(missing_docs)]
 
@@ -92,6 +94,7 @@ mod jit;
 mod kway;
 mod meta;
 mod options;
+mod percentile;
 mod read;
 pub mod report;
 mod run;
@@ -103,6 +106,7 @@ mod trace;
 mod visitor;
 mod wakers;
 mod walk;
+pub mod why;
 mod windows;
 
 pub use call_index::CallIndex;
@@ -111,6 +115,7 @@ pub use describe::{describe_evidence, describe_syscall};
 pub use event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
 pub use jit::JitHistory;
 pub use meta::Meta;
+pub use percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};
 pub use syscall::{nr, syscall_cause, syscall_name};
 pub use trace::{AllocCount, AllocSite, Losses, Trace};

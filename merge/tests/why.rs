@@ -1,0 +1,616 @@
+//! `jtrace why` on hand-built traces, one per kind of edge a critical path
+//! follows (monitor with HotSpot's timed back-off, wait/notify,
+//! park/unpark, a socket across two processes, a pipe, a futex), each with
+//! its exact expected path. The traces are written with the real encoder
+//! and read by the real reader, streamed.
+
+use jtrace_format::{self as fmt, fd_kind, kind, Encoder, FileHeader, Payload, Record};
+use jtrace_merge::stream::StreamOptions;
+use jtrace_merge::why::{explain, Selection, WhyOptions};
+use jtrace_merge::Meta;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The streams of a trace of several processes.
+#[derive(Default)]
+struct Builder {
+    kernel: Encoder,
+    /// Per JVM pid, its stream.
+    jvms: BTreeMap<u32, Encoder>,
+    /// Each tid's process.
+    pids: BTreeMap<u32, u32>,
+}
+
+impl Builder {
+    fn k(&mut self, tid: u32, ts: u64, payload: Payload) {
+        self.kernel.record(&Record { tid, ts, payload });
+    }
+    fn j(&mut self, tid: u32, ts: u64, payload: Payload) {
+        let pid = self.pids[&tid];
+        self.jvms.entry(pid).or_default().record(&Record { tid, ts, payload });
+    }
+    fn pid(&self, tid: u32) -> u32 {
+        self.pids[&tid]
+    }
+    /// A JVM `pid` and its methods (id, "Class.name").
+    fn jvm(&mut self, pid: u32, methods: &[(u64, &str)]) {
+        self.pids.insert(pid, pid);
+        self.j(
+            pid,
+            0,
+            Payload::JvmStart(fmt::JvmStart {
+                pid,
+                vm_version: "test".into(),
+            }),
+        );
+        for &(id, name) in methods {
+            let (class, method) = name.rsplit_once('.').unwrap();
+            self.j(
+                pid,
+                0,
+                Payload::MethodDef(fmt::MethodDef {
+                    method: id,
+                    class: class.into(),
+                    name: method.into(),
+                    signature: "()V".into(),
+                }),
+            );
+        }
+    }
+    /// A Java thread of JVM `pid`, on CPU from `ts`.
+    fn java_thread(&mut self, pid: u32, tid: u32, ts: u64, name: &str) {
+        self.pids.insert(tid, pid);
+        self.j(
+            tid,
+            ts,
+            Payload::ThreadStart(fmt::ThreadStart {
+                daemon: 0,
+                name: name.into(),
+                group: "main".into(),
+                parent: String::new(),
+            }),
+        );
+        self.switch_in(tid, ts, 0);
+    }
+    /// A thread no JVM knows (named by its comm), on CPU from `ts`.
+    fn native_thread(&mut self, pid: u32, tid: u32, ts: u64, comm: &str) {
+        self.pids.insert(tid, pid);
+        let mut c = [0u8; 16];
+        c[..comm.len()].copy_from_slice(comm.as_bytes());
+        self.k(
+            tid,
+            ts,
+            Payload::Comm(fmt::TaskInfo {
+                tgid: pid,
+                reserved: 0,
+                comm: c,
+            }),
+        );
+        self.switch_in(tid, ts, 0);
+    }
+    fn switch_in(&mut self, tid: u32, ts: u64, prev_tid: u32) {
+        let tgid = self.pid(tid);
+        self.k(
+            tid,
+            ts,
+            Payload::SwitchIn(fmt::SwitchIn {
+                tgid,
+                cpu: 0,
+                prev_tid,
+                reserved: 0,
+            }),
+        );
+    }
+    fn switch_out(&mut self, tid: u32, ts: u64, preempted: bool, next_tid: u32) {
+        let tgid = self.pid(tid);
+        self.k(
+            tid,
+            ts,
+            Payload::SwitchOut(fmt::SwitchOut {
+                tgid,
+                prev_state: if preempted { fmt::TASK_RUNNING } else { 1 },
+                cpu: 0,
+                next_tid,
+            }),
+        );
+    }
+    fn wakeup(&mut self, tid: u32, ts: u64, waker: u32) {
+        let tgid = self.pid(tid);
+        let waker_tgid = self.pids.get(&waker).copied().unwrap_or(0);
+        self.k(
+            tid,
+            ts,
+            Payload::Wakeup(fmt::Wakeup {
+                tgid,
+                waker_tid: waker,
+                waker_tgid,
+                target_cpu: 0,
+                new_task: 0,
+                reserved: 0,
+            }),
+        );
+    }
+    /// Blocks `tid` from `out` until `waker` wakes it at `wake`; on CPU at `back`.
+    fn block(&mut self, tid: u32, out: u64, wake: u64, waker: u32, back: u64) {
+        self.switch_out(tid, out, false, 0);
+        self.wakeup(tid, wake, waker);
+        self.switch_in(tid, back, 99);
+    }
+    /// A syscall of `tid` from `ts` to `exit` that blocked, on fd 5 of `fdk`.
+    fn syscall(&mut self, tid: u32, ts: u64, exit: u64, nr: u32, fdk: u32) {
+        self.k(
+            tid,
+            ts,
+            Payload::Syscall(fmt::Syscall {
+                exit_ts: exit,
+                nr,
+                fd_kind: fdk,
+                ret: 1,
+                fd: if fdk == fd_kind::NONE { -1 } else { 5 },
+                flags: fmt::SYSCALL_BLOCKED,
+                family: if fdk == fd_kind::SOCKET { 2 } else { 0 },
+                protocol: if fdk == fd_kind::SOCKET { 6 } else { 0 },
+                sport: 40000,
+                dport: 7000,
+                saddr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                daddr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                ..Default::default()
+            }),
+        );
+    }
+    fn enter(&mut self, tid: u32, ts: u64, m: u64) {
+        self.j(
+            tid,
+            ts,
+            Payload::MethodEntry(fmt::MethodEvent {
+                method: m,
+                flags: 0,
+                reserved: 0,
+            }),
+        );
+    }
+    fn exit(&mut self, tid: u32, ts: u64, m: u64) {
+        self.j(
+            tid,
+            ts,
+            Payload::MethodExit(fmt::MethodEvent {
+                method: m,
+                flags: 0,
+                reserved: 0,
+            }),
+        );
+    }
+    fn jvm_event(&mut self, tid: u32, ts: u64, k: u16, class: &str) {
+        self.j(
+            tid,
+            ts,
+            Payload::Jvm(
+                k,
+                fmt::JvmBlock {
+                    arg: 0,
+                    class: class.into(),
+                },
+            ),
+        );
+    }
+    fn write(&self, dir: &Path, end: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        let meta = Meta {
+            format: "jtrace".into(),
+            version: fmt::FORMAT_VERSION,
+            complete: true,
+            jtrace_version: "test".into(),
+            start_monotonic_ns: 0,
+            end_monotonic_ns: end,
+            pid: *self.jvms.keys().next().unwrap_or(&1),
+            command: vec!["test".into()],
+            ..Default::default()
+        };
+        meta.store(dir).unwrap();
+        let mut k = FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        k.extend_from_slice(&self.kernel.buf);
+        std::fs::write(dir.join(fmt::KERNEL_FILE), k).unwrap();
+        for (pid, enc) in &self.jvms {
+            let mut j = FileHeader::new(fmt::JVM_MAGIC).to_bytes().to_vec();
+            j.extend_from_slice(&enc.buf);
+            std::fs::write(dir.join(format!("{}{pid}.bin", fmt::JVM_FILE_PREFIX)), j).unwrap();
+        }
+    }
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("jtrace-why-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The slowest invocation's path of `method` as
+/// `(thread, method, state, ns, depth)`, its hops as `(via, waiter, blocker)`,
+/// after checking that the path sums to the wall.
+type Seg = (String, Option<String>, String, u64, u16);
+fn why(dir: &Path, method: &str, budget: usize) -> (Vec<Seg>, Vec<(String, String, String)>, u64) {
+    let opts = WhyOptions {
+        method: method.into(),
+        selection: Selection::Slowest(1),
+        stream: StreamOptions {
+            memory_budget: budget,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let w = explain(dir, &opts).unwrap();
+    let j = w.to_json();
+    let inv = &j.invocations[0];
+    let sum: u64 = inv.path.iter().map(|s| s.ns).sum();
+    assert_eq!(sum, inv.wall_ns, "the path sums to the wall");
+    let segs = inv
+        .path
+        .iter()
+        .map(|s| (s.thread.clone(), s.method.clone(), s.state.to_string(), s.ns, s.depth))
+        .collect();
+    let hops = inv
+        .hops
+        .iter()
+        .map(|h| (h.via.to_string(), h.waiter.thread.clone(), h.blocker.thread.clone()))
+        .collect();
+    (segs, hops, inv.wall_ns)
+}
+
+fn seg(thread: &str, method: Option<&str>, state: &str, ns: u64, depth: u16) -> Seg {
+    (thread.into(), method.map(String::from), state.into(), ns, depth)
+}
+
+const A: u32 = 11;
+const B: u32 = 12;
+const C: u32 = 13;
+
+/// A waits 89.3 µs on a monitor B holds while B sleeps: the back-off
+/// wakeups (by the idle task) are not followed; the whole enter is B's.
+#[test]
+fn monitor_with_back_off_is_held_by_the_owner() {
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.enter(B, 1000, 2);
+    b.jvm_event(B, 2000, kind::SLEEP_BEGIN, "");
+    b.block(B, 2000, 90_000, 0, 90_010);
+    b.jvm_event(B, 90_010, kind::SLEEP_END, "");
+    b.enter(A, 1500, 1);
+    b.jvm_event(A, 1600, kind::MONITOR_CONTENDED_ENTER, "java.lang.Object");
+    b.block(A, 1700, 2700, 0, 2710); // 1 µs back-off, a timer
+    b.block(A, 2720, 10_720, 0, 10_730); // 8 µs back-off
+    b.block(A, 10_740, 91_000, B, 91_050); // B releases the monitor
+    b.jvm_event(A, 91_060, kind::MONITOR_CONTENDED_ENTERED, "java.lang.Object");
+    b.exit(A, 92_000, 1);
+    b.exit(B, 92_000, 2);
+    b.switch_out(A, 93_000, false, 0);
+    b.switch_out(B, 93_000, false, 0);
+    let dir = tempdir("monitor");
+    b.write(&dir, 100_000);
+    for budget in [256 << 20, 0] {
+        let (path, hops, wall) = why(&dir, "GtX.a", budget);
+        assert_eq!(wall, 90_500);
+        assert_eq!(
+            path,
+            vec![
+                seg("chain-a", Some("GtX.a"), "cpu", 200, 0),
+                seg("chain-b", Some("GtX.b"), "cpu", 300, 1),
+                seg("chain-b", Some("GtX.b"), "sleep", 88_000, 1),
+                seg("chain-b", Some("GtX.b"), "runqueue", 10, 1),
+                seg("chain-b", Some("GtX.b"), "cpu", 990, 1),
+                seg("chain-a", Some("GtX.a"), "runqueue", 50, 0),
+                seg("chain-a", Some("GtX.a"), "cpu", 950, 0),
+            ],
+            "budget {budget}"
+        );
+        assert_eq!(hops, vec![("held_by".into(), "chain-a".into(), "chain-b".into())]);
+    }
+}
+
+/// A waits in Object.wait until B notifies; B was in an fsync no traced
+/// thread ended (a disk interrupt): the path stops there.
+#[test]
+fn wait_is_notified_by_the_notifier() {
+    use fmt::syscall_nr as nr;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.enter(A, 500, 1);
+    b.jvm_event(A, 1000, kind::MONITOR_WAIT, "GtX$Lock");
+    b.block(A, 1100, 50_000, B, 50_020);
+    b.jvm_event(A, 50_030, kind::MONITOR_WAITED, "GtX$Lock");
+    b.exit(A, 51_000, 1);
+    b.enter(B, 800, 2);
+    b.syscall(B, 1900, 40_003, nr::FSYNC, fd_kind::FILE);
+    b.block(B, 2000, 40_000, 0, 40_005);
+    b.exit(B, 50_500, 2);
+    let dir = tempdir("wait");
+    b.write(&dir, 60_000);
+    let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
+    assert_eq!(
+        path,
+        vec![
+            seg("chain-a", Some("GtX.a"), "cpu", 600, 0),
+            seg("chain-b", Some("GtX.b"), "cpu", 900, 1),
+            seg("chain-b", Some("GtX.b"), "file", 38_000, 1),
+            seg("chain-b", Some("GtX.b"), "runqueue", 5, 1),
+            seg("chain-b", Some("GtX.b"), "cpu", 9_995, 1),
+            seg("chain-a", Some("GtX.a"), "runqueue", 20, 0),
+            seg("chain-a", Some("GtX.a"), "cpu", 980, 0),
+        ]
+    );
+    assert_eq!(hops, vec![("notified_by".into(), "chain-a".into(), "chain-b".into())]);
+}
+
+/// A parks until B unparks it; B was in a futex a native thread C woke:
+/// two hops, the second through a futex.
+#[test]
+fn park_then_futex_two_hops() {
+    use fmt::syscall_nr as nr;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.native_thread(100, C, 0, "native-c");
+    b.switch_out(C, 35_000, false, 0);
+    b.enter(A, 500, 1);
+    b.jvm_event(A, 1000, kind::PARK_BEGIN, "java.util.concurrent.CountDownLatch$Sync");
+    b.block(A, 1100, 30_000, B, 30_010);
+    b.jvm_event(A, 30_020, kind::PARK_END, "java.util.concurrent.CountDownLatch$Sync");
+    b.exit(A, 31_000, 1);
+    b.enter(B, 800, 2);
+    b.syscall(B, 1990, 20_150, nr::FUTEX, fd_kind::NONE);
+    b.block(B, 2000, 20_000, C, 20_100);
+    b.exit(B, 30_500, 2);
+    let dir = tempdir("park");
+    b.write(&dir, 40_000);
+    let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
+    assert_eq!(
+        path,
+        vec![
+            seg("chain-a", Some("GtX.a"), "cpu", 600, 0),
+            seg("chain-b", Some("GtX.b"), "cpu", 900, 1),
+            seg("native-c", None, "cpu", 18_000, 2),
+            seg("chain-b", Some("GtX.b"), "runqueue", 100, 1),
+            seg("chain-b", Some("GtX.b"), "cpu", 9_900, 1),
+            seg("chain-a", Some("GtX.a"), "runqueue", 10, 0),
+            seg("chain-a", Some("GtX.a"), "cpu", 990, 0),
+        ]
+    );
+    assert_eq!(
+        hops,
+        vec![
+            ("unparked_by".into(), "chain-a".into(), "chain-b".into()),
+            ("woken_by".into(), "chain-b".into(), "native-c".into()),
+        ]
+    );
+}
+
+/// A client in one JVM reads a socket a server thread of another JVM
+/// answers after sleeping: the path crosses the processes.
+#[test]
+fn socket_answered_by_another_process() {
+    use fmt::syscall_nr as nr;
+    const S: u32 = 21;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a")]);
+    b.jvm(200, &[(1, "Srv.handle")]);
+    b.java_thread(100, A, 0, "main");
+    b.java_thread(200, S, 0, "main");
+    b.enter(A, 500, 1);
+    b.syscall(A, 1000, 100_100, nr::READ, fd_kind::SOCKET);
+    b.block(A, 1100, 100_000, S, 100_050);
+    b.exit(A, 101_000, 1);
+    b.enter(S, 500, 1);
+    b.jvm_event(S, 4990, kind::SLEEP_BEGIN, "");
+    b.block(S, 5000, 95_000, 0, 95_010);
+    b.jvm_event(S, 95_010, kind::SLEEP_END, "");
+    b.exit(S, 100_500, 1);
+    let dir = tempdir("socket");
+    b.write(&dir, 110_000);
+    let opts = WhyOptions {
+        method: "GtX.a".into(),
+        ..Default::default()
+    };
+    let w = explain(&dir, &opts).unwrap().to_json();
+    let inv = &w.invocations[0];
+    let got: Vec<(u32, &str, Option<&str>, &str, u64)> = inv
+        .path
+        .iter()
+        .map(|s| (s.pid, s.thread.as_str(), s.method.as_deref(), s.state, s.ns))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (100, "main", Some("GtX.a"), "cpu", 600),
+            (200, "main", Some("Srv.handle"), "cpu", 3_900),
+            (200, "main", Some("Srv.handle"), "sleep", 90_000),
+            (200, "main", Some("Srv.handle"), "runqueue", 10),
+            (200, "main", Some("Srv.handle"), "cpu", 4_990),
+            (100, "main", Some("GtX.a"), "runqueue", 50),
+            (100, "main", Some("GtX.a"), "cpu", 950),
+        ]
+    );
+    let hop = &inv.hops[0];
+    assert_eq!((hop.via, hop.blocker.pid, hop.blocker.tid), ("answered_by", 200, S));
+    assert_eq!(hop.blocker_method.as_deref(), Some("Srv.handle"));
+    assert!(hop
+        .evidence
+        .as_deref()
+        .unwrap()
+        .contains("socket tcp 127.0.0.1:40000->127.0.0.1:7000"));
+    let root = inv.root_cause.as_ref().unwrap();
+    assert_eq!((root.thread.as_str(), root.state, root.pid), ("main", "sleep", 200));
+    assert!(
+        root.share >= 0.85,
+        "the server's sleep is {:.0} % of the wall",
+        root.share * 100.0
+    );
+    assert_eq!(inv.path.iter().map(|s| s.ns).sum::<u64>(), inv.wall_ns);
+}
+
+/// A reads a pipe a process outside any JVM writes to.
+#[test]
+fn pipe_written_by_a_native_process() {
+    use fmt::syscall_nr as nr;
+    const W: u32 = 31;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.native_thread(300, W, 0, "writer");
+    b.switch_out(W, 15_000, false, 0);
+    b.enter(A, 500, 1);
+    b.syscall(A, 1000, 9_020, nr::READ, fd_kind::PIPE);
+    b.block(A, 1100, 9_000, W, 9_010);
+    b.exit(A, 10_000, 1);
+    let dir = tempdir("pipe");
+    b.write(&dir, 20_000);
+    let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
+    assert_eq!(
+        path,
+        vec![
+            seg("chain-a", Some("GtX.a"), "cpu", 600, 0),
+            seg("writer", None, "cpu", 7_900, 1),
+            seg("chain-a", Some("GtX.a"), "runqueue", 10, 0),
+            seg("chain-a", Some("GtX.a"), "cpu", 990, 0),
+        ]
+    );
+    assert_eq!(hops, vec![("written_by".into(), "chain-a".into(), "writer".into())]);
+}
+
+/// Preempted: the run queue says who took the CPU. A futex wait on a
+/// thread that earlier waited on A: the walk goes back in time, never
+/// around, and stops at the depth limit.
+#[test]
+fn runqueue_holder_mutual_waits_and_limits() {
+    use fmt::syscall_nr as nr;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.enter(A, 100, 1);
+    b.enter(B, 100, 2);
+    // B waits on A, then A on B, then A is preempted by B.
+    b.syscall(B, 1000, 3_000, nr::FUTEX, fd_kind::NONE);
+    b.block(B, 1000, 2_000, A, 2_100);
+    b.syscall(A, 4000, 6_000, nr::FUTEX, fd_kind::NONE);
+    b.block(A, 4000, 5_000, B, 5_050);
+    b.switch_out(A, 7000, true, B);
+    b.switch_in(A, 7500, B);
+    b.exit(A, 8000, 1);
+    b.exit(B, 8000, 2);
+    let dir = tempdir("mutual");
+    b.write(&dir, 10_000);
+    let (path, hops, wall) = why(&dir, "GtX.a", 256 << 20);
+    assert_eq!(wall, 7_900);
+    assert_eq!(
+        path,
+        vec![
+            seg("chain-a", Some("GtX.a"), "cpu", 3_900, 0),
+            seg("chain-b", Some("GtX.b"), "cpu", 1_000, 1),
+            seg("chain-a", Some("GtX.a"), "runqueue", 50, 0),
+            seg("chain-a", Some("GtX.a"), "cpu", 1_950, 0),
+            seg("chain-a", Some("GtX.a"), "runqueue", 500, 0),
+            seg("chain-a", Some("GtX.a"), "cpu", 500, 0),
+        ]
+    );
+    assert_eq!(hops.len(), 1);
+    let w = explain(
+        &dir,
+        &WhyOptions {
+            method: "GtX.a".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .to_json();
+    let holder = w.invocations[0].path[4].cpu_holder.as_ref().unwrap();
+    assert_eq!((holder.tid, holder.thread.as_str()), (B, "chain-b"));
+    // Depth 0: nothing followed, the path is the invocation's own breakdown.
+    let opts = WhyOptions {
+        method: "GtX.a".into(),
+        limits: jtrace_merge::why::Limits {
+            max_depth: 0,
+            max_segments: 100,
+        },
+        ..Default::default()
+    };
+    let w = explain(&dir, &opts).unwrap().to_json();
+    let states: Vec<(&str, u64)> = w.invocations[0].path.iter().map(|s| (s.state, s.ns)).collect();
+    assert_eq!(
+        states,
+        vec![
+            ("cpu", 3_900),
+            ("lock_native", 1_000),
+            ("runqueue", 50),
+            ("cpu", 1_950),
+            ("runqueue", 500),
+            ("cpu", 500)
+        ]
+    );
+    // Two segments at most: the rest is summed per state, exactly.
+    let opts = WhyOptions {
+        method: "GtX.a".into(),
+        limits: jtrace_merge::why::Limits {
+            max_depth: 32,
+            max_segments: 2,
+        },
+        ..Default::default()
+    };
+    let w = explain(&dir, &opts).unwrap().to_json();
+    let inv = &w.invocations[0];
+    assert!(inv.truncated);
+    assert_eq!(inv.path.iter().map(|s| s.ns).sum::<u64>(), 7_900);
+}
+
+/// Percentile selection and the slow-against-median comparison: of ten
+/// calls, the slowest waits on a lock the others do not.
+#[test]
+fn percentile_and_compare() {
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    let mut t = 1000;
+    for i in 0..10u64 {
+        b.enter(A, t, 1);
+        if i == 7 {
+            b.jvm_event(A, t + 10, kind::MONITOR_CONTENDED_ENTER, "L");
+            b.block(A, t + 100, t + 50_000, B, t + 50_010);
+            b.jvm_event(A, t + 50_020, kind::MONITOR_CONTENDED_ENTERED, "L");
+            t += 50_000;
+        }
+        b.exit(A, t + 1000 + i, 1);
+        t += 2000;
+    }
+    b.switch_out(B, t, false, 0);
+    let dir = tempdir("compare");
+    b.write(&dir, t + 10_000);
+    let opts = WhyOptions {
+        method: "GtX.*".into(),
+        selection: Selection::Percentile(95.0),
+        compare: true,
+        ..Default::default()
+    };
+    let w = explain(&dir, &opts).unwrap().to_json();
+    assert_eq!(w.selection.matched, 10);
+    assert_eq!(w.invocations.len(), 1);
+    assert_eq!(w.invocations[0].wall_ns, 51_007);
+    let c = w.compare.unwrap();
+    assert_eq!((c.slow_count, c.median_count), (1, 1));
+    let top = &c.rows[0];
+    assert_eq!((top.thread.as_str(), top.state), ("chain-b", "cpu"));
+    assert_eq!(top.difference_ns, 49_900.0);
+    assert!(explain(
+        &dir,
+        &WhyOptions {
+            method: "Nope.*".into(),
+            ..Default::default()
+        }
+    )
+    .unwrap_err()
+    .to_string()
+    .contains("no traced method matches"));
+}
