@@ -6,7 +6,7 @@
 //! Recording (`run`, `record`, `attach`) runs as root: a [`session`] of the
 //! kernel recorder and the JVM agent writing into a trace directory
 //! ([`trace_dir`]) that belongs to the traced user, touched only as
-//! docs/ARCHITECTURE.md invariant 6 says. Reading (`text`, `report`, `timeline`,
+//! docs/ARCHITECTURE.md invariant 6 says. Reading (`text`, `report`, `why`, `timeline`,
 //! `export`, `info`) is the views of jtrace-timeline over jtrace-merge.
 
 mod agent_conf;
@@ -22,6 +22,7 @@ mod signals;
 mod trace_dir;
 mod user;
 mod views;
+mod why;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -50,6 +51,9 @@ enum Cmd {
     Text(views::TextArgs),
     /// Print the gap-attribution report.
     Report(report::ReportArgs),
+    /// Explain slow invocations: their critical path across threads and
+    /// processes (what each blocker did meanwhile, recursively).
+    Why(why::WhyArgs),
     /// Write the per-thread timeline as one self-contained HTML file (reads
     /// the whole trace into memory: the page embeds every event).
     Timeline(views::TimelineArgs),
@@ -80,6 +84,7 @@ pub fn main() -> ExitCode {
         Cmd::Record(args) => return record::record(args),
         Cmd::Text(args) => views::text(args),
         Cmd::Report(args) => report::report(args),
+        Cmd::Why(args) => why::why(args),
         Cmd::Timeline(args) => views::timeline(args),
         Cmd::Export(args) => views::export(args),
         Cmd::Info(args) => info::info(args),

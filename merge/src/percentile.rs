@@ -80,13 +80,13 @@ impl WallDist {
             None => {
                 self.exact.push(v);
                 if self.exact.len() > EXACT {
-                    self.to_hist();
+                    self.make_hist();
                 }
             }
         }
     }
 
-    fn to_hist(&mut self) {
+    fn make_hist(&mut self) {
         let mut h = Hist {
             lo: 0,
             counts: Vec::new(),
@@ -113,7 +113,7 @@ impl WallDist {
             return;
         }
         if self.hist.is_none() {
-            self.to_hist();
+            self.make_hist();
         }
         let h = self.hist.as_mut().expect("made above");
         match &o.hist {

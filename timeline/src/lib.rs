@@ -11,7 +11,8 @@
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, and `chromium.rs` for PNG shots), `chrome.rs`,
 //!   `collapsed.rs`, `csv/`; the export formats behind one interface in
-//!   `export.rs` ([`export::Exporter`]).
+//!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
+//!   `jtrace why` as text.
 //!
 //! The streaming views (text, collapsed, CSV) are [`jtrace_merge::Visitor`]s
 //! that read a trace of any length in bounded memory; the others read the
@@ -30,6 +31,7 @@ mod segments;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
+mod why;
 mod windows;
 
 pub use export::{
@@ -41,6 +43,7 @@ pub use model::{collect, thread_order, time_origin, OffSpan, Span, ThreadData};
 pub use segments::{cause_segments, cause_segments_in};
 pub use table::render_report;
 pub use text::{write_text, write_text_streaming, TextOptions};
+pub use why::{render_why, WhyTextOptions};
 pub use windows::{jvm_windows, window_name, JvmWindow};
 
 /// Formats CLOCK_REALTIME nanoseconds as an ISO 8601 UTC date.

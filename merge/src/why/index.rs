@@ -30,6 +30,9 @@ pub(crate) const OPEN: u8 = 8;
 /// The blocked part has more than one cause: see [`Index::causes`].
 pub(crate) const MULTI: u8 = 16;
 
+/// The causes of a blocked part of several, in layout order, with their ns.
+pub(crate) type Causes = Vec<(Cause, u64)>;
+
 /// One off-CPU interval of a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OffRec {
@@ -199,7 +202,7 @@ pub(crate) struct Index {
     threads: TidMap<Ranges>,
     /// Blocked parts of several causes ([`MULTI`]), by record number:
     /// the causes in the order the views lay them out.
-    multi: BTreeMap<u64, Vec<(Cause, u64)>>,
+    multi: BTreeMap<u64, Causes>,
     limit: usize,
     temp: Option<PathBuf>,
     open: Option<(u32, Ranges)>,
@@ -240,7 +243,7 @@ impl Index {
 
     /// Appends an interval of the current thread (in time order) and, for a
     /// blocked part of several causes, those causes.
-    pub(crate) fn push_off(&mut self, rec: OffRec, causes: Option<Vec<(Cause, u64)>>) -> anyhow::Result<()> {
+    pub(crate) fn push_off(&mut self, rec: OffRec, causes: Option<Causes>) -> anyhow::Result<()> {
         if let Some(c) = causes {
             self.multi.insert(self.offs.count, c);
         }

@@ -8,7 +8,7 @@
 //! methods first ran (so a segment stays one line however many short
 //! calls it holds). Every other segment keeps its one method.
 
-use super::path::{Path, Segment, State};
+use super::path::{MethodTimes, Path, Segment, State};
 use crate::cause::Cause;
 use crate::describe::{describe_evidence, describe_syscall};
 use crate::event::{MethodIdx, SyscallInfo, ThreadInfo};
@@ -91,7 +91,7 @@ impl Queries {
 #[derive(Debug, Default)]
 struct Answer {
     /// Time per method, in the order they first ran (None: no traced method).
-    methods: Vec<(Option<MethodIdx>, u64)>,
+    methods: MethodTimes,
     evidence: Option<String>,
 }
 

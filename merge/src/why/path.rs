@@ -48,6 +48,9 @@ impl State {
 /// No hop: a segment of the invocation's own thread.
 pub const NO_HOP: u32 = u32::MAX;
 
+/// Time per method (None: no traced method), in the order they first ran.
+pub(crate) type MethodTimes = Vec<(Option<u32>, u64)>;
+
 /// One piece of a critical path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -110,7 +113,7 @@ pub struct Path {
     pub truncated: bool,
     /// CPU segments the labelling found several methods in: (segment,
     /// time per method), split by [`super::label::apply_splits`].
-    pub(crate) pending_splits: Vec<(u32, Vec<(Option<u32>, u64)>)>,
+    pub(crate) pending_splits: Vec<(u32, MethodTimes)>,
 }
 
 /// Bounds of one walk.
@@ -188,6 +191,7 @@ pub(crate) fn critical_path(
 
 impl Walk<'_> {
     /// Prepends a segment, merged with the one after it when it continues it.
+    #[allow(clippy::too_many_arguments)]
     fn emit(&mut self, tid: u32, start: u64, end: u64, state: State, depth: u16, hop: u32, holder: Option<u32>) {
         if end <= start {
             return;

@@ -6,7 +6,7 @@
 //! report: monitor enters begin and end, who took or left the CPU) and the
 //! walk's callbacks (each interval's split by cause and its wakeup).
 
-use super::index::{Index, OffRec, Region, MONITOR, MULTI, OPEN, PREEMPTED, WOKEN};
+use super::index::{Causes, Index, OffRec, Region, MONITOR, MULTI, OPEN, PREEMPTED, WOKEN};
 use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
 use crate::event::{Event, ThreadInfo, Timed};
@@ -30,7 +30,7 @@ pub(crate) struct Recorder<'a> {
     off_sum: OffCpu,
     /// Open contended monitor enters, and the intervals inside them.
     monitor_depth: u32,
-    group: Vec<(OffRec, Option<Vec<(Cause, u64)>>)>,
+    group: Vec<(OffRec, Option<Causes>)>,
     /// The first error writing the index.
     pub(crate) error: Option<anyhow::Error>,
 }
@@ -62,10 +62,8 @@ impl<'a> Recorder<'a> {
                 self.pending = Some((e.ts, preempted, next_tid));
                 self.pending_wake = None;
             }
-            Event::Wakeup { waker_tid, .. } => {
-                if self.pending.is_some() && self.pending_wake.is_none() {
-                    self.pending_wake = Some((e.ts, waker_tid));
-                }
+            Event::Wakeup { waker_tid, .. } if self.pending.is_some() && self.pending_wake.is_none() => {
+                self.pending_wake = Some((e.ts, waker_tid));
             }
             Event::SwitchIn { prev_tid, .. } => self.prev_tid = prev_tid,
             Event::Block {
@@ -88,7 +86,7 @@ impl<'a> Recorder<'a> {
 
     /// Records an interval: straight into the index, or with the open
     /// monitor enter's.
-    fn push(&mut self, rec: OffRec, causes: Option<Vec<(Cause, u64)>>) {
+    fn push(&mut self, rec: OffRec, causes: Option<Causes>) {
         if self.monitor_depth > 0 {
             let mut rec = rec;
             rec.flags |= MONITOR;
@@ -133,7 +131,7 @@ fn off_rec(
     wake: Option<(u64, u32)>,
     split: &OffCpu,
     holder: u32,
-) -> (OffRec, Option<Vec<(Cause, u64)>>) {
+) -> (OffRec, Option<Causes>) {
     let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
     let rq = split.get(Cause::Runqueue);
     let mut flags = 0;

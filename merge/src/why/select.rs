@@ -147,7 +147,7 @@ impl Selector {
                 };
                 (Some(t), above.max(slow.len() as u64))
             }
-            Selection::Slowest(_) => (None, matched),
+            Selection::Slowest(n) => (None, matched.min(n as u64)),
             Selection::All => (None, matched),
         };
         let median_wall = self.dist.percentile(50.0);

@@ -70,7 +70,9 @@ impl CompareRow {
 /// on another thread), so rows are keyed by thread *name*, method and state:
 /// `key.tid` is that of the first thread of the name met.
 pub fn compare(slow: &[Explained], median: &[Explained], name: &dyn Fn(u32) -> String) -> Vec<CompareRow> {
-    let mut sums: HashMap<(String, Option<u32>, State), (u32, u64, u64)> = HashMap::new();
+    // (thread name, method, state) → (first tid, slow ns, median ns).
+    type Sums = HashMap<(String, Option<u32>, State), (u32, u64, u64)>;
+    let mut sums = Sums::new();
     for (group, set) in [(0, slow), (1, median)] {
         for e in set {
             for s in &e.path.segments {

@@ -1,0 +1,144 @@
+//! `jtrace why` on real JVMs (JDK 17 and 25) under the real kernel
+//! recorder: a chain across two JVMs over loopback TCP (monitor → socket →
+//! sleep in the other JVM) and a park in one JVM. In each, the root cause
+//! gets at least 85 % of the slow invocation's wall. Needs root, as CI has.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn why(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(jtrace()).arg("why").arg(dir).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "jtrace why {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn why_json(dir: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let v: Value = serde_json::from_str(&why(dir, &a)).unwrap();
+    assert_eq!(v["schema"], "jtrace.why.v1");
+    for inv in v["invocations"].as_array().unwrap() {
+        let sum: u64 = inv["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ns"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, inv["wall_ns"].as_u64().unwrap(), "the path sums to the wall");
+    }
+    v
+}
+
+/// The root cause of the slowest invocation: (thread, method, state, share).
+fn root(v: &Value) -> (String, String, String, f64, u64) {
+    let r = &v["invocations"][0]["root_cause"];
+    (
+        r["thread"].as_str().unwrap().into(),
+        r["method"].as_str().unwrap_or("").into(),
+        r["state"].as_str().unwrap().into(),
+        r["share"].as_f64().unwrap(),
+        r["pid"].as_u64().unwrap(),
+    )
+}
+
+fn record(jdk: &str, name: &str, cmd: &str) -> std::path::PathBuf {
+    let dir = tempdir(name);
+    let out = dir.join("t.jtrace");
+    let o = jtrace_run(&out, &["--methods", "WhyChain.*"], &["sh", "-c", cmd]);
+    assert!(o.status.success(), "{jdk}: jtrace run failed");
+    out
+}
+
+#[test]
+fn chain_across_two_jvms_over_tcp() {
+    let classes = classes();
+    for jdk in JDKS {
+        let java = java(jdk);
+        let dir = tempdir("why-tcp");
+        let port = dir.join("port");
+        let (j, cp, p) = (java.display(), classes.display(), port.display());
+        let out = dir.join("t.jtrace");
+        let cmd = format!("{j} -cp {cp} WhyChain server {p} & {j} -cp {cp} WhyChain client {p}; wait");
+        let o = jtrace_run(&out, &["--methods", "WhyChain.*"], &["sh", "-c", &cmd]);
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+
+        let v = why_json(&out, &["--method", "WhyChain.a"]);
+        let inv = &v["invocations"][0];
+        let wall = inv["wall_ns"].as_u64().unwrap();
+        assert!(wall >= 90_000_000, "{jdk}: the slow a() waits ~100 ms, got {wall}");
+        let (thread, method, state, share, pid) = root(&v);
+        assert_eq!(
+            (thread.as_str(), method.as_str(), state.as_str()),
+            ("chain-c", "WhyChain.c", "sleep"),
+            "{jdk}: {inv:#}"
+        );
+        assert!(share >= 0.85, "{jdk}: root cause {:.1} % of the wall", share * 100.0);
+        assert_ne!(pid, inv["pid"].as_u64().unwrap(), "{jdk}: the server is the other JVM");
+        // monitor → held by chain-b → (socket) answered by chain-c.
+        let hops: Vec<(String, String)> = inv["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["via"].as_str().unwrap().into(),
+                    h["blocker"]["thread"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let held = hops.iter().position(|h| h == &("held_by".into(), "chain-b".into()));
+        let answered = hops.iter().position(|h| h == &("answered_by".into(), "chain-c".into()));
+        assert!(held.is_some() && answered > held, "{jdk}: hops {hops:?}");
+
+        let text = why(&out, &["--method", "WhyChain.a"]);
+        eprintln!("{text}");
+        assert!(
+            text.contains("monitor") && text.contains("→ held by chain-b"),
+            "{jdk}: {text}"
+        );
+        assert!(text.contains("→ answered by chain-c"), "{jdk}: {text}");
+        assert!(
+            text.contains("root cause: chain-c in WhyChain.c: sleep"),
+            "{jdk}: {text}"
+        );
+
+        // Slow against median: the server's sleep makes the difference.
+        let c = why_json(&out, &["--method", "WhyChain.a", "--compare"]);
+        let top = &c["compare"]["rows"][0];
+        assert_eq!(
+            (top["thread"].as_str(), top["state"].as_str()),
+            (Some("chain-c"), Some("sleep")),
+            "{jdk}"
+        );
+        assert!(c["compare"]["median_count"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn park_unparked_by_a_sleeper() {
+    let classes = classes();
+    for jdk in JDKS {
+        let java = java(jdk);
+        let cmd = format!("{} -cp {} WhyChain latch", java.display(), classes.display());
+        let out = record(jdk, "why-latch", &cmd);
+        let v = why_json(&out, &["--method", "WhyChain.awaiter"]);
+        let (thread, method, state, share, _) = root(&v);
+        assert_eq!(
+            (thread.as_str(), method.as_str(), state.as_str()),
+            ("chain-b", "WhyChain.sleeper", "sleep"),
+            "{jdk}"
+        );
+        assert!(share >= 0.85, "{jdk}: root cause {:.1} % of the wall", share * 100.0);
+        let hop = &v["invocations"][0]["hops"][0];
+        assert_eq!(hop["via"], "unparked_by", "{jdk}");
+        assert_eq!(hop["cause"], "park", "{jdk}");
+    }
+}
