@@ -4,7 +4,7 @@
 //! that of `/usr/lib/jvm/default-java`, else the one next to the `javac` found
 //! on PATH (symlinks resolved). Only the JVMTI 1.2 subset the agent uses is
 //! bound; its layout is the same in every JDK from 9 on, so bindings made from
-//! one JDK's headers work with the others (17 and 25 are tested).
+//! one JDK's headers work with the others (11, 17, 21 and 25 are tested).
 
 use std::env;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,10 @@
 # clang + libbpf build deps for the eBPF programs, libclang for bindgen,
 # bpftool for vmlinux.h, taskset and chromium for the tests, perf and
 # bpftrace for the comparison benchmark (bpf/bench/run.sh), and the
-# unprivileged account of the security tests (scripts/test-user.sh).
-# Idempotent; needs root.
+# unprivileged account of the security tests (scripts/test-user.sh), and
+# the JDK 11 and 21 runtimes the tests run on besides the system's JDK 17
+# and Temurin 25 (scripts/test-jdks.sh, into target/jdks/).
+# Idempotent; needs root for the packages.
 set -euo pipefail
 pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace)
 missing=()
@@ -23,4 +25,5 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exit 2; }
 command -v javac >/dev/null || { echo "setup: a JDK (javac) is required" >&2; exit 2; }
 [ -r /sys/kernel/btf/vmlinux ] || { echo "setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); jtrace needs CONFIG_DEBUG_INFO_BTF" >&2; exit 2; }
+bash "$(dirname "$0")/test-jdks.sh"
 [ "$(id -u)" != 0 ] || bash "$(dirname "$0")/test-user.sh"

@@ -223,13 +223,7 @@ fn explicit_gc_is_gc() {
 #[test]
 fn zlib_inflate_is_a_nested_library_span() {
     for jdk in JDKS {
-        // Debian's JDK links the system zlib; Temurin carries its own inside libzip.so.
-        let system = Path::new(jdk).join("lib/libzip.so");
-        let lib = if jdk.contains("temurin") {
-            format!("{}:inflate", system.display())
-        } else {
-            "libz.so.1:inflate".to_string()
-        };
+        let lib = inflate_spec(jdk);
         let o = run_scenario(jdk, "zlib", &["--lib-calls", &lib], &[]);
         let (t, outer) = o.invocation("inflateBlock");
         let spans: Vec<_> =
@@ -237,12 +231,15 @@ fn zlib_inflate_is_a_nested_library_span() {
                 .iter()
                 .filter(|(th, i)| th.tid == t.tid && o.trace.methods[i.method as usize].native)
                 .filter(|(_, i)| o.trace.methods[i.method as usize].name == "inflate")
+                // JDK 11's runtime (jlink-compressed modules) inflates
+                // classes while loading them, outside inflateBlock.
+                .filter(|(_, i)| i.exit > outer.entry && i.entry < outer.exit)
                 .collect();
-        assert!(!spans.is_empty(), "{jdk}: no inflate span");
+        assert!(!spans.is_empty(), "{jdk}: no inflate span in inflateBlock");
         for (_, s) in &spans {
             assert!(
                 s.entry >= outer.entry && s.exit <= outer.exit,
-                "{jdk}: inflate not nested in inflateBlock"
+                "{jdk}: inflate overlaps inflateBlock without being nested in it"
             );
             assert!(s.breakdown.is_exact());
         }

@@ -89,12 +89,7 @@ fn check(dir: &Path) {
 #[test]
 fn streaming_report_equals_in_memory_on_recorded_traces() {
     for jdk in JDKS {
-        // Debian's JDK links the system zlib; Temurin carries its own inside libzip.so.
-        let lib = if jdk.contains("temurin") {
-            format!("{}:inflate", Path::new(jdk).join("lib/libzip.so").display())
-        } else {
-            "libz.so.1:inflate".to_string()
-        };
+        let lib = inflate_spec(jdk);
         for (scenario, extra) in [
             ("zlib", vec!["--lib-calls", lib.as_str()]),
             ("monitor", vec![]),

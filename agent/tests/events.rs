@@ -1,6 +1,6 @@
 //! End-to-end tests of the agent's off-CPU events (monitor contention,
 //! Object.wait, park, sleep, GC, JIT code, sampled allocations) with real
-//! JVMs (JDK 17 and JDK 25) and no method rules, so no method events.
+//! JVMs (JDK 11, 17, 21 and 25) and no method rules, so no method events.
 //!
 //! `tests/java/Events.java` is the ground truth: each scenario runs on a
 //! named thread that prints its kernel tid and `System.nanoTime()` marks
@@ -310,8 +310,12 @@ fn contended_monitor_enter() {
         // 100 ms, less when the blocked thread got going late (start-up).
         let truth = r.mark("mon-release") - r.mark("mon-contend");
         assert!(truth > 30 * MS, "{j}: the scenario contended only {} ms", truth / MS);
+        // Up to JDK 14 biased locking is on: the first contention on an
+        // object biased toward its holder revokes the bias (at safepoints)
+        // before the JVM reports the contention, so ENTER may come late.
+        let biased = feature_version(&r.java) < 15;
         assert!(
-            near(t1 - t0, truth),
+            near(t1 - t0, truth) || (biased && t1 - t0 <= truth + SLACK),
             "{j}: contended {} ms, the program saw {} ms",
             (t1 - t0) / MS,
             truth / MS

@@ -28,7 +28,7 @@ const VERIFY: [&str; 3] = [
 /// Settings that keep the other JVM events out of these tests.
 const QUIET: &str = "jit off\npark off\nsleep off\n";
 
-/// The corpus: everything for Java 17, then TrickyOld again for Java 8.
+/// The corpus: everything for Java 11, then TrickyOld again for Java 8.
 fn corpus() -> &'static Path {
     static CLS: OnceLock<PathBuf> = OnceLock::new();
     CLS.get_or_init(|| {
@@ -37,7 +37,7 @@ fn corpus() -> &'static Path {
         let old = java.join("tricky8/TrickyOld.java");
         compile(
             &out,
-            "17",
+            "11",
             &[
                 java.join("tricky/TrickyMain.java"),
                 java.join("tricky/TrickyObjects.java"),
@@ -308,7 +308,7 @@ fn bytecode_rewriting_off_uses_jvmti_events() {
 fn probes_are_not_inlined_by_the_jit() {
     let out = scratch_dir("inlining");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/bench/Bench.java");
-    compile(&out, "17", &[src]);
+    compile(&out, "11", &[src]);
     for java in jvms() {
         let j = java.display().to_string();
         let r = run_java(
@@ -357,7 +357,7 @@ fn min_median(v: &mut [f64]) -> (f64, f64) {
 fn bench_probe_overhead() {
     let out = scratch_dir("bench");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/bench/Bench.java");
-    compile(&out, "17", &[src]);
+    compile(&out, "11", &[src]);
     let calls = std::env::var("JTRACE_BENCH_CALLS").unwrap_or_else(|_| "2000000".into());
     // The trace goes to memory (/dev/shm) unless JTRACE_BENCH_OUT names a
     // directory: the benchmark measures the tracer, not the disk.

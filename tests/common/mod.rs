@@ -8,20 +8,61 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// The JDKs every JVM test runs on: Debian's OpenJDK 17 and Temurin 25.
-pub const JDKS: [&str; 2] = [
-    "/usr/lib/jvm/java-17-openjdk-amd64",
-    "/usr/lib/jvm/temurin-25-jdk-amd64",
+/// The JDKs every JVM test runs on: Debian's OpenJDK 17 (first: the
+/// default, whose javac compiles the test programs), JDK 11 and 21 (the
+/// Temurin runtimes scripts/test-jdks.sh installs into target/jdks) and
+/// Temurin 25.
+pub const JDKS: [&str; 4] = [
+    JDK17,
+    concat!(env!("CARGO_MANIFEST_DIR"), "/target/jdks/11"),
+    JDK21,
+    JDK25,
 ];
 
+/// Debian's OpenJDK 17, the system's `java` and `javac`.
+pub const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+/// JDK 21 (Temurin runtime, no javac), the first with virtual threads.
+pub const JDK21: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/jdks/21");
+/// Temurin 25.
+pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
+
+/// The `--lib-calls` spec of zlib's `inflate` as `jdk` calls it: the
+/// system's libz.so.1 when its libzip.so links it (Debian's 17, Temurin
+/// 11), else the copy inside libzip.so (Temurin 21 and 25).
+pub fn inflate_spec(jdk: &str) -> String {
+    let libzip = Path::new(jdk).join("lib/libzip.so");
+    let data = std::fs::read(&libzip).unwrap_or_else(|e| panic!("{}: {e}", libzip.display()));
+    // The dynamic section names the libraries it needs in .dynstr.
+    if data.windows(10).any(|w| w == b"libz.so.1\0") {
+        "libz.so.1:inflate".to_string()
+    } else {
+        format!("{}:inflate", libzip.display())
+    }
+}
+
+/// The JDKs with virtual threads.
+pub const VIRTUAL_THREAD_JDKS: [&str; 2] = [JDK21, JDK25];
+
+/// The `java` launcher of `jdk`; a missing JDK fails the test.
 pub fn java(jdk: &str) -> PathBuf {
     let p = Path::new(jdk).join("bin/java");
     assert!(
         p.is_file(),
-        "JDK missing: {} (the tests need both JDK 17 and JDK 25)",
+        "JDK missing: {} (the tests need JDK 11, 17, 21 and 25; scripts/setup.sh installs 11 and 21)",
         p.display()
     );
     p
+}
+
+/// A short name of `jdk` for messages: "jdk11", "jdk17", ...
+pub fn jdk_name(jdk: &str) -> String {
+    let release = std::fs::read_to_string(Path::new(jdk).join("release")).unwrap_or_default();
+    let version = release
+        .lines()
+        .find_map(|l| l.strip_prefix("JAVA_VERSION="))
+        .map(|v| v.trim_matches('"').split('.').next().unwrap_or("").to_string())
+        .unwrap_or_default();
+    format!("jdk{version}")
 }
 
 pub fn jtrace() -> PathBuf {
@@ -63,7 +104,8 @@ fn rand_suffix() -> u64 {
     ts.tv_nsec as u64
 }
 
-/// The Java test programs of tests/java and the demo, compiled once for Java 17.
+/// The Java test programs of tests/java and the demo, compiled once for
+/// Java 11 (JDK 17's javac), so every JDK of [`JDKS`] runs them.
 pub fn classes() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -75,8 +117,9 @@ pub fn classes() -> PathBuf {
             .filter(|p| p.extension().is_some_and(|x| x == "java"))
             .collect();
         srcs.push(root.join("examples/demo/Demo.java"));
-        let javac = Path::new(JDKS[0]).join("bin/javac");
+        let javac = Path::new(JDK17).join("bin/javac");
         let st = Command::new(javac)
+            .args(["--release", "11", "-Xlint:-options", "-nowarn"])
             .arg("-d")
             .arg(&out)
             .args(&srcs)

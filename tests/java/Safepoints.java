@@ -1,6 +1,7 @@
 /** A worker computes while another thread forces safepoints (thread dumps). */
 public class Safepoints {
     static volatile long sink;
+    static volatile boolean dumped;
 
     static long compute(long n) {
         long h = 0;
@@ -19,12 +20,16 @@ public class Safepoints {
 
     public static void main(String[] args) throws Exception {
         int dumps = Integer.parseInt(args[0]);
+        // The worker computes until every dump is done (however long they
+        // take on a loaded machine), so it sees every safepoint.
         Thread w = new Thread(() -> {
-            long end = System.nanoTime() + 400_000_000L;
-            while (System.nanoTime() < end) sink += compute(2_000_000);
+            while (!dumped) sink += compute(2_000_000);
         }, "worker");
         w.start();
-        Thread d = new Thread(() -> dumps(dumps), "dumper");
+        Thread d = new Thread(() -> {
+            dumps(dumps);
+            dumped = true;
+        }, "dumper");
         d.start();
         d.join();
         w.join();

@@ -8,11 +8,14 @@
 //! | method | JDK | event |
 //! |---|---|---|
 //! | `jdk.internal.misc.Unsafe.park(ZJ)V` | 9 on (LockSupport.park*, so every j.u.c lock, condition, queue, future) | PARK, `arg` = time (ns, or deadline ms when absolute), class = the thread's park blocker |
-//! | `java.lang.Thread.sleep(J)V` (static native) | 17 tested (native up to 18) | SLEEP, `arg` = ms |
-//! | `java.lang.Thread.sleepNanos0(J)V` (static native) | 25 tested | SLEEP, `arg` = ms (rounded up from ns) |
+//! | `java.lang.Thread.sleep(J)V` (static native) | 11, 17 tested (native up to 18) | SLEEP, `arg` = ms |
+//! | `java.lang.Thread.sleep0(J)V` (static native) | 21 tested (19–20: ms, 21–22: ns) | SLEEP, `arg` = ms (rounded up from ns) |
+//! | `java.lang.Thread.sleepNanos0(J)V` (static native) | 25 tested (23 on) | SLEEP, `arg` = ms (rounded up from ns) |
 //!
-//! Other shapes of Thread.sleep's native (JDK 19–21 `sleep0`) are not
-//! wrapped: VMInit then records an AGENT_ERROR saying sleep is not recorded.
+//! Other shapes of Thread.sleep's native are not wrapped: VMInit then
+//! records an AGENT_ERROR naming the natives it looked for, and the report
+//! shows that sleep is not recorded (the time then gets the kernel's cause,
+//! never `sleep`).
 //!
 //! Neither is a JIT intrinsic: compiled callers go through the native
 //! wrapper, which calls whatever address the method is bound to.
@@ -64,6 +67,8 @@ enum What {
     Park,
     SleepMillis,
     SleepNanos,
+    /// `Thread.sleep0`: ms up to JDK 20, ns from 21 (JDK-8305092).
+    Sleep0,
 }
 
 /// One native method to wrap.
@@ -75,7 +80,7 @@ struct Target {
     what: What,
 }
 
-const TARGETS: [Target; 3] = [
+const TARGETS: [Target; 4] = [
     Target {
         class: c"jdk/internal/misc/Unsafe",
         name: c"park",
@@ -97,6 +102,13 @@ const TARGETS: [Target; 3] = [
         is_static: true,
         what: What::SleepNanos,
     },
+    Target {
+        class: c"java/lang/Thread",
+        name: c"sleep0",
+        sig: c"(J)V",
+        is_static: true,
+        what: What::Sleep0,
+    },
 ];
 
 impl Target {
@@ -112,7 +124,20 @@ impl Target {
 }
 
 /// The JVM's own implementation of each target (0 = not known).
-static ORIG: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+static ORIG: [AtomicUsize; TARGETS.len()] = [const { AtomicUsize::new(0) }; TARGETS.len()];
+
+/// `Thread.sleep0` takes nanoseconds (JDK 21 on) rather than milliseconds.
+static SLEEP0_NANOS: AtomicBool = AtomicBool::new(true);
+
+/// Learns the unit of `Thread.sleep0`'s argument from the JNI version of
+/// the JVM (`GetVersion`): JNI_VERSION_21 and later pass nanoseconds.
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv.
+unsafe fn learn_sleep0_unit(jni: *mut JNIEnv) {
+    let version = jni!(jni, GetVersion).unwrap_or(0);
+    SLEEP0_NANOS.store(version >= 0x0015_0000, Ordering::SeqCst);
+}
 
 /// jfieldID of `Thread.parkBlocker` (0 = unknown: no blocker class recorded).
 static PARK_BLOCKER: AtomicUsize = AtomicUsize::new(0);
@@ -125,6 +150,7 @@ fn wrapper(i: usize) -> *mut c_void {
         What::Park => park_wrapper as ParkFn as *mut c_void,
         What::SleepMillis => sleep_millis_wrapper as SleepFn as *mut c_void,
         What::SleepNanos => sleep_nanos_wrapper as SleepFn as *mut c_void,
+        What::Sleep0 => sleep0_wrapper as SleepFn as *mut c_void,
     }
 }
 
@@ -305,6 +331,7 @@ unsafe fn find_targets(
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
+    learn_sleep0_unit(jni);
     let found = find_targets(env, jni, park, sleep);
     // Targets bound in the primordial phase could not be named then: re-bind
     // them now (fallback; JDK 17 and 25 bind them in the start phase).
@@ -352,13 +379,15 @@ fn missing(found: &[usize], park: bool, sleep: bool, problems: &mut Vec<String>)
         problems.push("no native Unsafe.park(ZJ)V in this JVM: park events not recorded".into());
     }
     if sleep && !sleep_found {
-        problems
-            .push("no native Thread.sleep(J)V or Thread.sleepNanos0(J)V in this JVM: sleep events not recorded".into());
+        problems.push(
+            "no native Thread.sleep(J)V, Thread.sleep0(J)V or Thread.sleepNanos0(J)V in this JVM: sleep events not recorded"
+                .into(),
+        );
     }
 }
 
 /// Targets an attach re-bound to their wrappers (bound back at detach).
-static ATTACH_WRAPPED: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+static ATTACH_WRAPPED: [AtomicBool; TARGETS.len()] = [const { AtomicBool::new(false) }; TARGETS.len()];
 /// Targets `bind_waits0` could not re-bind, as bits.
 static REBIND_FAILED: AtomicUsize = AtomicUsize::new(0);
 
@@ -376,6 +405,7 @@ pub(crate) unsafe fn attach(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sl
     if jni.is_null() {
         return Err("park and sleep events are not recorded: no JNI environment at attach".into());
     }
+    learn_sleep0_unit(jni);
     let found = find_targets(env, jni, park, sleep);
     let Some(addrs) = vmstructs::NativeAddresses::new(jni) else {
         for &(_, _, cls) in &found {
@@ -591,4 +621,13 @@ unsafe extern "C" fn sleep_millis_wrapper(jni: *mut JNIEnv, cls: jclass, millis:
 
 unsafe extern "C" fn sleep_nanos_wrapper(jni: *mut JNIEnv, cls: jclass, nanos: jlong) {
     sleep_common(2, jni, cls, nanos, (nanos.max(0) as u64).div_ceil(1_000_000));
+}
+
+unsafe extern "C" fn sleep0_wrapper(jni: *mut JNIEnv, cls: jclass, arg: jlong) {
+    let arg_ms = if SLEEP0_NANOS.load(Ordering::Relaxed) {
+        (arg.max(0) as u64).div_ceil(1_000_000)
+    } else {
+        arg.max(0) as u64
+    };
+    sleep_common(3, jni, cls, arg, arg_ms);
 }

@@ -10,25 +10,46 @@ use std::sync::OnceLock;
 
 use jtrace_format::{FileHeader, Record, FILE_HEADER_LEN, JVM_MAGIC};
 
-/// The JDKs every test runs on: Debian's OpenJDK 17 and Temurin 25.
-pub const JVMS: [&str; 2] = [
-    "/usr/lib/jvm/java-17-openjdk-amd64",
+/// The JDKs every test runs on: Debian's OpenJDK 17 (first: its javac
+/// compiles the test programs), JDK 11 and 21 (the Temurin runtimes
+/// scripts/test-jdks.sh installs into target/jdks) and Temurin 25.
+pub const JVMS: [&str; 4] = [
+    JDK17,
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../target/jdks/11"),
+    JDK21,
     "/usr/lib/jvm/temurin-25-jdk-amd64",
 ];
 
+/// Debian's OpenJDK 17, the system's `java` and `javac`.
+pub const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+/// JDK 21, the first with virtual threads.
+pub const JDK21: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/jdks/21");
+
 /// The `java` launchers of [`JVMS`]; a missing JDK fails the test.
 pub fn jvms() -> Vec<PathBuf> {
-    JVMS.iter()
-        .map(|h| {
-            let j = Path::new(h).join("bin/java");
-            assert!(
-                j.is_file(),
-                "JDK missing: {} (the tests need JDK 17 and 25)",
-                j.display()
-            );
-            j
-        })
-        .collect()
+    JVMS.iter().map(|h| launcher(h)).collect()
+}
+
+/// The `java` launcher of the JDK at `home`; a missing JDK fails the test.
+pub fn launcher(home: &str) -> PathBuf {
+    let j = Path::new(home).join("bin/java");
+    assert!(
+        j.is_file(),
+        "JDK missing: {} (the tests need JDK 11, 17, 21 and 25; scripts/setup.sh installs 11 and 21)",
+        j.display()
+    );
+    j
+}
+
+/// The feature release of the JDK a `java` launcher belongs to (11, 17...).
+pub fn feature_version(java: &Path) -> u32 {
+    let home = java.parent().and_then(Path::parent).expect("<home>/bin/java");
+    let release = std::fs::read_to_string(home.join("release")).unwrap_or_default();
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("JAVA_VERSION="))
+        .and_then(|v| v.trim_matches('"').split('.').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no JAVA_VERSION in {}/release", home.display()))
 }
 
 /// Builds the agent cdylib in the profile of the running test binary (so a
@@ -72,9 +93,9 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
 }
 
 /// Compiles `sources` into `out` for Java `release` with the JDK 17 javac
-/// (so both JVMs can run the classes).
+/// (release 11 or lower: every JVM of [`JVMS`] runs the classes).
 pub fn compile(out: &Path, release: &str, sources: &[PathBuf]) {
-    let javac = Path::new(JVMS[0]).join("bin/javac");
+    let javac = Path::new(JDK17).join("bin/javac");
     let st = Command::new(javac)
         .args(["--release", release, "-Xlint:-options", "-nowarn", "-cp"])
         .arg(out)
@@ -92,7 +113,7 @@ pub fn program(cell: &'static OnceLock<PathBuf>, source: &str) -> &'static Path 
         let out = scratch_dir("classes");
         compile(
             &out,
-            "17",
+            "11",
             &[Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java").join(source)],
         );
         out
