@@ -32,11 +32,19 @@ public class WhyChain {
         if (args.length > 2) {
             delay = Long.parseLong(args[2]);
         }
+        // Classic switch: the test programs are compiled for Java 11.
         switch (args[0]) {
-            case "server" -> server(Path.of(args[1]));
-            case "client" -> client(Path.of(args[1]));
-            case "latch" -> latch();
-            default -> throw new IllegalArgumentException(args[0]);
+            case "server":
+                server(Path.of(args[1]));
+                break;
+            case "client":
+                client(Path.of(args[1]));
+                break;
+            case "latch":
+                latch();
+                break;
+            default:
+                throw new IllegalArgumentException(args[0]);
         }
     }
 
