@@ -4,6 +4,7 @@ use crate::cause::{Breakdown, Cause, OffCpu};
 use crate::event::{MethodIdx, ThreadInfo};
 use crate::jit::JitHistory;
 use crate::options::StreamOptions;
+use crate::percentile::WallDist;
 use crate::stream;
 use crate::trace::Trace;
 use crate::visitor::{Invocation, ThreadTotals, Visitor};
@@ -27,6 +28,8 @@ pub struct MethodStats {
     pub wall_max: u64,
     /// Σ wall², for the standard deviation.
     wall_sq: f64,
+    /// Every wall, for the percentiles (exact up to 256 calls, then within 0.8 %).
+    pub walls: WallDist,
     /// Calls whose JVM recorded JIT events (so whether the method had
     /// compiled code at entry is known), those that had, and their Σ wall.
     pub jit_known: u64,
@@ -53,6 +56,7 @@ impl MethodStats {
         self.calls += 1;
         self.total += inv.breakdown;
         self.wall_sq += (w as f64) * (w as f64);
+        self.walls.add(w);
     }
 
     /// Mean wall ns.
@@ -100,6 +104,12 @@ pub struct MethodJson {
     pub wall_mean_ns: u64,
     /// Stddev of wall.
     pub wall_stddev_ns: u64,
+    /// Median wall (nearest rank; exact up to 256 calls, then within 0.8 %).
+    pub wall_p50_ns: u64,
+    /// 90th percentile of wall (likewise).
+    pub wall_p90_ns: u64,
+    /// 99th percentile of wall (likewise).
+    pub wall_p99_ns: u64,
     /// Calls that began while the method had compiled code of its own
     /// (JIT); null when no JVM of these calls recorded JIT events.
     pub calls_compiled: Option<u64>,
@@ -297,6 +307,9 @@ fn method_json(trace: &Trace, m: MethodIdx, s: &MethodStats) -> MethodJson {
         wall_max_ns: s.wall_max,
         wall_mean_ns: s.wall_mean(),
         wall_stddev_ns: s.wall_stddev(),
+        wall_p50_ns: s.walls.percentile(50.0),
+        wall_p90_ns: s.walls.percentile(90.0),
+        wall_p99_ns: s.walls.percentile(99.0),
         calls_compiled: (s.jit_known > 0).then_some(s.compiled),
         wall_compiled_ns: (s.jit_known > 0).then_some(s.wall_compiled),
         first_compiled_ns: trace
@@ -461,6 +474,7 @@ fn merge_stats(into: &mut MethodStats, s: &MethodStats) {
     into.calls += s.calls;
     into.total += s.total;
     into.wall_sq += s.wall_sq;
+    into.walls.merge(&s.walls);
     into.jit_known += s.jit_known;
     into.compiled += s.compiled;
     into.wall_compiled += s.wall_compiled;
@@ -468,7 +482,40 @@ fn merge_stats(into: &mut MethodStats, s: &MethodStats) {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{glob_match, merge_stats, MethodStats};
+    use crate::cause::Breakdown;
+    use crate::visitor::Invocation;
+
+    /// Percentiles by nearest rank, also over the merge of per-thread stats.
+    #[test]
+    fn percentiles_per_thread_and_merged() {
+        let inv = |wall: u64| Invocation {
+            method: 0,
+            entry: 0,
+            exit: wall,
+            breakdown: Breakdown {
+                wall,
+                cpu: wall,
+                ..Default::default()
+            },
+            exception: false,
+            unfinished: false,
+            outermost: true,
+        };
+        let (mut a, mut b) = (MethodStats::default(), MethodStats::default());
+        for w in 1..=90 {
+            a.add(&inv(w * 10), None);
+        }
+        for w in 91..=100 {
+            b.add(&inv(w * 10), None);
+        }
+        assert_eq!(a.walls.percentile(50.0), 450);
+        let mut all = MethodStats::default();
+        merge_stats(&mut all, &a);
+        merge_stats(&mut all, &b);
+        let p = |q| all.walls.percentile(q);
+        assert_eq!((p(50.0), p(90.0), p(99.0), p(100.0)), (500, 900, 990, 1000));
+    }
 
     #[test]
     fn globs() {

@@ -163,17 +163,20 @@ pub fn render_report(r: &Report, top: usize) -> String {
         let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
         let _ = writeln!(
             s,
-            "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11}",
-            "method", "calls", "min", "max", "mean", "stddev"
+            "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            "method", "calls", "min", "p50", "p90", "p99", "max", "mean", "stddev"
         );
         for m in r.methods.iter().take(top) {
             let name = format!("{}.{}", m.class, m.name);
             let _ = writeln!(
                 s,
-                "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11}",
+                "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
                 truncate(&name, 44),
                 m.calls,
                 ms(m.wall_min_ns),
+                ms(m.wall_p50_ns),
+                ms(m.wall_p90_ns),
+                ms(m.wall_p99_ns),
                 ms(m.wall_max_ns),
                 ms(m.wall_mean_ns),
                 ms(m.wall_stddev_ns)

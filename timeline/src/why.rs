@@ -124,8 +124,12 @@ fn leaf_line(seg: &SegmentJson, ns: u64, count: usize) -> String {
     if count > 1 {
         let _ = write!(s, " ({count} segments)");
     }
-    if let Some(h) = &seg.cpu_holder {
-        let _ = write!(s, ", CPU held by {} [{}]", h.thread, h.tid);
+    match &seg.cpu_holder {
+        Some(h) if h.tid == 0 => s.push_str(", the CPU was idle"),
+        Some(h) => {
+            let _ = write!(s, ", CPU held by {} [{}]", h.thread, h.tid);
+        }
+        None => {}
     }
     if let Some(e) = &seg.evidence {
         let _ = write!(s, ", {e}");

@@ -104,9 +104,11 @@ pub struct Why {
 }
 
 impl Why {
-    /// A thread's name to show (its Java name, else its comm, else its tid).
+    /// A thread's name to show (its Java name, else its comm, else its
+    /// tid; `idle` for tid 0, the idle task).
     pub fn thread_name(&self, tid: u32) -> String {
         match self.trace.threads.get(&tid) {
+            _ if tid == 0 => "idle".into(),
             Some(t) if !t.display_name().is_empty() => t.display_name().to_string(),
             _ => format!("tid {tid}"),
         }
