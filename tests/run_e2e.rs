@@ -286,7 +286,24 @@ fn missing_command_is_a_clear_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not a jtrace trace directory"));
+    // Said as it is (issue 15): the path does not exist.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/nonexistent.jtrace does not exist"), "{err}");
+    for view in [
+        &["report"][..],
+        &["info"],
+        &["timeline", "-o", "/tmp/x.html"],
+        &["export", "--format", "chrome"],
+    ] {
+        let o = Command::new(jtrace())
+            .args(view)
+            .arg("/nonexistent.jtrace")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{view:?}: {err}");
+        assert!(err.contains("/nonexistent.jtrace does not exist"), "{view:?}: {err}");
+    }
 }
 
 /// Whether a traced method had compiled code when each call began, from the

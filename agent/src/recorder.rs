@@ -223,9 +223,16 @@ impl Recorder {
 
 impl Drop for Recorder {
     /// A recorder dropped without [`Recorder::finish`] (the agent gave up
-    /// before tracing) still leaves a closed, truncated stream.
+    /// before tracing) still leaves a finished stream: JVM_END, truncated,
+    /// complete (readers take a stream without JVM_END as cut short).
     fn drop(&mut self) {
-        self.out.close(true);
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid out-pointer; gettid has no preconditions.
+        let tid = unsafe {
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+            libc::syscall(libc::SYS_gettid) as u32
+        };
+        self.finish(tid, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
     }
 }
 

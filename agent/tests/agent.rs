@@ -431,9 +431,17 @@ fn malformed_config_runs_untraced() {
             .collect();
         assert_eq!(errors.len(), 2, "{j}: {:?}", r.records);
         assert!(want3.ends_with(errors[0]), "{j}: {errors:?}");
+        // Nothing traced: the errors, then the end record of a finished stream.
         assert!(
-            r.records.iter().all(|x| matches!(x.payload, Payload::AgentError(_))),
+            r.records
+                .iter()
+                .all(|x| matches!(x.payload, Payload::AgentError(_) | Payload::JvmEnd(_))),
             "{j}: traced anyway"
+        );
+        assert!(
+            matches!(r.records.last().map(|x| &x.payload), Some(Payload::JvmEnd(_))),
+            "{j}: {:?}",
+            r.records
         );
     }
 }

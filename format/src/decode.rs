@@ -2,9 +2,9 @@
 //! [`RawRecord`]s whose payloads stay undecoded.
 
 use crate::{
-    batch_events, kind, AllocSample, BatchEvents, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmStart,
-    LibCall, MethodBatch, MethodDef, MethodEvent, PageFault, Payload, ProbeDef, Record, SwitchIn, SwitchOut, Syscall,
-    TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
+    batch_events, kind, AllocSample, BatchEvents, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost,
+    JvmStart, LibCall, MethodBatch, MethodDef, MethodEvent, PageFault, Payload, ProbeDef, Record, SwitchIn, SwitchOut,
+    Syscall, TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
 };
 
 /// Why a stream could not be decoded further.
@@ -136,6 +136,11 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
         }),
         kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
         kind::AGENT_ERROR => Payload::AgentError(c.str()?),
+        kind::JVM_LOST => Payload::JvmLost(JvmLost {
+            events: c.u64()?,
+            reason: c.u32()?,
+            reserved: c.u32()?,
+        }),
         kind::SYSCALL => Payload::Syscall(Syscall::from_bytes(b)?),
         kind::PAGE_FAULT => Payload::PageFault(PageFault::from_bytes(b)?),
         kind::BLOCK_IO => Payload::BlockIo(BlockIo::from_bytes(b)?),
@@ -388,6 +393,11 @@ mod tests {
             }),
             Payload::JvmEnd(JvmEnd { lost_events: 3 }),
             Payload::AgentError("bad line 3".into()),
+            Payload::JvmLost(JvmLost {
+                events: 9,
+                reason: crate::LOST_STREAM_FULL,
+                reserved: 0,
+            }),
             Payload::Syscall(Syscall {
                 exit_ts: 99,
                 nr: 0,

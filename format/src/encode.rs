@@ -95,6 +95,11 @@ impl Encoder {
             }
             Payload::JvmEnd(p) => self.u64(p.lost_events),
             Payload::AgentError(s) => self.str(s),
+            Payload::JvmLost(p) => {
+                self.u64(p.events);
+                self.u32(p.reason);
+                self.u32(p.reserved);
+            }
             Payload::Syscall(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::PageFault(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::BlockIo(p) => self.buf.extend_from_slice(&p.to_bytes()),

@@ -86,6 +86,23 @@ pub struct MethodEvent {
     pub reserved: u32,
 }
 
+/// [`JvmLost::reason`]: the stream file could not grow (disk full, file
+/// size limit, or the agent's mapping of it exhausted).
+pub const LOST_STREAM_FULL: u32 = 1;
+
+/// JVM payload of [`kind::JVM_LOST`](crate::kind::JVM_LOST): what one
+/// thread lost. The thread's events are complete up to the header ts, and
+/// none are recorded from there on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmLost {
+    /// Events (records) of the thread not written.
+    pub events: u64,
+    /// Why: [`LOST_STREAM_FULL`].
+    pub reason: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
 /// JVM payload of [`kind::JVM_END`](crate::kind::JVM_END).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JvmEnd {

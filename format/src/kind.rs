@@ -98,3 +98,8 @@ pub const ALLOC_SAMPLE: u16 = 122;
 /// METHOD_ENTRY/METHOD_EXIT record per event: [`crate::Decoder`]'s
 /// iterator yields it expanded into those.
 pub const METHOD_BATCH: u16 = 123;
+/// JVM: events of the thread in the header that the agent could not write
+/// (its stream could not grow: disk full), the header ts being the first
+/// one's time; written once per thread at the end, into room the agent
+/// kept for it. Payload: [`crate::JvmLost`].
+pub const JVM_LOST: u16 = 150;

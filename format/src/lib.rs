@@ -45,7 +45,8 @@ pub use batch::{
 pub use decode::{DecodeError, Decoder, RawRecord};
 pub use encode::Encoder;
 pub use jvm::{
-    AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmStart, MethodDef, MethodEvent, ThreadStart, EXIT_BY_EXCEPTION,
+    AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmStart, MethodDef, MethodEvent, ThreadStart,
+    EXIT_BY_EXCEPTION, LOST_STREAM_FULL,
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, FilePath, Fork, LibCall, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,

@@ -1,8 +1,9 @@
 //! A decoded record: its header fields and the payload of its kind.
 
 use crate::{
-    kind, AllocSample, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmStart, LibCall, MethodBatch,
-    MethodDef, MethodEvent, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo, ThreadStart, Wakeup,
+    kind, AllocSample, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, LibCall,
+    MethodBatch, MethodDef, MethodEvent, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo, ThreadStart,
+    Wakeup,
 };
 
 /// A decoded record.
@@ -41,6 +42,8 @@ pub enum Payload {
     JvmEnd(JvmEnd),
     /// See [`kind::AGENT_ERROR`].
     AgentError(String),
+    /// See [`kind::JVM_LOST`].
+    JvmLost(JvmLost),
     /// See [`kind::SYSCALL`].
     Syscall(Syscall),
     /// See [`kind::PAGE_FAULT`].
@@ -94,6 +97,7 @@ pub(crate) fn payload_kind(p: &Payload) -> u16 {
         Payload::MethodBatch(_) => kind::METHOD_BATCH,
         Payload::JvmEnd(_) => kind::JVM_END,
         Payload::AgentError(_) => kind::AGENT_ERROR,
+        Payload::JvmLost(_) => kind::JVM_LOST,
         Payload::Syscall(_) => kind::SYSCALL,
         Payload::PageFault(_) => kind::PAGE_FAULT,
         Payload::BlockIo(_) => kind::BLOCK_IO,

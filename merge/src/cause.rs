@@ -135,8 +135,9 @@ impl serde::Serialize for OffCpu {
     }
 }
 
-/// Wall time split exactly into CPU and off-CPU causes, with switch counts.
-/// Invariant: `wall == cpu + off.total()`.
+/// Wall time split exactly into CPU, off-CPU causes and time no kernel
+/// data covers, with switch counts.
+/// Invariant: `wall == cpu + off.total() + not_covered`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Breakdown {
     /// Elapsed nanoseconds.
@@ -145,6 +146,10 @@ pub struct Breakdown {
     pub cpu: u64,
     /// Nanoseconds off CPU, by cause.
     pub off: OffCpu,
+    /// Nanoseconds after the kernel stream's coverage ended (jtrace killed,
+    /// disk full): whether the thread ran is not known, so this is neither
+    /// CPU nor a cause. 0 in a trace whose kernel stream is complete.
+    pub not_covered: u64,
     /// Voluntary switch-outs (the thread blocked).
     pub voluntary: u64,
     /// Involuntary switch-outs (the thread was preempted).
@@ -152,9 +157,9 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
-    /// True when `wall == cpu + Σ off`, the accounting invariant.
+    /// True when `wall == cpu + Σ off + not_covered`, the accounting invariant.
     pub fn is_exact(&self) -> bool {
-        self.wall == self.cpu + self.off.total()
+        self.wall == self.cpu + self.off.total() + self.not_covered
     }
 }
 
@@ -163,6 +168,7 @@ impl AddAssign for Breakdown {
         self.wall += o.wall;
         self.cpu += o.cpu;
         self.off += o.off;
+        self.not_covered += o.not_covered;
         self.voluntary += o.voluntary;
         self.involuntary += o.involuntary;
     }
@@ -175,6 +181,7 @@ impl Sub for Breakdown {
             wall: self.wall - o.wall,
             cpu: self.cpu - o.cpu,
             off: self.off - o.off,
+            not_covered: self.not_covered - o.not_covered,
             voluntary: self.voluntary - o.voluntary,
             involuntary: self.involuntary - o.involuntary,
         }

@@ -53,6 +53,15 @@ pub struct ThreadInfo {
     pub started_ts: Option<u64>,
     /// Thread exit seen (kernel exit or JVM thread end).
     pub exited_ts: Option<u64>,
+    /// The kernel stream covers this thread's time only up to here (it was
+    /// cut off: jtrace killed, disk full); `None`: to its end. Later time
+    /// is [not covered](crate::Breakdown::not_covered).
+    pub kernel_until: Option<u64>,
+    /// The JVM stream covers this thread only up to here (the JVM was
+    /// killed, or the agent could not write its events from here on):
+    /// invocations still open are closed here as unfinished, and no
+    /// JVM-level state explains later blocks. `None`: to its end.
+    pub jvm_until: Option<u64>,
 }
 
 impl ThreadInfo {
@@ -135,6 +144,19 @@ pub enum Event {
         /// Begin (true) or end (false).
         begin: bool,
     },
+}
+
+impl Event {
+    /// Whether the event comes from the kernel stream (scheduler, thread
+    /// life, syscalls, faults) rather than the JVM's (methods, JVM-level
+    /// states and windows; library calls, though kernel-recorded, are spans
+    /// like methods).
+    pub fn from_kernel(&self) -> bool {
+        !matches!(
+            self,
+            Event::Enter(_) | Event::Exit { .. } | Event::Block { .. } | Event::Window { .. }
+        )
+    }
 }
 
 /// A syscall with its arguments and result.

@@ -45,6 +45,22 @@ pub struct Meta {
     /// Switch-ins the kernel did not report and the recorder inferred.
     #[serde(default)]
     pub kernel_inferred_switch_ins: u64,
+    /// Whether the kernel recorder stopped cleanly with every record it
+    /// took from the ring buffer written; absent in traces of older jtrace
+    /// versions, and while recording: then `complete` says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_complete: Option<bool>,
+    /// Kernel records the recorder took from the ring buffer but could not
+    /// write to kernel.bin (disk full), by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_unwritten: BTreeMap<String, u64>,
+    /// The earliest time of a kernel record not written: the kernel stream
+    /// covers the recording up to here only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_covered_until_ns: Option<u64>,
+    /// Why kernel.bin could not be written to the end, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_write_error: Option<String>,
 }
 
 impl Meta {
@@ -109,8 +125,15 @@ impl Meta {
         Ok(())
     }
 
-    /// Total kernel records lost.
+    /// Total kernel records lost: not put into the ring buffer, or taken
+    /// from it and not written.
     pub fn kernel_lost_total(&self) -> u64 {
-        self.kernel_lost.values().sum()
+        self.kernel_lost.values().sum::<u64>() + self.kernel_unwritten.values().sum::<u64>()
+    }
+
+    /// Whether the kernel stream was written to its end (see
+    /// [`Meta::kernel_complete`]).
+    pub fn kernel_stream_complete(&self) -> bool {
+        self.kernel_complete.unwrap_or(self.complete)
     }
 }

@@ -92,6 +92,11 @@ pub struct MethodJson {
     pub cpu_ns: u64,
     /// Σ off-CPU by cause (non-zero only).
     pub off_cpu_ns: OffCpu,
+    /// Σ time after the kernel stream's coverage ended: neither CPU nor
+    /// off-CPU (`wall_ns == cpu_ns + Σ off_cpu_ns + not_covered_ns`);
+    /// absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_covered_ns: u64,
     /// Voluntary switches inside.
     pub voluntary_switches: u64,
     /// Involuntary switches inside.
@@ -137,6 +142,10 @@ pub struct ThreadJson {
     pub cpu_ns: u64,
     /// Off-CPU by cause.
     pub off_cpu_ns: OffCpu,
+    /// Time after the kernel stream's coverage ended (see
+    /// [`MethodJson::not_covered_ns`]); absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_covered_ns: u64,
     /// Voluntary switches.
     pub voluntary_switches: u64,
     /// Involuntary switches.
@@ -173,6 +182,10 @@ pub struct TraceJson {
     pub lost_events: LostJson,
     /// Recording finished cleanly.
     pub complete: bool,
+    /// When the kernel stream ended before the recording did: where its
+    /// coverage ends, in ns after the start (later time is `not_covered_ns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_covered_ns: Option<u64>,
     /// Streams cut off inside a record, agent errors.
     pub problems: Vec<String>,
 }
@@ -207,6 +220,10 @@ pub struct AllocJson {
     pub samples: u64,
     /// Σ size of the sampled objects.
     pub sampled_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Filters applied while building a report (JPMT's offline filtering).
@@ -301,6 +318,7 @@ fn method_json(trace: &Trace, m: MethodIdx, s: &MethodStats) -> MethodJson {
         wall_ns: s.total.wall,
         cpu_ns: s.total.cpu,
         off_cpu_ns: s.total.off,
+        not_covered_ns: s.total.not_covered,
         voluntary_switches: s.total.voluntary,
         involuntary_switches: s.total.involuntary,
         wall_min_ns: s.wall_min,
@@ -395,6 +413,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             wall_ns: b.wall,
             cpu_ns: b.cpu,
             off_cpu_ns: b.off,
+            not_covered_ns: b.not_covered,
             voluntary_switches: b.voluntary,
             involuntary_switches: b.involuntary,
             anomalies: totals.anomalies,
@@ -418,14 +437,18 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         trace: TraceJson {
             path: trace.dir.display().to_string(),
             start_realtime_ns: meta.start_realtime_ns,
-            duration_ns: meta.end_monotonic_ns.saturating_sub(meta.start_monotonic_ns),
-            pid: meta.pid,
+            duration_ns: trace.duration_ns(),
+            pid: trace.pid(),
             command: meta.command.join(" "),
             lost_events: LostJson {
                 kernel: trace.losses.kernel,
                 jvm: trace.losses.jvm,
             },
             complete: meta.complete,
+            kernel_covered_ns: trace
+                .losses
+                .kernel_covered_until
+                .map(|t| t.saturating_sub(meta.start_monotonic_ns)),
             problems,
         },
         threads,

@@ -68,7 +68,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     let mut r = TraceReader::begin(dir)?;
     r.sorter = Some(Box::new(Sorter::new(opts)));
     let kpath = dir.join(fmt::KERNEL_FILE);
-    if kpath.exists() {
+    if r.readable_stream(&kpath, true) {
         let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;
         r.sorter.as_mut().expect("set above").begin_stream();
         r.read_kernel(&kpath, &mut recs);
@@ -77,6 +77,9 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         }
     }
     for p in jvm_files(dir)? {
+        if !r.readable_stream(&p, false) {
+            continue;
+        }
         let (header, mut recs) = RecordReader::open(&p, fmt::JVM_MAGIC)?;
         r.sorter.as_mut().expect("set above").begin_stream();
         r.read_jvm(&p, &header, &mut recs);
@@ -84,6 +87,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
             anyhow::bail!("cannot read {}: {e}", p.display());
         }
     }
+    let kernel_until = r.kernel_coverage(&kpath);
     let sorter = r.sorter.take().expect("set above");
     let (mut events, span) = SortedEvents::new(sorter.finish()?);
     for (pid, mut wins) in std::mem::take(&mut r.windows) {
@@ -100,6 +104,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         th.first_ts = first;
         th.last_ts = last;
     }
+    r.trace.set_kernel_coverage(kernel_until);
     Ok((r.trace, events))
 }
 

@@ -14,8 +14,13 @@ pub struct Losses {
     pub kernel: u64,
     /// JVM events the agents reported lost.
     pub jvm: u64,
-    /// Streams that ended inside a record (writer cut off): path and message.
+    /// Problems with the streams, one message each (starting with the
+    /// stream's path): a stream cut off inside a record, too short to
+    /// read, ended early, or whose writer could not write everything.
     pub truncated: Vec<String>,
+    /// Where the kernel stream's coverage ends when it ends before the
+    /// recording did (see [`ThreadInfo::kernel_until`](crate::ThreadInfo::kernel_until)).
+    pub kernel_covered_until: Option<u64>,
     /// Agent-reported problems (bad config lines, internal errors).
     pub agent_errors: Vec<String>,
 }
@@ -54,6 +59,29 @@ pub struct Trace {
     pub jit: JitHistory,
     /// Sampled allocations (ALLOC_SAMPLE) by thread, class and site.
     pub allocations: BTreeMap<AllocSite, AllocCount>,
+}
+
+impl Trace {
+    /// How long the recording ran: from meta.json, or, when the recording
+    /// was cut off before it could say, up to the last event read.
+    pub fn duration_ns(&self) -> u64 {
+        let m = &self.meta;
+        let end = if m.end_monotonic_ns > 0 {
+            m.end_monotonic_ns
+        } else {
+            self.threads.values().map(|t| t.last_ts).max().unwrap_or(0)
+        };
+        end.saturating_sub(m.start_monotonic_ns)
+    }
+
+    /// The traced process: from meta.json, or, when the recording was cut
+    /// off before it could say, the JVM's if there is one.
+    pub fn pid(&self) -> u32 {
+        match (self.meta.pid, self.jvm_pids.as_slice()) {
+            (0, [only]) => *only,
+            (pid, _) => pid,
+        }
+    }
 }
 
 /// Where sampled allocations happened: thread, allocated class, allocating

@@ -89,6 +89,7 @@ struct Frame {
 struct Breakdown0 {
     wall: u64,
     cpu: u64,
+    not_covered: u64,
     voluntary: u64,
     involuntary: u64,
 }
@@ -133,6 +134,15 @@ pub struct ThreadWalk<'a> {
     open_count: TidMap<u32>,
     ctx: Context,
     offs: OffSnapshots,
+    /// Where the kernel or the JVM stream stops covering the thread, not
+    /// yet passed: see [`ThreadWalk::cross_coverage_ends`].
+    kernel_until: Option<u64>,
+    jvm_until: Option<u64>,
+    /// The earlier of the two (u64::MAX when none): one compare per event.
+    next_end: u64,
+    /// Past the kernel stream's coverage: time is not covered, kernel
+    /// events (a few written after the first one lost) are ignored.
+    uncovered: bool,
 }
 
 impl<'a> ThreadWalk<'a> {
@@ -150,6 +160,10 @@ impl<'a> ThreadWalk<'a> {
             open_count: Default::default(),
             ctx: Context::default(),
             offs: OffSnapshots::default(),
+            kernel_until: thread.kernel_until,
+            jvm_until: thread.jvm_until,
+            next_end: earliest(thread.kernel_until, thread.jvm_until),
+            uncovered: false,
         }
     }
 
@@ -163,22 +177,13 @@ impl<'a> ThreadWalk<'a> {
     /// cause of blocks inside it); it is ignored for other events.
     pub fn event(&mut self, e: &Timed, syscall: Option<&SyscallInfo>, v: &mut dyn Visitor) {
         let thread = self.thread;
-        let last = self.last.unwrap_or(e.ts);
-        // Attribute [last, e.ts) to the state the thread was in. The context
-        // only changes at events, so one cause covers the whole segment.
-        let d = e.ts - last;
-        let acc = &mut self.acc;
-        acc.wall += d;
-        match self.state {
-            CpuState::On => acc.cpu += d,
-            CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
-            CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
-            CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
+        if e.ts > self.next_end {
+            self.cross_coverage_ends(e.ts, v);
         }
-        if !matches!(self.state, CpuState::On) {
-            self.offs.version += 1;
+        self.attribute(e.ts);
+        if self.uncovered && e.event.from_kernel() {
+            return;
         }
-        self.last = Some(e.ts);
         // `self.acc` is read where needed, not copied per event (a
         // Breakdown is ~150 bytes; most events do not need it).
         let (stack, totals, ctx) = (&mut self.stack, &mut self.totals, &mut self.ctx);
@@ -307,6 +312,7 @@ impl<'a> ThreadWalk<'a> {
                     at_entry: Breakdown0 {
                         wall: acc.wall,
                         cpu: acc.cpu,
+                        not_covered: acc.not_covered,
                         voluntary: acc.voluntary,
                         involuntary: acc.involuntary,
                     },
@@ -354,6 +360,99 @@ impl<'a> ThreadWalk<'a> {
         }
     }
 
+    /// Attributes `[last event, to)` to the state the thread was in. The
+    /// context only changes at events, so one cause covers the whole segment.
+    #[inline]
+    fn attribute(&mut self, to: u64) {
+        let last = self.last.unwrap_or(to);
+        let d = to - last;
+        let acc = &mut self.acc;
+        acc.wall += d;
+        if self.uncovered {
+            acc.not_covered += d;
+        } else {
+            match self.state {
+                CpuState::On => acc.cpu += d,
+                CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
+                CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
+                CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
+            }
+            if !matches!(self.state, CpuState::On) {
+                self.offs.version += 1;
+            }
+        }
+        self.last = Some(to);
+    }
+
+    /// Passes the coverage ends before `ts`, in time order (docs/REPORT.md,
+    /// "Coverage"). At the kernel's: an off-CPU interval in progress is
+    /// reported as ending there, and from there on time is not covered. At
+    /// the JVM's: the open invocations are closed there as unfinished (their
+    /// exits were not recorded), and the JVM-level states and windows that
+    /// were open explain nothing later.
+    fn cross_coverage_ends(&mut self, ts: u64, v: &mut dyn Visitor) {
+        while self.next_end < ts {
+            let at = self.next_end.max(self.last.unwrap_or(self.next_end));
+            self.attribute(at);
+            if self.kernel_until == Some(self.next_end) {
+                self.kernel_until = None;
+                self.end_kernel_coverage(at, v);
+            } else {
+                self.jvm_until = None;
+                self.end_jvm_coverage(at, v);
+            }
+            self.next_end = earliest(self.kernel_until, self.jvm_until);
+        }
+    }
+
+    fn end_kernel_coverage(&mut self, at: u64, v: &mut dyn Visitor) {
+        if let CpuState::Off {
+            since,
+            preempted,
+            prev_state,
+            wake,
+            at_out,
+            evidence,
+        } = self.state
+        {
+            if since < at {
+                let iv = OffCpuInterval {
+                    start: since,
+                    end: at,
+                    preempted,
+                    prev_state,
+                    wake,
+                    split: self.acc - at_out,
+                    evidence,
+                };
+                v.off_cpu(self.thread, self.stack.len(), &iv);
+            }
+        }
+        self.state = CpuState::On;
+        self.ctx.syscall = None;
+        self.ctx.fault = false;
+        self.uncovered = true;
+    }
+
+    fn end_jvm_coverage(&mut self, at: u64, v: &mut dyn Visitor) {
+        while let Some(f) = self.stack.pop() {
+            close(
+                self.thread,
+                f,
+                at,
+                &self.acc,
+                false,
+                true,
+                &mut self.open_count,
+                &self.stack,
+                &mut self.offs,
+                v,
+            );
+        }
+        self.ctx.jvm.clear();
+        self.ctx.gc = 0;
+    }
+
     /// Closes the frames still open at the thread's last event (as
     /// unfinished) and reports [`Visitor::thread_end`].
     pub fn finish(mut self, v: &mut dyn Visitor) -> ThreadTotals {
@@ -377,6 +476,11 @@ impl<'a> ThreadWalk<'a> {
         v.thread_end(self.thread, &self.totals);
         self.totals
     }
+}
+
+/// The earlier of two coverage ends, u64::MAX for none.
+fn earliest(a: Option<u64>, b: Option<u64>) -> u64 {
+    a.unwrap_or(u64::MAX).min(b.unwrap_or(u64::MAX))
 }
 
 /// Walks one thread's events (already sorted by time) and drives `v`.
@@ -422,6 +526,7 @@ fn close(
             wall: acc.wall - at.wall,
             cpu: acc.cpu - at.cpu,
             off: acc.off - off,
+            not_covered: acc.not_covered - at.not_covered,
             voluntary: acc.voluntary - at.voluntary,
             involuntary: acc.involuntary - at.involuntary,
         },
@@ -696,6 +801,117 @@ mod tests {
         );
         assert_eq!(c.ivs[1].evidence, Evidence::Syscall(sock));
         assert_eq!(c.ivs[3].evidence, Evidence::PageFault);
+    }
+
+    /// Past the kernel stream's coverage end, time is neither CPU nor a
+    /// cause: an invocation spanning it keeps its wall, split into what the
+    /// kernel saw and `not_covered`; the off-CPU interval in progress ends
+    /// there; kernel records written after it are ignored.
+    #[test]
+    fn time_past_the_kernel_coverage_is_not_covered() {
+        let th = ThreadInfo {
+            tid: 1,
+            kernel_until: Some(200),
+            ..Default::default()
+        };
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            ev(100, out(false)),
+            // Written after the first record the recorder lost: ignored.
+            ev(250, IN),
+            ev(300, Event::Enter(1)),
+            ev(
+                400,
+                Event::Exit {
+                    method: 1,
+                    exception: false,
+                },
+            ),
+            ev(
+                500,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        let (inner, outer) = (c.invs[0].breakdown, c.invs[1].breakdown);
+        assert_eq!(
+            (inner.wall, inner.cpu, inner.off.total(), inner.not_covered),
+            (100, 0, 0, 100)
+        );
+        assert_eq!((outer.wall, outer.cpu, outer.not_covered), (500, 100, 300));
+        assert_eq!(outer.off.get(Cause::Unknown), 100);
+        assert!(inner.is_exact() && outer.is_exact());
+        assert_eq!(c.ivs.len(), 1);
+        assert_eq!((c.ivs[0].start, c.ivs[0].end), (100, 200));
+        assert_eq!(c.ivs[0].split.off.get(Cause::Unknown), 100);
+        let t = c.totals.unwrap();
+        assert_eq!((t.breakdown.wall, t.breakdown.not_covered, t.anomalies), (500, 300, 0));
+        assert!(t.breakdown.is_exact());
+    }
+
+    /// A thread first seen after the kernel coverage end is not covered at all.
+    #[test]
+    fn a_thread_after_the_kernel_coverage_is_all_not_covered() {
+        let th = ThreadInfo {
+            tid: 1,
+            kernel_until: Some(50),
+            ..Default::default()
+        };
+        let evs = vec![
+            ev(100, Event::Enter(0)),
+            ev(
+                160,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        let b = c.invs[0].breakdown;
+        assert_eq!((b.wall, b.cpu, b.not_covered), (60, 0, 60));
+    }
+
+    /// Where the JVM stream stops covering a thread, its open invocations
+    /// end unfinished, and a JVM-level state open then (here a park)
+    /// explains nothing later: the rest of the block has no cause.
+    #[test]
+    fn the_jvm_coverage_end_closes_invocations_and_forgets_jvm_states() {
+        let th = ThreadInfo {
+            tid: 1,
+            jvm_until: Some(50),
+            ..Default::default()
+        };
+        let park = |begin| Event::Block {
+            cause: Cause::Park,
+            begin,
+            detail: 0,
+        };
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            ev(5, Event::Enter(1)),
+            ev(10, park(true)),
+            ev(20, out(false)),
+            ev(90, wake()),
+            ev(100, IN),
+            ev(120, out(false)),
+            ev(130, IN),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        assert_eq!(c.invs.len(), 2);
+        assert!(c.invs.iter().all(|i| i.unfinished && i.exit == 50));
+        let outer = c.invs[1].breakdown;
+        assert_eq!((outer.wall, outer.cpu, outer.off.get(Cause::Park)), (50, 20, 30));
+        assert_eq!(c.ivs[0].split.off.get(Cause::Park), 30);
+        assert_eq!(c.ivs[0].split.off.get(Cause::Unknown), 40);
+        assert_eq!(c.ivs[1].split.off.get(Cause::Unknown), 10);
+        assert_eq!(c.totals.unwrap().anomalies, 0);
     }
 
     #[test]

@@ -140,12 +140,15 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         for s in &t.spans {
             let m = &trace.methods[s.inv.method as usize];
             let b = &s.inv.breakdown;
-            let args = json!({
+            let mut args = json!({
                 "signature": m.signature, "wall_ns": b.wall, "cpu_ns": b.cpu, "off_cpu_ns": off_args(&b.off),
                 "voluntary_switches": b.voluntary, "involuntary_switches": b.involuntary,
                 "exception": s.inv.exception, "unfinished": s.inv.unfinished, "outermost": s.inv.outermost,
                 "depth": s.depth,
             });
+            if b.not_covered > 0 {
+                args["not_covered_ns"] = json!(b.not_covered);
+            }
             emit(
                 &mut out,
                 format!(
@@ -212,13 +215,27 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 }
             }
         }
-        if t.info.last_ts > run_from {
+        // Running up to the thread's last event, or up to where kernel data
+        // ends: from there on it is not known whether the thread ran.
+        let covered = t.info.kernel_until.map_or(t.info.last_ts, |k| k.min(t.info.last_ts));
+        if covered > run_from {
             emit(
                 &mut out,
                 format!(
                     "{{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"running\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{}}}",
                     rel(run_from),
-                    us_num(t.info.last_ts - run_from)
+                    us_num(covered - run_from)
+                ),
+            )?;
+        }
+        let uncovered_from = covered.max(t.info.first_ts);
+        if t.info.last_ts > uncovered_from {
+            emit(
+                &mut out,
+                format!(
+                    "{{\"ph\":\"X\",\"cat\":\"coverage\",\"name\":\"not covered\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{},\"args\":{{\"why\":\"no kernel data: the kernel stream ended early\"}}}}",
+                    rel(uncovered_from),
+                    us_num(t.info.last_ts - uncovered_from)
                 ),
             )?;
         }

@@ -167,6 +167,9 @@ struct ThreadJson {
     daemon: bool,
     first: u64,
     last: u64,
+    /// From here to `last`, no kernel data covers the thread (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ucov: Option<u64>,
     wall: u64,
     cpu: u64,
     off: Vec<u64>,
@@ -262,6 +265,9 @@ fn thread_json(
         daemon: t.info.daemon,
         first: rel(t.info.first_ts),
         last: rel(t.info.last_ts),
+        ucov: (t.info.kernel_until)
+            .filter(|&k| k < t.info.last_ts)
+            .map(|k| rel(k.max(t.info.first_ts))),
         wall: b.wall,
         cpu: b.cpu,
         off: b.off.0.to_vec(),

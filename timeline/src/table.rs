@@ -73,6 +73,52 @@ fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
     }
 }
 
+/// A text table: columns at least as wide as asked, wider where a cell
+/// needs it (a number never loses digits), separated by one space.
+struct Table {
+    /// Per column: minimum width, left-aligned.
+    cols: Vec<(usize, bool)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(cols: Vec<(usize, bool)>) -> Table {
+        Table { cols, rows: Vec::new() }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.cols.len());
+        self.rows.push(cells);
+    }
+
+    fn write(&self, s: &mut String) {
+        let widths: Vec<usize> = (self.cols.iter().enumerate())
+            .map(|(i, &(min, _))| (self.rows.iter()).map(|r| r[i].chars().count()).fold(min, usize::max))
+            .collect();
+        for r in &self.rows {
+            let line: Vec<String> = (r.iter().zip(&self.cols).zip(&widths))
+                .map(|((cell, &(_, left)), &w)| {
+                    if left {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect();
+            let _ = writeln!(s, "{}", line.join(" "));
+        }
+    }
+}
+
+/// The `not covered` column's cell: ms, or `-`.
+fn not_covered_cell(ns: u64) -> String {
+    if ns == 0 {
+        "-".into()
+    } else {
+        ms(ns)
+    }
+}
+
 fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool) {
     let mut rows: Vec<&MethodJson> = methods.iter().collect();
     if by_off {
@@ -80,38 +126,42 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool
     }
     rows.truncate(top);
     let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
-    let _ = write!(
-        s,
-        "{:<44} {:>7} {:>11} {:>11} {:>11}",
-        "method", "calls", "wall ms", "cpu ms", "off ms"
-    );
-    for c in &cols {
-        let _ = write!(s, " {:>15}", c.name());
-    }
-    let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
+    let uncovered = rows.iter().any(|m| m.not_covered_ns > 0);
+    let mut widths = vec![(44, true), (7, false), (11, false), (11, false), (11, false)];
+    widths.extend(cols.iter().map(|_| (15, false)));
+    widths.extend(uncovered.then_some((11, false)));
+    widths.extend([(9, false), (9, false)]);
+    let mut t = Table::new(widths);
+    let mut head: Vec<String> = ["method", "calls", "wall ms", "cpu ms", "off ms"]
+        .map(String::from)
+        .into();
+    head.extend(cols.iter().map(|c| c.name().to_string()));
+    head.extend(uncovered.then(|| "not covered".to_string()));
+    head.extend(["vol sw".to_string(), "invol sw".to_string()]);
+    t.row(head);
     for m in rows {
         let off = m.off_cpu_ns.total();
         let name = format!("{}.{}", m.class, m.name);
-        let _ = write!(
-            s,
-            "{:<44} {:>7} {:>11} {:>11} {:>11}",
+        let mut r = vec![
             truncate(&name, 44),
-            m.calls,
+            m.calls.to_string(),
             ms(m.wall_ns),
             ms(m.cpu_ns),
-            ms(off)
-        );
+            ms(off),
+        ];
         for c in &cols {
             let v = m.off_cpu_ns.get(*c);
-            let cell = if v == 0 {
+            r.push(if v == 0 {
                 "-".to_string()
             } else {
                 format!("{} {}", ms(v), pct(v, off))
-            };
-            let _ = write!(s, " {:>15}", truncate(&cell, 15));
+            });
         }
-        let _ = writeln!(s, " {:>9} {:>9}", m.voluntary_switches, m.involuntary_switches);
+        r.extend(uncovered.then(|| not_covered_cell(m.not_covered_ns)));
+        r.extend([m.voluntary_switches.to_string(), m.involuntary_switches.to_string()]);
+        t.row(r);
     }
+    t.write(s);
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -151,6 +201,14 @@ pub fn render_report(r: &Report, top: usize) -> String {
     for p in &t.problems {
         let _ = writeln!(s, "WARNING: {p}");
     }
+    if let Some(k) = t.kernel_covered_ns {
+        let _ = writeln!(
+            s,
+            "NOTE: kernel data ends at +{} ms: later time is in the `not covered` column, neither CPU nor a cause \
+             (wall = cpu + off + not covered)",
+            ms(k)
+        );
+    }
 
     let _ = writeln!(
         s,
@@ -161,41 +219,53 @@ pub fn render_report(r: &Report, top: usize) -> String {
     } else {
         method_table(&mut s, &r.methods, top, true);
         let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
-        let _ = writeln!(
-            s,
-            "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
-            "method", "calls", "min", "p50", "p90", "p99", "max", "mean", "stddev"
+        let mut t = Table::new(vec![
+            (44, true),
+            (7, false),
+            (11, false),
+            (11, false),
+            (11, false),
+            (11, false),
+            (11, false),
+            (11, false),
+            (11, false),
+        ]);
+        t.row(
+            ["method", "calls", "min", "p50", "p90", "p99", "max", "mean", "stddev"]
+                .map(String::from)
+                .into(),
         );
         for m in r.methods.iter().take(top) {
             let name = format!("{}.{}", m.class, m.name);
-            let _ = writeln!(
-                s,
-                "{:<44} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            t.row(vec![
                 truncate(&name, 44),
-                m.calls,
+                m.calls.to_string(),
                 ms(m.wall_min_ns),
                 ms(m.wall_p50_ns),
                 ms(m.wall_p90_ns),
                 ms(m.wall_p99_ns),
                 ms(m.wall_max_ns),
                 ms(m.wall_mean_ns),
-                ms(m.wall_stddev_ns)
-            );
+                ms(m.wall_stddev_ns),
+            ]);
         }
+        t.write(&mut s);
         jit_table(&mut s, &r.methods, top);
     }
 
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
     let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
-    let _ = write!(
-        s,
-        "{:>8} {:<28} {:>11} {:>11} {:>11}",
-        "tid", "name", "wall ms", "cpu ms", "off ms"
-    );
-    for c in &cols {
-        let _ = write!(s, " {:>15}", c.name());
-    }
-    let _ = writeln!(s, " {:>9} {:>9}", "vol sw", "invol sw");
+    let uncovered = r.threads.iter().any(|t| t.not_covered_ns > 0);
+    let mut widths = vec![(8, false), (28, true), (11, false), (11, false), (11, false)];
+    widths.extend(cols.iter().map(|_| (15, false)));
+    widths.extend(uncovered.then_some((11, false)));
+    widths.extend([(9, false), (9, false)]);
+    let mut table = Table::new(widths);
+    let mut head: Vec<String> = ["tid", "name", "wall ms", "cpu ms", "off ms"].map(String::from).into();
+    head.extend(cols.iter().map(|c| c.name().to_string()));
+    head.extend(uncovered.then(|| "not covered".to_string()));
+    head.extend(["vol sw".to_string(), "invol sw".to_string()]);
+    table.row(head);
     for th in &r.threads {
         let off = th.off_cpu_ns.total();
         let name = if th.java {
@@ -203,21 +273,22 @@ pub fn render_report(r: &Report, top: usize) -> String {
         } else {
             format!("[{}]", th.name)
         };
-        let _ = write!(
-            s,
-            "{:>8} {:<28} {:>11} {:>11} {:>11}",
-            th.tid,
+        let mut row = vec![
+            th.tid.to_string(),
             truncate(&name, 28),
             ms(th.wall_ns),
             ms(th.cpu_ns),
-            ms(off)
-        );
+            ms(off),
+        ];
         for c in &cols {
             let v = th.off_cpu_ns.get(*c);
-            let _ = write!(s, " {:>15}", if v == 0 { "-".to_string() } else { ms(v) });
+            row.push(if v == 0 { "-".to_string() } else { ms(v) });
         }
-        let _ = writeln!(s, " {:>9} {:>9}", th.voluntary_switches, th.involuntary_switches);
+        row.extend(uncovered.then(|| not_covered_cell(th.not_covered_ns)));
+        row.extend([th.voluntary_switches.to_string(), th.involuntary_switches.to_string()]);
+        table.row(row);
     }
+    table.write(&mut s);
     let _ = writeln!(
         s,
         "([name] = thread not known to the JVM agent: native or outside the JVM)"

@@ -41,6 +41,15 @@ pub fn causes(b: &Breakdown) -> String {
         .join(", ")
 }
 
+/// `, not covered N ms` when part of `b` had no kernel data, else "".
+fn not_covered(b: &Breakdown) -> String {
+    if b.not_covered == 0 {
+        String::new()
+    } else {
+        format!(", not covered {} ms (no kernel data)", ms(b.not_covered))
+    }
+}
+
 /// Kernel task state letter of a prev_state value, as `ps` shows it.
 fn state_letter(prev_state: u32) -> &'static str {
     match prev_state & 0xff {
@@ -224,6 +233,9 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         if b.off.total() > 0 {
             let _ = write!(text, "  off {} µs ({})", us(b.off.total()), causes(b));
         }
+        if b.not_covered > 0 {
+            let _ = write!(text, "  not covered {} µs (no kernel data)", us(b.not_covered));
+        }
         if b.voluntary + b.involuntary > 0 {
             let _ = write!(text, "  switches {} vol / {} invol", b.voluntary, b.involuntary);
         }
@@ -288,12 +300,13 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             let b = &totals.breakdown;
             let r = writeln!(
                 self.out,
-                "-- thread \"{}\" tid {}: wall {} ms, CPU {} ms, off {} ms, switches {} vol / {} invol",
+                "-- thread \"{}\" tid {}: wall {} ms, CPU {} ms, off {} ms{}, switches {} vol / {} invol",
                 t.display_name(),
                 t.tid,
                 ms(b.wall),
                 ms(b.cpu),
                 ms(b.off.total()),
+                not_covered(b),
                 b.voluntary,
                 b.involuntary
             );
@@ -305,11 +318,12 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         let b = &totals.breakdown;
         let _ = writeln!(
             self.thread_buf,
-            "   thread total: wall {} ms, CPU {} ms, off {} ms ({}), switches {} vol / {} invol{}",
+            "   thread total: wall {} ms, CPU {} ms, off {} ms ({}){}, switches {} vol / {} invol{}",
             ms(b.wall),
             ms(b.cpu),
             ms(b.off.total()),
             causes(b),
+            not_covered(b),
             b.voluntary,
             b.involuntary,
             if totals.anomalies > 0 {

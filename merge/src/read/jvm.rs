@@ -13,8 +13,11 @@ use std::path::Path;
 
 impl TraceReader {
     /// Reads the records of the JVM stream at `path`; a stream the agent did
-    /// not finish (a killed JVM) is read up to its last whole record, and
-    /// the trace's losses say so.
+    /// not finish (a killed JVM, no JVM_END) is read up to its last whole
+    /// record, and the trace's losses say so. Where the stream stops
+    /// covering a thread (it was not finished, or the agent could not write
+    /// the thread's later events) becomes the thread's
+    /// [`jvm_until`](crate::ThreadInfo::jvm_until).
     pub(crate) fn read_jvm(&mut self, path: &Path, header: &FileHeader, mut records: impl RawRecords) {
         // Method ids are only unique within one JVM.
         let mut ids: TidMap<MethodIdx, u64> = Default::default();
@@ -24,8 +27,15 @@ impl TraceReader {
         }
         let mut jvm_pid = None;
         // A stream the agent did not close (JVM killed) ends in zero fill,
-        // where the decoder stops: say so, the rest is a valid prefix.
-        let mut finished = header.flags & fmt::STREAM_COMPLETE != 0;
+        // where the decoder stops: say so, the rest is a valid prefix. Only
+        // JVM_END says the agent finished: a stream flagged complete but cut
+        // at a record boundary has lost its tail.
+        let mut finished = false;
+        // A record that could not be decoded ended the reading.
+        let mut cut = false;
+        let mut max_ts = 0u64;
+        // JVM_LOST: threads, the events they lost and the earliest time.
+        let mut lost: (u64, u64, Option<u64>) = (0, 0, None);
         // Method events whose id had no definition: count, first id.
         let mut undefined: (u64, Option<u64>) = (0, None);
         // JIT records name methods by raw id, possibly before their
@@ -38,11 +48,12 @@ impl TraceReader {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    finished = true;
+                    cut = true;
                     break;
                 }
             };
             let (tid, ts) = (raw.tid, raw.ts);
+            max_ts = max_ts.max(ts);
             // Fast paths: method entry/exit and the blocking states straight
             // from the bytes (the class name is looked up, not allocated).
             match raw.kind {
@@ -68,6 +79,7 @@ impl TraceReader {
                     if let Some(events) = fmt::batch_events(ts, raw.payload) {
                         self.trace.jvm_records += events.len() as u64;
                         for e in events {
+                            max_ts = max_ts.max(e.ts);
                             let Some(&method) = ids.get(&(e.method as u64)) else {
                                 undefined.0 += 1;
                                 undefined.1.get_or_insert(e.method as u64);
@@ -111,7 +123,7 @@ impl TraceReader {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    finished = true;
+                    cut = true;
                     break;
                 }
             };
@@ -171,6 +183,13 @@ impl TraceReader {
                     finished = true;
                 }
                 Payload::AgentError(s) => self.trace.losses.agent_errors.push(s),
+                Payload::JvmLost(l) => {
+                    let th = self.thread(tid);
+                    th.jvm_until = Some(th.jvm_until.map_or(ts, |u| u.min(ts)));
+                    lost.0 += 1;
+                    lost.1 += l.events;
+                    lost.2 = Some(lost.2.map_or(ts, |u| u.min(ts)));
+                }
                 Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
                 Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {
@@ -199,12 +218,32 @@ impl TraceReader {
                 path.display()
             ));
         }
-        if !finished {
+        if !finished && !cut {
+            let why = if header.flags & fmt::STREAM_COMPLETE != 0 {
+                "the JVM stream is marked complete but has no end record (JVM_END): it was cut short; \
+                 read up to its last whole record"
+            } else {
+                "the JVM stream was not finished (no JVM_END: the JVM was killed or crashed); \
+                 read up to its last written record"
+            };
+            self.trace.losses.truncated.push(format!("{}: {why}", path.display()));
+        }
+        if let (threads, events, Some(first)) = lost {
             self.trace.losses.truncated.push(format!(
-                "{}: the JVM stream was not finished (no JVM_END: the JVM was killed or crashed); \
-                 read up to its last written record",
-                path.display()
+                "{}: the agent could not write {events} event(s) of {threads} thread(s) from +{} ms on (its \
+                 stream could not grow: disk full?); their invocations open then are unfinished there",
+                path.display(),
+                super::ms(first.saturating_sub(self.trace.meta.start_monotonic_ns))
             ));
+        }
+        let pid = jvm_pid.or_else(|| pid_from_name(path));
+        if !finished || cut {
+            // Every Java thread of this JVM is covered up to the stream's end at most.
+            for th in self.trace.threads.values_mut() {
+                if th.java_name.is_some() && Some(th.tgid) == pid {
+                    th.jvm_until = Some(th.jvm_until.map_or(max_ts, |u| u.min(max_ts)));
+                }
+            }
         }
         for (tid, a) in allocs {
             let site = (a.method != 0).then(|| ids.get(&a.method).copied()).flatten();
@@ -212,7 +251,7 @@ impl TraceReader {
             c.samples += 1;
             c.bytes += a.size;
         }
-        if let Some(pid) = jvm_pid.or_else(|| pid_from_name(path)) {
+        if let Some(pid) = pid {
             self.trace.jvm_pids.push(pid);
             if !compiles.is_empty() {
                 let resolved = compiles

@@ -10,17 +10,21 @@ use std::path::Path;
 
 impl TraceReader {
     /// Reads the records of the kernel stream at `path`; a record it cannot
-    /// decode ends the reading, and the trace's losses say so.
+    /// decode ends the reading (and the stream's coverage), and the trace's
+    /// losses say so.
     pub(crate) fn read_kernel(&mut self, path: &Path, mut records: impl RawRecords) {
         while let Some(raw) = records.next_raw() {
             let raw = match raw {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    self.kernel_cut = Some(format!("{e}"));
                     break;
                 }
             };
             let (tid, ts) = (raw.tid, raw.ts);
+            let max_before = self.kernel_max_ts;
+            self.kernel_max_ts = max_before.max(ts);
             // Fast paths: the hot fixed-size kinds straight from the bytes,
             // exactly as the decoded payloads below would give them.
             match raw.kind {
@@ -71,6 +75,9 @@ impl TraceReader {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+                    self.kernel_cut = Some(format!("{e}"));
+                    // The stream is good up to the record before.
+                    self.kernel_max_ts = max_before;
                     break;
                 }
             };

@@ -46,6 +46,10 @@ pub(crate) struct TraceReader {
     /// carried and its detail index: blocks come in begin/end pairs of one
     /// class, so most lookups are this one.
     last_detail: (Vec<u8>, u32),
+    /// The latest time of a kernel record read (0: none).
+    kernel_max_ts: u64,
+    /// Why the kernel stream was not read to its end, if it was not.
+    kernel_cut: Option<String>,
 }
 
 impl Trace {
@@ -56,15 +60,19 @@ impl Trace {
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
         let mut r = TraceReader::begin(dir)?;
         let kpath = dir.join(fmt::KERNEL_FILE);
-        if kpath.exists() {
+        if r.readable_stream(&kpath, true) {
             let data = read_stream(&kpath, fmt::KERNEL_MAGIC)?;
             r.read_kernel(&kpath, records(&data));
         }
         for p in jvm_files(dir)? {
+            if !r.readable_stream(&p, false) {
+                continue;
+            }
             let data = read_stream(&p, fmt::JVM_MAGIC)?;
             let header = FileHeader::parse(&data).expect("checked by read_stream");
             r.read_jvm(&p, &header, records(&data));
         }
+        let kernel_until = r.kernel_coverage(&kpath);
         r.spread_windows();
         let mut t = r.trace;
         for (tid, evs) in t.events.iter_mut() {
@@ -80,7 +88,16 @@ impl Trace {
                 th.last_ts = last.ts;
             }
         }
+        t.set_kernel_coverage(kernel_until);
         Ok(t)
+    }
+
+    /// Gives every thread the kernel stream's coverage end.
+    pub(crate) fn set_kernel_coverage(&mut self, until: Option<u64>) {
+        self.losses.kernel_covered_until = until;
+        for th in self.threads.values_mut() {
+            th.kernel_until = until;
+        }
     }
 }
 
@@ -99,6 +116,11 @@ pub(crate) fn jvm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(jvm_files)
 }
 
+/// Nanoseconds as milliseconds with three decimals, for messages.
+pub(crate) fn ms(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000, ns / 1000 % 1000)
+}
+
 /// The first `N` little-endian u32 fields of a payload, if it has them: the
 /// fast path of the fixed-size hot kinds (one bounds check, nothing built).
 #[inline]
@@ -114,8 +136,13 @@ fn words<const N: usize>(p: &[u8]) -> Option<[u32; N]> {
 impl TraceReader {
     /// A trace with its metadata and no events yet.
     pub(crate) fn begin(dir: &Path) -> anyhow::Result<TraceReader> {
-        if !dir.is_dir() {
-            anyhow::bail!("{} is not a jtrace trace directory", dir.display());
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                anyhow::bail!("{} does not exist", dir.display())
+            }
+            Err(e) => anyhow::bail!("cannot read {}: {e}", dir.display()),
+            Ok(m) if !m.is_dir() => anyhow::bail!("{} is not a jtrace trace directory", dir.display()),
+            Ok(_) => {}
         }
         let meta = Meta::load(dir)?;
         let mut t = Trace {
@@ -129,6 +156,57 @@ impl TraceReader {
             trace: t,
             ..Default::default()
         })
+    }
+
+    /// Whether the stream at `path` can be read: a missing or too short one
+    /// is a problem of the trace, not a reason to give up on the others.
+    /// A missing kernel stream (`kernel`) is reported, a missing JVM stream
+    /// is not there to be listed.
+    pub(crate) fn readable_stream(&mut self, path: &Path, kernel: bool) -> bool {
+        let why = match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !kernel => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it is missing".to_string(),
+            Ok(m) if m.is_file() && m.len() < fmt::FILE_HEADER_LEN as u64 => format!(
+                "it is too short to be a jtrace stream ({} bytes, less than its {}-byte header): not read",
+                m.len(),
+                fmt::FILE_HEADER_LEN
+            ),
+            _ => return true,
+        };
+        self.trace.losses.truncated.push(format!("{}: {why}", path.display()));
+        if kernel {
+            self.kernel_cut = Some(why);
+        }
+        false
+    }
+
+    /// Where the kernel stream at `path` stops covering the recording, if it
+    /// stops before the end: the earliest record the recorder could not
+    /// write, or, when the recording or the stream was cut off, the latest
+    /// record read. Says so in the trace's problems.
+    pub(crate) fn kernel_coverage(&mut self, path: &Path) -> Option<u64> {
+        let m = &self.trace.meta;
+        let mut until = m.kernel_covered_until_ns;
+        let mut why = m
+            .kernel_write_error
+            .as_ref()
+            .map(|e| format!("the recorder could not write it: {e}"));
+        if let Some(cut) = &self.kernel_cut {
+            until = Some(until.map_or(self.kernel_max_ts, |u| u.min(self.kernel_max_ts)));
+            why.get_or_insert_with(|| cut.clone());
+        } else if !m.kernel_stream_complete() {
+            until = Some(until.map_or(self.kernel_max_ts, |u| u.min(self.kernel_max_ts)));
+            why.get_or_insert_with(|| "the recording was cut off (jtrace was killed, or the machine stopped)".into());
+        }
+        let until = until?;
+        self.trace.losses.truncated.push(format!(
+            "{}: kernel data covers the recording only up to +{} ms ({}); later time is not covered: \
+             no CPU time or cause is given for it (not_covered)",
+            path.display(),
+            ms(until.saturating_sub(self.trace.meta.start_monotonic_ns)),
+            why.unwrap_or_default()
+        ));
+        Some(until)
     }
 
     /// A JVM-wide stop applies to every Java thread of that JVM, within the
@@ -263,7 +341,10 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         for t in [&whole, &streamed] {
             assert_eq!(t.kernel_records, 1);
-            assert_eq!(t.losses.truncated.len(), 1, "{:?}", t.losses.truncated);
+            // The corrupt record, then where the kernel coverage ends (there).
+            assert_eq!(t.losses.truncated.len(), 2, "{:?}", t.losses.truncated);
+            assert!(t.losses.truncated[1].contains("covers the recording only up to"));
+            assert_eq!(t.losses.kernel_covered_until, Some(100));
             assert!(
                 t.losses.truncated[0].contains("payload shorter than its kind"),
                 "{:?}",

@@ -47,6 +47,7 @@ pub const CSV_COLUMNS: &[CsvColumn] = {
         Named("unfinished"),
         Named("native"),
         Named("compiled"),
+        Named("not_covered_ns"),
     ]
 };
 
@@ -116,6 +117,7 @@ fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
             .then(|| trace.jit.compiled_at(pid_of(trace, t), s.inv.method, s.inv.entry))
             .flatten()
             .map_or(String::new(), |c| c.to_string()),
+        b.not_covered.to_string(),
     ]);
     row
 }

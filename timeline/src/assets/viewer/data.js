@@ -15,6 +15,9 @@ const T_PARSED = performance.now();
 
 const CAUSES = D.causes;
 const RUNNING = '#43a047';
+// Time no kernel data covers (the kernel stream ended early): neither
+// running nor a cause.
+const NOT_COVERED = '#cfd3d9';
 const CAUSE_COLOR = {
   runqueue: '#e53935', monitor: '#8e24aa', wait: '#3949ab', park: '#1e88e5', sleep: '#c0ca33',
   gc: '#fb8c00', safepoint: '#ffb300', socket: '#00acc1', file: '#6d4c41', page_fault: '#d81b60',

@@ -40,6 +40,7 @@ function hitItem(mx, my) {
   if (ry < STATE_H) {
     const g = find(th.gs, th.ge, null, th.nseg, t, tol);
     if (g >= 0) return { kind: 'off', th, j: th.gi[g], cause: th.gc[g] };
+    if (th.ucov !== undefined && t >= th.ucov && t <= th.last) return { kind: 'uncov', th, s: th.ucov, e: th.last };
     if (t >= th.first && t <= th.last) {
       // Running: between the surrounding off-CPU intervals.
       const of = th.offs;
@@ -143,11 +144,15 @@ function details(it) {
   const who = `${esc(th.name)} [${th.tid}]`;
   if (it.kind === 'span') {
     const sp = th.spans, j = it.j, m = D.methods[sp.m[j]];
-    const off = sp.d[j] - sp.c[j], f = sp.f[j];
+    const f = sp.f[j];
+    let off = 0;
+    if (sp.o[j]) for (let q = 1; q < sp.o[j].length; q += 2) off += sp.o[j][q];
+    const uncov = sp.d[j] - sp.c[j] - off;
     const flags = [f & 1 ? 'threw an exception' : '', f & 2 ? 'no exit recorded' : '', f & 4 ? 'recursive (nested in itself)' : ''].filter(Boolean);
     return `<b>${esc(m[0])}.${esc(m[1])}</b> <span style="color:#667">${esc(m[2])}</span><br>thread ${who}, depth ${sp.z[j]}` +
       `<div class="kv"><div>start</div><div>+${fmtDur(sp.s[j])}</div><div>wall</div><div>${fmtDur(sp.d[j])}</div>` +
       `<div>CPU</div><div>${fmtDur(sp.c[j])}</div><div>off CPU</div><div>${fmtDur(off)}</div>${causeRows(sp.o[j])}` +
+      (uncov > 0 ? `<div>not covered</div><div>${fmtDur(uncov)} (no kernel data)</div>` : '') +
       `<div>switches</div><div>${sp.v[j]} vol / ${sp.i[j]} invol</div></div>` + (flags.length ? `<div>${flags.join(', ')}</div>` : '') +
       longestBlock(th, th.ss[j], th.se[j]);
   }
@@ -167,6 +172,10 @@ function details(it) {
     }
     return h + '</div>';
   }
+  if (it.kind === 'uncov') {
+    return `<b>not covered</b><br>thread ${who}<div>no kernel data after +${fmtDur(it.s)} (the kernel stream ended early): ` +
+      `whether the thread ran, and why not, is unknown</div><div class="kv"><div>for</div><div>${fmtDur(it.e - it.s)}</div></div>`;
+  }
   if (it.kind === 'run') {
     return `<b>running</b><br>thread ${who}<div class="kv"><div>from</div><div>+${fmtDur(it.s)}</div><div>for</div><div>${fmtDur(it.e - it.s)}</div></div>`;
   }
@@ -175,6 +184,7 @@ function details(it) {
   th.off.forEach((ns, c) => { if (ns) rows += `<div><i class="sw" style="background:${CC[c]}"></i>${esc(CAUSES[c])}</div><div>${fmtDur(ns)}</div>`; });
   return `<b>${who}</b> ${['application', 'JVM', 'native'][th.kind]} thread${th.daemon ? ', daemon' : ''}${th.group ? ', group ' + esc(th.group) : ''}` +
     `<div class="kv"><div>wall</div><div>${fmtDur(th.wall)}</div><div>CPU</div><div>${fmtDur(th.cpu)}</div><div>off CPU</div><div>${fmtDur(offT)}</div>${rows}` +
+    (th.wall > th.cpu + offT ? `<div>not covered</div><div>${fmtDur(th.wall - th.cpu - offT)}</div>` : '') +
     `<div>switches</div><div>${th.vol} vol / ${th.invol} invol</div><div>spans</div><div>${th.spans.s.length}</div></div>` +
     (th.anomalies ? `<div>⚠ ${th.anomalies} inconsistent events (lost events?)</div>` : '');
 }

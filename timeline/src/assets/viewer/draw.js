@@ -23,7 +23,9 @@ const summary = () =>
   (matched ? ` · ${searchCount} matching spans` + (hitPos >= 0 ? ` · match ${hitPos + 1}/${searchCount}` : '') : '');
 let searchCount = 0;
 $('summary').textContent = summary();
+const ANY_UNCOVERED = D.threads.some((th) => th.ucov !== undefined);
 $('legend').innerHTML = [`<span><i style="background:${RUNNING}"></i>running</span>`]
+  .concat(ANY_UNCOVERED ? [`<span title="after the kernel stream ended: neither running nor a cause"><i style="background:${NOT_COVERED}"></i>not covered (no kernel data)</span>`] : [])
   .concat(CAUSES.map((c, i) => `<span><i style="background:${CC[i]}"></i>${esc(c)}</span>`))
   .concat([...new Set(WIN.map((w) => w.c))].map((c) => {
     const n = WIN.filter((w) => w.c === c).length;
@@ -152,9 +154,13 @@ function drawRow(starts, ends, idx, n, y, h, colorOf, labelOf) {
 
 function drawLane(l, y0) {
   const th = l.th, sp = th.spans;
-  // State row: running over the thread's life, off-CPU segments on top.
-  const a = Math.max(X(th.first), LABEL_W), b = Math.min(X(th.last), W);
+  // State row: running over the thread's covered life, off-CPU segments on
+  // top; what no kernel data covers, grey.
+  const covered = th.ucov !== undefined ? th.ucov : th.last;
+  const a = Math.max(X(th.first), LABEL_W), b = Math.min(X(covered), W);
   if (b > a) { ctx.fillStyle = RUNNING; ctx.fillRect(a, y0, Math.max(1, b - a), STATE_H); }
+  const u = Math.max(X(covered), LABEL_W), v = Math.min(X(th.last), W);
+  if (v > u) { ctx.fillStyle = NOT_COVERED; ctx.fillRect(u, y0, Math.max(1, v - u), STATE_H); }
   drawRow(th.gs, th.ge, null, th.nseg, y0, STATE_H, (g) => CC[th.gc[g]], null);
   // Method rows.
   const dim = matched;
@@ -178,7 +184,7 @@ function itemRect(it) {
     const of = it.th.offs;
     return [X(of.s[it.j]), y0, Math.max(1, X(of.e[it.j]) - X(of.s[it.j])), STATE_H];
   }
-  if (it.kind === 'run') return [X(it.s), y0, Math.max(1, X(it.e) - X(it.s)), STATE_H];
+  if (it.kind === 'run' || it.kind === 'uncov') return [X(it.s), y0, Math.max(1, X(it.e) - X(it.s)), STATE_H];
   return null;
 }
 function windowRect(j) { const x = X(ws[j]); return [x, AXIS_H, Math.max(2, X(we[j]) - x), H - AXIS_H]; }
