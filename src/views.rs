@@ -70,6 +70,13 @@ pub struct TimelineArgs {
     /// Page title (default: the traced command).
     #[arg(long)]
     pub title: Option<String>,
+    /// Highlight the critical paths of this method's slowest invocations
+    /// across the lanes (`Class.name` glob; as `jtrace why`, docs/WHY.md).
+    #[arg(long, value_name = "METHOD")]
+    pub why: Option<String>,
+    /// How many of the slowest invocations --why offers.
+    #[arg(long, default_value_t = 5, requires = "why")]
+    pub why_slowest: usize,
 }
 
 fn parse_size(s: &str) -> Result<(u32, u32), String> {
@@ -126,7 +133,23 @@ fn create(path: &Path) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
 /// `jtrace timeline TRACE -o timeline.html [--png out.png]`.
 pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
     let trace = open(&args.trace)?;
-    let opts = html::HtmlOptions { title: args.title };
+    let paths = match &args.why {
+        Some(method) => {
+            let opts = jtrace_merge::why::WhyOptions {
+                method: method.clone(),
+                selection: jtrace_merge::why::Selection::Slowest(args.why_slowest.max(1)),
+                ..Default::default()
+            };
+            let why = jtrace_merge::why::explain(&args.trace, &opts)
+                .with_context(|| format!("cannot explain trace {}", args.trace.display()))?;
+            jtrace_timeline::highlight_paths(&why)
+        }
+        None => Vec::new(),
+    };
+    let opts = html::HtmlOptions {
+        title: args.title,
+        paths,
+    };
     html::write_html(&trace, &opts, create(&args.output)?)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     eprintln!("jtrace: wrote {}", args.output.display());

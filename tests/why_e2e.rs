@@ -119,7 +119,60 @@ fn chain_across_two_jvms_over_tcp() {
             "{jdk}"
         );
         assert!(c["compare"]["median_count"].as_u64().unwrap() >= 1);
+
+        if jdk == JDKS[0] {
+            timeline_groups_processes_and_carries_the_path(&out, &v);
+        }
     }
+}
+
+/// The timeline of two JVMs: lanes grouped by process (the two JVMs and the
+/// shell), and the slowest a()'s critical path embedded for highlighting.
+fn timeline_groups_processes_and_carries_the_path(trace: &Path, why: &Value) {
+    let html = trace.with_extension("html");
+    let o = Command::new(jtrace())
+        .arg("timeline")
+        .arg(trace)
+        .args(["--why", "WhyChain.a", "--why-slowest", "2", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let open = "<script type=\"application/json\" id=\"data\">";
+    let start = page.find(open).unwrap() + open.len();
+    let len = page[start..].find("</script>").unwrap();
+    let d: Value = serde_json::from_str(&page[start..start + len]).unwrap();
+    let procs = d["processes"].as_array().unwrap();
+    let jvms = procs.iter().filter(|p| p["jvm"] == true).count();
+    assert_eq!(jvms, 2, "{procs:?}");
+    // Lanes come grouped: each process's threads together.
+    let pids: Vec<u64> = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["pid"].as_u64().unwrap())
+        .collect();
+    let mut seen = Vec::new();
+    for p in &pids {
+        if seen.last() != Some(p) {
+            assert!(!seen.contains(p), "process {p} split: {pids:?}");
+            seen.push(*p);
+        }
+    }
+    let paths = d["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2);
+    let p = &paths[0];
+    let seg = p["seg"].as_array().unwrap();
+    let (s, e) = (seg[1].as_array().unwrap(), seg[2].as_array().unwrap());
+    let sum: i64 = s
+        .iter()
+        .zip(e)
+        .map(|(a, b)| b.as_i64().unwrap() - a.as_i64().unwrap())
+        .sum();
+    assert_eq!(sum as u64, why["invocations"][0]["wall_ns"].as_u64().unwrap());
+    assert_eq!(p["tid"], why["invocations"][0]["tid"]);
+    assert!(p["hop"][0].as_array().unwrap().len() >= 2);
 }
 
 #[test]

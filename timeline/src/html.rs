@@ -11,6 +11,7 @@
 //! Headless Chromium (PNG shots of a page) is `chromium.rs`; its items are
 //! re-exported here, where the CLI has always found them.
 
+use crate::highlight::{paths_json, HighlightPath, PathJson};
 use crate::model::{collect, pid_of, thread_order, time_origin, ThreadData};
 use crate::segments::{layout_order, window_segments};
 use crate::windows::{jvm_windows, window_name, WindowIndex};
@@ -38,6 +39,8 @@ const VIEWER: [&str; 5] = [
 pub struct HtmlOptions {
     /// Page title; defaults to the traced command.
     pub title: Option<String>,
+    /// Critical paths to highlight across lanes (`--why`), slowest first.
+    pub paths: Vec<HighlightPath>,
 }
 
 /// Sparse off-CPU split: `[cause index, ns, cause index, ns, …]`, or `0` when
@@ -203,7 +206,51 @@ struct PageJson {
     strings: Vec<String>,
     /// JVM-wide stops, by start.
     windows: Vec<WindowJson>,
+    /// The processes of the threads, in lane order (lanes are grouped by
+    /// process when there are several).
+    processes: Vec<ProcessJson>,
     threads: Vec<ThreadJson>,
+    /// Critical paths to highlight (`jtrace timeline --why`).
+    paths: Vec<PathJson>,
+}
+
+/// A process of the trace, as the lanes' group headers name it.
+#[derive(Serialize)]
+struct ProcessJson {
+    pid: u32,
+    /// Its main thread's comm (the traced command's for the root process).
+    command: String,
+    /// An agent recorded it.
+    jvm: bool,
+}
+
+/// The processes of `threads` (root process first, then by pid) and the
+/// lane order: by process, then [`thread_order`] within each.
+fn process_order(trace: &Trace, threads: &[ThreadData]) -> (Vec<ProcessJson>, Vec<usize>) {
+    let root = trace.meta.pid;
+    let mut order = thread_order(threads);
+    let pid = |i: usize| pid_of(trace, &threads[i].info);
+    // Stable: thread_order's order within a process.
+    order.sort_by_key(|&i| (pid(i) != root, pid(i)));
+    let mut processes: Vec<ProcessJson> = Vec::new();
+    for &i in &order {
+        let p = pid(i);
+        if processes.last().is_some_and(|q| q.pid == p) {
+            continue;
+        }
+        let main = trace.threads.get(&p).map(|t| t.comm.clone()).filter(|c| !c.is_empty());
+        let command = match main {
+            _ if p == root && !trace.meta.command.is_empty() => trace.meta.command.join(" "),
+            Some(c) => c,
+            None => threads[i].info.comm.clone(),
+        };
+        processes.push(ProcessJson {
+            pid: p,
+            command,
+            jvm: trace.jvm_pids.contains(&p),
+        });
+    }
+    (processes, order)
 }
 
 /// The page's record of one thread, times relative to `t0`; `windows` are
@@ -299,7 +346,8 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
     let command = m.command.join(" ");
     let mut strings = Interner::new();
     let index = WindowIndex::new(&windows);
-    let threads: Vec<ThreadJson> = thread_order(&threads)
+    let (processes, order) = process_order(trace, &threads);
+    let threads: Vec<ThreadJson> = order
         .into_iter()
         .map(|i| {
             let t = &threads[i];
@@ -345,7 +393,9 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
         events: trace.kernel_records + trace.jvm_records,
         strings: strings.strings,
         windows,
+        processes,
         threads,
+        paths: paths_json(&opts.paths, t0),
     };
     // `<` only occurs inside JSON strings, where `\u003c` means the same, and
     // then no `</script>` or `<!--` can end the script element early.

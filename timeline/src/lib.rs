@@ -9,7 +9,7 @@
 //!   safepoint windows), `segments.rs` (where each cause of an interval lies
 //!   in time: the one layout rule the Chrome export and the HTML page use);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
-//!   viewer in `assets/`, and `chromium.rs` for PNG shots), `chrome.rs`,
+//!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
 //!   `collapsed.rs`, `csv/`; the export formats behind one interface in
 //!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
 //!   `jtrace why` as text.
@@ -25,6 +25,7 @@ mod chromium;
 mod collapsed;
 mod csv;
 pub mod export;
+mod highlight;
 pub mod html;
 mod model;
 mod segments;
@@ -38,6 +39,7 @@ pub use export::{
     write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
     Exporter,
 };
+pub use highlight::{highlight_paths, HighlightPath};
 pub use html::{write_html, HtmlOptions};
 pub use model::{collect, thread_order, time_origin, OffSpan, Span, ThreadData};
 pub use segments::{cause_segments, cause_segments_in};

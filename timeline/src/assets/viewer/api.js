@@ -84,6 +84,12 @@ window.jtrace = {
   ticks: () => ticks.slice(),
   // The pinned item (e.g. the current search match), or null.
   pinned: () => (pinned && pinned.kind === 'span' ? { tid: pinned.th.tid, method: mname(pinned.th.spans.m[pinned.j]), start: pinned.th.ss[pinned.j], match: hitPos + 1 } : null),
+  // The critical paths (--why), the one shown, and what the last frame drew of it.
+  paths: () => PATHS.map((p) => p.label),
+  selectPath: (i) => { selectPath(i); draw(); return pathDrawn; },
+  pathDrawn: () => pathDrawn,
+  // Group headers of the lanes, as drawn.
+  groups: () => lanes.filter((l) => !l.th).map((l) => (MULTI_PROC ? `${procLabel(l.pid)} — ${GROUPS[l.group]}` : GROUPS[l.group])),
   // Lanes highlighted as the waker of the hovered/pinned interval.
   wakerLanes: () => lanes.filter((l) => l.waker).map((l) => l.th.tid),
   // Times a zoom sequence (for benchmarks): returns ms per draw.
@@ -119,6 +125,8 @@ window.jtrace = {
 
 resize();
 layout();
+// Open on the slowest critical path (unless the URL asks for a window).
+if (pathSel >= 0 && !/view=/.test(location.hash)) selectPath(pathSel);
 draw();
 perf.first_draw_ms = lastDrawMs;
 perf.first_paint_ms = performance.now(); // since navigation start

@@ -30,6 +30,17 @@ const BAND = CC.map((c) => hexA(c, 0.22)), BAND_EDGE = CC.map((c) => hexA(c, 0.7
 
 const ROW = 15, STATE_H = 14, LANE_GAP = 7, LABEL_W = 240, AXIS_H = 24, GROUP_H = 20;
 const GROUPS = ['Application threads', 'JVM threads', 'Native threads'];
+// Processes: with several, lanes are grouped by process, then by kind.
+const PROCS = new Map((D.processes || []).map((p) => [p.pid, p]));
+const MULTI_PROC = PROCS.size > 1;
+function procLabel(pid) {
+  const p = PROCS.get(pid);
+  return `pid ${pid}` + (p && p.command ? ` · ${p.command}` : '') + (p && p.jvm ? ' (JVM)' : '');
+}
+// Critical paths to highlight (jtrace timeline --why), and the one shown.
+const PATHS = D.paths || [];
+let pathSel = PATHS.length ? 0 : -1;
+const PATH_COLOR = '#d500f9';
 
 // ---- formatting ---------------------------------------------------------
 function fmtDur(ns) {

@@ -61,11 +61,14 @@ let bandsDrawn = [], ticks = [];
 
 function layout() {
   lanes = [];
-  let y = 0, group = -1;
+  let y = 0, group = -1, gpid = -1;
   const f = filterText.toLowerCase();
   for (const th of D.threads) {
     if (f && !(th.name.toLowerCase().includes(f) || String(th.tid).includes(f) || th.comm.toLowerCase().includes(f))) continue;
-    if (th.kind !== group) { group = th.kind; lanes.push({ group, y, h: GROUP_H }); y += GROUP_H; }
+    if (th.kind !== group || th.pid !== gpid) {
+      group = th.kind; gpid = th.pid;
+      lanes.push({ group, pid: th.pid, y, h: GROUP_H }); y += GROUP_H;
+    }
     // Room for the two label lines even without spans.
     const h = Math.max(STATE_H + 1 + th.depth * ROW, 30) + LANE_GAP;
     lanes.push({ th, y, h });
@@ -227,6 +230,7 @@ function draw() {
     if (l.th) drawLane(l, y0);
   }
   drawWindows();
+  drawPath();
   // Hovered/pinned item outline, and its waker.
   for (const l of lanes) l.waker = false;
   for (const it of [pinned, hover]) {
@@ -244,7 +248,8 @@ function draw() {
     if (!l.th) {
       ctx.fillStyle = '#e9edf3'; ctx.fillRect(0, y0, W, GROUP_H - 2);
       ctx.fillStyle = '#334'; ctx.font = 'bold 12px system-ui, sans-serif';
-      ctx.fillText(GROUPS[l.group], 8, y0 + 13); ctx.font = '12px system-ui, sans-serif';
+      ctx.fillText(MULTI_PROC ? `${procLabel(l.pid)} — ${GROUPS[l.group]}` : GROUPS[l.group], 8, y0 + 13);
+      ctx.font = '12px system-ui, sans-serif';
       continue;
     }
     const th = l.th;
@@ -255,7 +260,7 @@ function draw() {
     if (name.length > maxc) name = name.slice(0, maxc - 1) + '…';
     ctx.fillText(name, 8, y0 + 12);
     ctx.fillStyle = '#667';
-    ctx.fillText(`tid ${th.tid} · CPU ${fmtDur(th.cpu)}`, 8, y0 + 26);
+    ctx.fillText(`tid ${th.tid}` + (MULTI_PROC ? ` · pid ${th.pid}` : '') + ` · CPU ${fmtDur(th.cpu)}`, 8, y0 + 26, LABEL_W - 14);
     ctx.strokeStyle = '#e3e7ee'; ctx.beginPath(); ctx.moveTo(0, y0 + l.h - 0.5); ctx.lineTo(W, y0 + l.h - 0.5); ctx.stroke();
   }
   drawAxis();
@@ -282,6 +287,60 @@ function drawWindows() {
     ctx.fillStyle = BAND_EDGE[c]; ctx.fillRect(x0, AXIS_H, 1, H - AXIS_H); ctx.fillRect(x1 - 1, AXIS_H, 1, H - AXIS_H);
     bandsDrawn.push({ i, x0, x1 });
   }
+}
+
+// The selected critical path: its segments outlined on their lanes' state
+// rows (a bar above them), each hop's stretch dashed on the waiting lane,
+// with a dashed line to the blocker's lane at its start and an arrow back
+// at the wakeup that ended it.
+let pathDrawn = { segments: 0, lanes: [] };
+function drawPath() {
+  pathDrawn = { segments: 0, lanes: [] };
+  if (pathSel < 0) return;
+  const p = PATHS[pathSel], sg = p.seg, n = sg[0].length, seen = new Set();
+  ctx.strokeStyle = PATH_COLOR; ctx.fillStyle = PATH_COLOR; ctx.lineWidth = 2;
+  for (let j = 0; j < n; j++) {
+    if (sg[2][j] < vs || sg[1][j] > ve) continue;
+    const l = laneOf(sg[0][j]);
+    if (!l) continue;
+    const y0 = AXIS_H + l.y - scrollY;
+    if (y0 + l.h < AXIS_H || y0 > H) continue;
+    const x0 = X(sg[1][j]), w = Math.max(1, X(sg[2][j]) - x0);
+    ctx.strokeRect(x0, y0 - 1, w, STATE_H + 2);
+    ctx.fillRect(x0, y0 - 4, w, 3);
+    pathDrawn.segments++;
+    seen.add(sg[0][j]);
+  }
+  const hp = p.hop;
+  for (let j = 0; j < hp[0].length; j++) {
+    const a = laneOf(hp[0][j]), b = laneOf(hp[1][j]);
+    if (!a || !b) continue;
+    const ya = AXIS_H + a.y - scrollY + STATE_H / 2, yb = AXIS_H + b.y - scrollY + STATE_H / 2;
+    const xs = X(hp[2][j]), xe = X(hp[3][j]);
+    ctx.setLineDash([4, 3]);
+    // The waiter's stretch the blocker's doing replaces.
+    ctx.strokeRect(xs, ya - STATE_H / 2 - 1, Math.max(1, xe - xs), STATE_H + 2);
+    ctx.beginPath(); ctx.moveTo(xs, ya); ctx.lineTo(xs, yb); ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.beginPath(); ctx.moveTo(xe, yb); ctx.lineTo(xe, ya); ctx.stroke();
+    const dir = ya > yb ? -1 : 1;
+    ctx.beginPath(); ctx.moveTo(xe, ya); ctx.lineTo(xe - 5, ya - 8 * dir); ctx.lineTo(xe + 5, ya - 8 * dir); ctx.closePath(); ctx.fill();
+  }
+  ctx.lineWidth = 1;
+  pathDrawn.lanes = [...seen];
+}
+// Shows path i (-1: none), zoomed to its invocation.
+function selectPath(i) {
+  pathSel = i;
+  const sel = $('paths');
+  if (sel) sel.value = String(i);
+  if (i >= 0) {
+    const p = PATHS[i], pad = Math.max(p.d * 0.05, 1000);
+    vs = p.s - pad; ve = p.s + p.d + pad;
+    const l = laneOf(p.tid);
+    if (l && (l.y < scrollY || l.y > scrollY + H - AXIS_H - 40)) { scrollY = l.y - 40; clampScroll(); }
+  }
+  redraw();
 }
 
 function drawWaker(it) {

@@ -84,6 +84,14 @@ $('next').addEventListener('click', () => findNext(1));
 $('prev').addEventListener('click', () => findNext(-1));
 $('filter').addEventListener('input', (e) => { filterText = e.target.value.trim(); layout(); redraw(); });
 window.addEventListener('resize', () => { resize(); redraw(); });
+if (PATHS.length) {
+  const sel = $('paths');
+  sel.innerHTML = '<option value="-1">critical path: none</option>' +
+    PATHS.map((p, i) => `<option value="${i}">critical path: ${esc(p.label)}</option>`).join('');
+  sel.value = String(pathSel);
+  sel.hidden = false;
+  sel.addEventListener('change', () => selectPath(+sel.value));
+}
 
 function setSearch(q) {
   q = q.trim().toLowerCase();
