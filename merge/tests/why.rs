@@ -239,6 +239,8 @@ fn why(dir: &Path, method: &str, budget: usize) -> (Vec<Seg>, Vec<(String, Strin
         ..Default::default()
     };
     let w = explain(dir, &opts).unwrap();
+    // A tiny budget puts the index in a file; the answer is the same.
+    assert_eq!(w.index_spilled, budget < 1024, "budget {budget}");
     let j = w.to_json();
     let inv = &j.invocations[0];
     let sum: u64 = inv.path.iter().map(|s| s.ns).sum();

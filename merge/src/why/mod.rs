@@ -167,10 +167,7 @@ pub fn explain(dir: &std::path::Path, opts: &WhyOptions) -> anyhow::Result<Why> 
             trace.methods.len()
         );
     }
-    let mut index = index::Index::new(
-        (opts.stream.memory_budget / 4).max(1 << 16),
-        opts.stream.temp_dir.clone(),
-    );
+    let mut index = index::Index::new(opts.stream.memory_budget / 4, opts.stream.temp_dir.clone());
     let mut selector = select::Selector::new(opts.selection, opts.max_invocations);
     events.rewind()?;
     {
