@@ -16,7 +16,7 @@ pub struct HighlightPath {
     pub entry: u64,
     /// Its wall ns.
     pub wall: u64,
-    /// Segments: (tid, start, ns, cause index or -1 for CPU, depth).
+    /// Segments: (tid, start, ns, cause index, -1 CPU or -2 not covered, depth).
     pub segments: Vec<(u32, u64, u64, i32, u16)>,
     /// Hops: (waiter, blocker, start, end).
     pub hops: Vec<(u32, u32, u64, u64)>,
@@ -44,6 +44,7 @@ pub fn highlight_paths(why: &Why) -> Vec<HighlightPath> {
                 .map(|s| {
                     let state = match s.state {
                         State::Cpu => -1,
+                        State::NotCovered => -2,
                         State::Off(c) => c as i32,
                     };
                     (s.tid, s.start, s.ns, state, s.depth)
@@ -67,7 +68,7 @@ pub(crate) struct PathJson {
     tid: u32,
     s: u64,
     d: u64,
-    /// Segments: tid, start, end, state (-1 CPU, else cause index), depth.
+    /// Segments: tid, start, end, state (cause index, -1 CPU, -2 not covered), depth.
     seg: [Vec<i64>; 5],
     /// Hops: waiter, blocker, start, end.
     hop: [Vec<i64>; 4],

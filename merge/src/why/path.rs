@@ -33,6 +33,10 @@ pub enum State {
     Cpu,
     /// Off CPU for this cause.
     Off(Cause),
+    /// No stream covers the thread then (before its first event, after its
+    /// last, past the kernel stream's coverage, or a thread not traced):
+    /// never given a cause (docs/ARCHITECTURE.md invariant 4).
+    NotCovered,
 }
 
 impl State {
@@ -41,6 +45,7 @@ impl State {
         match self {
             State::Cpu => "cpu",
             State::Off(c) => c.name(),
+            State::NotCovered => "not_covered",
         }
     }
 }
@@ -235,15 +240,17 @@ impl Walk<'_> {
     /// Covers [lo, hi] of thread `tid`, from `hi` back.
     fn walk(&mut self, tid: u32, lo: u64, hi: u64, depth: u16, hop: u32) {
         let Some(info) = self.threads.get(&tid) else {
-            self.emit(tid, lo, hi, State::Off(Cause::Unknown), depth, hop, None);
+            self.emit(tid, lo, hi, State::NotCovered, depth, hop, None);
             return;
         };
-        let (first, last) = (info.first_ts, info.last_ts);
+        let first = info.first_ts;
+        // After the thread's last event, or past the kernel stream's
+        // coverage of it, nothing says what it did.
+        let last = info.kernel_until.map_or(info.last_ts, |k| k.min(info.last_ts));
         let mut t = hi;
-        // After the thread's last event nothing says what it did.
         if t > last {
             let a = last.max(lo);
-            self.emit(tid, a, t, State::Off(Cause::Unknown), depth, hop, None);
+            self.emit(tid, a, t, State::NotCovered, depth, hop, None);
             t = a;
         }
         while t > lo {
@@ -287,7 +294,7 @@ impl Walk<'_> {
                     let since = prev.map_or(first, |(_, iv)| iv.end);
                     if t <= first && prev.is_none() {
                         // Before the thread's first event: not covered.
-                        self.emit(tid, lo, t, State::Off(Cause::Unknown), depth, hop, None);
+                        self.emit(tid, lo, t, State::NotCovered, depth, hop, None);
                         return;
                     }
                     let a = since.max(lo);
@@ -352,7 +359,8 @@ impl Walk<'_> {
         let mut sums: BTreeMap<(State, Option<u32>), u64> = BTreeMap::new();
         let (first_i, end_i) = self.index.off_bounds(tid);
         let info = self.threads.get(&tid);
-        let first = info.map_or(lo, |i| i.first_ts);
+        let first = info.map_or(t, |i| i.first_ts);
+        let last = info.map_or(lo, |i| i.kernel_until.map_or(i.last_ts, |k| k.min(i.last_ts)));
         let mut covered = 0;
         let start_i = match self.index.off_before(tid, lo + 1) {
             Some((i, _)) => i,
@@ -372,9 +380,10 @@ impl Walk<'_> {
             covered += rq + blocked;
             i += 1;
         }
-        // Before the first event: not covered; the rest of the range: CPU.
-        let uncovered = first.clamp(lo, t) - lo;
-        *sums.entry((State::Off(Cause::Unknown), None)).or_default() += uncovered;
+        // Before the first event and after the last (or the kernel's
+        // coverage): not covered; the rest of the range: CPU.
+        let uncovered = (first.clamp(lo, t) - lo) + (t - last.clamp(lo, t).max(first.clamp(lo, t)));
+        *sums.entry((State::NotCovered, None)).or_default() += uncovered;
         let cpu = (t - lo).saturating_sub(covered + uncovered);
         *sums.entry((State::Cpu, None)).or_default() += cpu;
         // One segment per state, laid end to end from lo (out of time order).
@@ -395,5 +404,60 @@ impl Walk<'_> {
                 s -= ns;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::why::index::{OffRec, WOKEN};
+
+    /// A blocker whose kernel coverage ends during the stretch: what it did
+    /// after is not covered, and the path still sums to the wall.
+    #[test]
+    fn past_the_kernel_coverage_is_not_covered() {
+        let mut ix = Index::new(usize::MAX, None);
+        ix.begin_thread(1);
+        ix.push_off(
+            OffRec {
+                start: 100,
+                end: 900,
+                wake: 850,
+                waker: 2,
+                holder: u32::MAX,
+                cause: Cause::LockNative,
+                flags: WOKEN,
+            },
+            None,
+        )
+        .unwrap();
+        ix.begin_thread(2);
+        ix.finish().unwrap();
+        let mut threads = BTreeMap::new();
+        for (tid, until) in [(1, None), (2, Some(600))] {
+            threads.insert(
+                tid,
+                ThreadInfo {
+                    tid,
+                    first_ts: 0,
+                    last_ts: 1000,
+                    kernel_until: until,
+                    ..Default::default()
+                },
+            );
+        }
+        let p = critical_path(&ix, &threads, Limits::default(), 1, 50, 1000);
+        let got: Vec<(u32, State, u64)> = p.segments.iter().map(|s| (s.tid, s.state, s.ns)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, State::Cpu, 50),
+                (2, State::Cpu, 500),
+                (2, State::NotCovered, 250),
+                (1, State::Off(Cause::Runqueue), 50),
+                (1, State::Cpu, 100),
+            ]
+        );
+        assert_eq!(p.hops.len(), 1);
     }
 }

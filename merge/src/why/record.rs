@@ -203,7 +203,7 @@ impl Visitor for Recorder<'_> {
         self.push(rec, causes);
     }
 
-    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+    fn thread_end(&mut self, _t: &ThreadInfo, totals: &ThreadTotals) {
         // Off CPU after the last switch-out: no switch-in reported it; its
         // split is what the totals hold beyond the reported intervals.
         let off = totals.breakdown.off;
@@ -213,7 +213,6 @@ impl Visitor for Recorder<'_> {
             let split = off - self.off_sum;
             // The tail ends at the thread's last event, `tail` ns after.
             let end = start + tail;
-            debug_assert_eq!(end, t.last_ts);
             let (mut rec, causes) = off_rec(start, end, preempted, self.pending_wake, &split, next);
             rec.flags |= OPEN;
             self.push(rec, causes);
