@@ -202,3 +202,67 @@ fn park_unparked_by_a_sleeper() {
         assert_eq!(park["blocker"]["thread"], "chain-b", "{jdk}");
     }
 }
+
+/// Timed parks that time out while another traced thread holds the only
+/// CPU: the timer interrupt that ends each park finds that thread running,
+/// but it is no waker (the recorder flags wakeups inside interrupt handlers
+/// and timer callbacks), so the path stops at the park itself.
+#[test]
+fn timer_wakeups_name_no_waker() {
+    let classes = classes();
+    let jdk = JDKS[1];
+    let java = java(jdk);
+    let cmd = format!(
+        "taskset -c 0 {} -cp {} WhyChain timed",
+        java.display(),
+        classes.display()
+    );
+    let out = record(jdk, "why-timed", &cmd);
+    let v = why_json(&out, &["--method", "WhyChain.nap", "--slowest", "10"]);
+    let invs = v["invocations"].as_array().unwrap();
+    assert_eq!(invs.len(), 10);
+    for inv in invs {
+        let (thread, state) = (&inv["root_cause"]["thread"], &inv["root_cause"]["state"]);
+        assert_eq!(
+            (thread.as_str(), state.as_str()),
+            (Some("chain-a"), Some("park")),
+            "{inv:#}"
+        );
+        let blockers: Vec<&str> = inv["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["blocker"]["thread"].as_str().unwrap())
+            .collect();
+        assert!(
+            !blockers.contains(&"chain-b"),
+            "a timer wakeup followed to the spinner: {inv:#}"
+        );
+    }
+    // Every park of chain-a ended by its timeout names no waker, whichever
+    // task the timer interrupted (chain-b, or another process on CPU 0).
+    struct Parks(Vec<u32>);
+    impl jtrace_merge::Visitor for Parks {
+        fn off_cpu(&mut self, t: &jtrace_merge::ThreadInfo, _: usize, iv: &jtrace_merge::OffCpuInterval) {
+            let park = matches!(
+                iv.evidence,
+                jtrace_merge::Evidence::Jvm {
+                    cause: jtrace_merge::Cause::Park,
+                    ..
+                }
+            );
+            if t.display_name() == "chain-a" && park && iv.end - iv.start > 15_000_000 {
+                self.0.push(iv.wake.map_or(u32::MAX, |w| w.waker_tid));
+            }
+        }
+    }
+    let trace = jtrace_merge::Trace::open(&out).unwrap();
+    let mut parks = Parks(Vec::new());
+    jtrace_merge::analyze(&trace, &mut parks);
+    assert_eq!(parks.0.len(), 10, "{:?}", parks.0);
+    assert!(
+        parks.0.iter().all(|&w| w == 0),
+        "wakers of timed-out parks: {:?}",
+        parks.0
+    );
+}

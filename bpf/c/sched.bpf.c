@@ -376,6 +376,55 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
+/*
+ * Per CPU: how many interrupt handlers and timer callbacks are running
+ * (device IRQ handlers, hrtimer and timer-wheel expiries). A wakeup inside
+ * one was done by an interrupt (a timer, a device), not by the current
+ * task, which the interrupt only happened to find running. The preempt
+ * count would say so too, but its per-CPU variable has no kallsyms address
+ * on every kernel; these tracepoints exist on all.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} irq_depth SEC(".maps");
+
+static __always_inline void irq_enter_exit(int d)
+{
+	__u32 zero = 0, *n = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	if (!n)
+		return;
+	if (d > 0)
+		*n += 1;
+	else if (*n > 0) /* attached inside a handler: its exit only */
+		*n -= 1;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_handler_entry) { irq_enter_exit(1); return 0; }
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(irq_handler_exit) { irq_enter_exit(-1); return 0; }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(hrtimer_expire_entry) { irq_enter_exit(1); return 0; }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(hrtimer_expire_exit) { irq_enter_exit(-1); return 0; }
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(timer_expire_entry) { irq_enter_exit(1); return 0; }
+SEC("tp_btf/timer_expire_exit")
+int BPF_PROG(timer_expire_exit) { irq_enter_exit(-1); return 0; }
+
+/* WAKEUP_HARDIRQ when this wakeup runs inside an interrupt handler or a
+ * timer callback. */
+static __always_inline __u32 wakeup_flags(void)
+{
+	__u32 zero = 0, *n = bpf_map_lookup_elem(&irq_depth, &zero);
+
+	return n && *n ? WAKEUP_HARDIRQ : 0;
+}
+
 static __always_inline void fill_wakeup(struct wakeup_rec *r, struct task_struct *p, __u32 tgid, __u32 cpu,
 					__u32 new_task, __u64 ts)
 {
@@ -387,7 +436,7 @@ static __always_inline void fill_wakeup(struct wakeup_rec *r, struct task_struct
 	r->waker_tgid = waker >> 32;
 	r->target_cpu = cpu;
 	r->new_task = new_task;
-	r->reserved = 0;
+	r->flags = wakeup_flags();
 }
 
 static __always_inline void emit_wakeup(struct task_struct *p, __u32 new_task)

@@ -14,8 +14,9 @@ use crate::features::{kernel_older_than, missing_tracepoints, FILTER_TGID_LIMIT,
 use crate::{skel, RecorderConfig, ResolvedLibCall, SyscallMode};
 
 /// Tracepoints (BTF names `btf_trace_<name>`) of the scheduler programs,
-/// always needed; the others depend on the configuration.
-const SCHED_TRACEPOINTS: [&str; 7] = [
+/// always needed (the interrupt and timer ones tell a wakeup an interrupt
+/// did); the others depend on the configuration.
+const SCHED_TRACEPOINTS: [&str; 13] = [
     "sched_switch",
     "sched_waking",
     "sched_wakeup_new",
@@ -23,6 +24,12 @@ const SCHED_TRACEPOINTS: [&str; 7] = [
     "sched_process_exit",
     "sched_process_exec",
     "task_rename",
+    "irq_handler_entry",
+    "irq_handler_exit",
+    "hrtimer_expire_entry",
+    "hrtimer_expire_exit",
+    "timer_expire_entry",
+    "timer_expire_exit",
 ];
 
 pub(crate) fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {

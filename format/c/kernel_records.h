@@ -59,6 +59,11 @@ struct switch_in_rec {
 	__u32 reserved;
 };
 
+/* Flag of a WAKEUP: the wakeup ran in a hard interrupt (a timer, a
+ * device), so waker_tid is whichever task the interrupt found running,
+ * not a waker. Records written before the flag existed have 0 here. */
+#define WAKEUP_HARDIRQ 1
+
 struct wakeup_rec {
 	struct rec_hdr h;
 	__u32 tgid;
@@ -66,7 +71,7 @@ struct wakeup_rec {
 	__u32 waker_tgid;
 	__u32 target_cpu;
 	__u32 new_task;
-	__u32 reserved;
+	__u32 flags;		/* WAKEUP_HARDIRQ */
 };
 
 struct fork_rec {

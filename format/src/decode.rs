@@ -340,7 +340,7 @@ mod tests {
                 waker_tgid: 1,
                 target_cpu: 1,
                 new_task: 0,
-                reserved: 0,
+                flags: 0,
             }),
             Payload::Fork(Fork {
                 tgid: 1,

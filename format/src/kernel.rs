@@ -60,9 +60,14 @@ pub struct Wakeup {
     pub target_cpu: u32,
     /// 0 = sched_waking, 1 = sched_wakeup_new (a new thread's first wakeup).
     pub new_task: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// [`WAKEUP_HARDIRQ`] (0 in traces written before it existed).
+    pub flags: u32,
 }
+
+/// Flag in [`Wakeup::flags`]: the wakeup ran in a hard interrupt (a timer,
+/// a device), so `waker_tid` is whichever task the interrupt found running,
+/// not the waker. Readers report no waker (tid 0) for it.
+pub const WAKEUP_HARDIRQ: u32 = c::WAKEUP_HARDIRQ;
 
 /// Kernel payload of [`kind::FORK`](crate::kind::FORK).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,7 +360,7 @@ macro_rules! kernel_payload {
 
 kernel_payload! { SwitchOut = switch_out_rec { tgid, prev_state, cpu, next_tid } }
 kernel_payload! { SwitchIn = switch_in_rec { tgid, cpu, prev_tid, reserved } }
-kernel_payload! { Wakeup = wakeup_rec { tgid, waker_tid, waker_tgid, target_cpu, new_task, reserved } }
+kernel_payload! { Wakeup = wakeup_rec { tgid, waker_tid, waker_tgid, target_cpu, new_task, flags } }
 kernel_payload! { Fork = fork_rec { tgid, parent_tid, parent_tgid, reserved, comm } }
 kernel_payload! { TaskInfo = task_rec { tgid, reserved, comm } }
 kernel_payload! {

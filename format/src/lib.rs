@@ -50,7 +50,7 @@ pub use jvm::{
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, FilePath, Fork, LibCall, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,
-    Wakeup, PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING,
+    Wakeup, PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, WAKEUP_HARDIRQ,
 };
 pub use record::{Payload, Record};
 pub use stream::{

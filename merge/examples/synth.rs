@@ -352,7 +352,7 @@ pub fn generate_shaped(dir: &Path, total: u64, threads: u32, shape: Shape) -> an
                 waker_tgid: pid,
                 target_cpu: 0,
                 new_task: 0,
-                reserved: 0,
+                flags: 0,
             });
             j.method(ti, tid, ts, m, BatchedKind::Entry);
             let kind = match (simple, (step + t as u64) % 8) {

@@ -126,7 +126,7 @@ impl Builder {
                 waker_tgid,
                 target_cpu: 0,
                 new_task: 0,
-                reserved: 0,
+                flags: 0,
             }),
         );
     }

@@ -22,6 +22,10 @@ import java.util.concurrent.CountDownLatch;
  * <p>{@code latch}: one JVM; chain-a parks in {@code a()} on a latch that
  * chain-b counts down after sleeping DELAY ms: park → unparked by chain-b
  * (sleep).
+ *
+ * <p>{@code timed} (run on one CPU): chain-a parks in {@code nap()} with a
+ * timeout nobody cuts short while chain-b spins: the timer that ends each
+ * park interrupts chain-b, which is not its waker.
  */
 public class WhyChain {
     static final Object LOCK = new Object();
@@ -42,6 +46,9 @@ public class WhyChain {
                 break;
             case "latch":
                 latch();
+                break;
+            case "timed":
+                timed();
                 break;
             default:
                 throw new IllegalArgumentException(args[0]);
@@ -173,5 +180,32 @@ public class WhyChain {
     static void sleeper(CountDownLatch l) throws InterruptedException {
         Thread.sleep(delay);
         l.countDown();
+    }
+
+    // ---- one JVM: timed parks while another thread spins ------------------
+    static volatile boolean done;
+
+    static void timed() throws Exception {
+        Thread b = new Thread(() -> {
+            long x = 0;
+            while (!done) {
+                x += System.nanoTime() & 1;
+            }
+            counter = x;
+        }, "chain-b");
+        Thread a = new Thread(() -> {
+            for (int i = 0; i < 10; i++) {
+                nap();
+            }
+        }, "chain-a");
+        b.start();
+        a.start();
+        a.join();
+        done = true;
+        b.join();
+    }
+
+    static void nap() {
+        java.util.concurrent.locks.LockSupport.parkNanos(20_000_000L);
     }
 }

@@ -55,17 +55,9 @@ impl TraceReader {
                     }
                 }
                 kind::WAKEUP => {
-                    if let Some([_, waker_tid, waker_tgid, _, new_task, _]) = words(raw.payload) {
+                    if let Some([_, waker_tid, waker_tgid, _, new_task, flags]) = words(raw.payload) {
                         self.trace.kernel_records += 1;
-                        self.push(
-                            tid,
-                            ts,
-                            Event::Wakeup {
-                                waker_tid,
-                                waker_tgid,
-                                new_task: new_task != 0,
-                            },
-                        );
+                        self.push(tid, ts, wakeup(waker_tid, waker_tgid, new_task, flags));
                         continue;
                     }
                 }
@@ -108,15 +100,7 @@ impl TraceReader {
                         },
                     );
                 }
-                Payload::Wakeup(p) => self.push(
-                    tid,
-                    ts,
-                    Event::Wakeup {
-                        waker_tid: p.waker_tid,
-                        waker_tgid: p.waker_tgid,
-                        new_task: p.new_task != 0,
-                    },
-                ),
+                Payload::Wakeup(p) => self.push(tid, ts, wakeup(p.waker_tid, p.waker_tgid, p.new_task, p.flags)),
                 Payload::Fork(p) => {
                     let th = self.thread(tid);
                     th.tgid = p.tgid;
@@ -243,5 +227,17 @@ impl TraceReader {
         if let Some(idx) = self.open_blocks.remove(&tid) {
             self.push(tid, ts, Event::Syscall { idx, enter: false });
         }
+    }
+}
+
+/// The event of a WAKEUP record: one a hard interrupt did (a timer, a
+/// device) has no waker (tid 0, as the idle task's): the task it found
+/// running had nothing to do with it.
+fn wakeup(waker_tid: u32, waker_tgid: u32, new_task: u32, flags: u32) -> Event {
+    let irq = flags & fmt::WAKEUP_HARDIRQ != 0;
+    Event::Wakeup {
+        waker_tid: if irq { 0 } else { waker_tid },
+        waker_tgid: if irq { 0 } else { waker_tgid },
+        new_task: new_task != 0,
     }
 }
