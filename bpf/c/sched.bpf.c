@@ -377,50 +377,52 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 }
 
 /*
- * Per CPU: how many interrupt handlers and timer callbacks are running
- * (device IRQ handlers, hrtimer and timer-wheel expiries). A wakeup inside
- * one was done by an interrupt (a timer, a device), not by the current
- * task, which the interrupt only happened to find running. The preempt
- * count would say so too, but its per-CPU variable has no kallsyms address
- * on every kernel; these tracepoints exist on all.
+ * Per CPU: inside an interrupt handler or a timer callback (device IRQ
+ * handlers, hrtimer and timer-wheel expiries)? A wakeup there was done by
+ * an interrupt (a timer, a device), not by the current task, which the
+ * interrupt only happened to find running. The preempt count would say so
+ * too, but its per-CPU variable has no kallsyms address on every kernel;
+ * these tracepoints exist on all.
+ *
+ * A flag, not a nesting count: an exit missed while the programs were
+ * being attached would leave a count stuck and every later wakeup of that
+ * CPU flagged; a flag is cleared by the next exit. The price: in a timer
+ * callback a hard interrupt cut short, the rest of the callback is not
+ * flagged (its wakeups read as before the flag existed).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
-} irq_depth SEC(".maps");
+} in_irq SEC(".maps");
 
-static __always_inline void irq_enter_exit(int d)
+static __always_inline void irq_enter_exit(__u32 inside)
 {
-	__u32 zero = 0, *n = bpf_map_lookup_elem(&irq_depth, &zero);
+	__u32 zero = 0, *n = bpf_map_lookup_elem(&in_irq, &zero);
 
-	if (!n)
-		return;
-	if (d > 0)
-		*n += 1;
-	else if (*n > 0) /* attached inside a handler: its exit only */
-		*n -= 1;
+	if (n)
+		*n = inside;
 }
 
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_handler_entry) { irq_enter_exit(1); return 0; }
 SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(irq_handler_exit) { irq_enter_exit(-1); return 0; }
+int BPF_PROG(irq_handler_exit) { irq_enter_exit(0); return 0; }
 SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(hrtimer_expire_entry) { irq_enter_exit(1); return 0; }
 SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(hrtimer_expire_exit) { irq_enter_exit(-1); return 0; }
+int BPF_PROG(hrtimer_expire_exit) { irq_enter_exit(0); return 0; }
 SEC("tp_btf/timer_expire_entry")
 int BPF_PROG(timer_expire_entry) { irq_enter_exit(1); return 0; }
 SEC("tp_btf/timer_expire_exit")
-int BPF_PROG(timer_expire_exit) { irq_enter_exit(-1); return 0; }
+int BPF_PROG(timer_expire_exit) { irq_enter_exit(0); return 0; }
 
 /* WAKEUP_HARDIRQ when this wakeup runs inside an interrupt handler or a
  * timer callback. */
 static __always_inline __u32 wakeup_flags(void)
 {
-	__u32 zero = 0, *n = bpf_map_lookup_elem(&irq_depth, &zero);
+	__u32 zero = 0, *n = bpf_map_lookup_elem(&in_irq, &zero);
 
 	return n && *n ? WAKEUP_HARDIRQ : 0;
 }

@@ -12,16 +12,16 @@ import java.util.concurrent.CountDownLatch;
 /**
  * Critical paths for `jtrace why` (tests/why_e2e.rs).
  *
- * <p>{@code server PORTFILE} and {@code client PORTFILE}, two JVMs over
+ * <p>{@code server PORTFILE [DELAY]} and {@code client PORTFILE}, two JVMs over
  * loopback TCP: in the client, thread chain-b holds a monitor across a
  * request that the server's thread chain-c answers after sleeping DELAY ms,
  * while chain-a waits for the monitor in {@code a()}: a's slowest call is
  * monitor → held by chain-b (socket) → answered by chain-c (sleep). Its
  * other calls find the monitor free.
  *
- * <p>{@code latch}: one JVM; chain-a parks in {@code a()} on a latch that
+ * <p>{@code latch - [DELAY]}: one JVM; chain-a parks in {@code awaiter()} on a latch that
  * chain-b counts down after sleeping DELAY ms: park → unparked by chain-b
- * (sleep).
+ * (sleep). DELAY defaults to 100.
  *
  * <p>{@code timed} (run on one CPU): chain-a parks in {@code nap()} with a
  * timeout nobody cuts short while chain-b spins: the timer that ends each
