@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use jtrace_merge::{analyze, Cause, Invocation, OffCpuInterval, ThreadInfo, Trace, Visitor};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const MS: u64 = 1_000_000;
 const DELAY_MS: u64 = 100;
