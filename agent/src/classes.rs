@@ -24,6 +24,7 @@ use crate::probe_natives;
 use crate::recorder::Recorder;
 use crate::state::{active, debug, guard, now_ns, tid};
 use crate::sys::*;
+use crate::virtual_threads;
 
 /// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
 static CLASSES_REWRITTEN: AtomicU64 = AtomicU64::new(0);
@@ -80,6 +81,20 @@ fn excluded_class(internal: &str) -> bool {
         || PREFIXES.iter().any(|p| internal.starts_with(p))
 }
 
+/// The methods of `java.lang.VirtualThread` that resume a virtual thread,
+/// called on it by the thread that resumes it: `unpark()` (LockSupport,
+/// the pollers, JDK 21's sleep timer), and from JDK 24 on
+/// `parkTimeoutExpired()` (the sleep and timed-park timer) and `unblock()`
+/// (a monitor released, a wait notified).
+const RESUMERS: [&str; 3] = ["unpark", "parkTimeoutExpired", "unblock"];
+
+/// A method that resumes a virtual thread, marked (not traced) when the JVM
+/// follows virtual threads: its receiver, the virtual thread being resumed,
+/// goes to `Probe.unparked` ([`crate::virtual_threads`]).
+fn unpark_marker(class: &str, name: &str, desc: &str) -> bool {
+    class == "java/lang/VirtualThread" && desc == "()V" && RESUMERS.contains(&name) && virtual_threads::supported()
+}
+
 fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
     let mut ids = lock(ids());
     let key = (class.to_string(), name.to_string(), desc.to_string());
@@ -113,6 +128,9 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         if dotted.is_empty() {
             dotted = class.replace('/', ".");
         }
+        if unpark_marker(class, name, desc) {
+            return Some(crate::rewrite::RECEIVER_MARKER);
+        }
         if excluded_class(class) || !cfg.method_traced(&dotted, name) {
             return None;
         }
@@ -133,7 +151,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     let bytes = res.bytes?;
     let dotted = res.class.replace('/', ".");
     let (t, ts) = (tid(), now_ns());
-    for m in &res.methods {
+    for m in res.methods.iter().filter(|m| m.id != crate::rewrite::RECEIVER_MARKER) {
         let def = MethodDef {
             method: m.id as u64,
             class: dotted.clone(),
@@ -167,7 +185,8 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
         let Some((rec, cfg)) = active() else { return };
         if !name.is_null() {
             // Cheap early out before parsing.
-            if excluded_class(&CStr::from_ptr(name).to_string_lossy()) {
+            let name = CStr::from_ptr(name).to_string_lossy();
+            if excluded_class(&name) && !(name == "java/lang/VirtualThread" && virtual_threads::supported()) {
                 return;
             }
         }
@@ -259,6 +278,9 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
     let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
         return false;
     };
+    if internal == "java/lang/VirtualThread" {
+        return virtual_threads::supported();
+    }
     if excluded_class(internal) {
         return false;
     }

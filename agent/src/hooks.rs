@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::recorder::Recorder;
 use crate::state::{active, guard, now_ns, tid, ThreadState, ENABLED, RECORDER};
 use crate::sys::*;
-use crate::thread::{register, with_state};
+use crate::thread::{register, with_carrier_buf, with_state};
 use crate::{classes, drain, jvm, session, virtual_threads};
 
 /// The callbacks of this module (installed at load; their events are
@@ -214,15 +214,15 @@ unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
 }
 
 /// At VM death, before the recorder's final flush: drains every thread's
-/// probe buffer (other threads' into their own stream buffers) and reports
-/// the virtual threads' calls.
+/// probe buffer (other threads' into their own stream buffers, the live
+/// virtual threads' into this thread's).
 unsafe fn drain_at_vm_death(jni: *mut JNIEnv) {
     if let Some((rec, _)) = active() {
         // with_state drains the calling thread's own buffer first.
         with_state(rec, |_| {});
         let jni = jvm::jni_env(jni);
         drain::drain_others(jni, rec);
-        virtual_threads::report(jni, rec);
+        with_carrier_buf(rec, |buf| virtual_threads::drain_all(jni, rec, buf));
     }
     classes::report_counters();
 }

@@ -25,7 +25,7 @@
 //! | `events/` | the other event families: monitors, GC, JIT, allocations, park and sleep |
 //! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
 //! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
-//! | `virtual_threads` | reporting the calls of virtual threads, which are not traced |
+//! | `virtual_threads` | virtual threads: start, end, mounts and unmounts on carriers, their probe buffers |
 //! | `thread` | the calling thread's recording: its state, registering it, recording on it |
 //! | `drain` | the probes' buffers: the registry, draining them into the stream |
 //! | `probe_class` | `jtrace.Probe` through JNI: its definition, fields and buffers |

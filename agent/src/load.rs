@@ -13,7 +13,7 @@ use crate::mutex::lock;
 use crate::recorder::Recorder;
 use crate::state::{now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, NAMED, RECORDER, SESSION, SESSION_BUFS};
 use crate::sys::*;
-use crate::{classes, drain, events, existing_threads, hooks, session};
+use crate::{classes, drain, events, existing_threads, hooks, session, virtual_threads};
 
 /// Why a load did not start a recording session.
 pub(crate) enum Failure {
@@ -118,8 +118,12 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     let mut callbacks = hooks::callbacks();
     // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
     events::on_load(env, &cfg, attach, &mut callbacks);
-    let size = std::mem::size_of::<jvmtiEventCallbacks>() as jint;
-    let err = jvmti!(env, SetEventCallbacks, &callbacks, size);
+    // Virtual threads' starts, ends and mounts (JDK 21 and later).
+    virtual_threads::on_load(env);
+    let callbacks = virtual_threads::callbacks(callbacks);
+    let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
+    // The JVM reads the slots it knows of the longer table.
+    let err = jvmti!(env, SetEventCallbacks, &callbacks.base, size);
     if err != JVMTI_ERROR_NONE {
         return fail(rec, format!("cannot set JVMTI callbacks (error {err})"));
     }

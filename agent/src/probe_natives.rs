@@ -1,5 +1,6 @@
 //! The natives through which the bytecode probes hand their buffers to the
-//! agent, `Probe.register0` and `Probe.flush0`, and the definition of
+//! agent, `Probe.register0` and `Probe.flush0` (a virtual thread's are
+//! [`crate::virtual_threads`]'), and the definition of
 //! `jtrace.Probe` with them bound (`bindWaits0` is park and sleep's,
 //! [`crate::events::park_sleep`]).
 
@@ -7,10 +8,10 @@ use std::ffi::c_void;
 
 use crate::drain;
 use crate::jvm::{self, jni};
-use crate::probe_class;
 use crate::state::{active, guard, tid};
 use crate::sys::*;
 use crate::thread::{register_current, with_state};
+use crate::{probe_class, virtual_threads};
 
 /// Defines `jtrace.Probe` with its natives bound, unless an earlier session
 /// did (a later attach reuses the class, whose threads keep their buffers).
@@ -21,10 +22,11 @@ pub(crate) unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> 
     if probe_class::ready() {
         return Ok(());
     }
-    let natives = [
+    let mut natives = vec![
         probe_class::native(c"register0", c"(Ljtrace/Probe;)V", register0 as *mut c_void),
         probe_class::native(c"flush0", c"()V", flush0 as *mut c_void),
     ];
+    natives.extend(virtual_threads::natives());
     probe_class::define(jni, &natives)
 }
 

@@ -10,7 +10,7 @@ use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::{self, Recorder, SharedBuf};
 use crate::state::{
-    active, internal_error, now_ns, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER, SESSION_BUFS,
+    active, internal_error, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER, SESSION_BUFS,
 };
 use crate::sys::*;
 use crate::thread::{register, with_state};
@@ -60,6 +60,14 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
         }
     }
     events::start(env, jni);
+    if let Err(msg) = virtual_threads::start(env, jvm::jni_env(jni)) {
+        say(&msg);
+        rec.write_direct(&Record {
+            tid: tid(),
+            ts: now_ns(),
+            payload: Payload::AgentError(msg),
+        });
+    }
 }
 
 /// `stop`: ends the session a previous attach started; false if there is
@@ -94,6 +102,7 @@ pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
         // Events never enabled or not known to this JVM simply fail.
         jvm::set_event(env, e as jvmtiEvent, false);
     }
+    virtual_threads::stop(env);
     let jni = jvm::jni_env(std::ptr::null_mut());
     // Park and sleep natives an attach re-bound go back to the JVM's own.
     events::park_sleep::detach(jni);
@@ -160,7 +169,7 @@ unsafe fn stop_probes(
     if classes::enabled(cfg) {
         classes::retransform_loaded(env, jni, cfg);
     }
-    virtual_threads::report(jni, rec);
+    virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());
     drain::drain_all(jni, rec, buf_of);
 }
 

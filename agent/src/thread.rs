@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::drain;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, SharedBuf};
 use crate::state::{active, now_ns, tid, ThreadState, NAMED, SESSION, SESSION_BUFS};
 use crate::sys::*;
 
@@ -221,5 +221,25 @@ pub(crate) fn record_registered(ts: u64, payload: Payload) {
                 payload,
             },
         );
+    });
+}
+
+/// Runs `f` with the calling thread's stream buffer, registering the thread
+/// without any JNI or JVMTI call if it is new (as [`record_raw`] does): a
+/// carrier writing the records of the virtual thread it runs, whose
+/// identity JVMTI would give instead of the carrier's. `None` for a thread
+/// the rules exclude.
+pub(crate) fn with_carrier_buf(rec: &Recorder, f: impl FnOnce(Option<&SharedBuf>)) {
+    let mut f = Some(f);
+    with_state(rec, |st| {
+        if !st.registered {
+            st.registered = true;
+            st.traced = true;
+            st.buf = Some(rec.new_thread_buf());
+        }
+        let buf = if st.traced { st.buf.as_ref() } else { None };
+        if let Some(f) = f.take() {
+            f(buf);
+        }
     });
 }

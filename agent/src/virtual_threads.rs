@@ -1,56 +1,536 @@
-//! Accounting for virtual threads, whose method calls are not traced
-//! (jtrace keys everything by kernel thread, and a virtual thread moves
-//! between carriers): the probes count them in `jtrace.Probe`
-//! (agent/java/jtrace/Probe.java), and the agent reports the counts, so
-//! that the loss is never silent.
+//! Virtual threads (JDK 21 and later): their starts, ends, mounts and
+//! unmounts on carrier threads, and their method calls.
+//!
+//! A virtual thread is a thread of its own, identified by its Java thread
+//! id; its mounts on carrier threads (kernel tids) join it to the kernel's
+//! events. The agent records, on the carrier (record tid = the carrier's
+//! tid):
+//!
+//! * VTHREAD_START / VTHREAD_END (JVMTI VirtualThreadStart/End, events 87
+//!   and 88, with `can_support_virtual_threads`): the first mount and the
+//!   last unmount, with the virtual thread's name;
+//! * VTHREAD_MOUNT / VTHREAD_UNMOUNT (HotSpot's extension events
+//!   `com.sun.hotspot.events.VirtualThreadMount`/`Unmount`); an unmount
+//!   names why the virtual thread left its carrier, from the top of its
+//!   stack ([`Markers`]);
+//! * VTHREAD_UNPARK on the unparking thread (a carrier running a virtual
+//!   thread, or a platform thread: a lock's releaser, the poller, the
+//!   timer thread): `java.lang.VirtualThread.unpark()` is rewritten to hand
+//!   its receiver to `Probe.unparked` first (with bytecode rewriting on,
+//!   i.e. when methods are traced).
+//!
+//! Method calls: a virtual thread's probe buffer (agent/java/jtrace/Probe.java)
+//! travels with it from carrier to carrier; the agent writes it out, with
+//! record tid = [`jtrace_format::virtual_thread_tid`] of its Java thread id,
+//! when it is full (`flushVirtual0`, on the carrier running it), at its end
+//! and at VM death. The bindings come from a JDK 17 `jvmti.h`, which
+//! predates virtual threads: the capability bit, the two event numbers and
+//! their callback slots are spelt out here.
 
-use std::ffi::CStr;
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Mutex;
 
-use jtrace_format::{Payload, Record};
+use jtrace_format::{kind, virtual_thread_tid, JvmBlock, Payload};
 
-use crate::jvm::{clear_exception, jni};
-use crate::probe_class;
-use crate::recorder::Recorder;
-use crate::state::{now_ns, say, tid};
+use crate::batch;
+use crate::jvm::{self, clear_exception, jni, jvmti, object_class_name};
+use crate::mutex::lock;
+use crate::probe_class::{self, take_buffer};
+use crate::recorder::{Recorder, SharedBuf};
+use crate::state::{active, guard, now_ns};
 use crate::sys::*;
+use crate::thread::{record_raw, with_carrier_buf};
 
-/// Records (as an agent message in the stream) that virtual threads called
-/// traced methods since the last report, and resets the probes' counts.
+/// Bit of `can_support_virtual_threads` in `jvmtiCapabilities` (JDK 21's
+/// jvmti.h: the 45th one-bit field).
+const CAN_SUPPORT_VIRTUAL_THREADS_BIT: usize = 44;
+/// JVMTI_EVENT_VIRTUAL_THREAD_START and _END (JDK 21's jvmti.h).
+const EVENT_VIRTUAL_THREAD_START: jvmtiEvent = 87;
+const EVENT_VIRTUAL_THREAD_END: jvmtiEvent = 88;
+/// HotSpot's extension events, by id.
+const MOUNT_EVENT: &str = "com.sun.hotspot.events.VirtualThreadMount";
+const UNMOUNT_EVENT: &str = "com.sun.hotspot.events.VirtualThreadUnmount";
+/// Frames of a virtual thread's stack looked at to tell why it unmounted.
+const UNMOUNT_FRAMES: usize = 16;
+
+/// A virtual thread event callback (start, end; the extension events have
+/// the same parameters).
+type VirtualThreadFn = unsafe extern "C" fn(*mut jvmtiEnv, *mut JNIEnv, jthread);
+
+/// The JVMTI callbacks with JDK 21's two more slots, for virtual thread
+/// start and end. A JVM that knows fewer events copies only its own part.
+#[repr(C)]
+pub(crate) struct Callbacks {
+    /// The callbacks of JDK 17's table (events 50–86).
+    pub(crate) base: jvmtiEventCallbacks,
+    /// Event 87, VirtualThreadStart.
+    pub(crate) virtual_thread_start: Option<VirtualThreadFn>,
+    /// Event 88, VirtualThreadEnd.
+    pub(crate) virtual_thread_end: Option<VirtualThreadFn>,
+}
+
+/// The JVM granted `can_support_virtual_threads` at load.
+static SUPPORTED: AtomicBool = AtomicBool::new(false);
+/// jfieldID of `Thread.tid` (a thread's Java id).
+static TID_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+/// jfieldID of `Thread.parkBlocker`.
+static BLOCKER_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+/// jfieldID of `Probe.threadId`.
+static PROBE_THREAD_ID: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+/// The methods whose presence on a virtual thread's stack tells why it unmounted.
+static MARKERS: Mutex<Option<Markers>> = Mutex::new(None);
+/// Live virtual threads' probe buffers (global references), by Java thread id.
+static PROBES: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
+
+fn has_bit(caps: &jvmtiCapabilities, bit: usize) -> bool {
+    // SAFETY: the capabilities are 16 bytes of one-bit fields, allocated
+    // from the lowest bit on (x86-64 SysV).
+    let bytes = unsafe { std::slice::from_raw_parts(caps as *const _ as *const u8, size_of::<jvmtiCapabilities>()) };
+    bytes.get(bit / 8).is_some_and(|b| b & (1 << (bit % 8)) != 0)
+}
+
+fn set_bit(caps: &mut jvmtiCapabilities, bit: usize) {
+    // SAFETY: as in `has_bit`.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(caps as *mut _ as *mut u8, size_of::<jvmtiCapabilities>()) };
+    if let Some(b) = bytes.get_mut(bit / 8) {
+        *b |= 1 << (bit % 8);
+    }
+}
+
+/// At load: asks for `can_support_virtual_threads` if this JVM has virtual
+/// threads (JDK 21 and later; older JVMs do not offer it). Returns whether
+/// it was granted.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
+pub(crate) unsafe fn on_load(env: *mut jvmtiEnv) -> bool {
+    let mut potential = jvmtiCapabilities::default();
+    if jvmti!(env, GetPotentialCapabilities, &mut potential) != JVMTI_ERROR_NONE
+        || !has_bit(&potential, CAN_SUPPORT_VIRTUAL_THREADS_BIT)
+    {
+        return false;
+    }
+    let mut caps = jvmtiCapabilities::default();
+    set_bit(&mut caps, CAN_SUPPORT_VIRTUAL_THREADS_BIT);
+    let ok = jvmti!(env, AddCapabilities, &caps) == JVMTI_ERROR_NONE;
+    SUPPORTED.store(ok, Ordering::SeqCst);
+    ok
+}
+
+/// The callbacks with the virtual thread start and end slots filled.
+pub(crate) fn callbacks(base: jvmtiEventCallbacks) -> Callbacks {
+    Callbacks {
+        base,
+        virtual_thread_start: Some(on_start),
+        virtual_thread_end: Some(on_end),
+    }
+}
+
+/// At VMInit (or attach): looks up what the callbacks read, then enables
+/// the start/end events and the mount/unmount extension events. Returns a
+/// message when the JVM has virtual threads but they cannot be followed.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni` (or null).
+pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), String> {
+    if jni.is_null() {
+        return Ok(());
+    }
+    let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+    if !thread.is_null() {
+        let field = |name: &CStr, sig: &CStr| {
+            let f = jni!(jni, GetFieldID, thread, name.as_ptr(), sig.as_ptr()).unwrap_or(std::ptr::null_mut());
+            clear_exception(jni);
+            f
+        };
+        TID_FIELD.store(field(c"tid", c"J"), Ordering::SeqCst);
+        BLOCKER_FIELD.store(field(c"parkBlocker", c"Ljava/lang/Object;"), Ordering::SeqCst);
+        jvm::delete_local(jni, thread);
+    }
+    clear_exception(jni);
+    let virtual_class = jni!(jni, FindClass, c"java/lang/VirtualThread".as_ptr()).unwrap_or(std::ptr::null_mut());
+    clear_exception(jni);
+    if virtual_class.is_null() {
+        // Before JDK 21: no virtual threads.
+        return Ok(());
+    }
+    jvm::delete_local(jni, virtual_class);
+    *lock(&MARKERS) = Some(Markers::find(jni));
+    if !SUPPORTED.load(Ordering::SeqCst) {
+        return Err(
+            "virtual threads: the JVM refused can_support_virtual_threads; their mounts are not recorded".into(),
+        );
+    }
+    if TID_FIELD.load(Ordering::SeqCst).is_null() {
+        return Err("virtual threads: java.lang.Thread has no tid field; not followed".into());
+    }
+    let mut problems = Vec::new();
+    for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
+        let err = jvm::set_event(env, e, true);
+        if err != JVMTI_ERROR_NONE {
+            problems.push(format!("cannot enable JVMTI event {e} (error {err})"));
+        }
+    }
+    for (id, f) in [(MOUNT_EVENT, on_mount as VirtualThreadFn), (UNMOUNT_EVENT, on_unmount)] {
+        if let Err(e) = set_extension_callback(env, id, Some(f)) {
+            problems.push(e);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "virtual threads: {}; their mounts are not all recorded",
+            problems.join("; ")
+        ))
+    }
+}
+
+/// At the end of an attach session: stops the virtual thread events.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase.
+pub(crate) unsafe fn stop(env: *mut jvmtiEnv) {
+    if !SUPPORTED.load(Ordering::SeqCst) || TID_FIELD.load(Ordering::SeqCst).is_null() {
+        return;
+    }
+    for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
+        jvm::set_event(env, e, false);
+    }
+    for id in [MOUNT_EVENT, UNMOUNT_EVENT] {
+        let _ = set_extension_callback(env, id, None);
+    }
+}
+
+/// Sets (or clears) the callback of the extension event `id`.
+unsafe fn set_extension_callback(env: *mut jvmtiEnv, id: &str, f: Option<VirtualThreadFn>) -> Result<(), String> {
+    let mut count: jint = 0;
+    let mut infos: *mut jvmtiExtensionEventInfo = std::ptr::null_mut();
+    if jvmti!(env, GetExtensionEvents, &mut count, &mut infos) != JVMTI_ERROR_NONE || infos.is_null() {
+        return Err(format!("no extension event {id}"));
+    }
+    let mut index = None;
+    for info in std::slice::from_raw_parts(infos, count.max(0) as usize) {
+        if !info.id.is_null() && CStr::from_ptr(info.id).to_bytes() == id.as_bytes() {
+            index = Some(info.extension_event_index);
+        }
+        for p in std::slice::from_raw_parts(info.params, info.param_count.max(0) as usize) {
+            jvmti!(env, Deallocate, p.name as *mut u8);
+        }
+        jvmti!(env, Deallocate, info.params as *mut u8);
+        jvmti!(env, Deallocate, info.id as *mut u8);
+        jvmti!(env, Deallocate, info.short_description as *mut u8);
+    }
+    jvmti!(env, Deallocate, infos as *mut u8);
+    let index = index.ok_or_else(|| format!("no extension event {id}"))?;
+    // SAFETY: HotSpot calls the extension event with (jvmtiEnv*, JNIEnv*,
+    // jthread), the parameters of `VirtualThreadFn`; the bindings declare the
+    // callback type variadic.
+    let callback: jvmtiExtensionEvent = f.map(|f| std::mem::transmute::<VirtualThreadFn, _>(f));
+    let err = jvmti!(env, SetExtensionEventCallback, index, callback);
+    if err != JVMTI_ERROR_NONE {
+        return Err(format!("cannot set extension event {id} (error {err})"));
+    }
+    // HotSpot also wants the event enabled by its number (its extension
+    // events are numbered just below the standard ones).
+    let err = jvm::set_event(env, index as jvmtiEvent, f.is_some());
+    if err != JVMTI_ERROR_NONE {
+        return Err(format!("cannot enable extension event {id} (error {err})"));
+    }
+    Ok(())
+}
+
+/// The Java thread id of `thread`.
+unsafe fn java_id(jni: *mut JNIEnv, thread: jthread) -> Option<u64> {
+    let f = TID_FIELD.load(Ordering::Relaxed);
+    if f.is_null() || thread.is_null() {
+        return None;
+    }
+    jni!(jni, GetLongField, thread, f).map(|id| id as u64)
+}
+
+/// Records `k` for the virtual thread `thread` on the calling carrier.
+unsafe fn record(jni: *mut JNIEnv, thread: jthread, ts: u64, k: u16, class: impl FnOnce() -> String) {
+    if active().is_none() {
+        return;
+    }
+    let Some(id) = java_id(jni, thread) else { return };
+    record_raw(
+        ts,
+        Payload::Jvm(
+            k,
+            JvmBlock {
+                arg: id,
+                class: class(),
+            },
+        ),
+    );
+}
+
+unsafe extern "C" fn on_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("VirtualThreadStart", || {
+        record(jni, thread, ts, kind::VTHREAD_START, || {
+            jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
+        })
+    });
+}
+
+unsafe extern "C" fn on_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("VirtualThreadEnd", || {
+        let Some((rec, _)) = active() else { return };
+        if let Some(id) = java_id(jni, thread) {
+            let probe = lock(&PROBES).as_mut().and_then(|p| p.remove(&id));
+            if let Some(probe) = probe {
+                with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe as jobject, id));
+                probe_class::forget_slot(jni, probe as jobject);
+                jni!(jni, DeleteGlobalRef, probe as jobject);
+            }
+        }
+        // Named again: a name set after the start shows here.
+        record(jni, thread, ts, kind::VTHREAD_END, || {
+            jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
+        });
+    });
+}
+
+unsafe extern "C" fn on_mount(_env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("VirtualThreadMount", || {
+        record(jni, thread, ts, kind::VTHREAD_MOUNT, String::new)
+    });
+}
+
+unsafe extern "C" fn on_unmount(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let ts = now_ns();
+    guard("VirtualThreadUnmount", || {
+        record(jni, thread, ts, kind::VTHREAD_UNMOUNT, || {
+            unmount_reason(env, jni, thread)
+        })
+    });
+}
+
+/// Why a virtual thread is unmounting, from the methods on its stack: a
+/// [`jtrace_format::UNMOUNT_PARK`]-style word, with the park blocker's
+/// class after a space; "" when the stack shows none of the markers.
+unsafe fn unmount_reason(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> String {
+    let mut frames = [jvmtiFrameInfo::default(); UNMOUNT_FRAMES];
+    let mut n: jint = 0;
+    if jvmti!(
+        env,
+        GetStackTrace,
+        thread,
+        0,
+        UNMOUNT_FRAMES as jint,
+        frames.as_mut_ptr(),
+        &mut n
+    ) != JVMTI_ERROR_NONE
+    {
+        return String::new();
+    }
+    let frames = &frames[..n.max(0) as usize];
+    let why = match lock(&MARKERS).as_ref() {
+        Some(m) => m.classify(frames),
+        None => None,
+    };
+    match why {
+        Some(jtrace_format::UNMOUNT_PARK) => {
+            let blocker = blocker_class(env, jni, thread);
+            if blocker.is_empty() {
+                jtrace_format::UNMOUNT_PARK.to_string()
+            } else {
+                format!("{} {blocker}", jtrace_format::UNMOUNT_PARK)
+            }
+        }
+        Some(w) => w.to_string(),
+        None => String::new(),
+    }
+}
+
+/// Dotted class of `thread`'s park blocker, "" if none.
+unsafe fn blocker_class(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> String {
+    let f = BLOCKER_FIELD.load(Ordering::Relaxed);
+    if f.is_null() {
+        return String::new();
+    }
+    let blocker = jni!(jni, GetObjectField, thread, f).unwrap_or(std::ptr::null_mut());
+    let name = object_class_name(env, jni, blocker);
+    jvm::delete_local(jni, blocker);
+    name
+}
+
+/// Methods that tell why a virtual thread unmounted, resolved once.
+struct Markers {
+    /// (method, reason), most specific first.
+    methods: Vec<(usize, &'static str)>,
+}
+
+impl Markers {
+    /// Looks the markers up in this JVM (those it lacks are skipped).
+    unsafe fn find(jni: *mut JNIEnv) -> Markers {
+        use jtrace_format::{UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT, UNMOUNT_YIELD};
+        let wanted: [(&CStr, &CStr, &CStr, bool, &'static str); 9] = [
+            (c"java/lang/VirtualThread", c"sleepNanos", c"(J)V", false, UNMOUNT_SLEEP),
+            (
+                c"sun/nio/ch/NioSocketImpl",
+                c"park",
+                c"(Ljava/io/FileDescriptor;IJ)V",
+                false,
+                UNMOUNT_SOCKET,
+            ),
+            (c"sun/nio/ch/SelChImpl", c"park", c"(IJ)V", false, UNMOUNT_SOCKET),
+            (
+                c"sun/nio/ch/Poller",
+                c"poll",
+                c"(IJLjava/util/function/BooleanSupplier;)V",
+                true,
+                UNMOUNT_SOCKET,
+            ),
+            (c"java/lang/Object", c"wait0", c"(J)V", false, UNMOUNT_WAIT),
+            (c"java/lang/Object", c"wait", c"(J)V", false, UNMOUNT_WAIT),
+            (c"java/lang/Thread", c"yield", c"()V", true, UNMOUNT_YIELD),
+            (c"java/lang/VirtualThread", c"park", c"()V", false, UNMOUNT_PARK),
+            (c"java/lang/VirtualThread", c"parkNanos", c"(J)V", false, UNMOUNT_PARK),
+        ];
+        let mut methods = Vec::new();
+        for (class, name, sig, is_static, why) in wanted {
+            let cls = jni!(jni, FindClass, class.as_ptr()).unwrap_or(std::ptr::null_mut());
+            if cls.is_null() {
+                clear_exception(jni);
+                continue;
+            }
+            let mid = if is_static {
+                jni!(jni, GetStaticMethodID, cls, name.as_ptr(), sig.as_ptr())
+            } else {
+                jni!(jni, GetMethodID, cls, name.as_ptr(), sig.as_ptr())
+            }
+            .unwrap_or(std::ptr::null_mut());
+            clear_exception(jni);
+            jvm::delete_local(jni, cls);
+            if !mid.is_null() {
+                methods.push((mid as usize, why));
+            }
+        }
+        Markers { methods }
+    }
+
+    /// The reason of the first marker (in order of specificity) on `frames`.
+    fn classify(&self, frames: &[jvmtiFrameInfo]) -> Option<&'static str> {
+        self.methods
+            .iter()
+            .find(|(m, _)| frames.iter().any(|f| f.method as usize == *m))
+            .map(|&(_, why)| why)
+    }
+}
+
+/// Writes a virtual thread's buffered method events (probe `probe`, Java
+/// id `id`) into `buf`, under the virtual thread's record tid.
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv and `probe` a live reference.
+unsafe fn drain(jni: *mut JNIEnv, rec: &Recorder, buf: Option<&SharedBuf>, probe: jobject, id: u64) {
+    let tid = virtual_thread_tid(id);
+    take_buffer(jni, probe, |block| match (buf, tid) {
+        (Some(b), Some(tid)) => rec.encode_with(b, |out| batch::encode_events(out, tid, block, None)),
+        _ => rec.count_lost(block.events.len() as u64),
+    });
+    if let Some(b) = buf {
+        rec.flush_if_full(b);
+    }
+}
+
+/// The Java thread id a virtual thread's `Probe` holds.
+unsafe fn probe_thread_id(jni: *mut JNIEnv, probe: jobject) -> Option<u64> {
+    let mut f = PROBE_THREAD_ID.load(Ordering::Relaxed);
+    if f.is_null() {
+        f = jni!(
+            jni,
+            GetFieldID,
+            probe_class::class(),
+            c"threadId".as_ptr(),
+            c"J".as_ptr()
+        )
+        .unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        if f.is_null() {
+            return None;
+        }
+        PROBE_THREAD_ID.store(f, Ordering::Relaxed);
+    }
+    jni!(jni, GetLongField, probe, f).map(|v| v as u64)
+}
+
+/// `Probe.registerVirtual0(Probe p)`: a virtual thread's first traced call.
+unsafe extern "C" fn register_virtual0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
+    guard("Probe.registerVirtual0", || {
+        let Some(id) = probe_thread_id(jni, probe) else { return };
+        let global = jni!(jni, NewGlobalRef, probe).unwrap_or(std::ptr::null_mut());
+        if global.is_null() {
+            return;
+        }
+        let old = lock(&PROBES)
+            .get_or_insert_with(HashMap::new)
+            .insert(id, global as usize);
+        if let Some(old) = old {
+            jni!(jni, DeleteGlobalRef, old as jobject);
+        }
+    });
+}
+
+/// `Probe.flushVirtual0(Probe p)`: a virtual thread's buffer is full; on
+/// the carrier running it.
+unsafe extern "C" fn flush_virtual0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
+    guard("Probe.flushVirtual0", || {
+        let Some((rec, _)) = active() else { return };
+        let Some(id) = probe_thread_id(jni, probe) else { return };
+        with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe, id));
+    });
+}
+
+/// `Probe.unparked0(Object vthread)`: `VirtualThread.unpark()` began
+/// (the agent marks it, see `crate::classes`), on the unparking thread.
+unsafe extern "C" fn unparked0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
+    let ts = now_ns();
+    guard("Probe.unparked0", || {
+        record(jni, vthread, ts, kind::VTHREAD_UNPARK, String::new)
+    });
+}
+
+/// Whether this JVM follows virtual threads (granted at load).
+pub(crate) fn supported() -> bool {
+    SUPPORTED.load(Ordering::Relaxed)
+}
+
+/// The natives of `jtrace.Probe` this module implements.
+pub(crate) fn natives() -> [JNINativeMethod; 3] {
+    [
+        probe_class::native(c"unparked0", c"(Ljava/lang/Object;)V", unparked0 as *mut c_void),
+        probe_class::native(
+            c"registerVirtual0",
+            c"(Ljtrace/Probe;)V",
+            register_virtual0 as *mut c_void,
+        ),
+        probe_class::native(c"flushVirtual0", c"(Ljtrace/Probe;)V", flush_virtual0 as *mut c_void),
+    ]
+}
+
+/// Writes every live virtual thread's buffered events into `buf` (VM
+/// death, the end of an attach session); `None` drops them.
 ///
 /// # Safety
 /// `jni` is the calling thread's JNIEnv (or null: nothing is done).
-pub(crate) unsafe fn report(jni: *mut JNIEnv, rec: &Recorder) {
-    let class = probe_class::class();
-    if jni.is_null() || class.is_null() {
+pub(crate) unsafe fn drain_all(jni: *mut JNIEnv, rec: &Recorder, buf: Option<&SharedBuf>) {
+    if jni.is_null() {
         return;
     }
-    let field = |name: &CStr| {
-        let f = jni!(jni, GetStaticFieldID, class, name.as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
-        clear_exception(jni);
-        f
-    };
-    let (threads_field, events_field) = (field(c"virtualThreads"), field(c"virtualEvents"));
-    if threads_field.is_null() || events_field.is_null() || jni!(jni, MonitorEnter, class) != Some(0) {
-        clear_exception(jni);
-        return;
-    }
-    // The probes update both under the class's lock.
-    let threads = jni!(jni, GetStaticLongField, class, threads_field).unwrap_or(0);
-    let events = jni!(jni, GetStaticLongField, class, events_field).unwrap_or(0);
-    jni!(jni, SetStaticLongField, class, threads_field, 0);
-    jni!(jni, SetStaticLongField, class, events_field, 0);
-    jni!(jni, MonitorExit, class);
-    clear_exception(jni);
-    if threads > 0 {
-        let msg = format!(
-            "method calls on virtual threads are not traced: {threads} virtual thread(s) called traced methods \
-             (at least {events} method events not recorded)"
-        );
-        say(&msg);
-        rec.write_direct(&Record {
-            tid: tid(),
-            ts: now_ns(),
-            payload: Payload::AgentError(msg),
-        });
+    let all: Vec<(u64, usize)> = lock(&PROBES)
+        .as_ref()
+        .map(|p| p.iter().map(|(&id, &probe)| (id, probe)).collect())
+        .unwrap_or_default();
+    for (id, probe) in all {
+        drain(jni, rec, buf, probe as jobject, id);
     }
 }

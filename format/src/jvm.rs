@@ -3,6 +3,38 @@
 /// Flag in [`MethodEvent::flags`]: the method exited by an exception.
 pub const EXIT_BY_EXCEPTION: u32 = 1;
 
+/// The bit that marks a record's tid as a virtual thread's (JDK 21 and
+/// later) rather than a kernel tid (kernel tids are below 2^22): the
+/// agent writes a virtual thread's own records (its method events) with
+/// tid = this bit | its Java thread id.
+pub const VIRTUAL_THREAD_TID: u32 = 1 << 31;
+
+/// The record tid of the virtual thread with Java thread id `java_id`, or
+/// `None` if the id does not fit in the 31 bits below [`VIRTUAL_THREAD_TID`].
+pub fn virtual_thread_tid(java_id: u64) -> Option<u32> {
+    (java_id < VIRTUAL_THREAD_TID as u64).then_some(VIRTUAL_THREAD_TID | java_id as u32)
+}
+
+/// The Java thread id of a virtual thread's record tid, `None` for a kernel tid.
+pub fn virtual_thread_id(tid: u32) -> Option<u64> {
+    (tid & VIRTUAL_THREAD_TID != 0).then_some((tid & !VIRTUAL_THREAD_TID) as u64)
+}
+
+/// Why a virtual thread unmounted ([`kind::VTHREAD_UNMOUNT`](crate::kind::VTHREAD_UNMOUNT)'s
+/// `class`, optionally followed by a space and the park blocker's class):
+/// parked (LockSupport.park: j.u.c locks, conditions, queues).
+pub const UNMOUNT_PARK: &str = "park";
+/// In Thread.sleep.
+pub const UNMOUNT_SLEEP: &str = "sleep";
+/// Waiting for a socket (or another selectable channel) to be ready.
+pub const UNMOUNT_SOCKET: &str = "socket";
+/// In Object.wait (JDK 24 and later unmount there).
+pub const UNMOUNT_WAIT: &str = "wait";
+/// Blocked entering a monitor (JDK 24 and later unmount there).
+pub const UNMOUNT_MONITOR: &str = "monitor";
+/// Thread.yield: runnable, waiting for a carrier.
+pub const UNMOUNT_YIELD: &str = "yield";
+
 /// JVM payload shared by the blocking, GC and allocation kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JvmBlock {

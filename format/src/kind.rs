@@ -103,3 +103,26 @@ pub const METHOD_BATCH: u16 = 123;
 /// one's time; written once per thread at the end, into room the agent
 /// kept for it. Payload: [`crate::JvmLost`].
 pub const JVM_LOST: u16 = 150;
+
+/// JVM: a virtual thread (JDK 21 and later) started: its first mount, on
+/// the carrier thread in the header (tid = the carrier's kernel tid).
+/// Payload: [`crate::JvmBlock`] (`arg` = the virtual thread's Java thread
+/// id, `class` = its name, often ""). See [`crate::virtual_thread_tid`].
+pub const VTHREAD_START: u16 = 140;
+/// JVM: a virtual thread ended: its last unmount, from the carrier in the
+/// header. Payload: [`crate::JvmBlock`] (`arg` = its Java thread id,
+/// `class` = its name then, which may have been set after its start).
+pub const VTHREAD_END: u16 = 141;
+/// JVM: a virtual thread was mounted on the carrier in the header.
+/// Payload: [`crate::JvmBlock`] (`arg` = its Java thread id).
+pub const VTHREAD_MOUNT: u16 = 142;
+/// JVM: a virtual thread was unmounted from the carrier in the header.
+/// Payload: [`crate::JvmBlock`] (`arg` = its Java thread id, `class` = why
+/// it unmounted: [`crate::UNMOUNT_PARK`], `UNMOUNT_SLEEP`, ...).
+pub const VTHREAD_UNMOUNT: u16 = 143;
+/// JVM: the thread in the header (a carrier running a virtual thread, or a
+/// platform thread) unparked a virtual thread (`VirtualThread.unpark()`
+/// was called; the virtual thread may have been runnable already).
+/// Payload: [`crate::JvmBlock`] (`arg` = the unparked virtual thread's Java
+/// thread id).
+pub const VTHREAD_UNPARK: u16 = 144;

@@ -57,7 +57,8 @@ pub enum Payload {
     /// See [`kind::FILE_PATH`].
     FilePath(FilePath),
     /// One of the JVM kinds carrying a [`JvmBlock`] (monitor, wait, park,
-    /// sleep, GC, safepoint): the kind says which.
+    /// sleep, GC, safepoint, virtual thread start/end/mount/unmount): the
+    /// kind says which.
     Jvm(u16, JvmBlock),
     /// See [`kind::ALLOC_SAMPLE`].
     Alloc(AllocSample),

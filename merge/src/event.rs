@@ -62,6 +62,12 @@ pub struct ThreadInfo {
     /// invocations still open are closed here as unfinished, and no
     /// JVM-level state explains later blocks. `None`: to its end.
     pub jvm_until: Option<u64>,
+    /// A virtual thread's Java thread id (JDK 21 and later); `None` for a
+    /// kernel thread. A virtual thread's `tid` is a key of the merge, not a
+    /// kernel tid (docs/FORMAT.md, "Virtual threads").
+    pub virtual_id: Option<u64>,
+    /// The carrier thread a virtual thread spent the most time mounted on.
+    pub carrier: Option<u32>,
 }
 
 impl ThreadInfo {

@@ -72,7 +72,9 @@
 //! 3. The external sort: `run` (the run file encoding and reader), `spill`
 //!    (the per-thread buffers that write sorted runs).
 //! 4. The reader, `read/`: `records` (a stream file's records, mapped or
-//!    read in chunks), `kernel` and `jvm` (their decoders), feeding
+//!    read in chunks), `kernel` and `jvm` (their decoders), with
+//!    `vthreads` (virtual threads: the first pass over the JVM streams,
+//!    their carriers' events copied to them), feeding
 //!    [`Trace::open`]'s memory or, streaming, `spill`.
 //! 5. `kway`: the per-thread k-way merge of the runs
 //!    ([`stream::SortedEvents`]).

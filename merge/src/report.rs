@@ -10,7 +10,7 @@ use crate::trace::Trace;
 use crate::visitor::{Invocation, ThreadTotals, Visitor};
 use crate::walk::analyze;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Schema name of the JSON report.
 pub const SCHEMA: &str = "jtrace.report.v1";
@@ -152,6 +152,17 @@ pub struct ThreadJson {
     pub involuntary_switches: u64,
     /// Events inconsistent with the thread's state (lost events).
     pub anomalies: u64,
+    /// A virtual thread (JDK 21 and later); absent for a kernel thread.
+    /// Its `tid` is the merge's key for it, not a kernel tid.
+    #[serde(rename = "virtual", skip_serializing_if = "std::ops::Not::not")]
+    pub is_virtual: bool,
+    /// A virtual thread's Java thread id; absent for a kernel thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub java_id: Option<u64>,
+    /// The carrier a virtual thread spent the most time mounted on;
+    /// absent for a kernel thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<u32>,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -417,9 +428,13 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             voluntary_switches: b.voluntary,
             involuntary_switches: b.involuntary,
             anomalies: totals.anomalies,
+            is_virtual: info.virtual_id.is_some(),
+            java_id: info.virtual_id,
+            carrier: info.carrier,
             methods: sorted_methods(trace, methods, filter),
         });
     }
+    group_under_carriers(&mut threads);
     if filter.thread.is_none() {
         all = (agg.all.into_iter().enumerate())
             .filter(|(_, s)| s.calls > 0)
@@ -501,6 +516,32 @@ fn merge_stats(into: &mut MethodStats, s: &MethodStats) {
     into.jit_known += s.jit_known;
     into.compiled += s.compiled;
     into.wall_compiled += s.wall_compiled;
+}
+
+/// Puts each virtual thread right after its carrier (the threads are in tid
+/// order, where the virtual threads' keys come last); a virtual thread
+/// whose carrier is not listed stays at the end.
+fn group_under_carriers(threads: &mut Vec<ThreadJson>) {
+    if !threads.iter().any(|t| t.is_virtual) {
+        return;
+    }
+    let (virtual_threads, platform): (Vec<ThreadJson>, Vec<ThreadJson>) =
+        std::mem::take(threads).into_iter().partition(|t| t.is_virtual);
+    let listed: std::collections::HashSet<u32> = platform.iter().map(|t| t.tid).collect();
+    let mut by_carrier: HashMap<u32, Vec<ThreadJson>> = HashMap::new();
+    let mut orphans = Vec::new();
+    for v in virtual_threads {
+        match v.carrier.filter(|c| listed.contains(c)) {
+            Some(c) => by_carrier.entry(c).or_default().push(v),
+            None => orphans.push(v),
+        }
+    }
+    for p in platform {
+        let mine = by_carrier.remove(&p.tid).unwrap_or_default();
+        threads.push(p);
+        threads.extend(mine);
+    }
+    threads.extend(orphans);
 }
 
 #[cfg(test)]

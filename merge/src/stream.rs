@@ -67,6 +67,7 @@ pub use crate::wakers::analyze_with_wakers;
 pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEvents)> {
     let mut r = TraceReader::begin(dir)?;
     r.sorter = Some(Box::new(Sorter::new(opts)));
+    r.add_virtual_threads(dir)?;
     let kpath = dir.join(fmt::KERNEL_FILE);
     if r.readable_stream(&kpath, true) {
         let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;

@@ -26,11 +26,14 @@ import jdk.internal.vm.annotation.DontInline;
  * The agent exports jdk.internal.misc to this class before initialising it;
  * if it could not, every lookup goes through the ThreadLocal.
  *
- * Virtual threads are not traced: jtrace keys everything by kernel thread,
- * and a virtual thread moves between carrier threads. Their probe buffers
- * are small and thrown away when full; the agent reports how many virtual
- * threads called traced methods and (at least) how many events were
- * dropped, so the loss is never silent.
+ * A virtual thread (JDK 21 and later) has a buffer of its own, smaller
+ * ({@link #VIRTUAL_CAPACITY}), which travels with it from carrier to
+ * carrier: its events are its own whichever carrier runs it, and the times
+ * are the one clock's. The agent writes it out when it is full
+ * (flushVirtual0, on the carrier running the virtual thread), at the
+ * virtual thread's end and at VM death, under the virtual thread's own
+ * identity (docs/FORMAT.md, "Virtual threads"); it learns of the buffer
+ * through registerVirtual0.
  *
  * The class must only use classes the agent never rewrites (java.lang.Object,
  * Thread, ThreadLocal, System, jdk.internal.*), or a traced method could
@@ -40,8 +43,8 @@ import jdk.internal.vm.annotation.DontInline;
 public final class Probe {
     /** Events per buffer (one METHOD_BATCH holds at most 8188). */
     private static final int CAPACITY = 8184;
-    /** Events per buffer of a virtual thread (thrown away when full). */
-    private static final int DISCARD_CAPACITY = 64;
+    /** Events per buffer of a virtual thread (there may be very many). */
+    private static final int VIRTUAL_CAPACITY = 1024;
     private static final long EXIT = 1L << 62;
     private static final long EXIT_EX = 2L << 62;
     /** Size of the thread-id-indexed cache; a power of two. */
@@ -56,11 +59,6 @@ public final class Probe {
     private static final long TID_OFFSET;
     /** java.lang.BaseVirtualThread (JDK 21 and later), or null. */
     private static final Class<?> VIRTUAL;
-
-    /** Virtual threads that called a traced method (read and reset by the agent; lock: Probe.class). */
-    private static long virtualThreads;
-    /** Their events thrown away from full buffers (the same). */
-    private static long virtualEvents;
 
     static {
         Class<?> virtual = null;
@@ -88,8 +86,10 @@ public final class Probe {
     /** Read and reset by the agent through JNI. */
     private final long[] buf;
     private final Thread owner;
-    /** A virtual thread's: events are counted and thrown away. */
-    private final boolean discard;
+    /** A virtual thread's buffer. */
+    private final boolean virtual;
+    /** The owner's Java thread id (read by the agent for a virtual thread's). */
+    private final long threadId;
     /** Index of the owner's slot in BY_THREAD, or -1 (read by the agent at ThreadEnd). */
     private final int slot;
     private int pos;
@@ -98,11 +98,14 @@ public final class Probe {
     /** Time the first event in buf counts its delta from (set by the agent). */
     private long base;
 
-    private Probe(Thread owner, boolean discard) {
+    private Probe(Thread owner, boolean virtual) {
         this.owner = owner;
-        this.discard = discard;
-        this.buf = new long[discard ? DISCARD_CAPACITY : CAPACITY];
-        this.slot = TID_OFFSET >= 0 ? (int) UNSAFE.getLong(owner, TID_OFFSET) & (SLOTS - 1) : -1;
+        this.virtual = virtual;
+        this.buf = new long[virtual ? VIRTUAL_CAPACITY : CAPACITY];
+        // Thread.getId() may be overridden (and traced) by a platform
+        // thread's class, not by a virtual thread's, which is final.
+        this.threadId = TID_OFFSET >= 0 ? UNSAFE.getLong(owner, TID_OFFSET) : virtual ? owner.getId() : -1;
+        this.slot = TID_OFFSET >= 0 ? (int) threadId & (SLOTS - 1) : -1;
     }
 
     @DontInline
@@ -156,9 +159,7 @@ public final class Probe {
             boolean virtual = VIRTUAL != null && VIRTUAL.isInstance(t);
             p = new Probe(t, virtual);
             if (virtual) {
-                synchronized (Probe.class) {
-                    virtualThreads++;
-                }
+                registerVirtual0(p);
             } else {
                 register0(p);
             }
@@ -176,18 +177,29 @@ public final class Probe {
      * the next event from {@code t}. Returns the index to write it at.
      */
     private int restart(long t) {
-        if (discard) {
-            synchronized (Probe.class) {
-                virtualEvents += pos;
+        if (pos > 0) {
+            if (virtual) {
+                flushVirtual0(this);
+            } else {
+                flush0();
             }
-        } else if (pos > 0) {
-            flush0();
         }
         pos = 0;
         base = t;
         last = t;
         return 0;
     }
+
+    /**
+     * Called first thing in java.lang.VirtualThread.unpark() (the agent
+     * rewrites it, JDK 21 and later) with the virtual thread being
+     * unparked: the agent records who unparked it, and when.
+     */
+    public static void unparked(Object vthread) {
+        unparked0(vthread);
+    }
+
+    private static native void unparked0(Object vthread);
 
     /** Forces initialisation (called by the agent once, after defining the class). */
     static void init() {
@@ -211,4 +223,10 @@ public final class Probe {
 
     /** Hands the calling thread's full buffer to the agent. */
     private static native void flush0();
+
+    /** Registers a virtual thread's buffer with the agent (on its first traced call). */
+    private static native void registerVirtual0(Probe p);
+
+    /** Hands a virtual thread's full buffer to the agent (on the carrier running it). */
+    private static native void flushVirtual0(Probe p);
 }

@@ -14,6 +14,9 @@ pub(crate) struct MethodCtx {
     pub(crate) is_static: bool,
     /// Class-file major version.
     pub(crate) major: u16,
+    /// Instead of the probes: the receiver handed to `refs.unparked` at
+    /// entry, and no-ops where the exit probes go ([`super::RECEIVER_MARKER`]).
+    pub(crate) marker: bool,
 }
 
 /// Constant-pool indices the inserted code uses.
@@ -21,6 +24,8 @@ pub(crate) struct ProbeRefs {
     pub(crate) enter: u16,
     pub(crate) exit: u16,
     pub(crate) exit_ex: u16,
+    /// `Probe.unparked(Object)` (0 when no method of the class is a marker).
+    pub(crate) unparked: u16,
     pub(crate) throwable: u16,
     pub(crate) stack_map_table: u16,
 }
@@ -37,6 +42,8 @@ const INVOKESTATIC: u8 = 0xb8;
 const ATHROW: u8 = 0xbf;
 const SIPUSH: u8 = 0x11;
 const LDC_W: u8 = 0x13;
+const ALOAD_0: u8 = 0x2a;
+const NOP: u8 = 0x00;
 
 /// Bytes of `push id; invokestatic probe`.
 const CALL_LEN: u32 = 6;
@@ -285,6 +292,17 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         [LDC_W, (i >> 8) as u8, i as u8]
     };
     let call = |out: &mut Vec<u8>, method: u16| {
+        if ctx.marker {
+            // Same length as a probe call, so the layout is the same.
+            if method == refs.enter {
+                out.extend_from_slice(&[ALOAD_0, INVOKESTATIC]);
+                put_u2(out, refs.unparked);
+                out.extend_from_slice(&[NOP, NOP]);
+            } else {
+                out.extend_from_slice(&[NOP; CALL_LEN as usize]);
+            }
+            return;
+        }
         out.extend_from_slice(&id_insn);
         out.push(INVOKESTATIC);
         put_u2(out, method);

@@ -51,6 +51,15 @@ pub const EXIT: &str = "exit";
 pub const EXIT_EX: &str = "exitEx";
 /// Descriptor shared by the three probes.
 pub const PROBE_DESC: &str = "(I)V";
+/// The id a selector gives an instance method to mark rather than trace:
+/// its receiver is handed to `Probe.unparked(Object)` at entry, and nothing
+/// else is called (`java.lang.VirtualThread.unpark()`, whose receiver is
+/// the virtual thread being unparked).
+pub const RECEIVER_MARKER: u32 = u32::MAX;
+/// The probe a [`RECEIVER_MARKER`] method calls, and its descriptor.
+pub const UNPARKED: &str = "unparked";
+/// See [`UNPARKED`].
+pub const UNPARKED_DESC: &str = "(Ljava/lang/Object;)V";
 
 /// A method that was instrumented.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +186,11 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
         enter: cp.methodref(probe_class, ENTER, PROBE_DESC)?,
         exit: cp.methodref(probe_class, EXIT, PROBE_DESC)?,
         exit_ex: cp.methodref(probe_class, EXIT_EX, PROBE_DESC)?,
+        unparked: if plans.iter().any(|p| p.id == Some(RECEIVER_MARKER)) {
+            cp.methodref(probe_class, UNPARKED, UNPARKED_DESC)?
+        } else {
+            0
+        },
         throwable,
         stack_map_table: cp.utf8_entry("StackMapTable")?,
     };
@@ -194,7 +208,17 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
             is_init: p.name == "<init>",
             is_static: p.access & ACC_STATIC != 0,
             major,
+            marker: id == RECEIVER_MARKER,
         };
+        if ctx.marker && (ctx.is_static || ctx.is_init) {
+            methods_out.extend_from_slice(raw);
+            result.skipped.push(Skipped {
+                name: p.name.clone(),
+                desc: p.desc.clone(),
+                reason: "a receiver marker needs an instance method".into(),
+            });
+            continue;
+        }
         match rewrite_method(raw, &mut cp, &refs, &ctx) {
             Ok(m) => {
                 methods_out.extend_from_slice(&m);

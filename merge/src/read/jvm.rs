@@ -52,7 +52,8 @@ impl TraceReader {
                     break;
                 }
             };
-            let (tid, ts) = (raw.tid, raw.ts);
+            // A virtual thread's own records carry its record tid.
+            let (tid, ts) = (self.vthreads.key(path, raw.tid), raw.ts);
             max_ts = max_ts.max(ts);
             // Fast paths: method entry/exit and the blocking states straight
             // from the bytes (the class name is looked up, not allocated).
@@ -266,7 +267,7 @@ impl TraceReader {
     /// The index of `s` in [`Trace::details`](crate::Trace::details).
     /// Interned: the table grows with the number of distinct strings (monitor
     /// and blocker classes), not with the number of events.
-    fn detail(&mut self, s: String) -> u32 {
+    pub(super) fn detail(&mut self, s: String) -> u32 {
         self.detail_str(&s)
     }
 

@@ -129,6 +129,7 @@ impl TraceReader {
                             (self.trace.syscalls.len() - 1) as u32
                         }
                     };
+                    self.copy_syscall(&info, idx);
                     self.push(tid, ts, Event::Syscall { idx, enter: true });
                     if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
                         // Its block ends at the thread's next switch-in.
@@ -185,6 +186,7 @@ impl TraceReader {
                 _ => {}
             }
         }
+        self.flush_virtual_wakes();
     }
 
     /// The VM thread's calls of `SafepointSynchronize::begin` and `end`

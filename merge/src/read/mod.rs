@@ -9,9 +9,10 @@
 mod jvm;
 mod kernel;
 pub(crate) mod records;
+mod vthreads;
 
 use crate::cause::Cause;
-use crate::event::{Event, MethodIdx, ThreadInfo, Timed};
+use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
 use crate::meta::Meta;
 use crate::spill::Sorter;
 use crate::tid_map::TidMap;
@@ -20,6 +21,7 @@ use jtrace_format::{self as fmt, FileHeader};
 use records::{read_stream, records};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use vthreads::VirtualThreads;
 
 /// A trace being read: its tables, plus what the decoders keep between
 /// records.
@@ -50,6 +52,13 @@ pub(crate) struct TraceReader {
     kernel_max_ts: u64,
     /// Why the kernel stream was not read to its end, if it was not.
     kernel_cut: Option<String>,
+    /// The virtual threads' mounts on carriers (empty without any).
+    pub(crate) vthreads: VirtualThreads,
+    /// A carrier's syscall copied to the virtual thread mounted then: the
+    /// carrier's syscall index -> (virtual thread, its copy's index).
+    vsyscalls: TidMap<(u32, u32)>,
+    /// A block's detail -> the detail of its copy on a pinned virtual thread.
+    pinned_details: TidMap<u32>,
 }
 
 impl Trace {
@@ -59,6 +68,7 @@ impl Trace {
     /// bounded by a budget.
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
         let mut r = TraceReader::begin(dir)?;
+        r.add_virtual_threads(dir)?;
         let kpath = dir.join(fmt::KERNEL_FILE);
         if r.readable_stream(&kpath, true) {
             let data = read_stream(&kpath, fmt::KERNEL_MAGIC)?;
@@ -252,9 +262,99 @@ impl TraceReader {
         })
     }
 
-    /// Adds an event of thread `tid`: to the sort when streaming, else to
-    /// the thread's events.
-    fn push(&mut self, tid: u32, ts: u64, event: Event) {
+    /// The first pass over the JVM streams ([`VirtualThreads::scan`]): the
+    /// virtual threads, their synthetic events and their carriers' mounts,
+    /// before any other record is read.
+    pub(crate) fn add_virtual_threads(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let (vthreads, synthetic) = VirtualThreads::scan(&jvm_files(dir)?);
+        for s in synthetic {
+            let tid = s.info.tid;
+            self.trace.threads.insert(tid, s.info);
+            let mut events = s.events;
+            for (i, class) in s.details {
+                if let Event::Block { detail, .. } = &mut events[i].1 {
+                    *detail = self.detail(class);
+                }
+            }
+            for (ts, e) in events {
+                self.push_own(tid, ts, e);
+            }
+        }
+        self.vthreads = vthreads;
+        Ok(())
+    }
+
+    /// A syscall record of `carrier` just added under `idx`: a copy for the
+    /// virtual thread mounted then, with the events that name it.
+    pub(crate) fn copy_syscall(&mut self, info: &SyscallInfo, idx: u32) {
+        if self.vthreads.is_empty() {
+            return;
+        }
+        let Some(vtid) = self.vthreads.mounted_on(info.tid, info.enter) else {
+            return;
+        };
+        let copy = SyscallInfo { tid: vtid, ..*info };
+        let vidx = match &mut self.sorter {
+            Some(s) => s.add_syscall(copy),
+            None => {
+                self.trace.syscalls.push(copy);
+                (self.trace.syscalls.len() - 1) as u32
+            }
+        };
+        self.vsyscalls.insert(idx, (vtid, vidx));
+    }
+
+    /// Adds an event of thread `tid` (and its copy for the virtual thread
+    /// mounted on it, if `tid` is a carrier): to the sort when streaming,
+    /// else to the thread's events.
+    fn push(&mut self, tid: u32, ts: u64, mut event: Event) {
+        if !self.vthreads.is_empty() {
+            let mut copies = Vec::new();
+            self.vthreads.copies(tid, ts, &mut event, &mut copies);
+            for (vtid, cts, mut copy) in copies {
+                if let Event::Block { detail, .. } = &mut copy {
+                    *detail = self.pinned_detail(*detail);
+                }
+                self.push_own(vtid, cts, copy);
+            }
+            if let Event::Syscall { idx, enter } = event {
+                if let Some(&(vtid, vidx)) = self.vsyscalls.get(&idx) {
+                    if !enter {
+                        self.vsyscalls.remove(&idx);
+                    }
+                    self.push_own(vtid, ts, Event::Syscall { idx: vidx, enter });
+                }
+            }
+        }
+        self.push_own(tid, ts, event);
+    }
+
+    /// The detail of a carrier's JVM block as its mounted virtual thread
+    /// sees it: the same class, marked as pinning it ("pinned: <class>").
+    fn pinned_detail(&mut self, detail: u32) -> u32 {
+        if let Some(&d) = self.pinned_details.get(&detail) {
+            return d;
+        }
+        let class = self.trace.details.get(detail as usize).cloned().unwrap_or_default();
+        let d = self.detail(if class.is_empty() {
+            "pinned".to_string()
+        } else {
+            format!("pinned: {class}")
+        });
+        self.pinned_details.insert(detail, d);
+        d
+    }
+
+    /// At the end of the kernel stream: the virtual threads' wakes still
+    /// pending ([`VirtualThreads::pending_wakes`]).
+    pub(crate) fn flush_virtual_wakes(&mut self) {
+        for (vtid, ts, e) in self.vthreads.pending_wakes() {
+            self.push_own(vtid, ts, e);
+        }
+    }
+
+    /// Adds an event of thread `tid` only.
+    fn push_own(&mut self, tid: u32, ts: u64, event: Event) {
         if let Some(s) = &mut self.sorter {
             s.push(tid, ts, event);
             return;
