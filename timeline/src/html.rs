@@ -179,6 +179,12 @@ struct ThreadJson {
     vol: u64,
     invol: u64,
     anomalies: u64,
+    /// A virtual thread's Java id (absent for kernel threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vid: Option<u64>,
+    /// The carrier a virtual thread ran on most (absent for kernel threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    carrier: Option<u32>,
     spans: Spans,
     offs: Offs,
 }
@@ -321,6 +327,8 @@ fn thread_json(
         vol: b.voluntary,
         invol: b.involuntary,
         anomalies: t.totals.anomalies,
+        vid: t.info.virtual_id,
+        carrier: t.info.carrier,
         spans,
         offs,
     }
@@ -346,12 +354,18 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
     let command = m.command.join(" ");
     let mut strings = Interner::new();
     let index = WindowIndex::new(&windows);
+    let kind_of: std::collections::HashMap<u32, u8> = threads.iter().map(|t| (t.info.tid, t.category())).collect();
     let (processes, order) = process_order(trace, &threads);
     let threads: Vec<ThreadJson> = order
         .into_iter()
         .map(|i| {
             let t = &threads[i];
-            thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0)
+            let mut j = thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0);
+            // A virtual thread is listed under its carrier, in its group.
+            if let Some(&k) = t.info.carrier.and_then(|c| kind_of.get(&c)) {
+                j.kind = k;
+            }
+            j
         })
         .collect();
     let windows = windows

@@ -54,6 +54,11 @@ pub struct ThreadData {
 }
 
 impl ThreadData {
+    /// A virtual thread (JDK 21 and later).
+    pub fn is_virtual(&self) -> bool {
+        self.info.virtual_id.is_some()
+    }
+
     /// 0 = application Java thread, 1 = JVM-internal Java thread (groups
     /// "system" and "InnocuousThreadGroup"), 2 = native thread: the order in
     /// which views list threads.
@@ -154,11 +159,32 @@ pub fn collect(trace: &Trace) -> Vec<ThreadData> {
 }
 
 /// Order in which views list threads: application threads, then JVM threads,
-/// then native threads; by tid within each group.
+/// then native threads; by tid within each group; each virtual thread right
+/// after the carrier it ran on most (in its carrier's group).
 pub fn thread_order(threads: &[ThreadData]) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..threads.len()).collect();
+    let mut idx: Vec<usize> = (0..threads.len()).filter(|&i| !threads[i].is_virtual()).collect();
     idx.sort_by_key(|&i| (threads[i].category(), threads[i].info.tid));
-    idx
+    let mut virtual_threads: Vec<usize> = (0..threads.len()).filter(|&i| threads[i].is_virtual()).collect();
+    if virtual_threads.is_empty() {
+        return idx;
+    }
+    virtual_threads.sort_by_key(|&i| threads[i].info.tid);
+    let mut by_carrier: std::collections::HashMap<u32, Vec<usize>> = std::collections::HashMap::new();
+    let listed: std::collections::HashSet<u32> = idx.iter().map(|&i| threads[i].info.tid).collect();
+    let mut orphans = Vec::new();
+    for i in virtual_threads {
+        match threads[i].info.carrier.filter(|c| listed.contains(c)) {
+            Some(c) => by_carrier.entry(c).or_default().push(i),
+            None => orphans.push(i),
+        }
+    }
+    let mut out = Vec::with_capacity(threads.len());
+    for i in idx {
+        out.push(i);
+        out.extend(by_carrier.remove(&threads[i].info.tid).unwrap_or_default());
+    }
+    out.extend(orphans);
+    out
 }
 
 /// The earliest timestamp of a trace: views show times relative to it.

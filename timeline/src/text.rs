@@ -181,6 +181,12 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         self.thread_buf.clear();
         self.thread_has_calls = false;
         let mut kind = Vec::new();
+        if let Some(id) = t.virtual_id {
+            kind.push(format!("virtual #{id}"));
+            if let Some(c) = t.carrier {
+                kind.push(format!("carrier tid {c}"));
+            }
+        }
         if t.java_name.is_some() {
             kind.push("java".to_string());
             if !t.group.is_empty() {

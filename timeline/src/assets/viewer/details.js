@@ -182,7 +182,8 @@ function details(it) {
   const offT = th.off.reduce((a, b) => a + b, 0);
   let rows = '';
   th.off.forEach((ns, c) => { if (ns) rows += `<div><i class="sw" style="background:${CC[c]}"></i>${esc(CAUSES[c])}</div><div>${fmtDur(ns)}</div>`; });
-  return `<b>${who}</b> ${['application', 'JVM', 'native'][th.kind]} thread${th.daemon ? ', daemon' : ''}${th.group ? ', group ' + esc(th.group) : ''}` +
+  const kind = th.vid != null ? `virtual thread #${th.vid}${th.carrier != null ? ', mostly on carrier tid ' + th.carrier : ''}` : `${['application', 'JVM', 'native'][th.kind]} thread`;
+  return `<b>${who}</b> ${kind}${th.daemon ? ', daemon' : ''}${th.group ? ', group ' + esc(th.group) : ''}` +
     `<div class="kv"><div>wall</div><div>${fmtDur(th.wall)}</div><div>CPU</div><div>${fmtDur(th.cpu)}</div><div>off CPU</div><div>${fmtDur(offT)}</div>${rows}` +
     (th.wall > th.cpu + offT ? `<div>not covered</div><div>${fmtDur(th.wall - th.cpu - offT)}</div>` : '') +
     `<div>switches</div><div>${th.vol} vol / ${th.invol} invol</div><div>spans</div><div>${th.spans.s.length}</div></div>` +

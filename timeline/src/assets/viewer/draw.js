@@ -258,9 +258,11 @@ function draw() {
     let name = th.name || th.comm || '?';
     const maxc = 28;
     if (name.length > maxc) name = name.slice(0, maxc - 1) + '…';
-    ctx.fillText(name, 8, y0 + 12);
+    // A virtual thread is indented under its carrier.
+    const x = th.vid != null ? 20 : 8;
+    ctx.fillText(name, x, y0 + 12);
     ctx.fillStyle = '#667';
-    ctx.fillText(`tid ${th.tid}` + (MULTI_PROC ? ` · pid ${th.pid}` : '') + ` · CPU ${fmtDur(th.cpu)}`, 8, y0 + 26, LABEL_W - 14);
+    ctx.fillText((th.vid != null ? `virtual #${th.vid}` : `tid ${th.tid}`) + (MULTI_PROC ? ` · pid ${th.pid}` : '') + ` · CPU ${fmtDur(th.cpu)}`, x, y0 + 26, LABEL_W - 6 - x);
     ctx.strokeStyle = '#e3e7ee'; ctx.beginPath(); ctx.moveTo(0, y0 + l.h - 0.5); ctx.lineTo(W, y0 + l.h - 0.5); ctx.stroke();
   }
   drawAxis();
