@@ -50,9 +50,11 @@ impl Outcome {
         found[0].clone()
     }
 
-    /// Name of the thread whose wakeup ended the last `cause` block inside
-    /// `inv`: the release. (HotSpot's contended enter parks with timed
-    /// back-off, so earlier blocks end by timer interrupts.)
+    /// Name of the Java thread whose wakeup ended the last `cause` block
+    /// inside `inv` that a Java thread ended: the release. (HotSpot's
+    /// contended enter parks with timed back-off, so earlier blocks end by
+    /// timer interrupts; on JDK 11 a short block at a safepoint, ended by
+    /// the VM thread, may follow the release.)
     fn waker_of(&self, tid: u32, inv: &Invocation, cause: Cause) -> String {
         let iv = self
             .c
@@ -60,9 +62,14 @@ impl Outcome {
             .iter()
             .filter(|(t, iv)| *t == tid && iv.start >= inv.entry && iv.end <= inv.exit)
             .filter(|(_, iv)| iv.split.off.get(cause) > 0)
+            .filter(|(_, iv)| {
+                iv.wake
+                    .and_then(|w| self.trace.threads.get(&w.waker_tid))
+                    .is_some_and(|t| t.java_name.is_some())
+            })
             .max_by_key(|(_, iv)| iv.end)
             .map(|(_, iv)| *iv)
-            .expect("an off-CPU interval inside the invocation");
+            .expect("an off-CPU interval inside the invocation ended by a Java thread");
         let w = iv.wake.expect("the block ended by a wakeup");
         self.trace
             .threads

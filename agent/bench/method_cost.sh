@@ -14,6 +14,10 @@
 # process CPU per traced call (every thread of the JVM, tracer threads
 # included).
 #
+# On JDK 21 and 25 also "untraced-vt" and "jtrace-vt": the same calls on
+# a virtual thread (their buffer is the virtual thread's own), with the
+# floor measured on that virtual thread.
+#
 # Tracers: none; jtrace (bytecode rewriting, trace written); JVMTI
 # MethodEntry/MethodExit (the agent with bytecode_rewriting off); on JDK 25
 # JFR method timing (jdk.MethodTiming) and tracing (jdk.MethodTrace), JEP 520.
@@ -38,7 +42,8 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${JTRACE_BENCH_OUT:-/dev/shm}/jtrace-bench-$$
-javac --release 17 -d "$tmp" agent/tests/java/bench/Bench.java
+javac --release 11 -d "$tmp" agent/tests/java/bench/Bench.java
+bash scripts/test-jdks.sh >/dev/null
 quiet=$'jit off\npark off\nsleep off\n'
 printf 'output %s\n%sinclude_method Bench tiny\n' "$out" "$quiet" >"$tmp/jtrace.conf"
 printf 'output %s\n%sbytecode_rewriting off\ninclude_method Bench tiny\n' "$out" "$quiet" >"$tmp/jvmti.conf"
@@ -48,15 +53,21 @@ run() { # jdk label calls java-args...
     local jdk=$1 label=$2 n=$3
     shift 3
     rm -rf "$out"
-    "$jdk/bin/java" "$@" -cp "$tmp" Bench "$n" 5 | sed -n "s/^ROUND /$label /p" >>"$tmp/rounds-$(basename "$jdk")"
+    local virtual=
+    case $label in *-vt) virtual=virtual ;; esac
+    "$jdk/bin/java" "$@" -cp "$tmp" Bench "$n" 5 $virtual | sed -n "s/^ROUND /$label /p" >>"$tmp/rounds-$(basename "$jdk")"
     rm -rf "$out"
 }
 
-for jdk in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64; do
+for jdk in /usr/lib/jvm/java-17-openjdk-amd64 "$PWD/target/jdks/21" /usr/lib/jvm/temurin-25-jdk-amd64; do
     [ -x "$jdk/bin/java" ] || continue
     for _ in $(seq "$repeats"); do
         run "$jdk" untraced "$calls"
         run "$jdk" jtrace "$calls" "-agentpath:$agent=$tmp/jtrace.conf"
+        if "$jdk/bin/java" -version 2>&1 | grep -q '"2[1-9]'; then
+            run "$jdk" untraced-vt "$calls"
+            run "$jdk" jtrace-vt "$calls" "-agentpath:$agent=$tmp/jtrace.conf"
+        fi
         if [ -n "$base_agent" ]; then
             run "$jdk" jtrace-base "$calls" "-agentpath:$base_agent=$tmp/jtrace.conf"
         fi

@@ -7,11 +7,15 @@
 //! | `output` | trace directory; the stream goes to `<dir>/jvm-<pid>.bin` |
 //! | `include_method`, `exclude_method` | `<class.method glob>` or `<class glob> <method glob>` |
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
-//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit` | `on` or `off` |
+//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit`, `virtual_threads` | `on` or `off` |
 //!
 //! Monitor contention, monitor waiting, garbage collection, park, sleep and
 //! JIT (compiled method load/unload) events are on by default; sampled object
-//! allocation is off. None of them needs method events.
+//! allocation is off. None of them needs method events. `virtual_threads`
+//! (default on; JDK 21 and later) follows virtual threads' mounts on their
+//! carriers: with it off their method calls are still recorded as theirs,
+//! but their time is not attributed (see agent/src/virtual_threads.rs for
+//! its cost).
 //!
 //! Rules are tried top to bottom and the first match wins. A method that
 //! matches no rule is not traced; a thread that matches no rule is traced.
@@ -148,6 +152,9 @@ pub struct Config {
     pub sleep: bool,
     /// `jit` (default on): compiled method load/unload.
     pub jit: bool,
+    /// `virtual_threads` (default on): virtual threads' starts, ends,
+    /// mounts, unmounts and unparks (JDK 21 and later).
+    pub virtual_threads: bool,
     /// `lt_process_scheduling` (default off; accepted, not implemented yet).
     pub lt_process_scheduling: bool,
     /// Method rules in file order.
@@ -169,6 +176,7 @@ impl Default for Config {
             park: true,
             sleep: true,
             jit: true,
+            virtual_threads: true,
             lt_process_scheduling: false,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
@@ -252,7 +260,8 @@ impl Config {
             | "lt_process_scheduling"
             | "park"
             | "sleep"
-            | "jit" => {
+            | "jit"
+            | "virtual_threads" => {
                 let on = match args.as_slice() {
                     ["on"] => true,
                     ["off"] => false,
@@ -268,6 +277,7 @@ impl Config {
                     "park" => &mut self.park,
                     "sleep" => &mut self.sleep,
                     "jit" => &mut self.jit,
+                    "virtual_threads" => &mut self.virtual_threads,
                     _ => &mut self.lt_process_scheduling,
                 };
                 *slot = on;

@@ -119,7 +119,9 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
     events::on_load(env, &cfg, attach, &mut callbacks);
     // Virtual threads' starts, ends and mounts (JDK 21 and later).
-    virtual_threads::on_load(env);
+    if cfg.virtual_threads {
+        virtual_threads::on_load(env);
+    }
     let callbacks = virtual_threads::callbacks(callbacks);
     let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
     // The JVM reads the slots it knows of the longer table.

@@ -39,7 +39,7 @@ use crate::jvm::{self, clear_exception, jni, jvmti, object_class_name};
 use crate::mutex::lock;
 use crate::probe_class::{self, take_buffer};
 use crate::recorder::{Recorder, SharedBuf};
-use crate::state::{active, guard, now_ns};
+use crate::state::{active, guard, now_ns, CONFIG};
 use crate::sys::*;
 use crate::thread::{record_raw, with_carrier_buf};
 
@@ -157,6 +157,13 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), S
         return Ok(());
     }
     jvm::delete_local(jni, virtual_class);
+    if CONFIG.get().is_some_and(|c| !c.virtual_threads) {
+        return Err(
+            "virtual threads are not followed (virtual_threads off): their method calls are recorded, \
+                    their time is not attributed"
+                .into(),
+        );
+    }
     *lock(&MARKERS) = Some(Markers::find(jni));
     if !SUPPORTED.load(Ordering::SeqCst) {
         return Err(

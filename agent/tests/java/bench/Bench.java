@@ -1,6 +1,7 @@
 /**
  * Probe-overhead benchmark of the jtrace agent (agent/tests/rewrite.rs,
- * ignored test `bench_probe_overhead`). Usage: java Bench <calls per round> <rounds>
+ * ignored test `bench_probe_overhead`; agent/bench/method_cost.sh). Usage:
+ * java Bench <calls per round> <rounds> [virtual]   ("virtual": on a virtual thread)
  *
  * Per round prints "ROUND <ns per traced tiny() call> <ns per untraced
  * call> <ns per 2 x System.nanoTime()> <process CPU ns per traced call>",
@@ -70,9 +71,22 @@ public class Bench {
         return (t1 - t0) / (double) n;
     }
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
         int n = Integer.parseInt(args[0]);
         int rounds = Integer.parseInt(args[1]);
+        if (args.length > 2 && args[2].equals("virtual")) {
+            // The same rounds on a virtual thread (JDK 21 and later; started
+            // through reflection, the class is compiled for older releases).
+            Thread t = (Thread) Thread.class.getMethod("startVirtualThread", Runnable.class)
+                    .invoke(null, (Runnable) () -> measure(n, rounds));
+            t.join();
+        } else {
+            measure(n, rounds);
+        }
+        System.out.println("SINK " + (sink & 1));
+    }
+
+    static void measure(int n, int rounds) {
         // Warm-up: get everything compiled.
         for (int w = 0; w < 3; w++) {
             traced(n / 4);
@@ -88,6 +102,5 @@ public class Bench {
             double cpu = cpu0 < 0 || cpu1 < 0 ? -1 : (cpu1 - cpu0) / (double) n;
             System.out.printf("ROUND %.2f %.2f %.2f %.2f%n", a, b, c, cpu);
         }
-        System.out.println("SINK " + (sink & 1));
     }
 }
