@@ -306,19 +306,22 @@ fn contended_monitor_enter() {
         assert_eq!(p.len(), 1, "{j}: {p:?}");
         let (t0, t1, arg, _, _) = p[0];
         assert_eq!(arg, 0);
-        // The thread contends from its mark until the holder releases: about
-        // 100 ms, less when the blocked thread got going late (start-up).
-        let truth = r.mark("mon-release") - r.mark("mon-contend");
-        assert!(truth > 30 * MS, "{j}: the scenario contended only {} ms", truth / MS);
+        // The holder holds the monitor 100 ms from when it sees the thread
+        // blocked on it ("mon-hold") to "mon-release": the contention spans
+        // that hold, and at most from the thread's try to the release (more
+        // before the hold when the machine is loaded).
+        let hold = r.mark("mon-release") - r.mark("mon-hold");
+        let most = r.mark("mon-release") - r.mark("mon-contend");
         // Up to JDK 14 biased locking is on: the first contention on an
         // object biased toward its holder revokes the bias (at safepoints)
         // before the JVM reports the contention, so ENTER may come late.
         let biased = feature_version(&r.java) < 15;
         assert!(
-            near(t1 - t0, truth) || (biased && t1 - t0 <= truth + SLACK),
-            "{j}: contended {} ms, the program saw {} ms",
+            (t1 - t0 + SLACK >= hold || biased) && t1 - t0 <= most + SLACK,
+            "{j}: contended {} ms, the program held {} ms of {} ms",
             (t1 - t0) / MS,
-            truth / MS
+            hold / MS,
+            most / MS
         );
         assert!(t0 >= r.mark("mon-contend"), "{j}: ENTER before the thread tried");
         assert!(
@@ -513,8 +516,12 @@ fn allocation_samples() {
         let samples: Vec<(u64, u64, String)> = allocs.iter().map(|a| (0, a.size, a.class.clone())).collect();
         // ~30 MB allocated with a 512 KiB mean interval: ~60 samples expected.
         assert!(samples.len() >= 15, "{j}: {} samples", samples.len());
-        // The site: the allocating lambda of Events.alloc (lines 200-205),
-        // also for the arrays ArrayList.add grows (JDK frames are skipped).
+        // The site: the allocating lambda of Events.alloc (the lines its
+        // "alloc-site" comment names), also for the arrays ArrayList.add
+        // grows (JDK frames are skipped).
+        let source = include_str!("java/Events.java");
+        let first = 1 + source.lines().position(|l| l.contains("// alloc-site")).unwrap() as i32;
+        let site = first..=first + 5;
         let names = r.defs();
         let at_site = allocs
             .iter()
@@ -522,7 +529,7 @@ fn allocation_samples() {
                 names
                     .get(&a.method)
                     .is_some_and(|n| n.starts_with("Events.lambda$alloc"))
-                    && (200..=205).contains(&a.line)
+                    && site.contains(&a.line)
             })
             .count();
         assert!(

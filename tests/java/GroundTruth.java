@@ -117,9 +117,15 @@ public class GroundTruth {
                 break;
             case "monitor": {
                 CountDownLatch held = new CountDownLatch(1);
+                Thread main = Thread.currentThread();
                 Thread releaser = new Thread(() -> {
                     synchronized (MONITOR) {
                         held.countDown();
+                        // The delay runs from when main is blocked here: on a
+                        // loaded machine main may get a CPU late.
+                        while (main.getState() != Thread.State.BLOCKED) {
+                            Thread.onSpinWait();
+                        }
                         sleepQuietly(delay);
                     }
                 }, "releaser");
@@ -152,6 +158,9 @@ public class GroundTruth {
                 Thread releaser = new Thread(() -> {
                     LOCK.lock();
                     held.countDown();
+                    while (!LOCK.hasQueuedThreads()) { // main waits for the lock
+                        Thread.onSpinWait();
+                    }
                     sleepQuietly(delay);
                     LOCK.unlock();
                 }, "releaser");

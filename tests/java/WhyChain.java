@@ -206,6 +206,6 @@ public class WhyChain {
     }
 
     static void nap() {
-        java.util.concurrent.locks.LockSupport.parkNanos(20_000_000L);
+        java.util.concurrent.locks.LockSupport.parkNanos(100_000_000L); // far above run-queue waits on a loaded machine
     }
 }

@@ -74,20 +74,28 @@ public class Events {
         Thread holder = started("mon-holder", () -> {
             synchronized (lock) {
                 flag = true;
+                // Hold it 100 ms from when the other thread is blocked on it:
+                // on a loaded machine that thread may get a CPU late.
+                while (monBlocked == null || monBlocked.getState() != Thread.State.BLOCKED) {
+                    Thread.onSpinWait();
+                }
+                mark("mon-hold");
                 long end = System.nanoTime() + 100 * MS;
                 while (System.nanoTime() < end) { sink++; }   // hold it, on CPU
                 mark("mon-release");
             }
         });
-        Thread blocked = started("mon-blocked", () -> {
+        monBlocked = started("mon-blocked", () -> {
             while (!flag) { Thread.onSpinWait(); }
             mark("mon-contend");
             synchronized (lock) { sink++; }
             mark("mon-entered");
         });
         holder.join();
-        blocked.join();
+        monBlocked.join();
     }
+
+    static volatile Thread monBlocked;
 
     /** "waiter" waits ~100 ms until notified; "timed-waiter" waits 50 ms and times out. */
     static void waits() throws Exception {
@@ -196,7 +204,7 @@ public class Events {
     }
 
     static void alloc() throws Exception {
-        onThread("allocator", () -> {
+        onThread("allocator", () -> { // alloc-site: this line and the next five
             List<Object> keep = new ArrayList<>();
             for (int i = 0; i < 200_000; i++) {
                 keep.add(new Blob(i));
