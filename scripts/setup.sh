@@ -26,4 +26,5 @@ command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required" >&2; exi
 command -v javac >/dev/null || { echo "setup: a JDK (javac) is required" >&2; exit 2; }
 [ -r /sys/kernel/btf/vmlinux ] || { echo "setup: this kernel has no BTF (/sys/kernel/btf/vmlinux); jtrace needs CONFIG_DEBUG_INFO_BTF" >&2; exit 2; }
 bash "$(dirname "$0")/test-jdks.sh"
+bash "$(dirname "$0")/test-python.sh"
 [ "$(id -u)" != 0 ] || bash "$(dirname "$0")/test-user.sh"

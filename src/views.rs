@@ -88,8 +88,11 @@ fn parse_size(s: &str) -> Result<(u32, u32), String> {
 /// Export formats of `jtrace export`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
-    /// Chrome trace-event JSON, for Perfetto UI (ui.perfetto.dev) and chrome://tracing
-    /// (embeds every event, so it reads the whole trace into memory; the others stream).
+    /// Perfetto's native protobuf trace, for Perfetto UI (ui.perfetto.dev) and trace_processor:
+    /// method slices, the kernel's scheduling with wakers, off-CPU causes, GC/safepoint tracks.
+    Perfetto,
+    /// Chrome trace-event JSON, for chrome://tracing (Perfetto reads it too, but prefer
+    /// `perfetto`; embeds every event, so it reads the whole trace into memory; the others stream).
     Chrome,
     /// Folded stacks of off-CPU time by cause (`cause;frame;... ns`), for flame graphs and speedscope.
     Collapsed,
@@ -177,7 +180,7 @@ fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> an
     Ok(())
 }
 
-/// `jtrace export TRACE --format chrome|collapsed|csv|text [-o FILE]`:
+/// `jtrace export TRACE --format perfetto|chrome|collapsed|csv|text [-o FILE]`:
 /// chrome reads the whole trace, the others stream unless `--in-memory`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     // Open (and check) the trace before creating the output file.
@@ -205,6 +208,8 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         }
         (ExportFormat::Csv, Some(trace)) => export::write_csv(trace, out)?,
         (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream)?,
+        (ExportFormat::Perfetto, Some(trace)) => export::write_perfetto(trace, out)?,
+        (ExportFormat::Perfetto, None) => export::write_perfetto_streaming(dir, out, &stream)?,
         (ExportFormat::Text, Some(trace)) => {
             jtrace_timeline::write_text(trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
         }

@@ -2,7 +2,7 @@
 //! the invocations, off-CPU intervals, wakeups and thread totals it receives.
 
 use crate::cause::{Breakdown, Cause};
-use crate::event::{MethodIdx, SyscallInfo, ThreadInfo};
+use crate::event::{MethodIdx, SyscallInfo, ThreadInfo, Timed};
 
 /// The evidence that named an off-CPU interval's blocked part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,10 @@ pub struct ThreadTotals {
 pub trait Visitor {
     /// A thread's events begin.
     fn thread_begin(&mut self, _thread: &ThreadInfo) {}
+    /// Each event the walk reads, before it is interpreted (an export that
+    /// keeps the kernel's own detail, such as the CPU of a switch, reads it
+    /// here); events past the kernel stream's coverage are not passed.
+    fn event(&mut self, _thread: &ThreadInfo, _e: &Timed) {}
     /// A method was entered; `depth` is the number of frames below it.
     fn enter(&mut self, _thread: &ThreadInfo, _ts: u64, _depth: usize, _method: MethodIdx) {}
     /// A method returned.

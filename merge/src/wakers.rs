@@ -104,6 +104,9 @@ impl Visitor for WithWakers<'_, '_> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
         self.inner.thread_begin(t)
     }
+    fn event(&mut self, t: &ThreadInfo, e: &Timed) {
+        self.inner.event(t, e)
+    }
     fn enter(&mut self, t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
         self.inner.enter(t, ts, depth, m)
     }

@@ -184,6 +184,7 @@ impl<'a> ThreadWalk<'a> {
         if self.uncovered && e.event.from_kernel() {
             return;
         }
+        v.event(thread, e);
         // `self.acc` is read where needed, not copied per event (a
         // Breakdown is ~150 bytes; most events do not need it).
         let (stack, totals, ctx) = (&mut self.stack, &mut self.totals, &mut self.ctx);

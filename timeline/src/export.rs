@@ -7,9 +7,11 @@
 //!   off-CPU time by cause (flame graphs, speedscope);
 //! * [`Csv`] ([`write_csv`], `csv/`): one row per method invocation with
 //!   the report's columns;
+//! * [`Perfetto`] ([`write_perfetto`], `perfetto/`): Perfetto's native
+//!   protobuf trace (track events plus the kernel's scheduling), streamed;
 //! * [`Text`] ([`crate::write_text`], `text.rs`): the merged text trace.
 //!
-//! A new format (Perfetto protobuf, Parquet, pprof…) is one more module with
+//! A new format (Parquet, pprof…) is one more module with
 //! one more [`Exporter`]: a streaming format implements
 //! [`Exporter::write_dir`] with a [`jtrace_merge::Visitor`] driven by
 //! [`jtrace_merge::stream::analyze`] (as collapsed and CSV do, the same
@@ -24,6 +26,7 @@ use std::path::Path;
 pub use crate::chrome::{write_chrome, Chrome, STATE_TID_OFFSET, STOPS_TID};
 pub use crate::collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
 pub use crate::csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
+pub use crate::perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
 pub use crate::text::Text;
 
 /// One output format of `jtrace export`.

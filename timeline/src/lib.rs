@@ -10,11 +10,11 @@
 //!   in time: the one layout rule the Chrome export and the HTML page use);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
-//!   `collapsed.rs`, `csv/`; the export formats behind one interface in
+//!   `collapsed.rs`, `csv/`, `perfetto/`; the export formats behind one interface in
 //!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
 //!   `jtrace why` as text.
 //!
-//! The streaming views (text, collapsed, CSV) are [`jtrace_merge::Visitor`]s
+//! The streaming views (text, collapsed, CSV, Perfetto) are [`jtrace_merge::Visitor`]s
 //! that read a trace of any length in bounded memory; the others read the
 //! whole trace ([`collect`]).
 
@@ -28,6 +28,7 @@ pub mod export;
 mod highlight;
 pub mod html;
 mod model;
+mod perfetto;
 mod segments;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
@@ -36,8 +37,8 @@ mod why;
 mod windows;
 
 pub use export::{
-    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, CollapsedOptions,
-    Exporter,
+    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, write_perfetto,
+    write_perfetto_streaming, CollapsedOptions, Exporter,
 };
 pub use highlight::{highlight_paths, HighlightPath};
 pub use html::{write_html, HtmlOptions};

@@ -34,7 +34,7 @@ pub struct JvmWindow {
 /// a begin is ignored.
 pub fn jvm_windows(trace: &Trace) -> Vec<JvmWindow> {
     // pid -> (ts, end-before-begin, cause, begin)
-    let mut marks: BTreeMap<u32, BTreeSet<(u64, bool, usize, bool)>> = BTreeMap::new();
+    let mut marks = WindowMarks::new();
     let mut last_ts: HashMap<u32, u64> = HashMap::new();
     for (tid, evs) in &trace.events {
         let Some(info) = trace.threads.get(tid) else { continue };
@@ -54,6 +54,16 @@ pub fn jvm_windows(trace: &Trace) -> Vec<JvmWindow> {
             *l = (*l).max(info.last_ts);
         }
     }
+    pair_windows(marks, &last_ts)
+}
+
+/// Begin/end marks of JVM-wide windows, per JVM: (ts, begin, cause index,
+/// begin), so that at one time an end sorts before a begin.
+pub(crate) type WindowMarks = BTreeMap<u32, BTreeSet<(u64, bool, usize, bool)>>;
+
+/// Pairs each JVM's window marks into windows ([`jvm_windows`]'s rule); a
+/// window still open ends at the JVM's last event (`last_ts`).
+pub(crate) fn pair_windows(marks: WindowMarks, last_ts: &HashMap<u32, u64>) -> Vec<JvmWindow> {
     let mut out = Vec::new();
     for (pid, ms) in marks {
         let mut open: HashMap<usize, u64> = HashMap::new();

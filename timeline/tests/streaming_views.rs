@@ -12,7 +12,7 @@ mod fixture;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
-use jtrace_timeline::export::{self, Collapsed, CollapsedOptions, Csv, Exporter, Text};
+use jtrace_timeline::export::{self, Collapsed, CollapsedOptions, Csv, Exporter, Perfetto, Text};
 use jtrace_timeline::{write_text_streaming, TextOptions};
 use std::path::{Path, PathBuf};
 
@@ -47,6 +47,7 @@ fn streaming_exporters() -> Vec<(String, Box<dyn Exporter>)> {
         ));
     }
     v.push(("csv".into(), Box::new(Csv)));
+    v.push(("perfetto".into(), Box::new(Perfetto)));
     for (name, e) in &v {
         assert!(e.streams(), "{name}");
         assert!(name.starts_with(e.name()), "{name} is {}", e.name());
