@@ -102,7 +102,19 @@ impl TraceArgs {
             .or_else(|| config.as_ref().and_then(UserConfig::output))
             .unwrap_or_else(|| PathBuf::from("trace.jtrace"));
         let out = std::path::absolute(&out)?;
-        let conf = agent_config(config.as_ref(), &self.methods, self.alloc_samples, &out)?;
+        let mut conf = agent_config(config.as_ref(), &self.methods, self.alloc_samples, &out)?;
+        if self.complete {
+            conf.push_str("overhead_budget off\n");
+        } else {
+            conf.push_str(&format!("overhead_budget {}\n", self.overhead_budget));
+        }
+        if let Some(d) = self.min_duration {
+            let ns = d.as_nanos();
+            if ns >= 1 << 31 {
+                bail!("--min-duration must be below 2.1 s");
+            }
+            conf.push_str(&format!("min_duration_ns {ns}\n"));
+        }
         Ok(AgentSetup { out, conf })
     }
 }

@@ -30,6 +30,28 @@ pub(crate) struct TraceArgs {
     /// user must be able to reach it.
     #[arg(short, long)]
     pub(crate) output: Option<PathBuf>,
+    /// Share of each thread's time its method probes may cost (percent):
+    /// past it, the agent removes the probes of methods that are hot, short
+    /// and never blocked inside (adaptive demotion; the report lists them
+    /// with their calls).
+    #[arg(long, value_name = "PERCENT", default_value = "2%", value_parser = parse_percent)]
+    pub(crate) overhead_budget: f64,
+    /// Keep every probe: no adaptive demotion, whatever it costs.
+    #[arg(long)]
+    pub(crate) complete: bool,
+    /// Leave out calls shorter than this (`5us`, `1ms`) that have no traced
+    /// child, no exception and did not block; counted per method in the
+    /// report. Default: every call is written.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) min_duration: Option<Duration>,
+}
+
+/// `2%`, `0.5`: a percentage in (0, 100].
+pub(crate) fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(format!("{s:?} is not a percentage in (0, 100] like 2% or 0.5")),
+    }
 }
 
 /// Which syscalls the kernel side records (`--syscalls`).
@@ -153,5 +175,9 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_duration("5us"), Ok(Duration::from_micros(5)));
+        assert_eq!(parse_percent("2%"), Ok(2.0));
+        assert_eq!(parse_percent("0.5"), Ok(0.5));
+        assert!(parse_percent("0").is_err() && parse_percent("150%").is_err() && parse_percent("x").is_err());
     }
 }

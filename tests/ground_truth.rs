@@ -82,7 +82,7 @@ impl Outcome {
 fn run_scenario(jdk: &str, scenario: &str, extra: &[&str], args: &[&str]) -> Outcome {
     let classes = classes();
     let out = tempdir(&format!("gt-{scenario}")).join("t.jtrace");
-    let mut jargs: Vec<&str> = vec!["--methods", "GroundTruth.*"];
+    let mut jargs: Vec<&str> = vec!["--methods", "GroundTruth.*", "--complete"];
     jargs.extend_from_slice(extra);
     let java = java(jdk);
     let delay = DELAY_MS.to_string();

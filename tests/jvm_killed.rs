@@ -27,7 +27,7 @@ fn killed_jvm_leaves_a_readable_prefix() {
             .arg("run")
             .arg("-o")
             .arg(&out)
-            .args(["--methods", "KilledMidRun.work", "--"])
+            .args(["--methods", "KilledMidRun.work", "--complete", "--"])
             .arg(java(jdk))
             .arg("-cp")
             .arg(&classes)

@@ -321,7 +321,7 @@ fn jit_state_at_entry() {
         let n = CALLS.to_string();
         let o = jtrace_run(
             &out,
-            &["--methods", "JitWarm.work"],
+            &["--methods", "JitWarm.work", "--complete"],
             &[&cmd[..], &[n.as_str()]].concat(),
         );
         assert!(o.status.success(), "{jdk}: jtrace run failed");

@@ -9,7 +9,7 @@
 //! Ids are per (class, name, descriptor): a class retransformed again (or the
 //! same class in two loaders) reuses its ids.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -17,6 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use jtrace_format::{MethodDef, BATCH_METHOD_LIMIT};
 
 use crate::config::Config;
+use crate::demotion;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::probe_class;
@@ -121,6 +122,59 @@ pub(crate) fn rewritten_method_id(class: &str, name: &str, signature: &str) -> O
     lock(ids()).by_method.get(&key).copied()
 }
 
+/// The (internal class name, name, descriptor) of a method id.
+pub(crate) fn method_key(id: u32) -> Option<(String, String, String)> {
+    let ids = lock(ids());
+    ids.by_method.iter().find(|(_, &v)| v == id).map(|(k, _)| k.clone())
+}
+
+/// Retransforms every loaded class whose internal name is in `names` (the
+/// hook then rewrites them without their demoted methods); returns how many.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn retransform_named(env: *mut jvmtiEnv, jni: *mut JNIEnv, names: &HashSet<String>) -> usize {
+    let mut n: jint = 0;
+    let mut classes: *mut jclass = std::ptr::null_mut();
+    if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
+        return 0;
+    }
+    let mut chosen: Vec<jclass> = Vec::new();
+    for &c in std::slice::from_raw_parts(classes, n.max(0) as usize) {
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        let named = jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) == JVMTI_ERROR_NONE
+            && jvm::take_string(env, sig)
+                .as_deref()
+                .and_then(|s| s.strip_prefix('L').and_then(|s| s.strip_suffix(';')))
+                .is_some_and(|internal| names.contains(internal));
+        if named {
+            chosen.push(c);
+        } else {
+            jvm::delete_local(jni, c);
+        }
+    }
+    jvmti!(env, Deallocate, classes.cast());
+    let mut done = chosen.len();
+    if !chosen.is_empty() && jvmti!(env, RetransformClasses, chosen.len() as jint, chosen.as_ptr()) != JVMTI_ERROR_NONE
+    {
+        // One bad class fails the batch: one at a time, a class that cannot
+        // be retransformed keeps its probes.
+        done = 0;
+        for c in &chosen {
+            let e = jvmti!(env, RetransformClasses, 1, c);
+            if e == JVMTI_ERROR_NONE {
+                done += 1;
+            } else {
+                debug(&format!("demotion: RetransformClasses failed (JVMTI error {e})"));
+            }
+        }
+    }
+    for c in chosen {
+        jvm::delete_local(jni, c);
+    }
+    done
+}
+
 /// Rewrites a class file if it has selected methods; queues their METHOD_DEFs.
 fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     let mut dotted = String::new();
@@ -131,7 +185,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         if unpark_marker(class, name, desc) {
             return Some(crate::rewrite::RECEIVER_MARKER);
         }
-        if excluded_class(class) || !cfg.method_traced(&dotted, name) {
+        if excluded_class(class) || !cfg.method_traced(&dotted, name) || demotion::is_demoted(class, name, desc) {
             return None;
         }
         method_id(class, name, desc)

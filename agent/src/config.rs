@@ -7,6 +7,8 @@
 //! | `output` | trace directory; the stream goes to `<dir>/jvm-<pid>.bin` |
 //! | `include_method`, `exclude_method` | `<class.method glob>` or `<class glob> <method glob>` |
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
+//! | `overhead_budget` | percent of each thread's time its probes may cost before hot, short methods are demoted (`2`, `0.5%`), or `off` (the default) |
+//! | `min_duration_ns` | calls shorter than this many ns with no traced child, no exception and no block are left out (default 0: none) |
 //! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit`, `virtual_threads` | `on` or `off` |
 //!
 //! Monitor contention, monitor waiting, garbage collection, park, sleep and
@@ -157,6 +159,11 @@ pub struct Config {
     pub virtual_threads: bool,
     /// `lt_process_scheduling` (default off; accepted, not implemented yet).
     pub lt_process_scheduling: bool,
+    /// `overhead_budget` in hundredths of a percent (0: off, the default):
+    /// past it, hot short methods are demoted ([`crate::demotion`]).
+    pub overhead_budget: u32,
+    /// `min_duration_ns` (0: off): shorter leaf calls are left out ([`crate::watch`]).
+    pub min_duration_ns: u64,
     /// Method rules in file order.
     pub method_rules: Vec<MethodRule>,
     /// Thread rules in file order.
@@ -178,6 +185,8 @@ impl Default for Config {
             jit: true,
             virtual_threads: true,
             lt_process_scheduling: false,
+            overhead_budget: 0,
+            min_duration_ns: 0,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
         }
@@ -250,6 +259,29 @@ impl Config {
                     include: directive == "include_thread",
                     pattern: Glob::new(rest),
                 });
+            }
+            "overhead_budget" => {
+                self.overhead_budget = match args.as_slice() {
+                    ["off"] => 0,
+                    [pct] => match pct.trim_end_matches('%').parse::<f64>() {
+                        Ok(p) if p > 0.0 && p <= 100.0 => (p * 100.0).round().max(1.0) as u32,
+                        _ => {
+                            return Err(format!(
+                                "`overhead_budget` takes a percentage in (0, 100] or `off`, got `{rest}`"
+                            ))
+                        }
+                    },
+                    _ => return Err(format!("`overhead_budget` takes a percentage or `off`, got `{rest}`")),
+                };
+            }
+            "min_duration_ns" => {
+                self.min_duration_ns =
+                    match args.as_slice() {
+                        [n] => n.parse::<u64>().ok().filter(|&n| n < 1 << 31).ok_or_else(|| {
+                            format!("`min_duration_ns` takes a number of ns below 2^31, got `{rest}`")
+                        })?,
+                        _ => return Err(format!("`min_duration_ns` takes one number, got `{rest}`")),
+                    };
             }
             "method_invocation"
             | "bytecode_rewriting"
@@ -386,6 +418,26 @@ object_allocation on
         let (cfg, _) = Config::parse("include_method *\nmethod_invocation off\n");
         assert!(!cfg.traces_methods());
         assert!(!cfg.method_traced("Demo", "main"));
+    }
+
+    #[test]
+    fn budget_and_min_duration() {
+        let (cfg, errs) = Config::parse("overhead_budget 2%\nmin_duration_ns 5000\n");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!((cfg.overhead_budget, cfg.min_duration_ns), (200, 5000));
+        let (cfg, _) = Config::parse("overhead_budget 0.25\n");
+        assert_eq!(cfg.overhead_budget, 25);
+        let (cfg, _) = Config::parse("overhead_budget off\n");
+        assert_eq!(cfg.overhead_budget, 0);
+        assert_eq!(Config::default().overhead_budget, 0);
+        for bad in [
+            "overhead_budget 0",
+            "overhead_budget lots",
+            "min_duration_ns -1",
+            "min_duration_ns 1 2",
+        ] {
+            assert_eq!(Config::parse(bad).1.len(), 1, "{bad}");
+        }
     }
 
     #[test]

@@ -13,11 +13,12 @@ use std::cell::Cell;
 use std::sync::Mutex;
 
 use crate::batch::{self, Block};
+use crate::demotion;
 use crate::jvm::jni;
 use crate::mutex::lock;
 use crate::probe_class::{self, take_buffer};
 use crate::recorder::{Recorder, SharedBuf};
-use crate::state::{tid, ThreadState};
+use crate::state::{active, now_ns, tid, ThreadState};
 use crate::sys::*;
 
 /// A registered probe buffer: global reference to the thread's `Probe`,
@@ -89,17 +90,34 @@ pub(crate) fn drain_own(rec: &Recorder, st: &mut ThreadState) {
     };
     let buf = if st.traced { st.buf.clone() } else { None };
     let traced = st.traced;
+    let (budget, min_duration) = active().map_or((0, 0), |(_, c)| (c.overhead_budget, c.min_duration_ns));
     let stack = &mut st.stack;
+    let watch = &mut st.watch;
+    let watched = buf.is_some();
     // SAFETY: `probe` is a live global reference and `jni` this thread's JNIEnv.
     unsafe {
         take_buffer(jni, probe, |data| match &buf {
-            Some(b) => encode_block(rec, b, tid(), data, Some(stack)),
+            Some(b) => {
+                if watch.observe(data, min_duration) {
+                    let kept = Block {
+                        base: data.base,
+                        events: watch.filtered(),
+                    };
+                    encode_block(rec, b, tid(), kept, Some(stack));
+                } else {
+                    encode_block(rec, b, tid(), data, Some(stack));
+                }
+            }
             None if traced => rec.count_lost(data.events.len() as u64),
             None => {}
         })
     };
     if let Some(b) = &buf {
         rec.flush_if_full(b);
+    }
+    if watched {
+        demotion::after_drain(watch, budget);
+        watch.drained(now_ns());
     }
 }
 

@@ -13,7 +13,7 @@ use crate::recorder::Recorder;
 use crate::state::{active, guard, now_ns, tid, ThreadState, ENABLED, RECORDER};
 use crate::sys::*;
 use crate::thread::{register, with_carrier_buf, with_state};
-use crate::{classes, drain, jvm, session, virtual_threads};
+use crate::{classes, demotion, drain, jvm, session, virtual_threads};
 
 /// The callbacks of this module (installed at load; their events are
 /// enabled at load or at VMInit).
@@ -223,6 +223,7 @@ unsafe fn drain_at_vm_death(jni: *mut JNIEnv) {
         let jni = jvm::jni_env(jni);
         drain::drain_others(jni, rec);
         with_carrier_buf(rec, |buf| virtual_threads::drain_all(jni, rec, buf));
+        demotion::record_short_dropped(rec, tid(), now_ns());
     }
     classes::report_counters();
 }

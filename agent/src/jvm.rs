@@ -106,6 +106,36 @@ pub(crate) unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
     p.cast()
 }
 
+/// JNI's JavaVMAttachArgs.
+#[repr(C)]
+struct AttachArgs {
+    version: jint,
+    name: *mut c_char,
+    group: jobject,
+}
+
+/// Attaches the calling native thread to the JVM as a daemon thread named
+/// `name`; returns its JNIEnv (null if the JVM refused).
+///
+/// # Safety
+/// On a thread the agent created, after [`connect`].
+pub(crate) unsafe fn attach_daemon(name: &CStr) -> *mut JNIEnv {
+    let vm = VM.load(Ordering::SeqCst);
+    let Some(attach) = vm.as_ref().and_then(|v| (**v).AttachCurrentThreadAsDaemon) else {
+        return std::ptr::null_mut();
+    };
+    let mut args = AttachArgs {
+        version: JNI_VERSION_1_8,
+        name: name.as_ptr().cast_mut(),
+        group: std::ptr::null_mut(),
+    };
+    let mut p: *mut c_void = std::ptr::null_mut();
+    if attach(vm, &mut p, (&mut args as *mut AttachArgs).cast()) != 0 {
+        return std::ptr::null_mut();
+    }
+    p.cast()
+}
+
 /// Clears (and returns whether there was) a pending Java exception, such
 /// as the NoSuchMethodError of a failed lookup.
 ///

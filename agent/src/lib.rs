@@ -23,12 +23,15 @@
 //! | `session` | starting a recording session (VMInit or attach), stopping an attached one |
 //! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
 //! | `events/` | the other event families: monitors, GC, JIT, allocations, park and sleep |
+//! | `demoter` | the thread that demotes methods: retransforms their classes without probes |
 //! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
 //! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
 //! | `virtual_threads` | virtual threads: start, end, mounts and unmounts on carriers, their probe buffers |
 //! | `thread` | the calling thread's recording: its state, registering it, recording on it |
 //! | `drain` | the probes' buffers: the registry, draining them into the stream |
 //! | `probe_class` | `jtrace.Probe` through JNI: its definition, fields and buffers |
+//! | `demotion` | adaptive demotion: the methods' calls across threads, the budget, what to demote |
+//! | `watch` | one thread's probe events watched at drain: calls, blocks, the `--min-duration` filter |
 //! | `batch` | probe events encoded as METHOD_BATCH records |
 //! | `state` | the session and per-thread state, the guard around every callback |
 //! | `recorder` | per-thread buffers, method definitions, lost events |
@@ -43,6 +46,8 @@
 mod batch;
 mod classes;
 mod config;
+mod demoter;
+mod demotion;
 mod drain;
 mod events;
 mod existing_threads;
@@ -61,6 +66,7 @@ mod sys;
 mod thread;
 mod virtual_threads;
 mod vmstructs;
+mod watch;
 
 use std::ffi::{c_char, c_void, CStr};
 

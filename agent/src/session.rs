@@ -14,7 +14,7 @@ use crate::state::{
 };
 use crate::sys::*;
 use crate::thread::{register, with_state};
-use crate::{classes, drain, events, existing_threads, probe_class, virtual_threads};
+use crate::{classes, demoter, demotion, drain, events, existing_threads, probe_class, virtual_threads};
 
 /// Everything VMInit does; also run directly when attaching to a live VM
 /// (`thread` null): JVM_START, then the threads, methods and events the
@@ -47,9 +47,13 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
         events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
     }
     if classes::enabled(cfg) {
+        demotion::reset();
         if let Err(e) = classes::start(env, jni, cfg) {
             internal_error(&e);
             return;
+        }
+        if cfg.overhead_budget > 0 {
+            demoter::start();
         }
     }
     for e in events {
@@ -171,6 +175,7 @@ unsafe fn stop_probes(
     }
     virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());
     drain::drain_all(jni, rec, buf_of);
+    demotion::record_short_dropped(rec, tid(), now_ns());
 }
 
 /// The thread rules applied to a thread known only by its tid (one whose

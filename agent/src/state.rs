@@ -13,6 +13,7 @@ use jtrace_format::{Payload, Record};
 
 use crate::config::Config;
 use crate::recorder::{Recorder, SharedBuf};
+use crate::watch::ThreadWatch;
 
 /// A value installed for one recording session and read lock-free by every
 /// callback. Callbacks only use it inside [`guard`], so a stop frees it once
@@ -147,6 +148,8 @@ pub(crate) struct ThreadState {
     /// matched against it, so an exit from a frame entered before tracing
     /// began is dropped rather than unbalancing the trace.
     pub stack: Vec<usize>,
+    /// What its probes recorded, for demotion and `--min-duration`.
+    pub watch: ThreadWatch,
 }
 
 /// Runs a callback body, turning a panic into a disabled agent plus an

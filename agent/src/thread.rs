@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
-use jtrace_format::{Payload, Record, ThreadStart};
+use jtrace_format::{kind, Payload, Record, ThreadStart};
 
 use crate::config::Config;
 use crate::drain;
@@ -164,17 +164,33 @@ pub(crate) unsafe fn record_java(
             return;
         }
         let Some(buf) = &st.buf else { return };
+        let payload = payload();
+        if blocks(&payload) {
+            st.watch.block_begins();
+        }
         rec.push(
             buf,
             &Record {
                 tid: tid(),
                 ts,
-                payload: payload(),
+                payload,
             },
         );
         done = true;
     });
     done
+}
+
+/// Whether a record says the thread begins a JVM-level block (contended
+/// monitor, wait, park, sleep): the calls open on it are blocked inside.
+fn blocks(p: &Payload) -> bool {
+    matches!(
+        p,
+        Payload::Jvm(
+            kind::MONITOR_CONTENDED_ENTER | kind::MONITOR_WAIT | kind::PARK_BEGIN | kind::SLEEP_BEGIN,
+            _
+        )
+    )
 }
 
 /// Records on the calling thread without any JNI or JVMTI call (GC callbacks

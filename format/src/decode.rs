@@ -3,8 +3,8 @@
 
 use crate::{
     batch_events, kind, AllocSample, BatchEvents, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost,
-    JvmStart, LibCall, MethodBatch, MethodDef, MethodEvent, PageFault, Payload, ProbeDef, Record, SwitchIn, SwitchOut,
-    Syscall, TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
+    JvmStart, LibCall, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, Payload, ProbeDef, Record,
+    SwitchIn, SwitchOut, Syscall, TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
 };
 
 /// Why a stream could not be decoded further.
@@ -141,6 +141,15 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
             reason: c.u32()?,
             reserved: c.u32()?,
         }),
+        kind::METHOD_DEMOTED | kind::METHOD_SHORT_DROPPED => Payload::MethodTally(
+            kind,
+            MethodTally {
+                method: c.u64()?,
+                calls: c.u64()?,
+                rate_per_s: c.u64()?,
+                mean_ns: c.u64()?,
+            },
+        ),
         kind::SYSCALL => Payload::Syscall(Syscall::from_bytes(b)?),
         kind::PAGE_FAULT => Payload::PageFault(PageFault::from_bytes(b)?),
         kind::BLOCK_IO => Payload::BlockIo(BlockIo::from_bytes(b)?),
@@ -400,6 +409,24 @@ mod tests {
                 reason: crate::LOST_STREAM_FULL,
                 reserved: 0,
             }),
+            Payload::MethodTally(
+                kind::METHOD_DEMOTED,
+                MethodTally {
+                    method: 5,
+                    calls: 100_000,
+                    rate_per_s: 2_000_000,
+                    mean_ns: 40,
+                },
+            ),
+            Payload::MethodTally(
+                kind::METHOD_SHORT_DROPPED,
+                MethodTally {
+                    method: 5,
+                    calls: 7,
+                    rate_per_s: 0,
+                    mean_ns: 900,
+                },
+            ),
             Payload::Syscall(Syscall {
                 exit_ts: 99,
                 nr: 0,

@@ -100,6 +100,12 @@ impl Encoder {
                 self.u32(p.reason);
                 self.u32(p.reserved);
             }
+            Payload::MethodTally(_, p) => {
+                self.u64(p.method);
+                self.u64(p.calls);
+                self.u64(p.rate_per_s);
+                self.u64(p.mean_ns);
+            }
             Payload::Syscall(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::PageFault(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::BlockIo(p) => self.buf.extend_from_slice(&p.to_bytes()),

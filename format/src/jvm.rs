@@ -135,6 +135,21 @@ pub struct JvmLost {
     pub reserved: u32,
 }
 
+/// JVM payload of [`kind::METHOD_DEMOTED`](crate::kind::METHOD_DEMOTED) and
+/// [`kind::METHOD_SHORT_DROPPED`](crate::kind::METHOD_SHORT_DROPPED): a count
+/// of calls of one method (the kind says which calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodTally {
+    /// Method id, defined by an earlier [`MethodDef`].
+    pub method: u64,
+    /// Calls counted.
+    pub calls: u64,
+    /// Their mean rate in calls per second (0 when not applicable).
+    pub rate_per_s: u64,
+    /// Their mean wall in ns.
+    pub mean_ns: u64,
+}
+
 /// JVM payload of [`kind::JVM_END`](crate::kind::JVM_END).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JvmEnd {

@@ -126,3 +126,16 @@ pub const VTHREAD_UNMOUNT: u16 = 143;
 /// Payload: [`crate::JvmBlock`] (`arg` = the unparked virtual thread's Java
 /// thread id).
 pub const VTHREAD_UNPARK: u16 = 144;
+
+/// JVM: the agent removed the probes of a traced method (adaptive
+/// demotion, past the overhead budget): from the header ts on its calls are
+/// not recorded and their time counts as the caller's own. Payload:
+/// [`crate::MethodTally`] (`calls` = calls the agent had seen, `rate_per_s`
+/// = their mean rate, `mean_ns` = their mean wall).
+pub const METHOD_DEMOTED: u16 = 160;
+/// JVM: calls of a method the agent did not write because they were
+/// shorter than `--min-duration` (no traced child, no exception, no block
+/// seen); written once per method at the end. Payload:
+/// [`crate::MethodTally`] (`calls` = calls dropped, `rate_per_s` = 0,
+/// `mean_ns` = their mean wall).
+pub const METHOD_SHORT_DROPPED: u16 = 161;

@@ -2,8 +2,8 @@
 
 use crate::{
     kind, AllocSample, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, LibCall,
-    MethodBatch, MethodDef, MethodEvent, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo, ThreadStart,
-    Wakeup,
+    MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,
+    ThreadStart, Wakeup,
 };
 
 /// A decoded record.
@@ -44,6 +44,8 @@ pub enum Payload {
     AgentError(String),
     /// See [`kind::JVM_LOST`].
     JvmLost(JvmLost),
+    /// See [`kind::METHOD_DEMOTED`] and [`kind::METHOD_SHORT_DROPPED`]: the kind says which.
+    MethodTally(u16, MethodTally),
     /// See [`kind::SYSCALL`].
     Syscall(Syscall),
     /// See [`kind::PAGE_FAULT`].
@@ -99,6 +101,7 @@ pub(crate) fn payload_kind(p: &Payload) -> u16 {
         Payload::JvmEnd(_) => kind::JVM_END,
         Payload::AgentError(_) => kind::AGENT_ERROR,
         Payload::JvmLost(_) => kind::JVM_LOST,
+        Payload::MethodTally(k, _) => *k,
         Payload::Syscall(_) => kind::SYSCALL,
         Payload::PageFault(_) => kind::PAGE_FAULT,
         Payload::BlockIo(_) => kind::BLOCK_IO,

@@ -82,7 +82,8 @@
 //!    per-thread walk that attributes every gap: [`ThreadWalk`]), `wakers`,
 //!    [`stream`] (the streamed read and walk), `call_index`, `describe`.
 //! 7. [`report`]: the `jtrace.report.v1` aggregation (with `percentile`,
-//!    wall-time percentiles in bounded memory); [`why`]: the critical paths
+//!    wall-time percentiles in bounded memory, and [`left_out`], the
+//!    methods the agent demoted and the short calls it did not write); [`why`]: the critical paths
 //!    of `jtrace why` (`jtrace.why.v1`).
 
 #![deny(missing_docs)]
@@ -94,6 +95,7 @@ mod event;
 mod file_io;
 mod jit;
 mod kway;
+pub mod left_out;
 mod meta;
 mod options;
 mod percentile;
@@ -120,6 +122,6 @@ pub use meta::Meta;
 pub use percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};
 pub use syscall::{nr, syscall_cause, syscall_name};
-pub use trace::{AllocCount, AllocSite, Losses, Trace};
+pub use trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
 pub use visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
 pub use walk::{analyze, analyze_thread, ThreadWalk};

@@ -3,6 +3,7 @@
 use crate::cause::{Breakdown, Cause, OffCpu};
 use crate::event::{MethodIdx, ThreadInfo};
 use crate::jit::JitHistory;
+use crate::left_out::{self, DemotedJson, ShortDroppedJson};
 use crate::options::StreamOptions;
 use crate::percentile::WallDist;
 use crate::stream;
@@ -215,6 +216,14 @@ pub struct Report {
     /// Sampled allocations by class and site over the (selected) threads,
     /// most samples first; empty unless the agent sampled allocations.
     pub allocations: Vec<AllocJson>,
+    /// Methods whose probes the agent removed past the overhead budget
+    /// (adaptive demotion), earliest first; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub demoted: Vec<DemotedJson>,
+    /// Calls not written as shorter than `--min-duration`, by method;
+    /// absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub short_calls_dropped: Vec<ShortDroppedJson>,
 }
 
 /// Sampled allocations of one class at one site.
@@ -441,6 +450,10 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             .map(|(m, s)| (m as MethodIdx, s))
             .collect();
     }
+    let keep_method = |m: MethodIdx| {
+        let info = &trace.methods[m as usize];
+        (filter.method.as_deref()).is_none_or(|p| glob_match(p, &format!("{}.{}", info.class, info.name)))
+    };
     let meta = &trace.meta;
     let mut problems = trace.losses.truncated.clone();
     problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
@@ -469,6 +482,8 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         threads,
         methods: sorted_methods(trace, &all, filter),
         allocations: allocations(trace, filter, &keep_thread),
+        demoted: left_out::demoted(trace, &|m| all.get(&m).map_or(0, |s| s.calls), &keep_method),
+        short_calls_dropped: left_out::short_dropped(trace, &keep_method),
     }
 }
 

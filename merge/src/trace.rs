@@ -59,6 +59,26 @@ pub struct Trace {
     pub jit: JitHistory,
     /// Sampled allocations (ALLOC_SAMPLE) by thread, class and site.
     pub allocations: BTreeMap<AllocSite, AllocCount>,
+    /// Methods whose probes the agent removed (METHOD_DEMOTED), in time order.
+    pub demoted: Vec<Demotion>,
+    /// Calls the agent left out as shorter than `--min-duration`
+    /// (METHOD_SHORT_DROPPED), by method: (calls, their mean wall ns).
+    pub short_dropped: BTreeMap<MethodIdx, (u64, u64)>,
+}
+
+/// A method the agent demoted (its probes removed past the overhead budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Demotion {
+    /// The method.
+    pub method: MethodIdx,
+    /// When its probes were removed (CLOCK_MONOTONIC ns).
+    pub ts: u64,
+    /// Calls the agent had seen by then.
+    pub calls: u64,
+    /// Their mean rate, calls per second.
+    pub rate_per_s: u64,
+    /// Their mean wall, ns.
+    pub mean_ns: u64,
 }
 
 impl Trace {

@@ -212,7 +212,13 @@ pub fn text(trace_dir: &Path) -> String {
 pub fn record_ground_truth(jdk: &str, scenario: &str, extra: &[&str]) -> PathBuf {
     let classes = classes();
     let out = tempdir(&format!("gt-rich-{scenario}")).join("t.jtrace");
-    let mut args = vec!["--methods", "GroundTruth.*,java.util.*", "--syscalls", "all"];
+    let mut args = vec![
+        "--methods",
+        "GroundTruth.*,java.util.*",
+        "--syscalls",
+        "all",
+        "--complete",
+    ];
     args.extend_from_slice(extra);
     let java = java(jdk);
     let o = jtrace_run(

@@ -294,6 +294,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
     alloc_table(&mut s, &r.allocations, top);
+    left_out_tables(&mut s, r);
     s
 }
 
@@ -321,5 +322,58 @@ fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
             truncate(&a.class, 36),
             site
         );
+    }
+}
+
+/// Appends the demoted methods and the short calls dropped, if any (every
+/// one of them: nothing is left out silently).
+fn left_out_tables(s: &mut String, r: &Report) {
+    if !r.demoted.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n== Demoted methods (probes removed past the overhead budget: later calls are not recorded, \
+             their time is the caller's own; --complete keeps every probe)"
+        );
+        let mut t = Table::new(vec![
+            (44, true),
+            (11, false),
+            (11, false),
+            (11, false),
+            (11, false),
+            (13, false),
+        ]);
+        t.row(
+            ["method", "at ms", "recorded", "calls/s", "mean µs", "est. after"]
+                .map(String::from)
+                .into(),
+        );
+        for d in &r.demoted {
+            t.row(vec![
+                truncate(&format!("{}.{}", d.class, d.name), 44),
+                ms(d.demoted_at_ns),
+                d.calls_recorded.to_string(),
+                d.rate_per_s.to_string(),
+                format!("{:.2}", d.mean_wall_ns as f64 / 1e3),
+                format!("≈{}", d.est_calls_after),
+            ]);
+        }
+        t.write(s);
+    }
+    if !r.short_calls_dropped.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n== Short calls not written (--min-duration: no traced child, no exception, no block seen; \
+             their time is the caller's own)"
+        );
+        let mut t = Table::new(vec![(44, true), (11, false), (11, false)]);
+        t.row(["method", "calls", "mean µs"].map(String::from).into());
+        for d in &r.short_calls_dropped {
+            t.row(vec![
+                truncate(&format!("{}.{}", d.class, d.name), 44),
+                d.calls.to_string(),
+                format!("{:.2}", d.mean_wall_ns as f64 / 1e3),
+            ]);
+        }
+        t.write(s);
     }
 }

@@ -191,6 +191,25 @@ impl TraceReader {
                     lost.1 += l.events;
                     lost.2 = Some(lost.2.map_or(ts, |u| u.min(ts)));
                 }
+                Payload::MethodTally(k, t) => {
+                    if let Some(&method) = ids.get(&t.method) {
+                        if k == kind::METHOD_DEMOTED {
+                            self.trace.demoted.push(crate::trace::Demotion {
+                                method,
+                                ts,
+                                calls: t.calls,
+                                rate_per_s: t.rate_per_s,
+                                mean_ns: t.mean_ns,
+                            });
+                        } else {
+                            let e = self.trace.short_dropped.entry(method).or_default();
+                            e.1 = (e.0 * e.1 + t.calls * t.mean_ns)
+                                .checked_div(e.0 + t.calls)
+                                .unwrap_or(0);
+                            e.0 += t.calls;
+                        }
+                    }
+                }
                 Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
                 Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {

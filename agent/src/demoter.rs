@@ -1,0 +1,76 @@
+//! The demoter: an agent thread (a daemon Java thread, "jtrace demoter")
+//! that takes the methods [`crate::demotion`] chose, marks them demoted and
+//! retransforms their classes, so that their new calls run the original
+//! bytecode; then writes their METHOD_DEMOTED records. Retransforming
+//! stops the JVM at a safepoint briefly; doing it here keeps that off the
+//! application threads that decided.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::classes;
+use crate::demotion::{self, PENDING, PENDING_SIGNAL};
+use crate::jvm;
+use crate::mutex::lock;
+use crate::state::{active, debug, guard, now_ns, tid, SESSION};
+
+/// Starts the demoter of the current session. It ends when the session does.
+pub(crate) fn start() {
+    let session = SESSION.load(Ordering::SeqCst);
+    let spawned = std::thread::Builder::new()
+        .name("jtrace demoter".into())
+        .spawn(move || run(session));
+    if let Err(e) = spawned {
+        debug(&format!("demotion: cannot start the demoter thread: {e}"));
+    }
+}
+
+fn run(session: u64) {
+    // SAFETY: a thread of the agent's own, after the agent connected.
+    let jni = unsafe { jvm::attach_daemon(c"jtrace demoter") };
+    if jni.is_null() {
+        debug("demotion: the JVM refused to attach the demoter thread");
+        return;
+    }
+    loop {
+        let ids: Vec<u32> = {
+            let mut pending = lock(&PENDING);
+            if pending.is_empty() {
+                pending = PENDING_SIGNAL
+                    .wait_timeout(pending, Duration::from_millis(200))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            std::mem::take(&mut *pending)
+        };
+        if SESSION.load(Ordering::SeqCst) != session || active().is_none() {
+            return;
+        }
+        if !ids.is_empty() {
+            guard("demoter", || demote(jni, &ids));
+        }
+    }
+}
+
+/// Demotes `ids`: marked, their classes retransformed, recorded.
+fn demote(jni: *mut crate::sys::JNIEnv, ids: &[u32]) {
+    let Some((rec, _)) = active() else { return };
+    let env = jvm::env();
+    let keys: Vec<(u32, (String, String, String))> = ids
+        .iter()
+        .filter_map(|&id| Some((id, classes::method_key(id)?)))
+        .collect();
+    let names: HashSet<String> = keys.iter().map(|(_, k)| k.0.clone()).collect();
+    demotion::mark_demoted(keys.iter().map(|(_, k)| k.clone()));
+    // SAFETY: a Java thread (attached) with its JNIEnv, in the live phase.
+    let classes = unsafe { classes::retransform_named(env, jni, &names) };
+    let done: Vec<u32> = keys.iter().map(|(id, _)| *id).collect();
+    demotion::record_demoted(rec, tid(), now_ns(), &done);
+    debug(&format!(
+        "demotion: {} method(s) of {} class(es) demoted ({} retransformed)",
+        done.len(),
+        names.len(),
+        classes
+    ));
+}

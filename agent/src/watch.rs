@@ -1,0 +1,467 @@
+//! Watching one thread's probe events as they are drained: which calls it
+//! made of each method, how long they took, whether they blocked, and the
+//! `--min-duration` filter that leaves short leaf calls out of the stream.
+//! The decisions across threads are [`crate::demotion`]'s.
+//!
+//! *Blocked inside* means one of two things seen while the call was open:
+//! a JVM-level block began on the thread (contended monitor, wait, park,
+//! sleep: [`ThreadWatch::block_begins`]), or the thread switched out
+//! voluntarily in the kernel (socket, file, futex, page fault). The agent
+//! learns the second from the thread's voluntary context-switch count
+//! (getrusage(RUSAGE_THREAD), read at each drain, ≈ 0.3 µs): if it grew by
+//! k since the last drain, the k longest gaps between the thread's events
+//! (at most [`MAX_MARKED_GAPS`]) are taken to hold the switches, and every
+//! call open across one of them counts as blocked. A preemption (an
+//! involuntary switch) does not count.
+
+use crate::batch::Block;
+use crate::sys::jlong;
+
+/// Bit of a probe event where the method id starts.
+const ID_SHIFT: u32 = 32;
+/// Bit of a probe event where the kind starts.
+const KIND_SHIFT: u32 = 62;
+/// Mask of the method id once shifted down.
+const ID_MASK: u64 = (1 << 30) - 1;
+/// At most this many gaps of one drained block are marked as holding a
+/// voluntary switch.
+pub(crate) const MAX_MARKED_GAPS: usize = 4;
+
+/// One open call of the thread.
+struct Frame {
+    id: u32,
+    entry: u64,
+    /// A JVM-level block began inside.
+    jvm_block: bool,
+    /// A voluntary switch is taken to have happened inside.
+    switched: bool,
+}
+
+/// What one thread saw of one method since its last report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Calls that ended.
+    pub calls: u64,
+    /// Σ their wall, ns.
+    pub ns: u64,
+    /// Calls left out of the stream by `--min-duration`.
+    pub dropped: u64,
+    /// Σ their wall, ns.
+    pub dropped_ns: u64,
+    /// Some call of it had a JVM-level block inside.
+    pub jvm_block: bool,
+    /// Calls taken to have switched out voluntarily inside (a guess: see
+    /// the module doc).
+    pub switched: u64,
+}
+
+/// One thread's watch over its own probe events (kept in its
+/// [`crate::state::ThreadState`]).
+#[derive(Default)]
+pub(crate) struct ThreadWatch {
+    frames: Vec<Frame>,
+    /// By method id; only the ids in `touched` are non-zero.
+    tallies: Vec<Tally>,
+    touched: Vec<u32>,
+    /// Events and time span (first base, last event) since the last report.
+    events: u64,
+    since: u64,
+    until: u64,
+    /// Voluntary switches of the thread at the end of the last drain, and
+    /// when that drain ended.
+    nvcsw: Option<u64>,
+    drained_at: u64,
+    /// The filtered events of the last block, when some were left out.
+    scratch: Vec<jlong>,
+}
+
+/// The calling thread's voluntary context switches so far.
+pub(crate) fn voluntary_switches() -> Option<u64> {
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_THREAD, &mut ru) == 0).then_some(ru.ru_nvcsw as u64)
+    }
+}
+
+impl ThreadWatch {
+    /// A JVM-level block begins on the thread: every open call is blocked inside.
+    pub(crate) fn block_begins(&mut self) {
+        for f in &mut self.frames {
+            f.jvm_block = true;
+        }
+    }
+
+    /// A voluntary switch is taken to have happened here: every open call switched.
+    fn switched(&mut self) {
+        for f in &mut self.frames {
+            f.switched = true;
+        }
+    }
+
+    /// Marks the end of a drain at `now`: voluntary switches and time from
+    /// here on belong to the thread's next events (not to the drain's own
+    /// writing).
+    pub(crate) fn drained(&mut self, now: u64) {
+        self.nvcsw = voluntary_switches();
+        self.drained_at = now;
+    }
+
+    /// Events and time span watched since the last [`ThreadWatch::take`].
+    pub(crate) fn window(&self) -> (u64, u64) {
+        (self.events, self.until.saturating_sub(self.since))
+    }
+
+    /// When the events since the last [`ThreadWatch::take`] began counting.
+    pub(crate) fn since(&self) -> u64 {
+        self.since
+    }
+
+    /// The tallies since the last call, by method id, and forgets them.
+    pub(crate) fn take(&mut self) -> Vec<(u32, Tally)> {
+        let out = self
+            .touched
+            .drain(..)
+            .map(|id| (id, std::mem::take(&mut self.tallies[id as usize])))
+            .collect();
+        self.events = 0;
+        out
+    }
+
+    /// Whether any method dropped or blocked calls since the last take
+    /// (those must reach the shared table even without a decision).
+    pub(crate) fn has_news(&self) -> bool {
+        self.touched.iter().any(|&id| {
+            let t = &self.tallies[id as usize];
+            t.dropped > 0 || t.jvm_block || t.switched > 0
+        })
+    }
+
+    /// The events to write for the last [`ThreadWatch::observe`]d block when
+    /// it returned true.
+    pub(crate) fn filtered(&self) -> &[jlong] {
+        &self.scratch
+    }
+
+    fn tally(&mut self, id: u32) -> &mut Tally {
+        let i = id as usize;
+        if i >= self.tallies.len() {
+            self.tallies.resize(i + 1, Tally::default());
+        }
+        let t = &mut self.tallies[i];
+        if *t == Tally::default() {
+            self.touched.push(id);
+        }
+        &mut self.tallies[i]
+    }
+
+    fn close(&mut self, frame: Frame, ts: u64) {
+        let t = self.tally(frame.id);
+        t.calls += 1;
+        t.ns += ts.saturating_sub(frame.entry);
+        t.jvm_block |= frame.jvm_block;
+        t.switched += frame.switched as u64;
+    }
+
+    /// Watches a block of the thread's own probe events. With a
+    /// `min_duration` (ns, 0: none), leaves out each call shorter than it
+    /// that has no traced child (its entry and exit are adjacent), ended
+    /// normally and did not block (no JVM block can fall between adjacent
+    /// events: any JVM record drains the buffer first; no marked gap between
+    /// them); then returns true and [`ThreadWatch::filtered`] holds the
+    /// events to write.
+    pub(crate) fn observe(&mut self, block: Block, min_duration: u64) -> bool {
+        let events = block.events;
+        let marked = self.marked_gaps(events, self.drained_at.saturating_sub(block.base));
+        if self.events == 0 {
+            self.since = block.base;
+        }
+        self.events += events.len() as u64;
+        let mut ts = block.base;
+        // Filtering: time of left-out events carried into the next kept one.
+        let mut carry = 0u64;
+        let mut filtering = false;
+        let mut dropped: Vec<(u32, u64)> = Vec::new();
+        let mut i = 0;
+        while i < events.len() {
+            let e = events[i] as u64;
+            let delta = e & 0xFFFF_FFFF;
+            let id = ((e >> ID_SHIFT) & ID_MASK) as u32;
+            let kind = e >> KIND_SHIFT;
+            if marked.contains(&i) {
+                self.switched();
+            }
+            if kind == 0 && min_duration > 0 {
+                if let Some(&next) = events.get(i + 1) {
+                    let next = next as u64;
+                    let (nd, nid, nkind) = (
+                        next & 0xFFFF_FFFF,
+                        ((next >> ID_SHIFT) & ID_MASK) as u32,
+                        next >> KIND_SHIFT,
+                    );
+                    if nkind == 1
+                        && nid == id
+                        && nd < min_duration
+                        && !marked.contains(&(i + 1))
+                        && carry + delta + nd < 1 << 31
+                    {
+                        if !filtering {
+                            filtering = true;
+                            self.scratch.clear();
+                            self.scratch.extend_from_slice(&events[..i]);
+                        }
+                        carry += delta + nd;
+                        ts += delta + nd;
+                        dropped.push((id, nd));
+                        i += 2;
+                        continue;
+                    }
+                }
+            }
+            ts += delta;
+            if filtering {
+                let d = delta + carry;
+                if d > 0xFFFF_FFFF {
+                    // Cannot be written as one delta: write the block as it
+                    // is (the calls left out so far count as written).
+                    filtering = false;
+                    for (id, nd) in dropped.drain(..) {
+                        let t = self.tally(id);
+                        t.calls += 1;
+                        t.ns += nd;
+                    }
+                    ts = self.replay_rest(events, i, ts);
+                    break;
+                }
+                self.scratch.push(((e & !0xFFFF_FFFF) | d) as jlong);
+                carry = 0;
+            }
+            if kind == 0 {
+                self.frames.push(Frame {
+                    id,
+                    entry: ts,
+                    jvm_block: false,
+                    switched: false,
+                });
+            } else {
+                self.exit(id, ts);
+            }
+            i += 1;
+        }
+        for (id, nd) in dropped.iter().copied() {
+            let t = self.tally(id);
+            t.calls += 1;
+            t.ns += nd;
+            t.dropped += 1;
+            t.dropped_ns += nd;
+        }
+        self.until = ts;
+        filtering
+    }
+
+    /// Watches events `from..` without filtering (after a filtering attempt
+    /// had to be given up); returns the time of the last.
+    fn replay_rest(&mut self, events: &[jlong], from: usize, mut ts: u64) -> u64 {
+        for (k, &e) in events[from..].iter().enumerate() {
+            let e = e as u64;
+            if k > 0 {
+                ts += e & 0xFFFF_FFFF;
+            }
+            let id = ((e >> ID_SHIFT) & ID_MASK) as u32;
+            if e >> KIND_SHIFT == 0 {
+                self.frames.push(Frame {
+                    id,
+                    entry: ts,
+                    jvm_block: false,
+                    switched: false,
+                });
+            } else {
+                self.exit(id, ts);
+            }
+        }
+        ts
+    }
+
+    /// An exit of `id`: closes its frame, and the frames above it (exited
+    /// by exception, as [`crate::batch`] writes them); an exit of a call
+    /// not open is ignored.
+    fn exit(&mut self, id: u32, ts: u64) {
+        if !self.frames.iter().any(|f| f.id == id) {
+            return;
+        }
+        while let Some(f) = self.frames.pop() {
+            let done = f.id == id;
+            self.close(f, ts);
+            if done {
+                break;
+            }
+        }
+    }
+
+    /// Indices of the events whose gap to the previous one (the first's:
+    /// to the block's base) most likely holds the thread's voluntary
+    /// switches since the last drain: as many of the longest as there were
+    /// switches, at most [`MAX_MARKED_GAPS`].
+    /// The first gap's first `drain` ns were the last drain's own.
+    fn marked_gaps(&self, events: &[jlong], drain: u64) -> Vec<usize> {
+        let switches = match (self.nvcsw, voluntary_switches()) {
+            (Some(before), Some(now)) => now.saturating_sub(before) as usize,
+            _ => 0,
+        };
+        longest_gaps(events, switches.min(MAX_MARKED_GAPS), drain)
+    }
+}
+
+/// Indices of the `k` events with the longest deltas, longest first (the
+/// first event's delta less `skip`).
+fn longest_gaps(events: &[jlong], k: usize, skip: u64) -> Vec<usize> {
+    let mut top: Vec<(u64, usize)> = Vec::with_capacity(k + 1);
+    if k == 0 {
+        return Vec::new();
+    }
+    for (i, &e) in events.iter().enumerate() {
+        let mut d = e as u64 & 0xFFFF_FFFF;
+        if i == 0 {
+            d = d.saturating_sub(skip);
+        }
+        if top.len() < k || d > top[top.len() - 1].0 {
+            let at = top.iter().position(|&(g, _)| d > g).unwrap_or(top.len());
+            top.insert(at, (d, i));
+            top.truncate(k);
+        }
+    }
+    top.into_iter().map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(delta: u64, id: u64, kind: u64) -> jlong {
+        (delta | id << ID_SHIFT | kind << KIND_SHIFT) as jlong
+    }
+
+    fn tallies(w: &mut ThreadWatch) -> Vec<(u32, Tally)> {
+        let mut t = w.take();
+        t.sort_by_key(|(id, _)| *id);
+        t
+    }
+
+    #[test]
+    fn calls_are_tallied_with_their_wall() {
+        let mut w = ThreadWatch::default();
+        // 1 { 2 {} 2 {} } then 1 stays open.
+        let data = [
+            ev(5, 1, 0),
+            ev(10, 2, 0),
+            ev(3, 2, 1),
+            ev(10, 2, 0),
+            ev(4, 2, 2),
+            ev(1, 1, 1),
+            ev(7, 1, 0),
+        ];
+        assert!(!w.observe(
+            Block {
+                base: 100,
+                events: &data
+            },
+            0
+        ));
+        assert_eq!(w.window(), (7, 40));
+        let t = tallies(&mut w);
+        assert_eq!(
+            t[0],
+            (
+                1,
+                Tally {
+                    calls: 1,
+                    ns: 28,
+                    ..Tally::default()
+                }
+            )
+        );
+        assert_eq!(
+            t[1],
+            (
+                2,
+                Tally {
+                    calls: 2,
+                    ns: 7,
+                    ..Tally::default()
+                }
+            )
+        );
+        assert_eq!(w.frames.len(), 1);
+    }
+
+    #[test]
+    fn a_jvm_block_marks_the_open_calls() {
+        let mut w = ThreadWatch::default();
+        w.observe(
+            Block {
+                base: 0,
+                events: &[ev(1, 1, 0), ev(1, 2, 0)],
+            },
+            0,
+        );
+        w.block_begins();
+        w.observe(
+            Block {
+                base: 2,
+                events: &[ev(1, 3, 0), ev(1, 3, 1), ev(1, 2, 1), ev(1, 1, 1)],
+            },
+            0,
+        );
+        let t = tallies(&mut w);
+        assert!(t.iter().all(|(id, t)| t.jvm_block == (*id != 3)), "{t:?}");
+    }
+
+    #[test]
+    fn short_leaf_calls_are_left_out_and_their_time_carried() {
+        let mut w = ThreadWatch::default();
+        // 1 { 2 (5 ns) 2 (50 ns) 3 (4 ns, thrown) } with min 10 ns.
+        let data = [
+            ev(1, 1, 0),
+            ev(2, 2, 0),
+            ev(5, 2, 1),
+            ev(3, 2, 0),
+            ev(50, 2, 1),
+            ev(1, 3, 0),
+            ev(4, 3, 2),
+            ev(6, 1, 1),
+        ];
+        assert!(w.observe(Block { base: 0, events: &data }, 10));
+        let kept = w.filtered().to_vec();
+        assert_eq!(
+            kept,
+            vec![
+                ev(1, 1, 0),
+                ev(10, 2, 0),
+                ev(50, 2, 1),
+                ev(1, 3, 0),
+                ev(4, 3, 2),
+                ev(6, 1, 1)
+            ]
+        );
+        // Time is kept: the sums of the deltas agree.
+        let sum = |v: &[jlong]| v.iter().map(|&e| e as u64 & 0xFFFF_FFFF).sum::<u64>();
+        assert_eq!(sum(&kept), sum(&data));
+        let t = tallies(&mut w);
+        assert_eq!(t[1].1.dropped, 1);
+        assert_eq!(t[1].1.dropped_ns, 5);
+        assert_eq!(t[1].1.calls, 2);
+        assert_eq!(t[2].1.dropped, 0);
+    }
+
+    #[test]
+    fn the_longest_gaps_are_found() {
+        let data = [ev(5, 1, 0), ev(90, 1, 1), ev(7, 1, 0), ev(300, 1, 1), ev(2, 1, 0)];
+        assert_eq!(longest_gaps(&data, 2, 0), vec![3, 1]);
+        assert_eq!(longest_gaps(&data, 0, 0), Vec::<usize>::new());
+        assert_eq!(longest_gaps(&data, 9, 0).len(), 5);
+        // The first gap was mostly the drain's own time.
+        let data = [ev(500, 1, 0), ev(90, 1, 1)];
+        assert_eq!(longest_gaps(&data, 1, 0), vec![0]);
+        assert_eq!(longest_gaps(&data, 1, 450), vec![1]);
+    }
+}

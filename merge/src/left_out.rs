@@ -1,0 +1,103 @@
+//! What the agent left out of a trace on purpose, as the report shows it:
+//! the methods it demoted past the overhead budget (their later calls are
+//! not recorded: their time is their callers' own) and the calls it did not
+//! write as shorter than `--min-duration`.
+
+use crate::event::MethodIdx;
+use crate::trace::Trace;
+use serde::Serialize;
+
+/// A demoted method in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemotedJson {
+    /// Class.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature.
+    pub signature: String,
+    /// When its probes were removed, ns after the trace started.
+    pub demoted_at_ns: u64,
+    /// Its calls in the trace (outermost ones, as `methods[].calls`).
+    pub calls_recorded: u64,
+    /// Calls the agent had seen when it decided (all threads).
+    pub calls_seen: u64,
+    /// Their mean rate, calls per second.
+    pub rate_per_s: u64,
+    /// Their mean wall, ns.
+    pub mean_wall_ns: u64,
+    /// Estimate of its calls after the demotion (not recorded): the rate
+    /// times the time left in the trace.
+    pub est_calls_after: u64,
+}
+
+/// Calls of one method not written as shorter than `--min-duration`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShortDroppedJson {
+    /// Class.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature.
+    pub signature: String,
+    /// Calls left out.
+    pub calls: u64,
+    /// Their mean wall, ns.
+    pub mean_wall_ns: u64,
+}
+
+/// The demoted methods (earliest first) that `keep` keeps, with their
+/// recorded calls from `calls`.
+pub(crate) fn demoted(
+    trace: &Trace,
+    calls: &dyn Fn(MethodIdx) -> u64,
+    keep: &dyn Fn(MethodIdx) -> bool,
+) -> Vec<DemotedJson> {
+    let start = trace.meta.start_monotonic_ns;
+    let end = start + trace.duration_ns();
+    let mut out: Vec<(u64, DemotedJson)> = trace
+        .demoted
+        .iter()
+        .filter(|d| keep(d.method))
+        .map(|d| {
+            let info = &trace.methods[d.method as usize];
+            let after = end.saturating_sub(d.ts) as u128 * d.rate_per_s as u128 / 1_000_000_000;
+            let row = DemotedJson {
+                class: info.class.clone(),
+                name: info.name.clone(),
+                signature: info.signature.clone(),
+                demoted_at_ns: d.ts.saturating_sub(start),
+                calls_recorded: calls(d.method),
+                calls_seen: d.calls,
+                rate_per_s: d.rate_per_s,
+                mean_wall_ns: d.mean_ns,
+                est_calls_after: after as u64,
+            };
+            (d.ts, row)
+        })
+        .collect();
+    out.sort_by_key(|(ts, _)| *ts);
+    out.into_iter().map(|(_, d)| d).collect()
+}
+
+/// The methods with calls left out by `--min-duration` that `keep` keeps,
+/// most first.
+pub(crate) fn short_dropped(trace: &Trace, keep: &dyn Fn(MethodIdx) -> bool) -> Vec<ShortDroppedJson> {
+    let mut out: Vec<ShortDroppedJson> = trace
+        .short_dropped
+        .iter()
+        .filter(|(m, _)| keep(**m))
+        .map(|(m, &(calls, mean))| {
+            let info = &trace.methods[*m as usize];
+            ShortDroppedJson {
+                class: info.class.clone(),
+                name: info.name.clone(),
+                signature: info.signature.clone(),
+                calls,
+                mean_wall_ns: mean,
+            }
+        })
+        .collect();
+    out.sort_by_key(|d| std::cmp::Reverse(d.calls));
+    out
+}

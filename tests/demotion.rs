@@ -1,0 +1,122 @@
+//! Broad instrumentation at bounded cost (issue 17): adaptive demotion
+//! removes the probes of a hot tiny method and keeps those of methods that
+//! block (in the JVM: a sleep; in the kernel: a socket read the JVM does
+//! not report), and says so in the report; `--min-duration` leaves short
+//! leaf calls out and counts every one of them.
+
+mod common;
+
+use common::*;
+use jtrace_merge::report::Report;
+use jtrace_merge::Trace;
+use std::collections::HashMap;
+use std::process::Command;
+
+/// The counts Demotion.java prints: tiny, napper, socketWait.
+fn program_counts(stdout: &[u8]) -> (u64, u64, u64) {
+    let s = String::from_utf8_lossy(stdout);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("tiny "))
+        .expect("Demotion's summary line");
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
+}
+
+fn calls_by_name(r: &Report) -> HashMap<String, u64> {
+    r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
+}
+
+fn run_demotion(jdk: &str, out: &std::path::Path, extra: &[&str], millis: &str) -> (u64, u64, u64) {
+    let cp = classes();
+    let java = java(jdk);
+    let mut args = vec!["--methods", "Demotion$Work.*"];
+    args.extend_from_slice(extra);
+    let o = jtrace_run(
+        out,
+        &args,
+        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demotion", millis],
+    );
+    assert!(o.status.success(), "{jdk}: jtrace run failed");
+    program_counts(&o.stdout)
+}
+
+#[test]
+fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
+    for jdk in JDKS {
+        let out = tempdir("demotion");
+        let (tiny, napper, socket_wait) = run_demotion(jdk, &out, &[], "1500");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let demoted: Vec<&str> = r.demoted.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(demoted, vec!["tiny"], "{jdk}: demoted {demoted:?}");
+        let d = &r.demoted[0];
+        let calls = calls_by_name(&r);
+        eprintln!(
+            "{jdk}: tiny {tiny} calls, {} recorded, demoted at +{} ms, ≈{} after; napper {napper}, socketWait {socket_wait}",
+            d.calls_recorded,
+            d.demoted_at_ns / 1_000_000,
+            d.est_calls_after
+        );
+        assert_eq!(d.calls_recorded, calls["tiny"]);
+        assert!(
+            d.calls_recorded > 0 && d.calls_recorded < tiny / 2,
+            "{jdk}: {} of {tiny}",
+            d.calls_recorded
+        );
+        assert!(
+            d.calls_seen > 0 && d.rate_per_s > 0 && d.est_calls_after > 0,
+            "{jdk}: {d:?}"
+        );
+        assert!(d.demoted_at_ns > 0 && d.demoted_at_ns < r.trace.duration_ns);
+        // The blocking methods keep every call.
+        assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        assert_eq!(calls["socketWait"], socket_wait, "{jdk}: socketWait");
+        // The text and JSON reports say it too.
+        let text = Command::new(jtrace()).arg("report").arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("== Demoted methods") && text.contains("Demotion$Work.tiny"),
+            "{text}"
+        );
+        let json = Command::new(jtrace())
+            .args(["report", "--json"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(json["demoted"][0]["name"], "tiny", "{jdk}");
+        assert!(json["demoted"][0]["est_calls_after"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn complete_keeps_every_probe_and_min_duration_counts_what_it_leaves_out() {
+    for jdk in JDKS {
+        let out = tempdir("min-duration");
+        let (tiny, napper, socket_wait) = run_demotion(jdk, &out, &["--complete", "--min-duration", "20us"], "700");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        assert!(r.demoted.is_empty(), "{jdk}: --complete demoted {:?}", r.demoted);
+        let calls = calls_by_name(&r);
+        let dropped: HashMap<String, u64> = r
+            .short_calls_dropped
+            .iter()
+            .map(|d| (d.name.clone(), d.calls))
+            .collect();
+        eprintln!(
+            "{jdk}: tiny {tiny}, napper {napper}, socketWait {socket_wait}; recorded {calls:?}, dropped {dropped:?}"
+        );
+        // Every call is either in the trace or counted as left out.
+        for (name, n) in [("tiny", tiny), ("napper", napper), ("socketWait", socket_wait)] {
+            let kept = calls.get(name).copied().unwrap_or(0);
+            assert_eq!(kept + dropped.get(name).copied().unwrap_or(0), n, "{jdk}: {name}");
+        }
+        // Most tiny calls are left out; every nap (1 ms, a block) is kept.
+        assert!(dropped["tiny"] > tiny / 2, "{jdk}: {dropped:?}");
+        assert!(calls["napper"] >= napper / 1024, "{jdk}: {calls:?}");
+        assert!(r.short_calls_dropped.iter().all(|d| d.mean_wall_ns < 20_000));
+    }
+}
