@@ -11,7 +11,8 @@
 //! recorded since its last decision cost more than the budget's share of
 //! the time they span (`--overhead-budget`, default 2 %), the methods it
 //! called most that are *hot* (at least [`MIN_CALLS`] calls seen),
-//! *short* (mean wall at most [`SHORT_NS`]) and *not blocking* (no JVM-level
+//! *short* (at least 90 % of its calls shorter than [`crate::watch::SHORT_NS`]: a mean
+//! would count the preemptions of a loaded machine) and *not blocking* (no JVM-level
 //! block inside any call, and voluntary switches guessed inside fewer than
 //! one call in [`GUESSES_PER_BLOCKING`]: see [`crate::watch`]) are demoted, most calls first, until its events
 //! would cost half the budget.
@@ -32,17 +33,17 @@ pub(crate) const EVENT_COST_NS: u64 = 35;
 const DECIDE_EVERY: u64 = 4096;
 /// Calls a method must have made (as far as reported) before it is demoted.
 pub(crate) const MIN_CALLS: u64 = 20_000;
-/// Mean wall above which a method is not demoted, ns.
-pub(crate) const SHORT_NS: u64 = 20_000;
 /// A method with guessed voluntary switches inside one call in this many
 /// (or more often) counts as blocking.
-pub(crate) const GUESSES_PER_BLOCKING: u64 = 100_000;
+pub(crate) const GUESSES_PER_BLOCKING: u64 = 1000;
 
 /// What the agent knows of one traced method.
 #[derive(Debug, Default, Clone, Copy)]
 struct Watched {
     calls: u64,
     ns: u64,
+    /// Calls shorter than [`crate::watch::SHORT_NS`].
+    short: u64,
     /// Time its first reported calls began counting.
     first_ts: u64,
     dropped: u64,
@@ -136,6 +137,7 @@ fn merge(table: &mut Vec<Watched>, id: u32, t: Tally, since: u64) {
     }
     w.calls += t.calls;
     w.ns += t.ns;
+    w.short += t.short;
     w.dropped += t.dropped;
     w.dropped_ns += t.dropped_ns;
     w.jvm_block |= t.jvm_block;
@@ -156,7 +158,7 @@ fn choose(table: &[Watched], window: &[(u32, Tally)], events: u64, span: u64, bu
         .iter()
         .filter(|(id, t)| {
             let w = &table[*id as usize];
-            t.calls > 0 && !blocks(w) && !w.demoted && w.calls >= MIN_CALLS && w.ns / w.calls.max(1) <= SHORT_NS
+            t.calls > 0 && !blocks(w) && !w.demoted && w.calls >= MIN_CALLS && w.short * 10 >= w.calls * 9
         })
         .map(|(id, t)| (t.calls, *id))
         .collect();
@@ -198,6 +200,14 @@ pub(crate) fn record_demoted(rec: &Recorder, tid: u32, ts: u64, ids: &[u32]) {
 /// had calls left out by `--min-duration`.
 pub(crate) fn record_short_dropped(rec: &Recorder, tid: u32, ts: u64) {
     let table = lock(&TABLE);
+    if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+        // The most called methods and what the agent knew of them.
+        let mut hot: Vec<(usize, &Watched)> = table.iter().enumerate().collect();
+        hot.sort_by_key(|(_, w)| std::cmp::Reverse(w.calls));
+        for (id, w) in hot.iter().take(15) {
+            crate::state::debug(&format!("demotion: method {id}: {w:?}"));
+        }
+    }
     for (id, w) in table.iter().enumerate().filter(|(_, w)| w.dropped > 0) {
         let tally = MethodTally {
             method: id as u64,
@@ -216,11 +226,13 @@ pub(crate) fn record_short_dropped(rec: &Recorder, tid: u32, ts: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::SHORT_NS;
 
     fn tally(calls: u64, ns: u64) -> Tally {
         Tally {
             calls,
             ns,
+            short: if ns / calls < SHORT_NS { calls } else { 0 },
             ..Tally::default()
         }
     }

@@ -9,13 +9,19 @@
 //! voluntarily in the kernel (socket, file, futex, page fault). The agent
 //! learns the second from the thread's voluntary context-switch count
 //! (getrusage(RUSAGE_THREAD), read at each drain, ≈ 0.3 µs): if it grew by
-//! k since the last drain, the k longest gaps between the thread's events
-//! (at most [`MAX_MARKED_GAPS`]) are taken to hold the switches, and every
-//! call open across one of them counts as blocked. A preemption (an
-//! involuntary switch) does not count.
+//! k more than the JVM-level blocks it had since the last drain, the k
+//! longest gaps between the thread's events (at most [`MAX_MARKED_GAPS`];
+//! the last drain's own time left out) are taken to hold the switches, and
+//! every call open across one of them counts as switched. A preemption (an
+//! involuntary switch) does not count, but may be mistaken for a voluntary
+//! switch of the same window, so [`crate::demotion`] trusts these guesses
+//! only in numbers.
 
 use crate::batch::Block;
 use crate::sys::jlong;
+
+/// A call shorter than this (wall, ns) is short: see [`crate::demotion`].
+pub(crate) const SHORT_NS: u64 = 20_000;
 
 /// Bit of a probe event where the method id starts.
 const ID_SHIFT: u32 = 32;
@@ -44,6 +50,8 @@ pub(crate) struct Tally {
     pub calls: u64,
     /// Σ their wall, ns.
     pub ns: u64,
+    /// Those shorter than [`SHORT_NS`].
+    pub short: u64,
     /// Calls left out of the stream by `--min-duration`.
     pub dropped: u64,
     /// Σ their wall, ns.
@@ -71,6 +79,11 @@ pub(crate) struct ThreadWatch {
     /// when that drain ended.
     nvcsw: Option<u64>,
     drained_at: u64,
+    /// JVM-level blocks begun since the last drain that watched events:
+    /// their voluntary switches are known, not to be guessed.
+    jvm_blocks: u64,
+    /// The current drain watched events.
+    observed: bool,
     /// The filtered events of the last block, when some were left out.
     scratch: Vec<jlong>,
 }
@@ -87,6 +100,7 @@ pub(crate) fn voluntary_switches() -> Option<u64> {
 impl ThreadWatch {
     /// A JVM-level block begins on the thread: every open call is blocked inside.
     pub(crate) fn block_begins(&mut self) {
+        self.jvm_blocks += 1;
         for f in &mut self.frames {
             f.jvm_block = true;
         }
@@ -103,7 +117,17 @@ impl ThreadWatch {
     /// here on belong to the thread's next events (not to the drain's own
     /// writing).
     pub(crate) fn drained(&mut self, now: u64) {
-        self.nvcsw = voluntary_switches();
+        let switches = voluntary_switches();
+        if !std::mem::take(&mut self.observed) {
+            // No events since the last drain: the switches of the JVM
+            // blocks in between are accounted for here.
+            let absorbed = match (self.nvcsw, switches) {
+                (Some(before), Some(after)) => after.saturating_sub(before),
+                _ => 0,
+            };
+            self.jvm_blocks = self.jvm_blocks.saturating_sub(absorbed);
+        }
+        self.nvcsw = switches;
         self.drained_at = now;
     }
 
@@ -157,8 +181,10 @@ impl ThreadWatch {
 
     fn close(&mut self, frame: Frame, ts: u64) {
         let t = self.tally(frame.id);
+        let wall = ts.saturating_sub(frame.entry);
         t.calls += 1;
-        t.ns += ts.saturating_sub(frame.entry);
+        t.ns += wall;
+        t.short += (wall < SHORT_NS) as u64;
         t.jvm_block |= frame.jvm_block;
         t.switched += frame.switched as u64;
     }
@@ -171,6 +197,7 @@ impl ThreadWatch {
     /// them); then returns true and [`ThreadWatch::filtered`] holds the
     /// events to write.
     pub(crate) fn observe(&mut self, block: Block, min_duration: u64) -> bool {
+        self.observed = true;
         let events = block.events;
         let marked = self.marked_gaps(events, self.drained_at.saturating_sub(block.base));
         if self.events == 0 {
@@ -229,6 +256,7 @@ impl ThreadWatch {
                         let t = self.tally(id);
                         t.calls += 1;
                         t.ns += nd;
+                        t.short += (nd < SHORT_NS) as u64;
                     }
                     ts = self.replay_rest(events, i, ts);
                     break;
@@ -252,6 +280,7 @@ impl ThreadWatch {
             let t = self.tally(id);
             t.calls += 1;
             t.ns += nd;
+            t.short += (nd < SHORT_NS) as u64;
             t.dropped += 1;
             t.dropped_ns += nd;
         }
@@ -302,12 +331,14 @@ impl ThreadWatch {
     /// to the block's base) most likely holds the thread's voluntary
     /// switches since the last drain: as many of the longest as there were
     /// switches, at most [`MAX_MARKED_GAPS`].
-    /// The first gap's first `drain` ns were the last drain's own.
-    fn marked_gaps(&self, events: &[jlong], drain: u64) -> Vec<usize> {
+    /// The first gap's first `drain` ns were the last drain's own. The
+    /// switches of the JVM-level blocks since then are not guessed at.
+    fn marked_gaps(&mut self, events: &[jlong], drain: u64) -> Vec<usize> {
         let switches = match (self.nvcsw, voluntary_switches()) {
-            (Some(before), Some(now)) => now.saturating_sub(before) as usize,
+            (Some(before), Some(now)) => now.saturating_sub(before).saturating_sub(self.jvm_blocks) as usize,
             _ => 0,
         };
+        self.jvm_blocks = 0;
         longest_gaps(events, switches.min(MAX_MARKED_GAPS), drain)
     }
 }
@@ -376,6 +407,7 @@ mod tests {
                 Tally {
                     calls: 1,
                     ns: 28,
+                    short: 1,
                     ..Tally::default()
                 }
             )
@@ -387,6 +419,7 @@ mod tests {
                 Tally {
                     calls: 2,
                     ns: 7,
+                    short: 2,
                     ..Tally::default()
                 }
             )

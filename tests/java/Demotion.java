@@ -8,7 +8,7 @@ import java.net.Socket;
  * Adaptive demotion's workload: a hot tiny method ({@code tiny}), a hot
  * method that sleeps in one call of 1024 ({@code napper}: a JVM-level
  * block) and one that waits for a loopback socket's echo in one call of
- * 1024 ({@code socketWait}: a kernel-level block the JVM does not report;
+ * 256 ({@code socketWait}: a kernel-level block the JVM does not report;
  * the echo answers after 3 ms).
  * All three are short on average. Runs for the given milliseconds, then
  * prints how often each was called. The methods are in their own class:
@@ -32,7 +32,7 @@ public class Demotion {
     }
 
     static void socketWait(int i, InputStream in, OutputStream out) throws Exception {
-        if ((i & 1023) == 512) {
+        if ((i & 255) == 128) {
             out.write(1);
             out.flush();
             if (in.read() < 0) {

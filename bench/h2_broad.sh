@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Broad instrumentation at bounded cost (issue 17): the H2 workload of
+# bench/h2/H2Load.java (Debian's libh2-java; 8 JDBC threads x 500 rounds of
+# insert, commit, update of one shared row, range query; in-memory
+# database) untraced, traced with --methods 'org.h2.*' (adaptive demotion,
+# the default budget), traced with --complete (every probe), and, on JDK 25,
+# under JFR jdk.MethodTiming filtered to H2's classes; interleaved, REPS
+# times. Prints per run the rounds' elapsed ms (H2Load's own clock: JVM
+# start-up and H2 set-up excluded) and trace size, then the ratios to the
+# untraced run of the same repetition (min / median) and the agreement of
+# the top-10 methods by off-CPU time between the last default and
+# --complete traces. Run as root from the repository (jtrace built).
+# Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+reps="${1:-3}"
+jdk="${2:-/usr/lib/jvm/java-17-openjdk-amd64}"
+jdk25=/usr/lib/jvm/temurin-25-jdk-amd64
+h2=/usr/share/java/h2.jar
+jtrace="$root/target/release/jtrace"
+[ -f "$h2" ] || { echo "h2_broad: $h2 missing (apt-get install libh2-java)" >&2; exit 2; }
+[ -x "$jtrace" ] || { echo "h2_broad: build jtrace first (cargo build --release --workspace)" >&2; exit 2; }
+tmp="$(mktemp -d /tmp/h2_broad.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+"$jdk/bin/javac" --release 11 -cp "$h2" -d "$tmp/cls" "$root/bench/h2/H2Load.java"
+cp="$h2:$tmp/cls"
+# JFR's filter takes class names, not globs: every class of org.h2 in the jar.
+jfr_filter="$(unzip -Z1 "$h2" | grep '^org/h2/.*\.class$' | sed 's/\.class$//; s|/|.|g' | paste -sd';')"
+echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
+
+# one LABEL CMD...: runs CMD, prints "LABEL rounds_ms size_bytes".
+one() {
+    local label="$1"; shift
+    local ms
+    ms="$("$@" 2>"$tmp/err" | sed -n 's/^rounds_ms \([0-9]*\).*/\1/p')"
+    [ -n "$ms" ] || { echo "h2_broad: $label failed:" >&2; cat "$tmp/err" >&2; exit 1; }
+    local size=0
+    [ -d "$tmp/t.jtrace" ] && size="$(du -sb "$tmp/t.jtrace" | cut -f1)"
+    echo "$label $ms $size"
+}
+
+for r in $(seq "$reps"); do
+    rm -rf "$tmp/t.jtrace" "$tmp/c.jtrace"
+    one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
+    one budget "$jtrace" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+    rm -rf "$tmp/b.jtrace"; mv "$tmp/t.jtrace" "$tmp/b.jtrace"
+    one complete "$jtrace" run --complete -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+    rm -rf "$tmp/c.jtrace"; mv "$tmp/t.jtrace" "$tmp/c.jtrace"
+    if [ -x "$jdk25/bin/java" ]; then
+        one untraced25 "$jdk25/bin/java" -cp "$cp" H2Load mem
+        one jfr25 "$jdk25/bin/java" "-XX:StartFlightRecording:jdk.MethodTiming#filter=$jfr_filter,filename=$tmp/h2.jfr" -cp "$cp" H2Load mem
+    fi
+    echo "sizes budget $(du -sb "$tmp/b.jtrace" | cut -f1) complete $(du -sb "$tmp/c.jtrace" | cut -f1)"
+done | tee "$tmp/runs"
+
+"$jtrace" report --json "$tmp/b.jtrace" > "$tmp/b.json"
+"$jtrace" report --json "$tmp/c.jtrace" > "$tmp/c.json"
+python3 - "$tmp/runs" "$tmp/b.json" "$tmp/c.json" <<'PY'
+import json, statistics, sys
+runs = [l.split() for l in open(sys.argv[1])]
+by = {}
+rep = []
+for w in runs:
+    if w[0] == "untraced":
+        rep = {}
+        by.setdefault("reps", []).append(rep)
+    if w[0] != "sizes":
+        rep[w[0]] = (int(w[1]), int(w[2]))
+    else:
+        rep["size_budget"], rep["size_complete"] = int(w[2]), int(w[4])
+def ratios(label, base):
+    v = [r[label][0] / r[base][0] for r in by["reps"] if label in r and base in r]
+    return v and f"{label}/{base}: min {min(v):.2f}x median {statistics.median(v):.2f}x ({len(v)} runs)"
+for label, base in [("budget", "untraced"), ("complete", "untraced"), ("jfr25", "untraced25")]:
+    s = ratios(label, base)
+    if s:
+        print(s)
+sz = [r["size_budget"] / r["size_complete"] for r in by["reps"]]
+print(f"trace size budget/complete: min {min(sz):.3f} median {statistics.median(sz):.3f}; "
+      f"last {by['reps'][-1]['size_budget'] / 1e6:.1f} MB vs {by['reps'][-1]['size_complete'] / 1e6:.1f} MB")
+def top(path):
+    m = json.load(open(path))["methods"]
+    off = lambda x: sum(x["off_cpu_ns"].values())
+    return [f'{x["class"]}.{x["name"]}' for x in sorted(m, key=off, reverse=True)[:10]]
+b, c = top(sys.argv[2]), top(sys.argv[3])
+print(f"top-10 by off-CPU: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
+for i, (x, y) in enumerate(zip(b, c)):
+    print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
+d = json.load(open(sys.argv[2])).get("demoted", [])
+print(f"demoted methods (last budget run): {len(d)}; recorded calls {sum(x['calls_recorded'] for x in d)}, "
+      f"estimated calls after {sum(x['est_calls_after'] for x in d)}")
+PY
