@@ -15,7 +15,9 @@ use crate::jvm;
 use crate::mutex::lock;
 use crate::state::{active, debug, guard, now_ns, tid, SESSION};
 
-/// Starts the demoter of the current session. It ends when the session does.
+/// Starts the demoter of the current session (at its first demotion: a
+/// session that demotes nothing has no demoter thread). It ends when the
+/// session does.
 pub(crate) fn start() {
     let session = SESSION.load(Ordering::SeqCst);
     let spawned = std::thread::Builder::new()

@@ -65,8 +65,17 @@ static DEMOTED: Mutex<Option<HashSet<(String, String, String)>>> = Mutex::new(No
 /// Some method is demoted (saves a lock per method rewritten otherwise).
 static ANY_DEMOTED: AtomicBool = AtomicBool::new(false);
 
-/// Forgets everything (a new recording session).
-pub(crate) fn reset() {
+/// Starts the thread that applies demotions ([`crate::demoter`], set by
+/// the session: it sits above this module), at the first demotion.
+static STARTER: Mutex<Option<fn()>> = Mutex::new(None);
+/// The starter ran in this session.
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Forgets everything (a new recording session); `starter` starts the
+/// demoter when the session first demotes.
+pub(crate) fn reset(starter: fn()) {
+    *lock(&STARTER) = Some(starter);
+    STARTED.store(false, Ordering::SeqCst);
     lock(&TABLE).clear();
     lock(&PENDING).clear();
     *lock(&DEMOTED) = None;
@@ -123,6 +132,11 @@ pub(crate) fn after_drain(watch: &mut ThreadWatch, budget: u32) {
     }
     drop(table);
     lock(&PENDING).extend(chosen);
+    if !STARTED.swap(true, Ordering::SeqCst) {
+        if let Some(start) = *lock(&STARTER) {
+            start();
+        }
+    }
     PENDING_SIGNAL.notify_one();
 }
 

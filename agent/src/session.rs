@@ -47,13 +47,10 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
         events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
     }
     if classes::enabled(cfg) {
-        demotion::reset();
+        demotion::reset(demoter::start);
         if let Err(e) = classes::start(env, jni, cfg) {
             internal_error(&e);
             return;
-        }
-        if cfg.overhead_budget > 0 {
-            demoter::start();
         }
     }
     for e in events {
