@@ -91,6 +91,9 @@ pub enum ExportFormat {
     /// Perfetto's native protobuf trace, for Perfetto UI (ui.perfetto.dev) and trace_processor:
     /// method slices, the kernel's scheduling with wakers, off-CPU causes, GC/safepoint tracks.
     Perfetto,
+    /// A directory of Parquet tables (threads, methods, invocations, off_cpu_intervals,
+    /// wakeups, windows; docs/EXPORTS.md), for DuckDB, Spark, DataFusion: needs -o DIR.
+    Parquet,
     /// Chrome trace-event JSON, for chrome://tracing (Perfetto reads it too, but prefer
     /// `perfetto`; embeds every event, so it reads the whole trace into memory; the others stream).
     Chrome,
@@ -110,7 +113,7 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum)]
     pub format: ExportFormat,
-    /// Output file (default: standard output).
+    /// Output file (default: standard output); for parquet, the directory of the tables.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// collapsed: put the thread (`name [tid]`) after the cause.
@@ -180,9 +183,18 @@ fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> an
     Ok(())
 }
 
-/// `jtrace export TRACE --format perfetto|chrome|collapsed|csv|text [-o FILE]`:
+/// `jtrace export TRACE --format perfetto|parquet|chrome|collapsed|csv|text [-o FILE]`:
 /// chrome reads the whole trace, the others stream unless `--in-memory`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    if args.format == ExportFormat::Parquet {
+        let Some(dir) = &args.output else {
+            anyhow::bail!("--format parquet writes a directory of tables: give it with -o DIR");
+        };
+        // It always streams (--in-memory gives the same tables).
+        let paths = export::write_parquet(&args.trace, dir, &args.stream.options())?;
+        eprintln!("jtrace: wrote {} tables in {}", paths.len(), dir.display());
+        return Ok(());
+    }
     // Open (and check) the trace before creating the output file.
     let whole = match args.format {
         ExportFormat::Chrome => Some(open(&args.trace)?),
@@ -215,6 +227,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         }
         (ExportFormat::Text, None) => write_text(dir, args.all, &args.stream, out)?,
         (ExportFormat::Chrome, None) => unreachable!("chrome always opens the whole trace"),
+        (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
     }
     Ok(())
 }

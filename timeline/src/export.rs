@@ -9,9 +9,11 @@
 //!   the report's columns;
 //! * [`Perfetto`] ([`write_perfetto`], `perfetto/`): Perfetto's native
 //!   protobuf trace (track events plus the kernel's scheduling), streamed;
+//! * [`write_parquet`] (`parquet/`): a directory of Parquet tables, streamed
+//!   (not an [`Exporter`]: it writes files, not one stream);
 //! * [`Text`] ([`crate::write_text`], `text.rs`): the merged text trace.
 //!
-//! A new format (Parquet, pprof…) is one more module with
+//! A new format (pprof…) is one more module with
 //! one more [`Exporter`]: a streaming format implements
 //! [`Exporter::write_dir`] with a [`jtrace_merge::Visitor`] driven by
 //! [`jtrace_merge::stream::analyze`] (as collapsed and CSV do, the same
@@ -26,6 +28,7 @@ use std::path::Path;
 pub use crate::chrome::{write_chrome, Chrome, STATE_TID_OFFSET, STOPS_TID};
 pub use crate::collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
 pub use crate::csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
+pub use crate::parquet::{write_parquet, TABLES as PARQUET_TABLES};
 pub use crate::perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
 pub use crate::text::Text;
 

@@ -1,0 +1,91 @@
+//! `jtrace export --format parquet -o DIR`: DuckDB (PyPI `duckdb`, installed
+//! into target/pydeps by scripts/test-python.sh) recomputes `jtrace report
+//! --json`'s per-thread and per-method totals from the tables, exactly; a
+//! missing -o or a symbolic link as the directory is a clear error.
+
+#[path = "../merge/examples/synth.rs"]
+#[allow(dead_code)]
+mod synth;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn jtrace() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_jtrace"))
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn duckdb_reproduces_the_report_from_the_parquet_tables() {
+    let base = std::env::temp_dir().join(format!("jtrace-parquet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let trace = base.join("t.jtrace");
+    synth::generate(&trace, 300_000, 8).unwrap();
+    let tables = base.join("tables");
+    // A small budget: the walk spills runs, the tables are the same.
+    let out = Command::new(jtrace())
+        .args(["export", "--format", "parquet", "--memory-budget", "1M", "-o"])
+        .arg(&tables)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let names: Vec<String> = std::fs::read_dir(&tables)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 6, "{names:?}: one file per table, no temporary left");
+    let report = Command::new(jtrace())
+        .args(["report", "--json"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let report_file = base.join("report.json");
+    std::fs::write(&report_file, &report.stdout).unwrap();
+
+    let setup = Command::new("bash")
+        .arg(root().join("scripts/test-python.sh"))
+        .status()
+        .unwrap();
+    assert!(setup.success(), "scripts/test-python.sh failed");
+    let check = Command::new("python3")
+        .arg(root().join("timeline/tests/python/parquet_check.py"))
+        .arg(&tables)
+        .arg(&report_file)
+        .env("PYTHONPATH", root().join("target/pydeps"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(got["mismatches"], serde_json::json!([]), "{got}");
+    assert!(got["threads"].as_u64().unwrap() >= 8, "{got}");
+    assert!(got["thread_methods"].as_u64().unwrap() >= 50, "{got}");
+    assert!(got["off_cpu_intervals"].as_u64().unwrap() > 10_000, "{got}");
+    assert!(got["wakeups_with_waker_method"].as_u64().unwrap() > 1_000, "{got}");
+    assert!(got["windows"].as_u64().unwrap() > 0, "{got}");
+
+    // Bad input: no directory given; a symbolic link as the directory.
+    let out = Command::new(jtrace())
+        .args(["export", "--format", "parquet"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-o DIR"));
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&tables, &link).unwrap();
+    let out = Command::new(jtrace())
+        .args(["export", "--format", "parquet", "-o"])
+        .arg(&link)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
+    std::fs::remove_dir_all(&base).unwrap();
+}

@@ -1,0 +1,387 @@
+//! The Parquet export (`jtrace export --format parquet -o DIR`): one file
+//! per table, for DuckDB, Spark, DataFusion, pandas. The schema is
+//! documented in docs/EXPORTS.md (keep both in step: a column's meaning
+//! never changes; new columns are added at the end).
+//!
+//! It streams: one walk ([`stream::analyze_with_wakers`], for the waker's
+//! method of each wakeup) writes every table at once, each in row groups of
+//! [`table::ROW_GROUP`] rows, so memory is the budget plus one row group per
+//! table. Files are written under temporary names and renamed into place
+//! when all are complete: a failed export leaves no half-written table.
+
+mod table;
+
+use crate::windows::{pair_windows, window_name, WindowMarks};
+use anyhow::Context;
+use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::{
+    describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval,
+    SyscallInfo, ThreadInfo, ThreadTotals, Timed, Trace, Visitor, Wake,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use table::{Kind, Table};
+
+/// The tables, in the order they are created.
+pub const TABLES: &[&str] = &[
+    "threads",
+    "methods",
+    "invocations",
+    "off_cpu_intervals",
+    "wakeups",
+    "windows",
+];
+
+fn cols(fixed: &[(&str, Kind)]) -> Vec<(String, Kind)> {
+    fixed.iter().map(|(n, k)| (n.to_string(), *k)).collect()
+}
+
+/// `wall_ns`, `cpu_ns`, `off_cpu_ns`, one `<cause>_ns` per cause,
+/// `not_covered_ns`, `voluntary_switches`, `involuntary_switches`.
+fn breakdown_cols() -> Vec<(String, Kind)> {
+    let mut v = cols(&[("wall_ns", Kind::I64), ("cpu_ns", Kind::I64), ("off_cpu_ns", Kind::I64)]);
+    v.extend(Cause::ALL.iter().map(|c| (format!("{}_ns", c.name()), Kind::I64)));
+    v.extend(cols(&[
+        ("not_covered_ns", Kind::I64),
+        ("voluntary_switches", Kind::I64),
+        ("involuntary_switches", Kind::I64),
+    ]));
+    v
+}
+
+fn put_breakdown(t: &mut Table, b: &Breakdown) {
+    t.u64(b.wall).u64(b.cpu).u64(b.off.total());
+    for c in Cause::ALL {
+        t.u64(b.off.get(c));
+    }
+    t.u64(b.not_covered).u64(b.voluntary).u64(b.involuntary);
+}
+
+/// Each table's columns, in order (docs/EXPORTS.md).
+fn table_columns(name: &str) -> Vec<(String, Kind)> {
+    use Kind::*;
+    match name {
+        "threads" => {
+            let mut v = cols(&[
+                ("tid", I64),
+                ("pid", I64),
+                ("name", Str),
+                ("java", Bool),
+                ("comm", Str),
+                ("thread_group", OptStr),
+                ("daemon", Bool),
+                ("virtual", Bool),
+                ("carrier_tid", OptI64),
+                ("first_ns", I64),
+                ("last_ns", I64),
+            ]);
+            v.extend(breakdown_cols());
+            v.extend(cols(&[("anomalies", I64)]));
+            v
+        }
+        "methods" => cols(&[
+            ("method_id", I64),
+            ("class", Str),
+            ("name", Str),
+            ("signature", Str),
+            ("native", Bool),
+        ]),
+        "invocations" => {
+            let mut v = cols(&[
+                ("tid", I64),
+                ("method_id", I64),
+                ("entry_ns", I64),
+                ("exit_ns", I64),
+                ("depth", I64),
+                ("outermost", Bool),
+                ("exception", Bool),
+                ("unfinished", Bool),
+                ("compiled", OptBool),
+            ]);
+            v.extend(breakdown_cols());
+            v
+        }
+        "off_cpu_intervals" => {
+            let mut v = cols(&[
+                ("tid", I64),
+                ("start_ns", I64),
+                ("end_ns", I64),
+                ("method_id", OptI64),
+                ("depth", I64),
+                ("preempted", Bool),
+                ("prev_state", I64),
+                ("cause", Str),
+                ("evidence", OptStr),
+                ("waker_tid", OptI64),
+                ("waker_pid", OptI64),
+                ("waker_method_id", OptI64),
+                ("wake_ns", OptI64),
+            ]);
+            v.extend(Cause::ALL.iter().map(|c| (format!("{}_ns", c.name()), I64)));
+            v
+        }
+        "wakeups" => cols(&[
+            ("ts_ns", I64),
+            ("tid", I64),
+            ("waker_tid", I64),
+            ("waker_pid", I64),
+            ("waker_method_id", OptI64),
+        ]),
+        "windows" => cols(&[
+            ("pid", I64),
+            ("kind", Str),
+            ("seq", I64),
+            ("start_ns", I64),
+            ("end_ns", I64),
+            ("open", Bool),
+        ]),
+        _ => unreachable!("a table of TABLES"),
+    }
+}
+
+/// Every table's writer, driven by the walk.
+struct Writer<'a> {
+    trace: &'a Trace,
+    tables: Vec<Table>,
+    error: Option<anyhow::Error>,
+    /// The thread's open methods.
+    stack: Vec<MethodIdx>,
+    syscalls: Vec<(u32, SyscallInfo)>,
+    /// The waker's method of the thread's latest wakeup: (its time, method).
+    last_waker_method: Option<(u64, Option<MethodIdx>)>,
+    windows: WindowMarks,
+    window_last: HashMap<u32, u64>,
+}
+
+const THREADS: usize = 0;
+const METHODS: usize = 1;
+const INVOCATIONS: usize = 2;
+const OFF_CPU: usize = 3;
+const WAKEUPS: usize = 4;
+const WINDOWS: usize = 5;
+
+impl Writer<'_> {
+    fn row(&mut self, table: usize, fill: impl FnOnce(&mut Table)) {
+        if self.error.is_some() {
+            return;
+        }
+        let t = &mut self.tables[table];
+        fill(t);
+        if let Err(e) = t.end_row() {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl Visitor for Writer<'_> {
+    fn thread_begin(&mut self, _t: &ThreadInfo) {
+        self.stack.clear();
+        self.syscalls.clear();
+        self.last_waker_method = None;
+    }
+    fn event(&mut self, t: &ThreadInfo, e: &Timed) {
+        if let Event::Window { cause, begin } = e.event {
+            let pid = crate::model::pid_of(self.trace, t);
+            self.windows
+                .entry(pid)
+                .or_default()
+                .insert((e.ts, begin, cause as usize, begin));
+            let l = self.window_last.entry(pid).or_default();
+            *l = (*l).max(t.last_ts);
+        }
+    }
+    fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
+        self.stack.truncate(depth);
+        self.stack.push(m);
+    }
+    fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        self.stack.truncate(depth);
+        let trace = self.trace;
+        let native = trace.methods.get(inv.method as usize).is_some_and(|m| m.native);
+        let compiled = if native {
+            None
+        } else {
+            trace
+                .jit
+                .compiled_at(crate::model::pid_of(trace, t), inv.method, inv.entry)
+        };
+        self.row(INVOCATIONS, |r| {
+            r.u64(t.tid as u64)
+                .u64(inv.method as u64)
+                .u64(inv.entry)
+                .u64(inv.exit)
+                .u64(depth as u64)
+                .bool(inv.outermost)
+                .bool(inv.exception)
+                .bool(inv.unfinished)
+                .opt_bool(compiled);
+            put_breakdown(r, &inv.breakdown);
+        });
+    }
+    fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
+        if self.syscalls.len() >= 8 {
+            self.syscalls.remove(0);
+        }
+        self.syscalls.push((idx, *sc));
+    }
+    fn waker_method(&mut self, t: &ThreadInfo, _depth: usize, w: &Wake, m: Option<MethodIdx>) {
+        self.last_waker_method = Some((w.ts, m));
+        self.row(WAKEUPS, |r| {
+            r.u64(w.ts)
+                .u64(t.tid as u64)
+                .u64(w.waker_tid as u64)
+                .u64(w.waker_tgid as u64)
+                .opt_u64(m.map(u64::from));
+        });
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, o: &OffCpuInterval) {
+        let trace = self.trace;
+        let cause = o
+            .split
+            .off
+            .nonzero()
+            .max_by_key(|&(_, ns)| ns)
+            .map_or("none", |(c, _)| c.name());
+        let evidence = match o.evidence {
+            Evidence::None | Evidence::Preempted => None,
+            Evidence::Syscall(i) => Some(match self.syscalls.iter().rev().find(|(idx, _)| *idx == i) {
+                Some((_, sc)) => format!("in {}", describe_syscall(trace, sc)),
+                None => describe_evidence(trace, &o.evidence),
+            }),
+            e => Some(describe_evidence(trace, &e)),
+        };
+        let method = depth.checked_sub(1).and_then(|d| self.stack.get(d)).copied();
+        let waker_method = match (o.wake, self.last_waker_method) {
+            (Some(w), Some((ts, m))) if ts == w.ts => m,
+            _ => None,
+        };
+        self.row(OFF_CPU, |r| {
+            r.u64(t.tid as u64)
+                .u64(o.start)
+                .u64(o.end)
+                .opt_u64(method.map(u64::from))
+                .u64(depth as u64)
+                .bool(o.preempted)
+                .u64(o.prev_state as u64)
+                .str(cause)
+                .opt_str(evidence.as_deref())
+                .opt_u64(o.wake.map(|w| w.waker_tid as u64))
+                .opt_u64(o.wake.map(|w| w.waker_tgid as u64))
+                .opt_u64(waker_method.map(u64::from))
+                .opt_u64(o.wake.map(|w| w.ts));
+            for c in Cause::ALL {
+                r.u64(o.split.off.get(c));
+            }
+        });
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        self.row(THREADS, |r| {
+            r.u64(t.tid as u64)
+                .u64(t.tgid as u64)
+                .str(t.display_name())
+                .bool(t.java_name.is_some())
+                .str(&t.comm)
+                .opt_str(t.java_name.as_ref().map(|_| t.group.as_str()))
+                .bool(t.daemon)
+                .bool(t.virtual_id.is_some())
+                .opt_u64(t.carrier.map(u64::from))
+                .u64(t.first_ts)
+                .u64(t.last_ts);
+            put_breakdown(r, &totals.breakdown);
+            r.u64(totals.anomalies);
+        });
+    }
+}
+
+/// Makes `dir` (if missing) for the tables; refuses a symbolic link or a
+/// file there.
+fn out_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => {
+            anyhow::bail!("{} is a symbolic link; give the directory itself", dir.display())
+        }
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => anyhow::bail!("{} exists and is not a directory", dir.display()),
+        Err(_) => std::fs::create_dir(dir).with_context(|| format!("cannot create directory {}", dir.display())),
+    }
+}
+
+/// Writes the trace directory `trace_dir` as Parquet tables in `dir`
+/// (`threads.parquet`, `methods.parquet`, …; [`TABLES`]), streamed within
+/// `opts`' memory budget. Returns the paths written.
+pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyhow::Result<Vec<PathBuf>> {
+    let opts = StreamOptions {
+        waker_methods: true,
+        ..opts.clone()
+    };
+    let (trace, events) = crate::open_streamed(trace_dir, &opts)?;
+    out_dir(dir)?;
+    let names: Vec<(PathBuf, PathBuf)> = TABLES
+        .iter()
+        .map(|name| {
+            let temp = dir.join(format!(".{name}.parquet.{}.tmp", std::process::id()));
+            (temp, dir.join(format!("{name}.parquet")))
+        })
+        .collect();
+    let result = (|| {
+        let mut tables = Vec::new();
+        for (name, (temp, _)) in TABLES.iter().zip(&names) {
+            let temp = temp.clone();
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+                .with_context(|| format!("cannot create {}", temp.display()))?;
+            tables.push(Table::new(name, table_columns(name), file, temp)?);
+        }
+        let mut w = Writer {
+            trace: &trace,
+            tables,
+            error: None,
+            stack: Vec::new(),
+            syscalls: Vec::new(),
+            last_waker_method: None,
+            windows: WindowMarks::new(),
+            window_last: HashMap::new(),
+        };
+        for (i, m) in trace.methods.iter().enumerate() {
+            w.row(METHODS, |r| {
+                r.u64(i as u64)
+                    .str(&m.class)
+                    .str(&m.name)
+                    .str(&m.signature)
+                    .bool(m.native);
+            });
+        }
+        let walked = stream::analyze_with_wakers(&trace, events, &mut w);
+        let mut tables = std::mem::take(&mut w.tables);
+        walked?;
+        if let Some(e) = w.error.take() {
+            return Err(e);
+        }
+        for win in pair_windows(std::mem::take(&mut w.windows), &w.window_last) {
+            let t = &mut tables[WINDOWS];
+            t.u64(win.pid as u64)
+                .str(window_name(win.cause))
+                .u64(win.seq as u64)
+                .u64(win.start)
+                .u64(win.end)
+                .bool(win.open);
+            t.end_row()?;
+        }
+        for t in tables {
+            t.finish()?;
+        }
+        // Every table is complete: only now do they take their names.
+        for (temp, path) in &names {
+            std::fs::rename(temp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(names.iter().map(|(_, p)| p.clone()).collect())
+    })();
+    if result.is_err() {
+        for (temp, _) in &names {
+            let _ = std::fs::remove_file(temp);
+        }
+    }
+    result
+}

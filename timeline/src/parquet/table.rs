@@ -1,0 +1,222 @@
+//! One Parquet file being written: its columns buffered for the current row
+//! group, flushed every [`ROW_GROUP`] rows, so memory stays bounded by the
+//! row group whatever the table's length.
+
+use anyhow::Context;
+use parquet::basic::Compression;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Rows per row group.
+pub const ROW_GROUP: usize = 64 * 1024;
+
+/// A column's type: every integer is INT64 (signed, which every engine
+/// reads; the values are below 2^63), strings are UTF-8 BYTE_ARRAY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `int64`, not null.
+    I64,
+    /// `int64`, nullable.
+    OptI64,
+    /// `boolean`, not null.
+    Bool,
+    /// `boolean`, nullable.
+    OptBool,
+    /// `string`, not null.
+    Str,
+    /// `string`, nullable.
+    OptStr,
+}
+
+impl Kind {
+    fn parquet(self) -> &'static str {
+        match self {
+            Kind::I64 => "required int64",
+            Kind::OptI64 => "optional int64",
+            Kind::Bool => "required boolean",
+            Kind::OptBool => "optional boolean",
+            Kind::Str => "required binary",
+            Kind::OptStr => "optional binary",
+        }
+    }
+    fn nullable(self) -> bool {
+        matches!(self, Kind::OptI64 | Kind::OptBool | Kind::OptStr)
+    }
+}
+
+/// A column's buffered values (present ones only) and definition levels.
+#[derive(Default)]
+struct Buf {
+    ints: Vec<i64>,
+    bools: Vec<bool>,
+    strs: Vec<ByteArray>,
+    defs: Vec<i16>,
+}
+
+/// A Parquet file being written, row by row.
+pub struct Table {
+    columns: Vec<(String, Kind)>,
+    bufs: Vec<Buf>,
+    rows: usize,
+    /// Column of the next value of the row being added.
+    next: usize,
+    writer: Option<SerializedFileWriter<File>>,
+    /// Where it is written (renamed by the caller when every table is complete).
+    temp: PathBuf,
+}
+
+/// The Parquet message type of `columns`.
+pub fn message_type(name: &str, columns: &[(String, Kind)]) -> String {
+    let mut s = format!("message {name} {{\n");
+    for (c, k) in columns {
+        let string = if matches!(k, Kind::Str | Kind::OptStr) {
+            " (STRING)"
+        } else {
+            ""
+        };
+        s.push_str(&format!("  {} {c}{string};\n", k.parquet()));
+    }
+    s.push('}');
+    s
+}
+
+impl Table {
+    /// Starts `file` (already created, at `temp`).
+    pub fn new(name: &str, columns: Vec<(String, Kind)>, file: File, temp: PathBuf) -> anyhow::Result<Table> {
+        let schema = Arc::new(parquet::schema::parser::parse_message_type(&message_type(
+            name, &columns,
+        ))?);
+        let props = Arc::new(
+            WriterProperties::builder()
+                .set_compression(Compression::SNAPPY)
+                .set_created_by(format!("jtrace {}", env!("CARGO_PKG_VERSION")))
+                .build(),
+        );
+        let writer = SerializedFileWriter::new(file, schema, props)?;
+        Ok(Table {
+            bufs: columns.iter().map(|_| Buf::default()).collect(),
+            columns,
+            rows: 0,
+            next: 0,
+            writer: Some(writer),
+            temp,
+        })
+    }
+
+    fn slot(&mut self, want: &[Kind]) -> &mut Buf {
+        let (name, kind) = &self.columns[self.next];
+        debug_assert!(want.contains(kind), "column {name} is {kind:?}");
+        self.next += 1;
+        &mut self.bufs[self.next - 1]
+    }
+
+    /// The next column's value: an integer.
+    pub fn i64(&mut self, v: i64) -> &mut Self {
+        let b = self.slot(&[Kind::I64, Kind::OptI64]);
+        b.ints.push(v);
+        b.defs.push(1);
+        self
+    }
+    /// The next column's value: an unsigned integer (below 2^63).
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.i64(v as i64)
+    }
+    /// The next column's value: a nullable integer.
+    pub fn opt_u64(&mut self, v: Option<u64>) -> &mut Self {
+        match v {
+            Some(v) => self.i64(v as i64),
+            None => self.null(),
+        }
+    }
+    /// The next column's value: a boolean.
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        let b = self.slot(&[Kind::Bool, Kind::OptBool]);
+        b.bools.push(v);
+        b.defs.push(1);
+        self
+    }
+    /// The next column's value: a nullable boolean.
+    pub fn opt_bool(&mut self, v: Option<bool>) -> &mut Self {
+        match v {
+            Some(v) => self.bool(v),
+            None => self.null(),
+        }
+    }
+    /// The next column's value: a string.
+    pub fn str(&mut self, v: &str) -> &mut Self {
+        let b = self.slot(&[Kind::Str, Kind::OptStr]);
+        b.strs.push(ByteArray::from(v.as_bytes().to_vec()));
+        b.defs.push(1);
+        self
+    }
+    /// The next column's value: a nullable string.
+    pub fn opt_str(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.str(v),
+            None => self.null(),
+        }
+    }
+    /// The next column's value: null.
+    pub fn null(&mut self) -> &mut Self {
+        let b = self.slot(&[Kind::OptI64, Kind::OptBool, Kind::OptStr]);
+        b.defs.push(0);
+        self
+    }
+
+    /// Ends the row; writes a row group when it is full.
+    pub fn end_row(&mut self) -> anyhow::Result<()> {
+        assert_eq!(self.next, self.columns.len(), "a row with a value per column");
+        self.next = 0;
+        self.rows += 1;
+        if self.rows >= ROW_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let w = self.writer.as_mut().expect("open until finish");
+        let mut rg = w.next_row_group()?;
+        let mut i = 0;
+        while let Some(mut col) = rg.next_column()? {
+            let (kind, b) = (self.columns[i].1, &mut self.bufs[i]);
+            let defs = kind.nullable().then_some(&b.defs[..]);
+            match kind {
+                Kind::I64 | Kind::OptI64 => {
+                    col.typed::<Int64Type>().write_batch(&b.ints, defs, None)?;
+                }
+                Kind::Bool | Kind::OptBool => {
+                    col.typed::<BoolType>().write_batch(&b.bools, defs, None)?;
+                }
+                Kind::Str | Kind::OptStr => {
+                    col.typed::<ByteArrayType>().write_batch(&b.strs, defs, None)?;
+                }
+            }
+            col.close()?;
+            b.ints.clear();
+            b.bools.clear();
+            b.strs.clear();
+            b.defs.clear();
+            i += 1;
+        }
+        rg.close()?;
+        self.rows = 0;
+        Ok(())
+    }
+
+    /// Writes the last row group and the footer (the file stays at `temp`).
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.flush()?;
+        let w = self.writer.take().expect("open until finish");
+        w.close()
+            .with_context(|| format!("cannot write {}", self.temp.display()))?;
+        Ok(())
+    }
+}
