@@ -14,6 +14,7 @@ mod attach;
 mod hotspot;
 mod info;
 mod options;
+mod progress;
 mod record;
 mod report;
 mod run;
@@ -83,10 +84,22 @@ pub fn main() -> ExitCode {
         Cmd::Attach(args) => return attach::attach(args),
         Cmd::Record(args) => return record::record(args),
         Cmd::Text(args) => views::text(args),
-        Cmd::Report(args) => report::report(args),
-        Cmd::Why(args) => why::why(args),
-        Cmd::Timeline(args) => views::timeline(args),
-        Cmd::Export(args) => views::export(args),
+        Cmd::Report(args) => {
+            let _p = progress::Progress::start("report");
+            report::report(args)
+        }
+        Cmd::Why(args) => {
+            let _p = progress::Progress::start("why");
+            why::why(args)
+        }
+        Cmd::Timeline(args) => {
+            let _p = progress::Progress::start("timeline");
+            views::timeline(args)
+        }
+        Cmd::Export(args) => {
+            let _p = progress::Progress::start("export");
+            views::export(args)
+        }
         Cmd::Info(args) => info::info(args),
     };
     match result {
