@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use jtrace_merge::Trace;
+use jtrace_timeline::export::Exporter;
 use jtrace_timeline::{export, html};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -94,6 +95,9 @@ pub enum ExportFormat {
     /// A directory of Parquet tables (threads, methods, invocations, off_cpu_intervals,
     /// wakeups, windows; docs/EXPORTS.md), for DuckDB, Spark, DataFusion: needs -o DIR.
     Parquet,
+    /// Off-CPU time as a gzipped pprof profile (profile.proto) with `cause` and `thread`
+    /// labels, for go tool pprof, Pyroscope, Grafana.
+    Pprof,
     /// Chrome trace-event JSON, for chrome://tracing (Perfetto reads it too, but prefer
     /// `perfetto`; embeds every event, so it reads the whole trace into memory; the others stream).
     Chrome,
@@ -183,7 +187,7 @@ fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> an
     Ok(())
 }
 
-/// `jtrace export TRACE --format perfetto|parquet|chrome|collapsed|csv|text [-o FILE]`:
+/// `jtrace export TRACE --format perfetto|parquet|pprof|chrome|collapsed|csv|text [-o FILE]`:
 /// chrome reads the whole trace, the others stream unless `--in-memory`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if args.format == ExportFormat::Parquet {
@@ -201,7 +205,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         _ if args.stream.in_memory => Some(open(&args.trace)?),
         _ => None,
     };
-    let out: Box<dyn Write> = match &args.output {
+    let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(create(p)?),
         None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
@@ -228,6 +232,8 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         (ExportFormat::Text, None) => write_text(dir, args.all, &args.stream, out)?,
         (ExportFormat::Chrome, None) => unreachable!("chrome always opens the whole trace"),
         (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
+        (ExportFormat::Pprof, Some(trace)) => export::Pprof.write_trace(trace, &mut out)?,
+        (ExportFormat::Pprof, None) => export::Pprof.write_dir(dir, &mut out, &stream)?,
     }
     Ok(())
 }

@@ -11,9 +11,11 @@
 //!   protobuf trace (track events plus the kernel's scheduling), streamed;
 //! * [`write_parquet`] (`parquet/`): a directory of Parquet tables, streamed
 //!   (not an [`Exporter`]: it writes files, not one stream);
+//! * [`Pprof`] (`pprof.rs`): off-CPU time as a gzipped pprof profile
+//!   with `cause` and `thread` labels, streamed;
 //! * [`Text`] ([`crate::write_text`], `text.rs`): the merged text trace.
 //!
-//! A new format (pprof…) is one more module with
+//! A new format is one more module with
 //! one more [`Exporter`]: a streaming format implements
 //! [`Exporter::write_dir`] with a [`jtrace_merge::Visitor`] driven by
 //! [`jtrace_merge::stream::analyze`] (as collapsed and CSV do, the same
@@ -30,6 +32,7 @@ pub use crate::collapsed::{write_collapsed, write_collapsed_streaming, Collapsed
 pub use crate::csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
 pub use crate::parquet::{write_parquet, TABLES as PARQUET_TABLES};
 pub use crate::perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
+pub use crate::pprof::Pprof;
 pub use crate::text::Text;
 
 /// One output format of `jtrace export`.

@@ -10,7 +10,7 @@
 //!   in time: the one layout rule the Chrome export and the HTML page use);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
-//!   `collapsed.rs`, `csv/`, `perfetto/`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
+//!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof.rs`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
 //!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
 //!   `jtrace why` as text.
 //!
@@ -30,6 +30,7 @@ pub mod html;
 mod model;
 mod parquet;
 mod perfetto;
+mod pprof;
 mod segments;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
