@@ -3,13 +3,15 @@
 # the build tree, target/pydeps (nothing system-wide): PyPI `perfetto`
 # (perfetto_trace_pb2, Perfetto's official trace schema, and its
 # trace_processor API), `protobuf` (which the schema module runs on, and
-# pprof's profile.proto decoding) and `duckdb` (the Parquet tests' SQL).
+# pprof's profile.proto decoding), `duckdb` (the Parquet tests' SQL) and
+# `datafusion` with `pyarrow` (the fleet example, examples/fleet/, docs/SCALE.md).
 # Pinned versions; idempotent (a set already installed at these versions is
 # kept). The tests put target/pydeps on PYTHONPATH.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="$root/target/pydeps"
-pins=(perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.0)
+pins=(perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.0
+      datafusion==55.0.0 pyarrow==26.0.1 cloudpickle==3.1.2 typing_extensions==4.16.0)
 export PIP_ROOT_USER_ACTION=ignore
 mkdir -p "$root/target"
 # Tests run in parallel and each may call this: one installs, the others wait.
