@@ -7,7 +7,7 @@
 # under JFR jdk.MethodTiming filtered to H2's classes; interleaved, REPS
 # times. Prints per run the rounds' elapsed ms (H2Load's own clock: JVM
 # start-up and H2 set-up excluded) and trace size, then the ratios to the
-# untraced run of the same repetition (min / median) and the agreement of
+# untraced run of the same repetition (min / median; elapsed and CPU) and the agreement of
 # the top-10 methods by off-CPU time between the last default and
 # --complete traces. Run as root from the repository (jtrace built).
 # Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
@@ -28,15 +28,18 @@ cp="$h2:$tmp/cls"
 jfr_filter="$(unzip -Z1 "$h2" | grep '^org/h2/.*\.class$' | sed 's/\.class$//; s|/|.|g' | paste -sd';')"
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
 
-# one LABEL CMD...: runs CMD, prints "LABEL rounds_ms size_bytes".
+# one LABEL CMD...: runs CMD, prints "LABEL rounds_ms size_bytes cpu_s"
+# (cpu_s: user + system CPU of CMD and its children, jtrace's recorder
+# included: unlike the elapsed time, it does not depend on what else the
+# machine runs).
 one() {
     local label="$1"; shift
     local ms
-    ms="$("$@" 2>"$tmp/err" | sed -n 's/^rounds_ms \([0-9]*\).*/\1/p')"
+    ms="$(/usr/bin/time -f '%U %S' -o "$tmp/time" "$@" 2>"$tmp/err" | sed -n 's/^rounds_ms \([0-9]*\).*/\1/p')"
     [ -n "$ms" ] || { echo "h2_broad: $label failed:" >&2; cat "$tmp/err" >&2; exit 1; }
     local size=0
     [ -d "$tmp/t.jtrace" ] && size="$(du -sb "$tmp/t.jtrace" | cut -f1)"
-    echo "$label $ms $size"
+    echo "$label $ms $size $(awk '{print $1 + $2}' "$tmp/time")"
 }
 
 for r in $(seq "$reps"); do
@@ -65,12 +68,14 @@ for w in runs:
         rep = {}
         by.setdefault("reps", []).append(rep)
     if w[0] != "sizes":
-        rep[w[0]] = (int(w[1]), int(w[2]))
+        rep[w[0]] = (int(w[1]), int(w[2]), float(w[3]))
     else:
         rep["size_budget"], rep["size_complete"] = int(w[2]), int(w[4])
 def ratios(label, base):
     v = [r[label][0] / r[base][0] for r in by["reps"] if label in r and base in r]
-    return v and f"{label}/{base}: min {min(v):.2f}x median {statistics.median(v):.2f}x ({len(v)} runs)"
+    c = [r[label][2] / r[base][2] for r in by["reps"] if label in r and base in r]
+    return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x; "
+                  f"CPU min {min(c):.2f}x median {statistics.median(c):.2f}x ({len(v)} runs)")
 for label, base in [("budget", "untraced"), ("complete", "untraced"), ("jfr25", "untraced25")]:
     s = ratios(label, base)
     if s:

@@ -15,6 +15,9 @@ use crate::jvm;
 use crate::mutex::lock;
 use crate::state::{active, debug, guard, now_ns, tid, SESSION};
 
+/// How long the demoter waits for more methods once one is pending.
+const BATCH_WAIT: Duration = Duration::from_millis(50);
+
 /// Starts the demoter of the current session (at its first demotion: a
 /// session that demotes nothing has no demoter thread). It ends when the
 /// session does.
@@ -43,6 +46,14 @@ fn run(session: u64) {
                     .wait_timeout(pending, Duration::from_millis(200))
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
+            }
+            if !pending.is_empty() {
+                // Let the other threads' decisions join this batch: each
+                // retransformation deoptimises the code that inlined the
+                // classes, so fewer, larger batches cost less.
+                drop(pending);
+                std::thread::sleep(BATCH_WAIT);
+                pending = lock(&PENDING);
             }
             std::mem::take(&mut *pending)
         };
