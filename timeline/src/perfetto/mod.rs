@@ -93,6 +93,10 @@ struct PerfettoWriter<'a, W: Write> {
     strings: HashMap<String, u64>,
     /// Event names of methods by index (0: not interned yet).
     method_iids: Vec<u64>,
+    /// Their signatures' string iids (0: not interned yet).
+    signature_iids: Vec<u64>,
+    /// The encoding buffer, reused.
+    buf: Vec<u8>,
     /// Sched events per CPU not yet written.
     sched: BTreeMap<u32, Vec<FtraceEvent>>,
     /// The thread's wakeup waiting for the CPU it will run on: (ts, waker).
@@ -129,6 +133,8 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
             names: HashMap::new(),
             strings: HashMap::new(),
             method_iids: vec![0; trace.methods.len()],
+            signature_iids: vec![0; trace.methods.len()],
+            buf: Vec::new(),
             sched: BTreeMap::new(),
             pending_wake: None,
             last_cpu: 0,
@@ -146,11 +152,12 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
         }
         use prost::Message;
         let len = p.encoded_len();
-        let mut buf = Vec::with_capacity(len + 11);
+        let buf = &mut self.buf;
+        buf.clear();
         buf.push(0x0a); // field 1, length-delimited
-        prost::encoding::encode_varint(len as u64, &mut buf);
-        p.encode(&mut buf).expect("a Vec grows");
-        if let Err(e) = self.out.write_all(&buf) {
+        prost::encoding::encode_varint(len as u64, buf);
+        p.encode(buf).expect("a Vec grows");
+        if let Err(e) = self.out.write_all(buf) {
             self.error = Some(e);
         }
     }
@@ -476,16 +483,28 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
     fn exit(&mut self, t: &ThreadInfo, _depth: usize, inv: &Invocation) {
         let mut interned = InternedData::default();
         let b = &inv.breakdown;
-        let sig = self
-            .trace
-            .methods
-            .get(inv.method as usize)
-            .map(|m| m.signature.clone())
-            .unwrap_or_default();
-        let mut args = vec![
-            self.string_arg("signature", sig, &mut interned),
-            arg_u(arg_iid("cpu_ns"), b.cpu),
-        ];
+        // The signature's string iid, per method (no lookup by string per call).
+        let signature = match self.signature_iids.get(inv.method as usize) {
+            Some(&i) if i != 0 => DebugAnnotation {
+                name_iid: Some(arg_iid("signature")),
+                string_value_iid: Some(i),
+                ..Default::default()
+            },
+            _ => {
+                let trace = self.trace;
+                let sig = trace
+                    .methods
+                    .get(inv.method as usize)
+                    .map(|m| m.signature.clone())
+                    .unwrap_or_default();
+                let a = self.string_arg("signature", sig, &mut interned);
+                if let Some(slot) = self.signature_iids.get_mut(inv.method as usize) {
+                    *slot = a.string_value_iid.unwrap_or(0);
+                }
+                a
+            }
+        };
+        let mut args = vec![signature, arg_u(arg_iid("cpu_ns"), b.cpu)];
         args.extend(b.off.nonzero().map(|(c, ns)| arg_u(cause_arg_iid(c), ns)));
         for (name, n) in [
             ("voluntary_switches", b.voluntary),
