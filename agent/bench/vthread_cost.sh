@@ -7,9 +7,11 @@
 # a token back and forth with park/unpark: every hand-over unmounts one and
 # mounts the other) on JDK 21 and 25, JVMs interleaved REPEATS times, each
 # printing 5 rounds: untraced; the agent with its default configuration
-# (virtual threads followed: start/end/mount/unmount events, no methods);
-# the agent with `virtual_threads off`. Prints min / median ns per round
-# trip and the ratio to untraced.
+# (virtual threads followed from the bytecode: start/end/mount/unmount/
+# unpark events, no methods); the agent with `bytecode_rewriting off`
+# (followed with JVMTI's virtual thread events instead); the agent with
+# `virtual_threads off`. Prints min / median ns per round trip and the
+# ratio to untraced.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats=${1:-5}
@@ -22,6 +24,7 @@ out=${JTRACE_BENCH_OUT:-/dev/shm}/jtrace-bench-$$
 javac --release 11 -d "$tmp" agent/bench/java/vthreads/PingPong.java
 printf 'output %s\n' "$out" >"$tmp/on.conf"
 printf 'output %s\nvirtual_threads off\n' "$out" >"$tmp/off.conf"
+printf 'output %s\nbytecode_rewriting off\n' "$out" >"$tmp/jvmti.conf"
 trips=100000
 
 run() { # jdk label java-args...
@@ -37,6 +40,7 @@ for jdk in "$PWD/target/jdks/21" /usr/lib/jvm/temurin-25-jdk-amd64; do
     for _ in $(seq "$repeats"); do
         run "$jdk" untraced
         run "$jdk" followed "-agentpath:$agent=$tmp/on.conf"
+        run "$jdk" jvmti "-agentpath:$agent=$tmp/jvmti.conf"
         run "$jdk" not-followed "-agentpath:$agent=$tmp/off.conf"
     done
     echo "== $("$jdk/bin/java" -version 2>&1 | head -1), $repeats JVMs x 5 rounds"

@@ -5,8 +5,15 @@
 //! since the thread's previous event, 32–61 the method id, 62–63 the kind
 //! ([`BatchedKind`] as a number). So a block whose events nest properly is
 //! written out nearly as it is; only what needs repair is re-encoded.
+//!
+//! A carrier's buffer also holds virtual thread events (kind 3: mounts,
+//! unmounts, unparks, see [`crate::vthread_markers`]); they
+//! are written as the VTHREAD_* records they stand for, the method events
+//! around them as batches.
 
-use jtrace_format::{kind, BatchWriter, BatchedKind, BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT, RECORD_HEADER_LEN};
+use jtrace_format::{
+    kind, BatchWriter, BatchedKind, Encoder, Record, BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT, RECORD_HEADER_LEN,
+};
 
 use crate::sys::jlong;
 
@@ -35,6 +42,43 @@ pub(crate) struct Block<'a> {
 /// exits stay strictly nested. The events up to the first one that needs
 /// such a repair (normally all of them) are copied as they are.
 pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
+    let is_vthread_event = |e: jlong| (e as u64) >> EVENT_KIND_SHIFT == VTHREAD_EVENT_KIND;
+    if !block.events.iter().any(|&e| is_vthread_event(e)) {
+        return encode_method_events(out, tid, block, stack);
+    }
+    let (mut n, mut ts, mut from, mut from_ts) = (0, block.base, 0, block.base);
+    for (i, &e) in block.events.iter().enumerate() {
+        ts += e as u64 & 0xFFFF_FFFF;
+        if !is_vthread_event(e) {
+            continue;
+        }
+        let methods = Block {
+            base: from_ts,
+            events: &block.events[from..i],
+        };
+        n += encode_method_events(out, tid, methods, stack.as_deref_mut());
+        if let Some(payload) = crate::vthread_markers::probe_event(e as u64) {
+            let mut enc = Encoder {
+                buf: std::mem::take(out),
+            };
+            enc.record(&Record { tid, ts, payload });
+            *out = enc.buf;
+            n += 1;
+        }
+        (from, from_ts) = (i + 1, ts);
+    }
+    let methods = Block {
+        base: from_ts,
+        events: &block.events[from..],
+    };
+    n + encode_method_events(out, tid, methods, stack)
+}
+
+/// Kind bits of a virtual thread event in a probe buffer.
+const VTHREAD_EVENT_KIND: u64 = 3;
+
+/// [`encode_events`] for a block of method events only.
+fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
     let events = block.events;
     let nested = match stack.as_deref_mut() {
         Some(s) => nested_prefix(s, events),
@@ -219,6 +263,29 @@ mod tests {
             ]
         );
         assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![10, 20, 30, 30, 50]);
+    }
+
+    #[test]
+    fn virtual_thread_events_become_records_between_the_batches() {
+        // enter 3, mount of virtual thread 42, exit 3, an unmount (sleep) of 42.
+        let mount = (3u64 << EVENT_KIND_SHIFT | 42 << EVENT_ID_SHIFT | 10) as jlong;
+        let sleep = (3u64 << EVENT_KIND_SHIFT | 4 << 58 | 42 << EVENT_ID_SHIFT | 10) as jlong;
+        let data = [ev(10, 3, 0), mount, ev(10, 3, 1), sleep];
+        let mut stack = Vec::new();
+        let (out, n) = encode(100, &data, Some(&mut stack));
+        assert_eq!(n, 4);
+        assert!(stack.is_empty());
+        let recs = decode(&out);
+        assert_eq!(recs.iter().map(|r| r.ts).collect::<Vec<_>>(), vec![110, 120, 130, 140]);
+        assert_eq!(method(&recs[0]), (true, 3, 0));
+        assert_eq!(method(&recs[2]), (false, 3, 0));
+        match (&recs[1].payload, &recs[3].payload) {
+            (Payload::Jvm(k1, b1), Payload::Jvm(k2, b2)) => {
+                assert_eq!((*k1, b1.arg, b1.class.as_str()), (kind::VTHREAD_MOUNT, 42, ""));
+                assert_eq!((*k2, b2.arg, b2.class.as_str()), (kind::VTHREAD_UNMOUNT, 42, "sleep"));
+            }
+            p => panic!("{p:?}"),
+        }
     }
 
     #[test]

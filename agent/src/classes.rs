@@ -26,6 +26,7 @@ use crate::recorder::Recorder;
 use crate::state::{active, debug, guard, now_ns, tid};
 use crate::sys::*;
 use crate::virtual_threads;
+use crate::vthread_markers;
 
 /// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
 static CLASSES_REWRITTEN: AtomicU64 = AtomicU64::new(0);
@@ -56,6 +57,12 @@ pub(crate) fn enabled(cfg: &Config) -> bool {
     cfg.traces_methods() && cfg.bytecode_rewriting
 }
 
+/// Whether the agent rewrites classes: to trace methods, or to follow
+/// virtual threads from the bytecode.
+pub(crate) fn hook_needed(cfg: &Config) -> bool {
+    enabled(cfg) || virtual_threads::wants_bytecode()
+}
+
 /// Capabilities bytecode rewriting needs (added at load). In a live VM
 /// (`attach`) only retransformation is needed (and available): every class
 /// is either loaded already, and retransformed, or loaded later, and hooked.
@@ -82,18 +89,22 @@ fn excluded_class(internal: &str) -> bool {
         || PREFIXES.iter().any(|p| internal.starts_with(p))
 }
 
-/// The methods of `java.lang.VirtualThread` that resume a virtual thread,
-/// called on it by the thread that resumes it: `unpark()` (LockSupport,
-/// the pollers, JDK 21's sleep timer), and from JDK 24 on
-/// `parkTimeoutExpired()` (the sleep and timed-park timer) and `unblock()`
-/// (a monitor released, a wait notified).
-const RESUMERS: [&str; 3] = ["unpark", "parkTimeoutExpired", "unblock"];
+/// The marker of a method the agent marks to follow virtual threads
+/// ([`crate::vthread_markers`]), when it follows them from the bytecode.
+fn vthread_marker(class: &str, name: &str, desc: &str) -> Option<u32> {
+    if !virtual_threads::bytecode_route() {
+        return None;
+    }
+    vthread_markers::marker(class, name, desc)
+}
 
-/// A method that resumes a virtual thread, marked (not traced) when the JVM
-/// follows virtual threads: its receiver, the virtual thread being resumed,
-/// goes to `Probe.unparked` ([`crate::virtual_threads`]).
-fn unpark_marker(class: &str, name: &str, desc: &str) -> bool {
-    class == "java/lang/VirtualThread" && desc == "()V" && RESUMERS.contains(&name) && virtual_threads::supported()
+/// Whether the hook has anything to do in `class` (internal name): methods
+/// to trace or to mark.
+fn class_wanted(cfg: &Config, class: &str) -> bool {
+    if virtual_threads::bytecode_route() && vthread_markers::marks_class(class) {
+        return true;
+    }
+    enabled(cfg) && !excluded_class(class)
 }
 
 fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
@@ -182,8 +193,8 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         if dotted.is_empty() {
             dotted = class.replace('/', ".");
         }
-        if unpark_marker(class, name, desc) {
-            return Some(crate::rewrite::RECEIVER_MARKER);
+        if let Some(m) = vthread_marker(class, name, desc) {
+            return Some(m);
         }
         if excluded_class(class) || !cfg.method_traced(&dotted, name) || demotion::is_demoted(class, name, desc) {
             return None;
@@ -205,7 +216,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     let bytes = res.bytes?;
     let dotted = res.class.replace('/', ".");
     let (t, ts) = (tid(), now_ns());
-    for m in res.methods.iter().filter(|m| m.id != crate::rewrite::RECEIVER_MARKER) {
+    for m in res.methods.iter().filter(|m| m.id < crate::rewrite::MARKER_MIN) {
         let def = MethodDef {
             method: m.id as u64,
             class: dotted.clone(),
@@ -239,8 +250,7 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
         let Some((rec, cfg)) = active() else { return };
         if !name.is_null() {
             // Cheap early out before parsing.
-            let name = CStr::from_ptr(name).to_string_lossy();
-            if excluded_class(&name) && !(name == "java/lang/VirtualThread" && virtual_threads::supported()) {
+            if !class_wanted(cfg, &CStr::from_ptr(name).to_string_lossy()) {
                 return;
             }
         }
@@ -268,6 +278,9 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -
         return Err("bytecode rewriting: no JNI environment".into());
     }
     probe_natives::define_probe_class(jni)?;
+    if virtual_threads::wants_bytecode() {
+        virtual_threads::choose_route(jni);
+    }
     let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
     if err != JVMTI_ERROR_NONE {
         return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
@@ -332,10 +345,10 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
     let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
         return false;
     };
-    if internal == "java/lang/VirtualThread" {
-        return virtual_threads::supported();
+    if virtual_threads::bytecode_route() && vthread_markers::marks_class(internal) {
+        return true;
     }
-    if excluded_class(internal) {
+    if !class_wanted(cfg, internal) {
         return false;
     }
     let dotted = internal.replace('/', ".");

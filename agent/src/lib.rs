@@ -66,6 +66,7 @@ mod sys;
 mod thread;
 mod virtual_threads;
 mod vmstructs;
+mod vthread_markers;
 mod watch;
 
 use std::ffi::{c_char, c_void, CStr};

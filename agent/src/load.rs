@@ -97,6 +97,18 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
         Err(e) => return fail(rec, e),
     };
 
+    // Virtual threads (JDK 21 and later) are followed from the bytecode
+    // when the agent may rewrite classes, else with JVMTI's events.
+    if cfg.virtual_threads {
+        virtual_threads::on_load(env, cfg.bytecode_rewriting);
+    }
+    if virtual_threads::wants_bytecode() && !classes::enabled(&cfg) {
+        let mut caps = jvmtiCapabilities::default();
+        classes::capabilities(&mut caps, attach);
+        if jvmti!(env, AddCapabilities, &caps) != JVMTI_ERROR_NONE {
+            virtual_threads::bytecode_refused(env);
+        }
+    }
     if cfg.traces_methods() {
         let mut caps = jvmtiCapabilities::default();
         if classes::enabled(&cfg) {
@@ -118,10 +130,6 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     let mut callbacks = hooks::callbacks();
     // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
     events::on_load(env, &cfg, attach, &mut callbacks);
-    // Virtual threads' starts, ends and mounts (JDK 21 and later).
-    if cfg.virtual_threads {
-        virtual_threads::on_load(env);
-    }
     let callbacks = virtual_threads::callbacks(callbacks);
     let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
     // The JVM reads the slots it knows of the longer table.

@@ -10,7 +10,8 @@ use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::{self, Recorder, SharedBuf};
 use crate::state::{
-    active, internal_error, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER, SESSION_BUFS,
+    active, debug, internal_error, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER,
+    SESSION_BUFS,
 };
 use crate::sys::*;
 use crate::thread::{register, with_state};
@@ -46,11 +47,17 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
     if cfg.traces_methods() && !classes::enabled(cfg) {
         events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
     }
-    if classes::enabled(cfg) {
-        demotion::reset(demoter::start);
+    if classes::hook_needed(cfg) {
+        if classes::enabled(cfg) {
+            demotion::reset(demoter::start);
+        }
         if let Err(e) = classes::start(env, jni, cfg) {
-            internal_error(&e);
-            return;
+            if classes::enabled(cfg) {
+                internal_error(&e);
+                return;
+            }
+            // Only virtual threads wanted it: JVMTI's events follow them.
+            debug(&e);
         }
     }
     for e in events {
@@ -167,7 +174,7 @@ unsafe fn stop_probes(
     if !probe_class::ready() || jni.is_null() {
         return;
     }
-    if classes::enabled(cfg) {
+    if classes::hook_needed(cfg) {
         classes::retransform_loaded(env, jni, cfg);
     }
     virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());

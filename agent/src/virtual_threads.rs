@@ -4,20 +4,26 @@
 //! A virtual thread is a thread of its own, identified by its Java thread
 //! id; its mounts on carrier threads (kernel tids) join it to the kernel's
 //! events. The agent records, on the carrier (record tid = the carrier's
-//! tid):
+//! tid): VTHREAD_START / VTHREAD_END (the first mount and the last
+//! unmount, with the virtual thread's name), VTHREAD_MOUNT /
+//! VTHREAD_UNMOUNT (an unmount names why the virtual thread left its
+//! carrier), and VTHREAD_UNPARK on the resuming thread (a carrier running a
+//! virtual thread, or a platform thread: a lock's releaser, the poller, the
+//! timer thread). Two ways:
 //!
-//! * VTHREAD_START / VTHREAD_END (JVMTI VirtualThreadStart/End, events 87
-//!   and 88, with `can_support_virtual_threads`): the first mount and the
-//!   last unmount, with the virtual thread's name;
-//! * VTHREAD_MOUNT / VTHREAD_UNMOUNT (HotSpot's extension events
-//!   `com.sun.hotspot.events.VirtualThreadMount`/`Unmount`); an unmount
-//!   names why the virtual thread left its carrier, from the top of its
-//!   stack ([`Markers`]);
-//! * VTHREAD_UNPARK on the unparking thread (a carrier running a virtual
-//!   thread, or a platform thread: a lock's releaser, the poller, the
-//!   timer thread): `java.lang.VirtualThread.unpark()` is rewritten to hand
-//!   its receiver to `Probe.unparked` first (with bytecode rewriting on,
-//!   i.e. when methods are traced).
+//! * from the bytecode (the default when the agent may rewrite classes):
+//!   `java.lang.VirtualThread`'s mount(), unmount(), run(Runnable) and
+//!   unpark() & co. are marked ([`crate::vthread_markers`]); the probes
+//!   append mounts, unmounts and unparks to the carrier's probe buffer (the
+//!   reason of an unmount from the virtual thread's state and the blocking
+//!   call marked, e.g. `sleepNanos`), and call [`started0`]/[`ended0`] once
+//!   per virtual thread. `can_support_virtual_threads` is not asked for:
+//!   it makes every mount take HotSpot's slow JVMTI transition;
+//! * else with JVMTI: VirtualThreadStart/End (events 87 and 88, with
+//!   `can_support_virtual_threads`), HotSpot's extension events
+//!   `com.sun.hotspot.events.VirtualThreadMount`/`Unmount` (the unmount's
+//!   reason from the top of the virtual thread's stack, [`Markers`]); no
+//!   unparks (the merge takes the carrier's wakeup for one).
 //!
 //! Method calls: a virtual thread's probe buffer (agent/java/jtrace/Probe.java)
 //! travels with it from carrier to carrier; the agent writes it out, with
@@ -39,7 +45,7 @@ use crate::jvm::{self, clear_exception, jni, jvmti, object_class_name};
 use crate::mutex::lock;
 use crate::probe_class::{self, take_buffer};
 use crate::recorder::{Recorder, SharedBuf};
-use crate::state::{active, guard, now_ns, CONFIG};
+use crate::state::{active, debug, guard, now_ns, CONFIG};
 use crate::sys::*;
 use crate::thread::{record_raw, with_carrier_buf};
 
@@ -71,8 +77,15 @@ pub(crate) struct Callbacks {
     pub(crate) virtual_thread_end: Option<VirtualThreadFn>,
 }
 
-/// The JVM granted `can_support_virtual_threads` at load.
+/// The JVM granted `can_support_virtual_threads` (the JVMTI way).
 static SUPPORTED: AtomicBool = AtomicBool::new(false);
+/// This JVM has virtual threads and the agent may rewrite classes: follow
+/// them from the bytecode if the probes know this JDK's VirtualThread.
+static WANT_BYTECODE: AtomicBool = AtomicBool::new(false);
+/// They are followed from the bytecode (the probe class said it can).
+static BYTECODE_ROUTE: AtomicBool = AtomicBool::new(false);
+/// jfieldID of `Thread.name`.
+static NAME_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
 /// jfieldID of `Thread.tid` (a thread's Java id).
 static TID_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
 /// jfieldID of `Thread.parkBlocker`.
@@ -99,24 +112,84 @@ fn set_bit(caps: &mut jvmtiCapabilities, bit: usize) {
     }
 }
 
-/// At load: asks for `can_support_virtual_threads` if this JVM has virtual
-/// threads (JDK 21 and later; older JVMs do not offer it). Returns whether
-/// it was granted.
+/// At load: whether this JVM has virtual threads (JDK 21 and later offer
+/// `can_support_virtual_threads`); if so, follows them from the bytecode
+/// when `bytecode` (the agent may rewrite classes; the caller adds the
+/// capabilities for it), else asks for `can_support_virtual_threads`.
 ///
 /// # Safety
 /// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
-pub(crate) unsafe fn on_load(env: *mut jvmtiEnv) -> bool {
+pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, bytecode: bool) {
     let mut potential = jvmtiCapabilities::default();
     if jvmti!(env, GetPotentialCapabilities, &mut potential) != JVMTI_ERROR_NONE
         || !has_bit(&potential, CAN_SUPPORT_VIRTUAL_THREADS_BIT)
     {
-        return false;
+        return;
     }
+    if bytecode {
+        WANT_BYTECODE.store(true, Ordering::SeqCst);
+    } else {
+        add_capability(env);
+    }
+}
+
+/// The capabilities for rewriting classes were refused: JVMTI's way.
+///
+/// # Safety
+/// As [`on_load`].
+pub(crate) unsafe fn bytecode_refused(env: *mut jvmtiEnv) {
+    WANT_BYTECODE.store(false, Ordering::SeqCst);
+    add_capability(env);
+}
+
+/// Asks for `can_support_virtual_threads`; remembers whether it was granted.
+unsafe fn add_capability(env: *mut jvmtiEnv) {
     let mut caps = jvmtiCapabilities::default();
     set_bit(&mut caps, CAN_SUPPORT_VIRTUAL_THREADS_BIT);
     let ok = jvmti!(env, AddCapabilities, &caps) == JVMTI_ERROR_NONE;
     SUPPORTED.store(ok, Ordering::SeqCst);
-    ok
+}
+
+/// Whether the agent wants to follow virtual threads from the bytecode (it
+/// then rewrites classes even when no method is traced).
+pub(crate) fn wants_bytecode() -> bool {
+    WANT_BYTECODE.load(Ordering::Relaxed)
+}
+
+/// Whether virtual threads are followed from the bytecode: the hook marks
+/// [`crate::vthread_markers`]'s methods.
+pub(crate) fn bytecode_route() -> bool {
+    BYTECODE_ROUTE.load(Ordering::Relaxed)
+}
+
+/// Once the probe class is defined and initialised (before any class is
+/// rewritten): follows virtual threads from the bytecode if the probes
+/// know this JDK's VirtualThread (`Probe.virtualThreadsFollowed()`).
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn choose_route(jni: *mut JNIEnv) {
+    let class = probe_class::class();
+    let m = jni!(
+        jni,
+        GetStaticMethodID,
+        class,
+        c"virtualThreadsFollowed".as_ptr(),
+        c"()Z".as_ptr()
+    )
+    .unwrap_or(std::ptr::null_mut());
+    if m.is_null() {
+        clear_exception(jni);
+        return;
+    }
+    let yes = jni!(jni, CallStaticBooleanMethodA, class, m, std::ptr::null()).unwrap_or(0) != 0;
+    clear_exception(jni);
+    BYTECODE_ROUTE.store(yes, Ordering::SeqCst);
+    debug(if yes {
+        "virtual threads followed from the bytecode"
+    } else {
+        "the probes do not know this JDK's VirtualThread: virtual threads followed with JVMTI"
+    });
 }
 
 /// The callbacks with the virtual thread start and end slots filled.
@@ -147,6 +220,7 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), S
         };
         TID_FIELD.store(field(c"tid", c"J"), Ordering::SeqCst);
         BLOCKER_FIELD.store(field(c"parkBlocker", c"Ljava/lang/Object;"), Ordering::SeqCst);
+        NAME_FIELD.store(field(c"name", c"Ljava/lang/String;"), Ordering::SeqCst);
         jvm::delete_local(jni, thread);
     }
     clear_exception(jni);
@@ -164,14 +238,22 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), S
                 .into(),
         );
     }
+    if TID_FIELD.load(Ordering::SeqCst).is_null() {
+        return Err("virtual threads: java.lang.Thread has no tid field; not followed".into());
+    }
+    if bytecode_route() {
+        return Ok(());
+    }
+    if wants_bytecode() {
+        // The probes do not know this JDK's VirtualThread: JVMTI's way.
+        WANT_BYTECODE.store(false, Ordering::SeqCst);
+        add_capability(env);
+    }
     *lock(&MARKERS) = Some(Markers::find(jni));
     if !SUPPORTED.load(Ordering::SeqCst) {
         return Err(
             "virtual threads: the JVM refused can_support_virtual_threads; their mounts are not recorded".into(),
         );
-    }
-    if TID_FIELD.load(Ordering::SeqCst).is_null() {
-        return Err("virtual threads: java.lang.Thread has no tid field; not followed".into());
     }
     let mut problems = Vec::new();
     for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
@@ -288,20 +370,50 @@ unsafe extern "C" fn on_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthr
 unsafe extern "C" fn on_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadEnd", || {
-        let Some((rec, _)) = active() else { return };
-        if let Some(id) = java_id(jni, thread) {
-            let probe = lock(&PROBES).as_mut().and_then(|p| p.remove(&id));
-            if let Some(probe) = probe {
-                with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe as jobject, id));
-                probe_class::forget_slot(jni, probe as jobject);
-                jni!(jni, DeleteGlobalRef, probe as jobject);
-            }
-        }
-        // Named again: a name set after the start shows here.
-        record(jni, thread, ts, kind::VTHREAD_END, || {
+        end(jni, thread, ts, || {
             jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
-        });
+        })
     });
+}
+
+/// A virtual thread ended, on its carrier: writes out its probe buffer and
+/// records VTHREAD_END with its name (named again: a name set after the
+/// start shows here).
+unsafe fn end(jni: *mut JNIEnv, thread: jthread, ts: u64, name: impl FnOnce() -> String) {
+    let Some((rec, _)) = active() else { return };
+    if let Some(id) = java_id(jni, thread) {
+        let probe = lock(&PROBES).as_mut().and_then(|p| p.remove(&id));
+        if let Some(probe) = probe {
+            with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe as jobject, id));
+            probe_class::forget_slot(jni, probe as jobject);
+            jni!(jni, DeleteGlobalRef, probe as jobject);
+        }
+    }
+    record(jni, thread, ts, kind::VTHREAD_END, name);
+}
+
+/// `thread`'s name, read from `Thread.name` (JVMTI's GetThreadInfo wants
+/// `can_support_virtual_threads` for a virtual thread); "" if none.
+unsafe fn thread_name(jni: *mut JNIEnv, thread: jthread) -> String {
+    let f = NAME_FIELD.load(Ordering::Relaxed);
+    if f.is_null() || thread.is_null() {
+        return String::new();
+    }
+    let s = jni!(jni, GetObjectField, thread, f).unwrap_or(std::ptr::null_mut());
+    if s.is_null() {
+        return String::new();
+    }
+    let chars = jni!(jni, GetStringUTFChars, s, std::ptr::null_mut()).unwrap_or(std::ptr::null());
+    let name = if chars.is_null() {
+        clear_exception(jni);
+        String::new()
+    } else {
+        let n = CStr::from_ptr(chars).to_string_lossy().into_owned();
+        jni!(jni, ReleaseStringUTFChars, s, chars);
+        n
+    };
+    jvm::delete_local(jni, s);
+    name
 }
 
 unsafe extern "C" fn on_mount(_env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
@@ -497,24 +609,48 @@ unsafe extern "C" fn flush_virtual0(jni: *mut JNIEnv, _class: jclass, probe: job
     });
 }
 
-/// `Probe.unparked0(Object vthread)`: `VirtualThread.unpark()` began
-/// (the agent marks it, see `crate::classes`), on the unparking thread.
-unsafe extern "C" fn unparked0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
+/// `Probe.vthreadEvent0(Object vthread, int what)`: a mount, unmount or
+/// unpark the probes could not append to a carrier's buffer, recorded on
+/// the calling kernel thread (after its buffered events).
+unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: jobject, what: jint) {
     let ts = now_ns();
-    guard("Probe.unparked0", || {
-        record(jni, vthread, ts, kind::VTHREAD_UNPARK, String::new)
+    guard("Probe.vthreadEvent0", || {
+        if active().is_none() {
+            return;
+        }
+        let Some(id) = java_id(jni, vthread) else { return };
+        if let Some(payload) = crate::vthread_markers::payload(what as u64, id) {
+            record_raw(ts, payload);
+        }
     });
 }
 
-/// Whether this JVM follows virtual threads (granted at load).
-pub(crate) fn supported() -> bool {
-    SUPPORTED.load(Ordering::Relaxed)
+/// `Probe.started0(Object vthread)`: its first mount (VirtualThread.run
+/// began), on the carrier.
+unsafe extern "C" fn started0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
+    let ts = now_ns();
+    guard("Probe.started0", || {
+        record(jni, vthread, ts, kind::VTHREAD_START, || thread_name(jni, vthread))
+    });
+}
+
+/// `Probe.ended0(Object vthread)`: its last unmount (its task is done), on
+/// the carrier.
+unsafe extern "C" fn ended0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
+    let ts = now_ns();
+    guard("Probe.ended0", || end(jni, vthread, ts, || thread_name(jni, vthread)));
 }
 
 /// The natives of `jtrace.Probe` this module implements.
-pub(crate) fn natives() -> [JNINativeMethod; 3] {
+pub(crate) fn natives() -> [JNINativeMethod; 5] {
     [
-        probe_class::native(c"unparked0", c"(Ljava/lang/Object;)V", unparked0 as *mut c_void),
+        probe_class::native(
+            c"vthreadEvent0",
+            c"(Ljava/lang/Object;I)V",
+            vthread_event0 as *mut c_void,
+        ),
+        probe_class::native(c"started0", c"(Ljava/lang/Object;)V", started0 as *mut c_void),
+        probe_class::native(c"ended0", c"(Ljava/lang/Object;)V", ended0 as *mut c_void),
         probe_class::native(
             c"registerVirtual0",
             c"(Ljtrace/Probe;)V",

@@ -27,6 +27,9 @@ pub(crate) const SHORT_NS: u64 = 20_000;
 const ID_SHIFT: u32 = 32;
 /// Bit of a probe event where the kind starts.
 const KIND_SHIFT: u32 = 62;
+/// Kind of a virtual thread event in a carrier's buffer (a mount, unmount
+/// or unpark, [`crate::vthread_markers`]): not a method event.
+const VTHREAD_KIND: u64 = 3;
 /// Mask of the method id once shifted down.
 const ID_MASK: u64 = (1 << 30) - 1;
 /// At most this many gaps of one drained block are marked as holding a
@@ -271,7 +274,7 @@ impl ThreadWatch {
                     jvm_block: false,
                     switched: false,
                 });
-            } else {
+            } else if kind != VTHREAD_KIND {
                 self.exit(id, ts);
             }
             i += 1;
@@ -304,7 +307,7 @@ impl ThreadWatch {
                     jvm_block: false,
                     switched: false,
                 });
-            } else {
+            } else if e >> KIND_SHIFT != VTHREAD_KIND {
                 self.exit(id, ts);
             }
         }

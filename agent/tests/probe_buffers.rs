@@ -119,8 +119,9 @@ fn every_call_is_on_its_thread_inside_the_programs_own_readings() {
 /// Method calls on virtual threads (JDK 21 and 25) are recorded under the
 /// virtual thread's own record tid (VIRTUAL_THREAD_TID | its Java id),
 /// whichever carrier ran them: every call of every virtual thread, none on
-/// a carrier, and main's on main. The virtual threads' starts, ends and
-/// mounts are recorded on their carriers, and no "not traced" message.
+/// a carrier, and main's on main. The virtual threads' starts, ends,
+/// mounts and unparks are recorded on their carriers (from the bytecode),
+/// and no "not traced" message.
 #[test]
 fn virtual_thread_calls_are_recorded_on_the_virtual_thread() {
     let (threads, calls, on_main) = (200u64, 1000u64, 3000u64);
@@ -183,7 +184,7 @@ fn virtual_thread_calls_are_recorded_on_the_virtual_thread() {
         );
         // The virtual threads' Java ids, from their starts on the carriers.
         let mut started: HashMap<u64, u32> = HashMap::new();
-        let (mut mounts, mut unmounts, mut ends) = (0, 0, 0);
+        let (mut mounts, mut unmounts, mut ends, mut unparks) = (0, 0, 0, 0);
         for r in &records {
             match &r.payload {
                 Payload::Jvm(jtrace_format::kind::VTHREAD_START, b) => {
@@ -196,6 +197,7 @@ fn virtual_thread_calls_are_recorded_on_the_virtual_thread() {
                 Payload::Jvm(jtrace_format::kind::VTHREAD_MOUNT, _) => mounts += 1,
                 Payload::Jvm(jtrace_format::kind::VTHREAD_UNMOUNT, _) => unmounts += 1,
                 Payload::Jvm(jtrace_format::kind::VTHREAD_END, _) => ends += 1,
+                Payload::Jvm(jtrace_format::kind::VTHREAD_UNPARK, _) => unparks += 1,
                 _ => {}
             }
         }
@@ -207,15 +209,16 @@ fn virtual_thread_calls_are_recorded_on_the_virtual_thread() {
         assert!(ends as u64 >= threads, "{j}: {ends} ends");
         // Each virtual thread sleeps every 100 calls: it unmounts and mounts again.
         assert!(mounts as u64 >= threads * (calls / 100 - 1), "{j}: {mounts} mounts");
-        // A virtual thread's first mount is its START, its last unmount its
-        // END: one that never ends unmounts once more. JDK 25 was seen to
-        // report an UNMOUNT right before the END of a virtual thread or two
-        // (the merge reads either shape).
-        assert!(
-            unmounts >= mounts && unmounts - mounts <= started.len() - ends + 2,
+        // Followed from the bytecode: each mount (the first one just before
+        // the START) ends in an UNMOUNT or, the last one, the END; every
+        // wake-up after a sleep is an unpark.
+        assert_eq!(
+            mounts,
+            unmounts + ends,
             "{j}: {mounts} mounts, {unmounts} unmounts, {} starts, {ends} ends",
             started.len()
         );
+        assert!(unparks as u64 >= threads * (calls / 100 - 1), "{j}: {unparks} unparks");
         let mut workers = 0;
         for (tid, n) in per_thread {
             let id = jtrace_format::virtual_thread_id(tid)

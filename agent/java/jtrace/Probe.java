@@ -35,6 +35,19 @@ import jdk.internal.vm.annotation.DontInline;
  * identity (docs/FORMAT.md, "Virtual threads"); it learns of the buffer
  * through registerVirtual0.
  *
+ * Mounts, unmounts and unparks of virtual threads: the agent rewrites
+ * java.lang.VirtualThread's mount(), unmount(), unpark() (& co.) and
+ * run(Runnable), and the blocking calls whose unmount has a reason of its
+ * own (sleepNanos, the socket parks), to call {@link #mounting},
+ * {@link #unmounting}, {@link #unparked}, {@link #started},
+ * {@link #blocking} and {@link #blocked}. A mount, unmount or unpark is one
+ * event appended to the buffer of the carrier (the kernel thread running
+ * it): the kind bits 62–63 both set, what happened in bits 58–61 (V_*), the
+ * virtual thread's Java id in bits 32–57. The agent writes these events out
+ * as VTHREAD_* records of the carrier, not as method events. JVMTI's
+ * virtual thread events cost ≈ 5 µs each (BENCHMARKS.md); these cost what
+ * a method probe does.
+ *
  * The class must only use classes the agent never rewrites (java.lang.Object,
  * Thread, ThreadLocal, System, jdk.internal.*), or a traced method could
  * recurse into the probes. Compiled with --release 8 (against compile-time
@@ -60,6 +73,39 @@ public final class Probe {
     /** java.lang.BaseVirtualThread (JDK 21 and later), or null. */
     private static final Class<?> VIRTUAL;
 
+    /** Kind bits of a virtual thread event (in a carrier's buffer). */
+    private static final long VTHREAD = 3L << 62;
+    /** Bit where a virtual thread event's V_* starts. */
+    private static final int VTHREAD_WHAT_SHIFT = 58;
+    /** Java ids below 2^26 fit in a virtual thread event; others go through vthreadEvent0. */
+    private static final int VTHREAD_ID_BITS = 26;
+    // What a virtual thread event says (the agent's virtual_threads.rs has the same numbers).
+    private static final int V_MOUNT = 0;
+    private static final int V_UNPARK = 1;
+    private static final int V_UNMOUNT = 2;
+    private static final int V_PARK = 3;
+    private static final int V_SLEEP = 4;
+    private static final int V_SOCKET = 5;
+    private static final int V_WAIT = 6;
+    private static final int V_MONITOR = 7;
+    private static final int V_YIELD = 8;
+
+    /** java.lang.VirtualThread (JDK 21 and later), or null. */
+    private static final Class<?> VTHREAD_CLASS;
+    /** Offsets of VirtualThread.carrierThread and .state, or -1. */
+    private static final long CARRIER_OFFSET;
+    private static final long STATE_OFFSET;
+    /** VirtualThread's states of this JDK that tell why it unmounts (-1: none). */
+    private static final int S_RUNNING;
+    private static final int S_PARKING;
+    private static final int S_TIMED_PARKING;
+    private static final int S_YIELDING;
+    private static final int S_BLOCKING;
+    private static final int S_WAITING;
+    private static final int S_TIMED_WAITING;
+    /** Carriers' buffers by slot: a virtual thread reaches its carrier's (BY_THREAD also holds virtual threads'). */
+    private static final Probe[] CARRIERS = new Probe[SLOTS];
+
     static {
         Class<?> virtual = null;
         try {
@@ -81,6 +127,55 @@ public final class Probe {
         }
         UNSAFE = u;
         TID_OFFSET = offset;
+
+        Class<?> vt = null;
+        long carrier = -1;
+        long state = -1;
+        int[] states = {-1, -1, -1, -1, -1, -1, -1};
+        if (virtual != null && u != null) {
+            try {
+                vt = Class.forName("java.lang.VirtualThread", false, null);
+                carrier = u.objectFieldOffset(vt, "carrierThread");
+                state = u.objectFieldOffset(vt, "state");
+                String[] names = {"RUNNING", "PARKING", "TIMED_PARKING", "YIELDING", "BLOCKING", "WAITING", "TIMED_WAITING"};
+                for (int i = 0; i < names.length; i++) {
+                    states[i] = constant(u, vt, names[i]);
+                }
+            } catch (Throwable e) {
+                // Not this JDK's layout: the agent follows them through JVMTI.
+                vt = null;
+                carrier = -1;
+                state = -1;
+            }
+        }
+        VTHREAD_CLASS = vt;
+        CARRIER_OFFSET = carrier;
+        STATE_OFFSET = state;
+        S_RUNNING = states[0];
+        S_PARKING = states[1];
+        S_TIMED_PARKING = states[2];
+        S_YIELDING = states[3];
+        S_BLOCKING = states[4];
+        S_WAITING = states[5];
+        S_TIMED_WAITING = states[6];
+    }
+
+    /** The static int constant {@code name} of {@code c}, or -1 if it has none. */
+    private static int constant(Unsafe u, Class<?> c, String name) {
+        try {
+            java.lang.reflect.Field f = c.getDeclaredField(name);
+            return u.getInt(u.staticFieldBase(f), u.staticFieldOffset(f));
+        } catch (NoSuchFieldException e) {
+            return -1;
+        }
+    }
+
+    /**
+     * Whether this JDK's VirtualThread is known well enough to follow its
+     * mounts from the bytecode (read by the agent after init()).
+     */
+    private static boolean virtualThreadsFollowed() {
+        return VTHREAD_CLASS != null && TID_OFFSET >= 0 && S_RUNNING >= 0 && S_PARKING >= 0;
     }
 
     /** Read and reset by the agent through JNI. */
@@ -93,6 +188,8 @@ public final class Probe {
     /** Index of the owner's slot in BY_THREAD, or -1 (read by the agent at ThreadEnd). */
     private final int slot;
     private int pos;
+    /** A carrier's: the V_* reason a blocking call gave the next unmount (0: none). */
+    private int pendingWhy;
     /** Time of the thread's last event: the next event's delta is from it. */
     private long last;
     /** Time the first event in buf counts its delta from (set by the agent). */
@@ -191,15 +288,116 @@ public final class Probe {
     }
 
     /**
-     * Called first thing in java.lang.VirtualThread.unpark() (the agent
-     * rewrites it, JDK 21 and later) with the virtual thread being
-     * unparked: the agent records who unparked it, and when.
+     * Called first thing in java.lang.VirtualThread.unpark() (and, from JDK
+     * 24, parkTimeoutExpired() and unblock()) with the virtual thread being
+     * resumed, on the resuming thread: recorded on its kernel thread (the
+     * carrier, if a virtual thread resumes it).
      */
     public static void unparked(Object vthread) {
-        unparked0(vthread);
+        Thread t = Thread.currentThread();
+        Probe p = t.getClass() == VTHREAD_CLASS ? carrierOf(t) : current();
+        if (p == null) {
+            vthreadEvent0(vthread, V_UNPARK);
+        } else {
+            p.vthreadEvent(V_UNPARK, vthread);
+        }
     }
 
-    private static native void unparked0(Object vthread);
+    /** VirtualThread.mount() began: on the carrier, the current thread. */
+    public static void mounting(Object vthread) {
+        Probe p = current();
+        if (p.slot >= 0) {
+            CARRIERS[p.slot] = p;
+        }
+        p.pendingWhy = 0;
+        p.vthreadEvent(V_MOUNT, vthread);
+    }
+
+    /**
+     * VirtualThread.unmount() began (the current thread is still the
+     * virtual thread): why, from its state and the blocking call marked;
+     * still running means its task is done, and this is its end.
+     */
+    public static void unmounting(Object vthread) {
+        int s = UNSAFE.getInt(vthread, STATE_OFFSET) & 0xff;
+        if (s == S_RUNNING) {
+            ended0(vthread);
+            return;
+        }
+        Probe p = carrierOf(vthread);
+        int what;
+        if (s == S_PARKING || s == S_TIMED_PARKING) {
+            what = p != null && p.pendingWhy != 0 ? p.pendingWhy : V_PARK;
+        } else if (s == S_YIELDING) {
+            what = V_YIELD;
+        } else if (s == S_BLOCKING) {
+            what = V_MONITOR;
+        } else if (s == S_WAITING || s == S_TIMED_WAITING) {
+            what = V_WAIT;
+        } else {
+            what = V_UNMOUNT;
+        }
+        if (p == null) {
+            vthreadEvent0(vthread, what);
+        } else {
+            p.pendingWhy = 0;
+            p.vthreadEvent(what, vthread);
+        }
+    }
+
+    /** VirtualThread.run(Runnable) began: its first mount (the agent records its name). */
+    public static void started(Object vthread) {
+        started0(vthread);
+    }
+
+    /**
+     * A blocking call began on the current thread (VirtualThread.sleepNanos:
+     * V_SLEEP, the socket parks: V_SOCKET): on a virtual thread, the reason
+     * of its next unmount.
+     */
+    public static void blocking(int why) {
+        Thread t = Thread.currentThread();
+        if (t.getClass() == VTHREAD_CLASS) {
+            Probe p = carrierOf(t);
+            if (p != null) {
+                p.pendingWhy = why;
+            }
+        }
+    }
+
+    /** That blocking call returned (or threw): it gives no reason any more. */
+    public static void blocked(int why) {
+        blocking(0);
+    }
+
+    /** The buffer of the carrier running {@code vthread}, if it has one and the cache holds it. */
+    private static Probe carrierOf(Object vthread) {
+        Object c = UNSAFE.getReference(vthread, CARRIER_OFFSET);
+        if (c == null) {
+            return null;
+        }
+        Probe p = CARRIERS[(int) UNSAFE.getLong(c, TID_OFFSET) & (SLOTS - 1)];
+        return p != null && p.owner == c ? p : null;
+    }
+
+    /** Appends a virtual thread event ({@code what}, V_*) about {@code vthread}. */
+    private void vthreadEvent(int what, Object vthread) {
+        long id = UNSAFE.getLong(vthread, TID_OFFSET);
+        if ((id >>> VTHREAD_ID_BITS) != 0) {
+            vthreadEvent0(vthread, what);
+            return;
+        }
+        append(System.nanoTime(), VTHREAD | (long) what << VTHREAD_WHAT_SHIFT | id << 32);
+    }
+
+    /** Records a virtual thread event on the calling kernel thread (the probes could not append it). */
+    private static native void vthreadEvent0(Object vthread, int what);
+
+    /** Records a virtual thread's start, with its name. */
+    private static native void started0(Object vthread);
+
+    /** Records a virtual thread's end, with its name, and writes out its buffer. */
+    private static native void ended0(Object vthread);
 
     /** Forces initialisation (called by the agent once, after defining the class). */
     static void init() {

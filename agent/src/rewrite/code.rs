@@ -14,9 +14,21 @@ pub(crate) struct MethodCtx {
     pub(crate) is_static: bool,
     /// Class-file major version.
     pub(crate) major: u16,
-    /// Instead of the probes: the receiver handed to `refs.unparked` at
-    /// entry, and no-ops where the exit probes go ([`super::RECEIVER_MARKER`]).
-    pub(crate) marker: bool,
+    /// Marked rather than traced ([`super::MARKER_MIN`]).
+    pub(crate) marker: Marker,
+}
+
+/// How a marked method calls the probes instead of enter/exit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// Traced: the method probes.
+    None,
+    /// The receiver handed to this `Probe` method (constant-pool index) at
+    /// entry; no-ops where the exit probes go.
+    Receiver(u16),
+    /// `refs.blocking` at entry and `refs.blocked` at every exit, with this
+    /// reason instead of a method id.
+    Reason(u16),
 }
 
 /// Constant-pool indices the inserted code uses.
@@ -24,8 +36,12 @@ pub(crate) struct ProbeRefs {
     pub(crate) enter: u16,
     pub(crate) exit: u16,
     pub(crate) exit_ex: u16,
-    /// `Probe.unparked(Object)` (0 when no method of the class is a marker).
-    pub(crate) unparked: u16,
+    /// The receiver markers' probes, by `u32::MAX - id` (0 where no method
+    /// of the class uses one).
+    pub(crate) receiver_probes: [u16; 4],
+    /// `Probe.blocking(int)` and `Probe.blocked(int)` (0 when no method of
+    /// the class is a reason marker).
+    pub(crate) blocking: (u16, u16),
     pub(crate) throwable: u16,
     pub(crate) stack_map_table: u16,
 }
@@ -285,24 +301,33 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
     };
 
     // The id operand: sipush for small ids, else an Integer constant.
-    let id_insn: [u8; 3] = if ctx.id <= 0x7FFF {
-        [SIPUSH, (ctx.id >> 8) as u8, ctx.id as u8]
+    let id = match ctx.marker {
+        Marker::Reason(why) => why as u32,
+        _ => ctx.id,
+    };
+    let id_insn: [u8; 3] = if id <= 0x7FFF {
+        [SIPUSH, (id >> 8) as u8, id as u8]
     } else {
-        let i = cp.int_entry(ctx.id)?;
+        let i = cp.int_entry(id)?;
         [LDC_W, (i >> 8) as u8, i as u8]
     };
     let call = |out: &mut Vec<u8>, method: u16| {
-        if ctx.marker {
-            // Same length as a probe call, so the layout is the same.
-            if method == refs.enter {
-                out.extend_from_slice(&[ALOAD_0, INVOKESTATIC]);
-                put_u2(out, refs.unparked);
-                out.extend_from_slice(&[NOP, NOP]);
-            } else {
-                out.extend_from_slice(&[NOP; CALL_LEN as usize]);
+        // Markers' calls have a probe call's length, so the layout is the same.
+        let method = match ctx.marker {
+            Marker::None => method,
+            Marker::Receiver(probe) => {
+                if method == refs.enter {
+                    out.extend_from_slice(&[ALOAD_0, INVOKESTATIC]);
+                    put_u2(out, probe);
+                    out.extend_from_slice(&[NOP, NOP]);
+                } else {
+                    out.extend_from_slice(&[NOP; CALL_LEN as usize]);
+                }
+                return;
             }
-            return;
-        }
+            Marker::Reason(_) if method == refs.enter => refs.blocking.0,
+            Marker::Reason(_) => refs.blocking.1,
+        };
         out.extend_from_slice(&id_insn);
         out.push(INVOKESTATIC);
         put_u2(out, method);

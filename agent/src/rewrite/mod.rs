@@ -51,15 +51,38 @@ pub const EXIT: &str = "exit";
 pub const EXIT_EX: &str = "exitEx";
 /// Descriptor shared by the three probes.
 pub const PROBE_DESC: &str = "(I)V";
-/// The id a selector gives an instance method to mark rather than trace:
-/// its receiver is handed to `Probe.unparked(Object)` at entry, and nothing
-/// else is called (`java.lang.VirtualThread.unpark()`, whose receiver is
-/// the virtual thread being unparked).
-pub const RECEIVER_MARKER: u32 = u32::MAX;
-/// The probe a [`RECEIVER_MARKER`] method calls, and its descriptor.
-pub const UNPARKED: &str = "unparked";
-/// See [`UNPARKED`].
-pub const UNPARKED_DESC: &str = "(Ljava/lang/Object;)V";
+/// Ids at or above this one mark a method rather than trace it (the
+/// virtual thread probes, [`crate::virtual_threads`]): no METHOD_DEF, no
+/// method events.
+pub const MARKER_MIN: u32 = u32::MAX - 0xFF;
+/// Receiver markers (instance methods of `java.lang.VirtualThread`, whose
+/// receiver is the virtual thread): the receiver is handed to the
+/// `Probe` method of [`RECEIVER_PROBES`] at entry, and nothing else is
+/// called. `unpark()` & co.: `Probe.unparked`.
+pub const UNPARK_MARKER: u32 = u32::MAX;
+/// `mount()`: `Probe.mounting`.
+pub const MOUNT_MARKER: u32 = u32::MAX - 1;
+/// `unmount()`: `Probe.unmounting`.
+pub const UNMOUNT_MARKER: u32 = u32::MAX - 2;
+/// `run(Runnable)`: `Probe.started`.
+pub const START_MARKER: u32 = u32::MAX - 3;
+/// The `Probe` methods of the receiver markers, by `u32::MAX - id`.
+pub const RECEIVER_PROBES: [&str; 4] = ["unparked", "mounting", "unmounting", "started"];
+/// Descriptor of the receiver markers' probes.
+pub const RECEIVER_PROBE_DESC: &str = "(Ljava/lang/Object;)V";
+/// Reason markers: `REASON_MARKER + why` (why below 16) makes a method call
+/// `Probe.blocking(why)` at entry and `Probe.blocked(why)` at every exit
+/// (the blocking calls that give an unmount its reason).
+pub const REASON_MARKER: u32 = u32::MAX - 0x80;
+/// The probes of the reason markers.
+pub const BLOCKING: &str = "blocking";
+/// See [`BLOCKING`].
+pub const BLOCKED: &str = "blocked";
+
+/// Whether `id` is a reason marker ([`REASON_MARKER`]).
+pub fn is_reason_marker(id: u32) -> bool {
+    (REASON_MARKER..REASON_MARKER + 16).contains(&id)
+}
 
 /// A method that was instrumented.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,10 +209,22 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
         enter: cp.methodref(probe_class, ENTER, PROBE_DESC)?,
         exit: cp.methodref(probe_class, EXIT, PROBE_DESC)?,
         exit_ex: cp.methodref(probe_class, EXIT_EX, PROBE_DESC)?,
-        unparked: if plans.iter().any(|p| p.id == Some(RECEIVER_MARKER)) {
-            cp.methodref(probe_class, UNPARKED, UNPARKED_DESC)?
+        receiver_probes: {
+            let mut refs = [0u16; RECEIVER_PROBES.len()];
+            for (i, name) in RECEIVER_PROBES.iter().enumerate() {
+                if plans.iter().any(|p| p.id == Some(u32::MAX - i as u32)) {
+                    refs[i] = cp.methodref(probe_class, name, RECEIVER_PROBE_DESC)?;
+                }
+            }
+            refs
+        },
+        blocking: if plans.iter().any(|p| p.id.is_some_and(is_reason_marker)) {
+            (
+                cp.methodref(probe_class, BLOCKING, PROBE_DESC)?,
+                cp.methodref(probe_class, BLOCKED, PROBE_DESC)?,
+            )
         } else {
-            0
+            (0, 0)
         },
         throwable,
         stack_map_table: cp.utf8_entry("StackMapTable")?,
@@ -208,9 +243,16 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
             is_init: p.name == "<init>",
             is_static: p.access & ACC_STATIC != 0,
             major,
-            marker: id == RECEIVER_MARKER,
+            marker: if is_reason_marker(id) {
+                code::Marker::Reason((id - REASON_MARKER) as u16)
+            } else if id >= MARKER_MIN {
+                code::Marker::Receiver(refs.receiver_probes.get((u32::MAX - id) as usize).copied().unwrap_or(0))
+            } else {
+                code::Marker::None
+            },
         };
-        if ctx.marker && (ctx.is_static || ctx.is_init) {
+        let receiver = matches!(ctx.marker, code::Marker::Receiver(_));
+        if matches!(ctx.marker, code::Marker::Receiver(0)) || (receiver && (ctx.is_static || ctx.is_init)) {
             methods_out.extend_from_slice(raw);
             result.skipped.push(Skipped {
                 name: p.name.clone(),

@@ -315,6 +315,11 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
                 // then known from its first mount.)
                 if k == kind::VTHREAD_START {
                     started = Some(ts);
+                    if open.is_some_and(|(c, _)| c == carrier) {
+                        // Followed from the bytecode, the start comes just
+                        // after the first mount: the same mount.
+                        continue;
+                    }
                 }
                 if prev_unmount != 0 && this_prev != prev_unmount {
                     gaps.push((prev_unmount, ts));

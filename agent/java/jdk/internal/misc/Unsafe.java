@@ -21,4 +21,21 @@ public final class Unsafe {
     public long getLong(Object o, long offset) {
         throw new UnsupportedOperationException("compile-time stand-in");
     }
+
+    public int getInt(Object o, long offset) {
+        throw new UnsupportedOperationException("compile-time stand-in");
+    }
+
+    /** JDK 12 and later (virtual threads: JDK 21 and later). */
+    public Object getReference(Object o, long offset) {
+        throw new UnsupportedOperationException("compile-time stand-in");
+    }
+
+    public long staticFieldOffset(java.lang.reflect.Field f) {
+        throw new UnsupportedOperationException("compile-time stand-in");
+    }
+
+    public Object staticFieldBase(java.lang.reflect.Field f) {
+        throw new UnsupportedOperationException("compile-time stand-in");
+    }
 }
