@@ -99,9 +99,7 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
 
     // Virtual threads (JDK 21 and later) are followed from the bytecode
     // when the agent may rewrite classes, else with JVMTI's events.
-    if cfg.virtual_threads {
-        virtual_threads::on_load(env, cfg.bytecode_rewriting);
-    }
+    virtual_threads::on_load(env, cfg.virtual_threads, cfg.bytecode_rewriting);
     if virtual_threads::wants_bytecode() && !classes::enabled(&cfg) {
         let mut caps = jvmtiCapabilities::default();
         classes::capabilities(&mut caps, attach);

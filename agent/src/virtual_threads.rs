@@ -112,14 +112,22 @@ fn set_bit(caps: &mut jvmtiCapabilities, bit: usize) {
     }
 }
 
-/// At load: whether this JVM has virtual threads (JDK 21 and later offer
-/// `can_support_virtual_threads`); if so, follows them from the bytecode
+/// At load, when the agent is to `follow` virtual threads: whether this JVM
+/// has them (JDK 21 and later offer `can_support_virtual_threads`); if so,
+/// follows them from the bytecode
 /// when `bytecode` (the agent may rewrite classes; the caller adds the
 /// capabilities for it), else asks for `can_support_virtual_threads`.
 ///
 /// # Safety
 /// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
-pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, bytecode: bool) {
+pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, follow: bool, bytecode: bool) {
+    // A new session (attach) decides again.
+    for flag in [&SUPPORTED, &WANT_BYTECODE, &BYTECODE_ROUTE] {
+        flag.store(false, Ordering::SeqCst);
+    }
+    if !follow {
+        return;
+    }
     let mut potential = jvmtiCapabilities::default();
     if jvmti!(env, GetPotentialCapabilities, &mut potential) != JVMTI_ERROR_NONE
         || !has_bit(&potential, CAN_SUPPORT_VIRTUAL_THREADS_BIT)
