@@ -105,6 +105,8 @@ public final class Probe {
     private static final int S_TIMED_WAITING;
     /** Carriers' buffers by slot: a virtual thread reaches its carrier's (BY_THREAD also holds virtual threads'). */
     private static final Probe[] CARRIERS = new Probe[SLOTS];
+    /** Slots a carrier's buffer may take from its own on in CARRIERS. */
+    private static final int CARRIER_PROBES = 8;
 
     static {
         Class<?> virtual = null;
@@ -306,8 +308,8 @@ public final class Probe {
     /** VirtualThread.mount() began: on the carrier, the current thread. */
     public static void mounting(Object vthread) {
         Probe p = current();
-        if (p.slot >= 0) {
-            CARRIERS[p.slot] = p;
+        if (p.slot >= 0 && find(p.owner) != p) {
+            keep(p);
         }
         p.pendingWhy = 0;
         p.vthreadEvent(V_MOUNT, vthread);
@@ -370,14 +372,42 @@ public final class Probe {
         blocking(0);
     }
 
-    /** The buffer of the carrier running {@code vthread}, if it has one and the cache holds it. */
+    /** The buffer of the carrier running {@code vthread}, if it has one and CARRIERS holds it. */
     private static Probe carrierOf(Object vthread) {
         Object c = UNSAFE.getReference(vthread, CARRIER_OFFSET);
-        if (c == null) {
-            return null;
+        return c == null ? null : find(c);
+    }
+
+    /**
+     * The buffer of carrier {@code c} in CARRIERS: at its slot or one of
+     * the next CARRIER_PROBES (two carriers whose ids share a slot both
+     * stay), or null.
+     */
+    private static Probe find(Object c) {
+        int s = (int) UNSAFE.getLong(c, TID_OFFSET);
+        for (int i = 0; i < CARRIER_PROBES; i++) {
+            Probe p = CARRIERS[(s + i) & (SLOTS - 1)];
+            if (p == null) {
+                return null;
+            }
+            if (p.owner == c) {
+                return p;
+            }
         }
-        Probe p = CARRIERS[(int) UNSAFE.getLong(c, TID_OFFSET) & (SLOTS - 1)];
-        return p != null && p.owner == c ? p : null;
+        return null;
+    }
+
+    /** Puts a carrier's buffer into CARRIERS: a free slot, a dead thread's, else its own. */
+    private static void keep(Probe p) {
+        for (int i = 0; i < CARRIER_PROBES; i++) {
+            int s = (p.slot + i) & (SLOTS - 1);
+            Probe q = CARRIERS[s];
+            if (q == null || !q.owner.isAlive()) {
+                CARRIERS[s] = p;
+                return;
+            }
+        }
+        CARRIERS[p.slot] = p;
     }
 
     /** Appends a virtual thread event ({@code what}, V_*) about {@code vthread}. */
