@@ -67,6 +67,8 @@ mod thread;
 mod virtual_threads;
 mod vmstructs;
 mod vthread_markers;
+mod vthread_records;
+mod vthreads_jvmti;
 mod watch;
 
 use std::ffi::{c_char, c_void, CStr};
