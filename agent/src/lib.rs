@@ -26,13 +26,16 @@
 //! | `demoter` | the thread that demotes methods: retransforms their classes without probes |
 //! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
 //! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
-//! | `virtual_threads` | virtual threads: start, end, mounts and unmounts on carriers, their probe buffers |
+//! | `virtual_threads` | virtual threads: which way they are followed, the probes' natives for them |
+//! | `vthreads_jvmti` | virtual threads followed with JVMTI's events (`bytecode_rewriting off`) |
+//! | `vthread_records` | a virtual thread's own records: identity, start/end, its probe buffer |
 //! | `thread` | the calling thread's recording: its state, registering it, recording on it |
 //! | `drain` | the probes' buffers: the registry, draining them into the stream |
 //! | `probe_class` | `jtrace.Probe` through JNI: its definition, fields and buffers |
 //! | `demotion` | adaptive demotion: the methods' calls across threads, the budget, what to demote |
 //! | `watch` | one thread's probe events watched at drain: calls, blocks, the `--min-duration` filter |
 //! | `batch` | probe events encoded as METHOD_BATCH records |
+//! | `vthread_markers` | the JDK methods marked to follow virtual threads, their probe events |
 //! | `state` | the session and per-thread state, the guard around every callback |
 //! | `recorder` | per-thread buffers, method definitions, lost events |
 //! | `stream_file` | the memory-mapped stream file and its grower |
