@@ -121,6 +121,19 @@ public class VirtualWork {
         ThreadFactory factory = virtualThreads("v-");
         List<Thread> all = new ArrayList<>();
         if (pinned) {
+            // JDK 21 schedules a timed park's unpark before it finds the
+            // thread pinned: the first one starts the timer thread, and the
+            // carrier waits for that (a native lock, not the sleep). Start it
+            // before the measured calls.
+            Thread warm = virtualThreads("warm-").newThread(() -> {
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            warm.start();
+            warm.join();
             for (int i = 0; i < n; i++) {
                 Object monitor = new Object();
                 Thread t = factory.newThread(() -> {
