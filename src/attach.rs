@@ -13,7 +13,7 @@
 use crate::agent_conf::{agent_path, check_readable_by};
 use crate::hotspot::{self, load_agent, Jvm};
 use crate::options::{parse_duration, KernelArgs, TraceArgs};
-use crate::session::{self, kernel_events, Session, Traced};
+use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
@@ -63,20 +63,19 @@ fn check_writable_by_jvm(jvm: &Jvm, dir: &Path) -> anyhow::Result<()> {
     })
 }
 
-/// What the agent has written so far: whether JVM_START and JVM_END are
+/// What the agent has written when it has started: whether JVM_START is
 /// there, and its AGENT_ERROR messages.
 struct StreamState {
     started: bool,
-    ended: bool,
     errors: Vec<String>,
 }
 
-/// Reads the agent's stream file `name`, written by the JVM's user into
-/// the trace directory (so opened without following links).
+/// Reads the agent's stream file `name` as it starts (a few records),
+/// written by the JVM's user into the trace directory (so opened without
+/// following links).
 fn read_stream(dir: &TraceDir, name: &str) -> StreamState {
     let mut st = StreamState {
         started: false,
-        ended: false,
         errors: Vec::new(),
     };
     let Ok(data) = dir.read_file(name) else { return st };
@@ -89,7 +88,6 @@ fn read_stream(dir: &TraceDir, name: &str) -> StreamState {
         let Ok(r) = r else { break };
         match r.payload {
             jtrace_format::Payload::JvmStart(_) => st.started = true,
-            jtrace_format::Payload::JvmEnd(_) => st.ended = true,
             jtrace_format::Payload::AgentError(m) => st.errors.push(m),
             _ => {}
         }
@@ -183,11 +181,15 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
             Err(e) => problem = Some(format!("cannot stop the agent: {e:#}")),
         }
     }
-    let stats = session.stop_kernel()?;
-    let state = read_stream(&session.dir, &stream);
-    if problem.is_none() && !state.ended {
-        problem = Some("the agent's stream has no end record".into());
+    let stats = session.stop_kernel();
+    // The agent's end record, and what it lost (its stream's last bytes).
+    let mut warnings = jvm_stream_problems(&session.dir);
+    let unended = |w: &String| w.starts_with(&stream) && w.contains("no end record");
+    if warnings.iter().any(unended) {
+        problem.get_or_insert_with(|| "the agent's stream has no end record".into());
+        warnings.retain(|w| !unended(w));
     }
+    let kernel_problem = kernel_stream_problem(&stats, &session.meta);
     session.meta.complete = problem.is_none();
     session.finish(&owner)?;
     if let Some(p) = &problem {
@@ -199,7 +201,10 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         kernel_events(&stats),
         out.display()
     );
-    if problem.is_some() {
+    for w in kernel_problem.iter().chain(&warnings) {
+        eprintln!("jtrace: WARNING: {w}");
+    }
+    if problem.is_some() || kernel_problem.is_some() {
         bail!("the trace is incomplete");
     }
     Ok(())

@@ -1,7 +1,10 @@
-//! `jtrace info`: a trace's metadata, event counts and losses.
+//! `jtrace info`: a trace's metadata, event counts and losses. It scans the
+//! trace record by record ([`Trace::scan`]): memory does not grow with the
+//! trace's length.
 
 use anyhow::Context;
 use jtrace_merge::Trace;
+use jtrace_timeline::text::ms;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -14,7 +17,7 @@ pub(crate) struct InfoArgs {
 
 /// `jtrace info TRACE`.
 pub(crate) fn info(args: InfoArgs) -> anyhow::Result<()> {
-    let t = Trace::open(&args.trace).with_context(|| format!("cannot open trace {}", args.trace.display()))?;
+    let t = Trace::scan(&args.trace).with_context(|| format!("cannot open trace {}", args.trace.display()))?;
     Ok(print_info(&t)?)
 }
 
@@ -39,17 +42,13 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
         }
     )?;
     writeln!(out, "command    {}", m.command.join(" "))?;
-    writeln!(out, "pid        {}", m.pid)?;
+    writeln!(out, "pid        {}", t.pid())?;
     if let Some(c) = m.exit_code {
         writeln!(out, "exit code  {c}")?;
     }
     writeln!(out, "kernel     {}", m.kernel)?;
     writeln!(out, "started    {}", jtrace_timeline::fmt_realtime(m.start_realtime_ns))?;
-    writeln!(
-        out,
-        "duration   {} ms",
-        jtrace_timeline::text::ms(m.end_monotonic_ns.saturating_sub(m.start_monotonic_ns))
-    )?;
+    writeln!(out, "duration   {} ms", ms(t.duration_ns()))?;
     if !m.methods.is_empty() {
         writeln!(out, "methods    {}", m.methods.join(" "))?;
     }
@@ -74,6 +73,20 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
         if *v > 0 {
             writeln!(out, "  kernel lost {k}: {v}")?;
         }
+    }
+    for (k, v) in &m.kernel_unwritten {
+        if *v > 0 {
+            writeln!(out, "  kernel not written {k}: {v}")?;
+        }
+    }
+    let start = m.start_monotonic_ns;
+    for &(tid, first, events) in &t.losses.jvm_lost_threads {
+        let name = t.threads.get(&tid).map_or("?", |th| th.display_name());
+        writeln!(
+            out,
+            "  jvm lost tid {tid} ({name}): {events} events from +{} ms",
+            ms(first.saturating_sub(start))
+        )?;
     }
     for p in &t.losses.truncated {
         writeln!(out, "problem    {p}")?;

@@ -2,7 +2,7 @@
 //! running (and those it forks from now on).
 
 use crate::options::{parse_duration, KernelArgs};
-use crate::session::{self, kernel_events, Session, Traced, EXIT_USAGE};
+use crate::session::{self, kernel_events, kernel_stream_problem, Session, Traced, EXIT_USAGE};
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
@@ -68,8 +68,9 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         }
     );
     let why = signals::wait_for_stop(args.pid, args.duration);
-    let stats = session.stop_kernel()?;
+    let stats = session.stop_kernel();
     session.meta.complete = true;
+    let kernel_problem = kernel_stream_problem(&stats, &session.meta);
     session.finish(&owner)?;
     eprintln!(
         "jtrace: {why}; trace written to {} ({}); read it with `jtrace text {}`",
@@ -77,5 +78,9 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
         kernel_events(&stats),
         out.display()
     );
+    if let Some(p) = kernel_problem {
+        eprintln!("jtrace: WARNING: {p}");
+        anyhow::bail!("the trace is incomplete");
+    }
     Ok(())
 }

@@ -8,11 +8,11 @@
 
 use crate::agent_conf::{agent_path, check_readable_by};
 use crate::options::{KernelArgs, TraceArgs};
-use crate::session::{self, kernel_events, Session, Traced};
+use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
-use anyhow::{bail, Context};
+use anyhow::bail;
 use jtrace_bpf::LibCallSpec;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode};
@@ -86,7 +86,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     let status = match cmd.spawn() {
         Ok(mut child) => {
             signals::set_child(Some(child.id()));
-            session.meta.pid = child.id();
+            session.set_pid(child.id());
             let s = child.wait();
             signals::set_child(None);
             s
@@ -106,19 +106,30 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
             }));
         }
     };
-    let stats = session.stop_kernel()?;
+    // From here on the command's exit status is ours whatever happens to
+    // the trace: a problem with it is said, not turned into a failure.
+    let stats = session.stop_kernel();
     let code = match &status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 1,
     };
     session.meta.exit_code = Some(code);
     session.meta.complete = true;
-    session.finish(&owner)?;
+    let kernel_problem = kernel_stream_problem(&stats, &session.meta);
+    let agent_problems = jvm_stream_problems(&session.dir);
     let out = setup.out.display();
-    eprintln!(
-        "jtrace: trace written to {out} ({}); read it with `jtrace text {out}` or `jtrace report {out}`",
-        kernel_events(&stats),
-    );
-    status.context("waiting for the command")?;
+    match session.finish(&owner) {
+        Ok(()) => eprintln!(
+            "jtrace: trace written to {out} ({}); read it with `jtrace text {out}` or `jtrace report {out}`",
+            kernel_events(&stats),
+        ),
+        Err(e) => eprintln!("jtrace: the trace in {out} could not be finished: {e:#}"),
+    }
+    for p in kernel_problem.iter().chain(&agent_problems) {
+        eprintln!("jtrace: WARNING: {p}");
+    }
+    if let Err(e) = &status {
+        eprintln!("jtrace: waiting for the command: {e}");
+    }
     Ok(ExitCode::from((code & 0xff) as u8))
 }

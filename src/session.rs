@@ -76,10 +76,17 @@ pub(crate) fn command_line(pid: u32) -> Vec<String> {
 
 /// "N kernel events", and how many were lost if any: for closing messages.
 pub(crate) fn kernel_events(stats: &KernelStats) -> String {
-    match stats.lost_total {
+    let unwritten: u64 = stats.unwritten.values().sum();
+    match stats.lost_total + unwritten {
         0 => format!("{} kernel events", stats.records),
         lost => format!("{} kernel events, {lost} LOST", stats.records),
     }
+}
+
+/// Says at once that kernel.bin cannot be written (the recorder's thread
+/// calls it when it happens; the recording goes on).
+fn kernel_write_failed(message: &str) {
+    eprintln!("jtrace: {message}");
 }
 
 /// Which processes the kernel side follows.
@@ -116,6 +123,7 @@ impl Session {
         let started = dir.store_meta(&meta).and_then(|()| {
             let name = jtrace_format::KERNEL_FILE;
             let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));
+            cfg.on_write_error = Some(kernel_write_failed);
             kernel.apply(&mut cfg, with_safepoints(lib_calls, libjvm));
             match traced {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
@@ -130,6 +138,7 @@ impl Session {
                 return Err(e);
             }
         };
+        dir.keep_room();
         dir.hand_over(recording_user)?;
         Ok(Session {
             dir,
@@ -138,24 +147,50 @@ impl Session {
         })
     }
 
-    /// Stops the kernel recorder and stores its counters in the metadata.
-    pub(crate) fn stop_kernel(&mut self) -> anyhow::Result<KernelStats> {
-        let recorder = self
-            .recorder
-            .take()
-            .context("the kernel recorder was stopped already")?;
+    /// Records the traced process's id in the (still incomplete) metadata
+    /// at once, so that a recording cut off later still names it.
+    pub(crate) fn set_pid(&mut self, pid: u32) {
+        self.meta.pid = pid;
+        if let Err(e) = self.dir.store_meta(&self.meta) {
+            eprintln!("jtrace: {e:#}");
+        }
+    }
+
+    /// Stops the kernel recorder and stores what it says in the metadata:
+    /// its counters, and whether kernel.bin was written to its end. Never
+    /// fails: a recorder that could not write or stop cleanly leaves the
+    /// metadata saying so ([`KernelStats::write_error`]) and a message on
+    /// stderr, and the trace is finished all the same.
+    pub(crate) fn stop_kernel(&mut self) -> KernelStats {
+        let Some(recorder) = self.recorder.take() else {
+            return KernelStats::default();
+        };
         // Let in-flight kernel events of the last exits reach the ring buffer.
         std::thread::sleep(std::time::Duration::from_millis(20));
         self.meta.end_monotonic_ns = clock_ns(rustix::time::ClockId::Monotonic);
-        let stats = recorder.stop().context("stopping kernel tracing")?;
-        self.meta.kernel_records = stats.records;
-        self.meta.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        self.meta.kernel_inferred_switch_ins = stats.inferred_switch_ins;
-        Ok(stats)
+        let stats = recorder.stop().unwrap_or_else(|e| {
+            let error = format!("stopping kernel tracing: {e:#}");
+            eprintln!("jtrace: {error}");
+            KernelStats {
+                write_error: Some(error),
+                ..Default::default()
+            }
+        });
+        let m = &mut self.meta;
+        m.kernel_records = stats.records;
+        m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        m.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+        m.kernel_unwritten = stats.unwritten.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        m.kernel_covered_until_ns = stats.unwritten_since;
+        m.kernel_write_error = stats.write_error.clone();
+        m.kernel_complete = Some(stats.write_error.is_none());
+        stats
     }
 
-    /// Rewrites the metadata and hands the trace to `owner`.
+    /// Rewrites the metadata (into the room kept for it) and hands the
+    /// trace to `owner`.
     pub(crate) fn finish(self, owner: &User) -> anyhow::Result<()> {
+        self.dir.release_room();
         self.dir.store_meta(&self.meta)?;
         self.dir.hand_over(owner)
     }
@@ -168,6 +203,49 @@ impl Session {
         }
         self.dir.discard();
     }
+}
+
+/// What to say about the JVM streams of `dir` at the end of a recording:
+/// those without their end record (the JVM was killed, or its agent could
+/// not finish), and the events agents could not record. Reads only each
+/// stream's last bytes (the agent writes JVM_END last).
+pub(crate) fn jvm_stream_problems(dir: &TraceDir) -> Vec<String> {
+    let mut problems = Vec::new();
+    for name in dir.jvm_streams() {
+        let end = dir
+            .read_tail(&name, jtrace_format::JVM_END_TAIL as u64)
+            .ok()
+            .and_then(|tail| jtrace_format::jvm_end_in_tail(&tail));
+        match end {
+            None => problems.push(format!(
+                "{name} has no end record: the JVM was killed, or its agent could not finish the stream"
+            )),
+            Some(e) if e.lost_events > 0 => problems.push(format!(
+                "{name}: the agent could not record {} events (`jtrace info` says which threads and from when)",
+                e.lost_events
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// What to say when kernel.bin could not be written to its end: the error,
+/// the records not written and how much of the recording it covers.
+pub(crate) fn kernel_stream_problem(stats: &KernelStats, meta: &Meta) -> Option<String> {
+    let error = stats.write_error.as_ref()?;
+    let unwritten: u64 = stats.unwritten.values().sum();
+    let covered = match stats.unwritten_since {
+        Some(t) => format!(
+            "; it covers the first {} ms of the recording",
+            jtrace_timeline::text::ms(t.saturating_sub(meta.start_monotonic_ns))
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "the kernel stream is incomplete: {error}; {unwritten} kernel records not written{covered} \
+         (later time is reported as not covered)"
+    ))
 }
 
 /// The requested library calls plus the probes that record the safepoints

@@ -23,6 +23,11 @@ use std::path::{Path, PathBuf};
 const DIR_MODE: u32 = 0o700;
 /// Mode of the files in it: readable by their owner only.
 const FILE_MODE: u32 = 0o600;
+/// Room kept on the trace's file system for the final meta.json, in a file
+/// removed just before it is written: a disk the streams filled up must
+/// not keep the metadata from being finished.
+const ROOM_FILE: &str = ".jtrace-room";
+const ROOM_BYTES: i64 = 256 << 10;
 
 /// An open trace directory (see the module documentation).
 #[derive(Debug)]
@@ -86,6 +91,23 @@ impl TraceDir {
             .with_context(|| format!("cannot write the metadata of {}", self.path.display()))
     }
 
+    /// Sets room aside for the final metadata ([`ROOM_FILE`]); best effort
+    /// (a file system without fallocate keeps none).
+    pub(crate) fn keep_room(&self) {
+        if let Ok(f) = self.create_file(ROOM_FILE) {
+            if rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, ROOM_BYTES as u64).is_err() {
+                drop(f);
+                let _ = rustix::fs::unlinkat(&self.fd, ROOM_FILE, AtFlags::empty());
+            }
+        }
+    }
+
+    /// Gives back the room [`TraceDir::keep_room`] set aside (unlinked by
+    /// name relative to the directory: nothing is followed).
+    pub(crate) fn release_room(&self) {
+        let _ = rustix::fs::unlinkat(&self.fd, ROOM_FILE, AtFlags::empty());
+    }
+
     /// Reads the file `name` if it is a regular file (a link, a FIFO or a
     /// device there is an error, not followed or opened).
     pub(crate) fn read_file(&self, name: &str) -> anyhow::Result<Vec<u8>> {
@@ -93,6 +115,29 @@ impl TraceDir {
         let mut bytes = Vec::new();
         self.open_regular(&c)?.read_to_end(&mut bytes)?;
         Ok(bytes)
+    }
+
+    /// The last `n` bytes (or fewer) of the file `name`, opened as
+    /// [`TraceDir::read_file`] opens it.
+    pub(crate) fn read_tail(&self, name: &str, n: u64) -> anyhow::Result<Vec<u8>> {
+        use std::io::{Seek, SeekFrom};
+        let c = CString::new(name)?;
+        let mut f = self.open_regular(&c)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(n)))?;
+        let mut bytes = Vec::new();
+        f.take(n).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The names of the JVM streams (`jvm-<pid>.bin`) in the directory.
+    pub(crate) fn jvm_streams(&self) -> Vec<String> {
+        let mut names: Vec<String> = (self.entries().unwrap_or_default().into_iter())
+            .filter_map(|n| n.into_string().ok())
+            .filter(|n| n.starts_with(jtrace_format::JVM_FILE_PREFIX) && n.ends_with(".bin"))
+            .collect();
+        names.sort();
+        names
     }
 
     /// Hands every file jtrace or the agent wrote to `owner`, readable by

@@ -9,13 +9,19 @@
 //! before any record that refers to it can be encoded, so it precedes every
 //! use in the file. At VM death every buffer is written out, then JVM_END
 //! with the loss count, and the file is closed complete.
+//!
+//! When the stream file cannot grow (disk full), the recorder says so once,
+//! when it happens, and keeps counting, per thread, the events it could not
+//! write and the time of the first: at the end they become JVM_LOST records
+//! and an AGENT_ERROR, written before JVM_END into the room the stream file
+//! keeps for them.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use jtrace_format::{Encoder, MethodDef, Payload, Record};
+use jtrace_format::{Encoder, JvmLost, MethodDef, Payload, Record, LOST_STREAM_FULL};
 
 use crate::mutex::lock;
 use crate::stream_file::StreamFile;
@@ -48,18 +54,30 @@ pub struct Recorder {
     buffers: Mutex<Vec<SharedBuf>>,
     lost: AtomicU64,
     dead: AtomicBool,
+    /// Per thread whose events the full stream file kept out: the time of
+    /// the first and how many.
+    lost_by_thread: Mutex<HashMap<u32, (u64, u64)>>,
+    /// Told once, when the stream file first cannot grow.
+    on_full: fn(&str),
 }
 
 impl Recorder {
     /// Takes over `file` (created, opened read-write), maps it and writes
-    /// the stream header.
-    pub fn new(file: File) -> std::io::Result<Recorder> {
+    /// the stream header; `on_full` is told, once, when the file first
+    /// cannot grow (the events from then on are counted, not written).
+    pub fn new(file: File, on_full: fn(&str)) -> std::io::Result<Recorder> {
+        Self::with_stream(StreamFile::create(file)?, on_full)
+    }
+
+    fn with_stream(out: StreamFile, on_full: fn(&str)) -> std::io::Result<Recorder> {
         Ok(Recorder {
-            out: Arc::new(StreamFile::create(file)?),
+            out: Arc::new(out),
             methods: Mutex::new(Methods::default()),
             buffers: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             dead: AtomicBool::new(false),
+            lost_by_thread: Mutex::new(HashMap::new()),
+            on_full,
         })
     }
 
@@ -132,9 +150,33 @@ impl Recorder {
         }
         if !self.out.append(&b.enc.buf) {
             self.count_lost(b.records);
+            if self.out.is_full() {
+                self.lost_by_thread_full(&b.enc.buf, b.records);
+            }
         }
         b.enc.buf.clear();
         b.records = 0;
+    }
+
+    /// Notes a thread's buffer the full stream file could not take: its
+    /// records are the thread's, in time order, so the first one's header
+    /// gives the thread and the time its stream coverage ends.
+    fn lost_by_thread_full(&self, buf: &[u8], records: u64) {
+        let (Some(tid), Some(ts)) = (buf.get(4..8), buf.get(8..16)) else {
+            return;
+        };
+        let tid = u32::from_le_bytes(tid.try_into().expect("4 bytes"));
+        let ts = u64::from_le_bytes(ts.try_into().expect("8 bytes"));
+        let mut m = lock(&self.lost_by_thread);
+        if m.is_empty() {
+            (self.on_full)(&format!(
+                "cannot grow the trace's JVM stream ({}): from now on its events are counted as lost, not written",
+                self.out.full_error().unwrap_or_default()
+            ));
+        }
+        let e = m.entry(tid).or_insert((ts, 0));
+        e.0 = e.0.min(ts);
+        e.1 += records;
     }
 
     /// Writes one record straight to the file (JVM_START, AGENT_ERROR, METHOD_DEF, JVM_END).
@@ -205,13 +247,47 @@ impl Recorder {
             self.flush_locked(&mut lock(b));
         }
         let lost = self.lost.load(Ordering::SeqCst);
-        let end = Record {
+        let mut last = Encoder::new();
+        let by_thread = std::mem::take(&mut *lock(&self.lost_by_thread));
+        if !by_thread.is_empty() {
+            let events: u64 = by_thread.values().map(|&(_, n)| n).sum();
+            last.record(&Record {
+                tid,
+                ts,
+                payload: Payload::AgentError(format!(
+                    "the JVM stream could not grow ({}): {events} events of {} threads were not written",
+                    self.out.full_error().unwrap_or_default(),
+                    by_thread.len()
+                )),
+            });
+        }
+        let mut by_thread: Vec<(u32, (u64, u64))> = by_thread.into_iter().collect();
+        by_thread.sort_by_key(|&(t, (first, _))| (first, t));
+        // JVM_END (24 bytes) always fits: JVM_LOST records that would not
+        // are left out (the total in JVM_END still counts their events).
+        let room = crate::stream_file::RESERVE as usize - 24;
+        for (t, (first, events)) in by_thread {
+            let at = last.buf.len();
+            last.record(&Record {
+                tid: t,
+                ts: first,
+                payload: Payload::JvmLost(JvmLost {
+                    events,
+                    reason: LOST_STREAM_FULL,
+                    reserved: 0,
+                }),
+            });
+            if last.buf.len() > room {
+                last.buf.truncate(at);
+                break;
+            }
+        }
+        last.record(&Record {
             tid,
             ts,
             payload: Payload::JvmEnd(jtrace_format::JvmEnd { lost_events: lost }),
-        };
-        let written = self.write_direct(&end);
-        self.out.close(written);
+        });
+        self.out.close(&last.buf);
     }
 
     /// Bytes reserved in the stream so far (header included).
@@ -239,7 +315,7 @@ impl Drop for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream_file::{CHUNK, INITIAL};
+    use crate::stream_file::{CHUNK, INITIAL, RESERVE};
     use jtrace_format::{Decoder, FileHeader, MethodEvent, FILE_HEADER_LEN, STREAM_COMPLETE};
 
     fn entry(tid: u32, ts: u64, method: u64) -> Record {
@@ -279,7 +355,7 @@ mod tests {
     #[test]
     fn defs_precede_uses_and_losses_are_counted() {
         let (path, f) = stream("defs");
-        let rec = Recorder::new(f).unwrap();
+        let rec = Recorder::new(f, |_| {}).unwrap();
         let (a, b) = (rec.new_thread_buf(), rec.new_thread_buf());
         let def = MethodDef {
             method: 42,
@@ -307,8 +383,9 @@ mod tests {
         assert!(matches!(kinds[2], Payload::MethodEntry(_)));
         assert_eq!(kinds[3], Payload::JvmEnd(jtrace_format::JvmEnd { lost_events: 0 }));
         assert_eq!(kinds.len(), 4);
-        // Truncated to exactly the records written.
-        assert_eq!(data.len() as u64, rec.used());
+        // Truncated to exactly the records written (JVM_END, 24 bytes, is
+        // written at the close, after them).
+        assert_eq!(data.len() as u64, rec.used() + 24);
         assert!(rec.is_dead());
         assert_eq!(rec.lost.load(Ordering::SeqCst), 1);
     }
@@ -329,7 +406,7 @@ mod tests {
 
     fn concurrent_appends(dir: &std::path::Path) {
         let (path, f) = stream_in(dir, "concurrent");
-        let rec = Arc::new(Recorder::new(f).unwrap());
+        let rec = Arc::new(Recorder::new(f, |_| {}).unwrap());
         const PER_THREAD: u64 = 800_000;
         let handles: Vec<_> = (1..=4u32)
             .map(|t| {
@@ -372,13 +449,90 @@ mod tests {
         assert!(next.values().all(|&n| n == PER_THREAD), "{next:?}");
     }
 
+    /// A stream that cannot grow any more (here its mapping is 8 MiB; a
+    /// full disk is the same path, tested end to end in tests/loss.rs)
+    /// keeps every record written before the first that failed, whole and
+    /// in order, then says what was lost: an AGENT_ERROR, one JVM_LOST per
+    /// thread with the time of its first lost event and its count, and
+    /// JVM_END with the total, all in the room kept for them. The failure
+    /// is told once, when it happens.
+    #[test]
+    fn a_full_stream_says_what_it_lost_per_thread() {
+        static TOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let (path, f) = stream("full");
+        let out = StreamFile::create_mapped(f, &[8 << 20]).unwrap();
+        let rec = Arc::new(
+            Recorder::with_stream(out, |m| {
+                assert!(m.contains("reached the size of its mapping"), "{m}");
+                TOLD.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+        );
+        const PER_THREAD: u64 = 200_000;
+        let handles: Vec<_> = (1..=3u32)
+            .map(|t| {
+                let rec = rec.clone();
+                std::thread::spawn(move || {
+                    let buf = rec.new_thread_buf();
+                    for i in 0..PER_THREAD {
+                        rec.push(&buf, &entry(t, 1000 + i, u64::from(t)));
+                    }
+                    rec.retire(&buf);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(TOLD.load(Ordering::SeqCst), 1);
+        rec.finish(0, u64::MAX);
+        let data = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(data.len() as u64 <= 8 << 20);
+        assert_eq!(
+            FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE,
+            STREAM_COMPLETE
+        );
+        let mut written: HashMap<u32, u64> = HashMap::new();
+        let mut lost: HashMap<u32, (u64, u64)> = HashMap::new();
+        let (mut errors, mut end) = (0, None);
+        for r in records(&data) {
+            match r.payload {
+                Payload::MethodEntry(_) => {
+                    assert!(lost.is_empty() && errors == 0, "an entry after the losses");
+                    let n = written.entry(r.tid).or_default();
+                    assert_eq!(r.ts, 1000 + *n, "tid {} out of order", r.tid);
+                    *n += 1;
+                }
+                Payload::AgentError(m) => {
+                    assert!(m.contains("could not grow") && m.contains("3 threads"), "{m}");
+                    errors += 1;
+                }
+                Payload::JvmLost(l) => {
+                    assert_eq!(l.reason, LOST_STREAM_FULL);
+                    lost.insert(r.tid, (r.ts, l.events));
+                }
+                Payload::JvmEnd(e) => end = Some(e.lost_events),
+                p => panic!("unexpected {p:?}"),
+            }
+        }
+        assert_eq!(errors, 1);
+        assert_eq!(lost.len(), 3, "{lost:?}");
+        for t in 1..=3 {
+            let w = written.get(&t).copied().unwrap_or(0);
+            // Each thread's events are complete up to its first lost one.
+            assert_eq!(lost[&t], (1000 + w, PER_THREAD - w), "tid {t}");
+        }
+        assert_eq!(end, Some(lost.values().map(|&(_, n)| n).sum::<u64>()));
+    }
+
     /// A writer that dies without finishing (kill -9) leaves the records it
     /// appended, then zero fill up to the allocated size, and no complete
     /// flag: the decoder stops cleanly at the zeros.
     #[test]
     fn unfinished_stream_is_a_readable_prefix() {
         let (path, f) = stream("killed");
-        let rec = Recorder::new(f).unwrap();
+        let rec = Recorder::new(f, |_| {}).unwrap();
         let buf = rec.new_thread_buf();
         for i in 0..5000 {
             rec.push(&buf, &entry(7, i, 1));
@@ -389,7 +543,7 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         // Preallocated (by the creator, maybe more by the grower), not truncated.
         let len = data.len() as u64;
-        assert!(len >= INITIAL && len.is_multiple_of(CHUNK), "{len}");
+        assert!(len >= INITIAL && (len - RESERVE).is_multiple_of(CHUNK), "{len}");
         assert_eq!(FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE, 0);
         let recs = records(&data);
         // Whole 64 KiB chunks reached the file; the last partial buffer did not.

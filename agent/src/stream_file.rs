@@ -11,8 +11,19 @@
 //! Because the data is in a shared file mapping it survives a crash or a
 //! kill -9 of the JVM: the file then ends with zero bytes (reserved or
 //! preallocated space never written), which readers take as the end of the
-//! written data. At the end the file is truncated to the used size and the
-//! header is marked [`STREAM_COMPLETE`].
+//! written data. At the end the last records are written after the data,
+//! the file is truncated to the used size and the header is marked
+//! [`STREAM_COMPLETE`].
+//!
+//! A full disk is never silent: [`RESERVE`] bytes of the file stay
+//! allocated beyond what appenders may use, so when the file cannot grow
+//! any more, appends fail (the caller counts them) but the last records
+//! (what was lost, and JVM_END) still fit after the data written.
+//!
+//! Memory stays bounded: behind the appenders, the grower gives the pages
+//! already written back to the kernel ([`KEEP_MAPPED`]) and starts their
+//! writeback, so the JVM's resident set and dirty page cache do not grow
+//! with the trace.
 
 use std::fs::File;
 use std::mem::ManuallyDrop;
@@ -35,6 +46,14 @@ pub(crate) const CHUNK: u64 = 2 << 20;
 /// Virtual lengths tried for the mapping, largest first (only the pages
 /// written cost memory; a smaller one is tried if the address space is limited).
 const VIRTUAL_LENGTHS: [u64; 4] = [256 << 30, 16 << 30, 1 << 30, 64 << 20];
+/// Bytes of the file kept allocated beyond what appenders may use: room for
+/// the last records ([`StreamFile::close`]) on a full disk.
+pub(crate) const RESERVE: u64 = 1 << 20;
+/// Bytes of the mapping left mapped behind the last append; before that,
+/// written pages are unmapped (MADV_DONTNEED: a shared file mapping keeps
+/// their data in the page cache, and an appender still writing there only
+/// faults them back in) and their writeback started.
+pub(crate) const KEEP_MAPPED: u64 = 64 << 20;
 
 /// The mapped stream file and its counters.
 pub(crate) struct StreamFile {
@@ -45,8 +64,16 @@ pub(crate) struct StreamFile {
     cap: u64,
     /// Next free byte: appenders reserve `[pos, pos + n)` with fetch_add.
     pos: AtomicU64,
-    /// Bytes of the file allocated (and safe to write through the mapping).
+    /// Bytes of the file appenders may use: allocated, safe to write
+    /// through the mapping, and followed by [`RESERVE`] more allocated bytes.
     ready: AtomicU64,
+    /// The start of the earliest append that failed (u64::MAX: none): the
+    /// data written is whole up to here.
+    first_failed: AtomicU64,
+    /// Why the file could not grow, once it could not.
+    full_error: Mutex<Option<String>>,
+    /// Mapped bytes below this offset were unmapped (grower only).
+    released: AtomicU64,
     /// Appenders between their check of `closed` and the end of their copy.
     writers: AtomicUsize,
     /// No more appends (VM death, or the recorder is dropped).
@@ -76,9 +103,15 @@ impl StreamFile {
     /// Maps `file` (opened read-write), allocates its first bytes and
     /// writes the stream header (not yet marked complete).
     pub(crate) fn create(file: File) -> std::io::Result<StreamFile> {
+        Self::create_mapped(file, &VIRTUAL_LENGTHS)
+    }
+
+    /// [`StreamFile::create`] with the first of `lengths` that can be mapped
+    /// as the mapping's length (the stream's maximum size).
+    pub(crate) fn create_mapped(file: File, lengths: &[u64]) -> std::io::Result<StreamFile> {
         let mut err = None;
         let mut found = None;
-        for len in VIRTUAL_LENGTHS {
+        for &len in lengths {
             match MmapOptions::new().len(len as usize).map_raw(&file) {
                 Ok(map) => {
                     found = Some((map, len));
@@ -98,6 +131,9 @@ impl StreamFile {
             cap,
             pos: AtomicU64::new(FILE_HEADER_LEN as u64),
             ready: AtomicU64::new(0),
+            first_failed: AtomicU64::new(u64::MAX),
+            full_error: Mutex::new(None),
+            released: AtomicU64::new(0),
             writers: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             full: AtomicBool::new(false),
@@ -107,7 +143,10 @@ impl StreamFile {
             grower: Mutex::new(None),
             prefill,
         };
-        if let Err(e) = m.grow_locked(INITIAL.min(cap)) {
+        if let Err(e) = m
+            .allocate(0, RESERVE.min(cap))
+            .and_then(|()| m.grow_locked(INITIAL.min(cap) - RESERVE))
+        {
             // SAFETY: our mapping, never used.
             unsafe { libc::munmap(m.map.as_mut_ptr().cast(), m.cap as usize) };
             return Err(e);
@@ -118,16 +157,28 @@ impl StreamFile {
         Ok(m)
     }
 
-    /// Allocates the file up to at least `target` bytes (the caller holds
-    /// the grow lock, or is the creator).
+    /// Makes appenders' room at least `target` bytes (the caller holds the
+    /// grow lock, or is the creator), [`RESERVE`] more allocated beyond.
     fn grow_locked(&self, target: u64) -> std::io::Result<()> {
-        let fd = self.file.as_raw_fd();
         let mut ready = self.ready.load(Ordering::Acquire);
         while ready < target {
-            let step = CHUNK.min(self.cap - ready);
+            let step = CHUNK.min(self.cap - ready - RESERVE);
             if step == 0 {
                 return Err(std::io::Error::other("the stream reached the size of its mapping"));
             }
+            self.allocate(ready + RESERVE, step)?;
+            ready += step;
+            self.ready.store(ready, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Allocates `[at, at + step)` of the file and faults it into the
+    /// mapping (the caller holds the grow lock, or is the creator).
+    fn allocate(&self, at: u64, step: u64) -> std::io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        {
+            let ready = at;
             // Real blocks, so that a full disk is an error here and never
             // a SIGBUS in a thread writing through the mapping.
             // SAFETY: plain syscall on our own fd.
@@ -161,8 +212,6 @@ impl StreamFile {
                     libc::MADV_POPULATE_WRITE,
                 )
             };
-            ready += step;
-            self.ready.store(ready, Ordering::Release);
         }
         Ok(())
     }
@@ -201,7 +250,7 @@ impl StreamFile {
     }
 
     fn append_open(self: &Arc<Self>, bytes: &[u8]) -> bool {
-        if self.closed.load(Ordering::SeqCst) || self.full.load(Ordering::Relaxed) {
+        if self.closed.load(Ordering::SeqCst) || self.full.load(Ordering::SeqCst) {
             return false;
         }
         let n = bytes.len() as u64;
@@ -211,7 +260,19 @@ impl StreamFile {
             // The grower is behind: grow ourselves (the only blocking path).
             self.waits.fetch_add(1, Ordering::Relaxed);
             let _g = lock(&self.grow);
-            if end > self.cap || self.grow_locked(end).is_err() {
+            // Once full, the file never grows again: every append from the
+            // first that failed on fails too, so the data stays whole up to it.
+            let grown = if self.full.load(Ordering::SeqCst) {
+                Err(std::io::Error::other("full"))
+            } else if end + RESERVE > self.cap {
+                Err(std::io::Error::other("the stream reached the size of its mapping"))
+            } else {
+                self.grow_locked(end)
+            };
+            if let Err(e) = grown {
+                self.first_failed.fetch_min(start, Ordering::SeqCst);
+                // The reason first, so that whoever sees `full` finds it.
+                lock(&self.full_error).get_or_insert_with(|| e.to_string());
                 self.full.store(true, Ordering::SeqCst);
                 return false;
             }
@@ -245,9 +306,21 @@ impl StreamFile {
         }
     }
 
-    /// Stops appends, waits for those in flight, marks the header complete
-    /// if asked, and truncates the file to the bytes used.
-    pub(crate) fn close(&self, complete: bool) {
+    /// Whether an append failed because the file could not grow.
+    pub(crate) fn is_full(&self) -> bool {
+        self.full.load(Ordering::SeqCst)
+    }
+
+    /// Why the file could not grow, once an append failed for it.
+    pub(crate) fn full_error(&self) -> Option<String> {
+        lock(&self.full_error).clone()
+    }
+
+    /// Stops appends, waits for those in flight, writes `last` (whole
+    /// records, at most [`RESERVE`] bytes: what does not fit is left out)
+    /// right after the data, truncates the file to the bytes used and marks
+    /// its header complete.
+    pub(crate) fn close(&self, last: &[u8]) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -255,7 +328,15 @@ impl StreamFile {
             std::thread::yield_now();
         }
         let _g = lock(&self.grow);
-        let used = self.pos.load(Ordering::SeqCst).min(self.ready.load(Ordering::SeqCst));
+        let data = (self.pos.load(Ordering::SeqCst))
+            .min(self.first_failed.load(Ordering::SeqCst))
+            .min(self.ready.load(Ordering::SeqCst));
+        let last = &last[..last.len().min(RESERVE as usize)];
+        // SAFETY: no appender is left; [data, data + RESERVE) is allocated
+        // (ready + RESERVE bytes are) and inside the mapping (pages the
+        // grower released fault back in).
+        unsafe { std::ptr::copy_nonoverlapping(last.as_ptr(), self.map.as_mut_ptr().add(data as usize), last.len()) };
+        let used = data + last.len() as u64;
         if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
             eprintln!(
                 "jtrace agent (debug): stream {} bytes; {} appends waited for the file to grow",
@@ -267,14 +348,12 @@ impl StreamFile {
         let _ = self.file.set_len(used);
         // Complete only once the file has its final length: a reader may
         // map a complete stream (it never shrinks again).
-        if complete {
-            let mut h = FileHeader::new(JVM_MAGIC);
-            h.flags |= STREAM_COMPLETE;
-            let b = h.to_bytes();
-            // SAFETY: no appender is left; the header is inside the file.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_mut_ptr(), b.len()) };
-            let _ = self.map.flush_range(0, b.len());
-        }
+        let mut h = FileHeader::new(JVM_MAGIC);
+        h.flags |= STREAM_COMPLETE;
+        let b = h.to_bytes();
+        // SAFETY: no appender is left; the header is inside the file.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.map.as_mut_ptr(), b.len()) };
+        let _ = self.map.flush_range(0, b.len());
         let _ = self.file.sync_data();
         // Give the (large) virtual range back: appenders see `closed` and
         // never touch it again, and the grower checks it under the grow lock.
@@ -346,7 +425,7 @@ fn grower(m: std::sync::Weak<StreamFile>) {
             continue;
         }
         let ready = m.ready.load(Ordering::Relaxed);
-        let target = (m.pos.load(Ordering::Relaxed) + 3 * step_at(ready)).min(m.cap);
+        let target = (m.pos.load(Ordering::Relaxed) + 3 * step_at(ready)).min(m.cap - RESERVE);
         loop {
             // One chunk per lock hold: an appender that caught up waits for
             // one chunk at most.
@@ -356,11 +435,49 @@ fn grower(m: std::sync::Weak<StreamFile>) {
             }
             let ready = m.ready.load(Ordering::Relaxed);
             // A failure is left to the appender that needs the space to report.
-            if ready >= target || m.grow_locked((ready + CHUNK).min(target)).is_err() {
+            if ready >= target || m.full.load(Ordering::SeqCst) || m.grow_locked((ready + CHUNK).min(target)).is_err() {
                 break;
             }
         }
         m.grow_wanted.store(false, Ordering::Release);
+        let _g = lock(&m.grow);
+        // Under the grow lock: close() unmaps the whole range under it.
+        if !m.closed.load(Ordering::SeqCst) {
+            m.release_behind();
+        }
+    }
+}
+
+impl StreamFile {
+    /// Unmaps the pages written more than [`KEEP_MAPPED`] bytes behind the
+    /// last append and starts their writeback (the grower, under the grow
+    /// lock, while the stream is open): the JVM's
+    /// resident set stays bounded, and the dirty pages can be written out
+    /// and reclaimed, whatever the trace's size.
+    fn release_behind(&self) {
+        const PAGE: u64 = 4096;
+        let upto = self.pos.load(Ordering::Relaxed).saturating_sub(KEEP_MAPPED) / PAGE * PAGE;
+        let from = self.released.load(Ordering::Relaxed);
+        if upto < from + GROW_STEP {
+            return;
+        }
+        // SAFETY: a range of our own mapping; for a shared file mapping
+        // MADV_DONTNEED only drops the page table entries (the data stays in
+        // the page cache, and a late write faults the page back in).
+        unsafe {
+            libc::madvise(
+                self.map.as_mut_ptr().add(from as usize).cast(),
+                (upto - from) as usize,
+                libc::MADV_DONTNEED,
+            );
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                from as i64,
+                (upto - from) as i64,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+        self.released.store(upto, Ordering::Relaxed);
     }
 }
 

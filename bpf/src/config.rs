@@ -100,6 +100,10 @@ pub struct RecorderConfig {
     /// Library functions to interpose (uprobe + uretprobe): LIB_CALL spans,
     /// named by PROBE_DEF records with probe ids 0, 1, … in this order.
     pub lib_calls: Vec<LibCallSpec>,
+    /// Called, from the recorder's thread, with a message when the stream
+    /// file cannot be written (disk full) — when it happens; the recording
+    /// goes on and counts what it could not write ([`crate::KernelStats::unwritten`]).
+    pub on_write_error: Option<fn(&str)>,
 }
 
 impl RecorderConfig {
@@ -116,6 +120,7 @@ impl RecorderConfig {
             page_faults: true,
             block_io: true,
             lib_calls: Vec::new(),
+            on_write_error: None,
         }
     }
 

@@ -39,8 +39,10 @@
 //! Inside: `config.rs` says what to record, `features.rs` checks the
 //! kernel, `setup.rs` loads and attaches the programs (`libcalls.rs`
 //! finds the library functions), `recorder.rs` runs the session on its
-//! consumer thread, `pump.rs` moves the ring buffer's records into the
-//! file, `paths.rs` names the files they refer to, and `stats.rs` counts.
+//! consumer thread, `pump.rs` moves the ring buffer's records to
+//! `sink.rs`, which writes them to the file (and counts what a full disk
+//! keeps out of it), `paths.rs` names the files they refer to, and
+//! `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
 //! shared with this crate (build.rs generates its Rust side), the
 //! `*.bpf.h` headers are the programs' own, and the record layouts are the
@@ -56,6 +58,7 @@ mod pump;
 mod recorder;
 pub mod safepoints;
 mod setup;
+mod sink;
 mod stats;
 
 pub use config::{RecorderConfig, SyscallMode, DEFAULT_RINGBUF_BYTES};

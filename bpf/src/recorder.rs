@@ -14,8 +14,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use jtrace_format::{Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC};
 
 use crate::features::{check_pid_max, required_kernel_features};
-use crate::pump::{pump, ring_buffer, Sink};
+use crate::pump::{pump, ring_buffer};
 use crate::setup::setup;
+use crate::sink::Sink;
 use crate::stats::{read_stats, KernelStats};
 use crate::{resolve_lib_calls, RecorderConfig, ResolvedLibCall};
 
@@ -156,17 +157,23 @@ fn record(
 ) -> Result<KernelStats> {
     let mut object = MaybeUninit::uninit();
     let (mut sk, mut uprobes) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
-    let sink = RefCell::new(Sink::new(file));
+    let written = file.metadata().map_or(0, |m| m.len());
+    let name = cfg.out_name.display().to_string();
+    let sink = RefCell::new(Sink::new(file, name, written, cfg.on_write_error));
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
     pump(&rb, &mut sk, &mut uprobes, &sink, stop)?;
     drop(rb);
 
+    sink.borrow_mut().flush();
     let mut stats = read_stats(&sk, &sink.borrow().counts())?;
     stats.probe_defs = probes.len() as u64;
     stats.records += stats.probe_defs;
-    let file = sink.into_inner().finish(&cfg.out_name)?;
-    file.sync_all()
-        .with_context(|| format!("fsync {}", cfg.out_name.display()))?;
+    let (_file, failure) = sink.into_inner().finish();
+    if let Some(f) = failure {
+        stats.unwritten = f.unwritten;
+        stats.unwritten_since = (f.since != u64::MAX).then_some(f.since);
+        stats.write_error = Some(f.error);
+    }
     Ok(stats)
 }

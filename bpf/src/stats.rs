@@ -26,6 +26,16 @@ const KINDS: [(u16, &str); 11] = [
     (kind::LIB_CALL, "lib_call"),
 ];
 
+/// The name of a kernel record kind in [`KernelStats`], the recorder's own
+/// kinds included ("other" if unknown).
+pub(crate) fn kind_name(k: u16) -> &'static str {
+    match k {
+        kind::FILE_PATH => "file_path",
+        kind::PROBE_DEF => "probe_def",
+        _ => KINDS.iter().find(|&&(x, _)| x == k).map_or("other", |&(_, n)| n),
+    }
+}
+
 /// Counters of one recording session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KernelStats {
@@ -53,6 +63,16 @@ pub struct KernelStats {
     pub lost: BTreeMap<&'static str, u64>,
     /// Sum of [`KernelStats::lost`].
     pub lost_total: u64,
+    /// Records taken from the ring buffer but not written to the stream
+    /// file (it could not be written: disk full), by kind name; empty when
+    /// everything was written.
+    pub unwritten: BTreeMap<&'static str, u64>,
+    /// The earliest time of a record not written: the stream file covers
+    /// the recording up to here. `None` when everything was written.
+    pub unwritten_since: Option<u64>,
+    /// Why the stream file could not be written to its end, if it could not
+    /// (the recording went on: the ring buffer kept being drained).
+    pub write_error: Option<String>,
     /// SWITCH_IN records (included in `emitted["switch_in"]`) that the BPF
     /// side inferred because a thread was switched out without its switch-in
     /// having been reported; they carry `prev_tid` [`PREV_TID_UNKNOWN`](crate::PREV_TID_UNKNOWN).

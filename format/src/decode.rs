@@ -323,10 +323,65 @@ impl<'a> Decoder<'a> {
     }
 }
 
+/// Bytes at the end of a JVM stream that [`jvm_end_in_tail`] looks at.
+pub const JVM_END_TAIL: usize = 64;
+
+/// The JVM_END record that ends a finished JVM stream, found in the last
+/// bytes of the file (`tail`, up to [`JVM_END_TAIL`] of them): the agent
+/// writes it last, so a writer can check how its stream ended without
+/// reading it all. `None` if the stream does not end with one.
+pub fn jvm_end_in_tail(tail: &[u8]) -> Option<JvmEnd> {
+    (crate::RECORD_HEADER_LEN + 8..=tail.len()).step_by(8).find_map(|len| {
+        let rec = &tail[tail.len() - len..];
+        let (k, l) = (
+            u16::from_le_bytes([rec[0], rec[1]]),
+            u16::from_le_bytes([rec[2], rec[3]]),
+        );
+        if k != kind::JVM_END || usize::from(l) != len {
+            return None;
+        }
+        match Decoder::new(rec, 0).next() {
+            Some(Ok(Record {
+                payload: Payload::JvmEnd(e),
+                ..
+            })) => Some(e),
+            _ => None,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{fd_kind, Encoder, EXIT_BY_EXCEPTION, SYSCALL_BLOCKED};
+
+    #[test]
+    fn jvm_end_is_found_in_the_tail() {
+        let mut enc = Encoder::new();
+        enc.record(&Record {
+            tid: 1,
+            ts: 2,
+            payload: Payload::AgentError("x".repeat(40)),
+        });
+        assert_eq!(
+            jvm_end_in_tail(&enc.buf[enc.buf.len().saturating_sub(JVM_END_TAIL)..]),
+            None
+        );
+        enc.record(&Record {
+            tid: 1,
+            ts: 3,
+            payload: Payload::JvmEnd(JvmEnd { lost_events: 7 }),
+        });
+        let tail = &enc.buf[enc.buf.len().saturating_sub(JVM_END_TAIL)..];
+        assert_eq!(jvm_end_in_tail(tail), Some(JvmEnd { lost_events: 7 }));
+        // A JVM_END with a trailing field added later is found too.
+        let mut longer = tail[tail.len() - 24..].to_vec();
+        longer[2] = 32;
+        longer.extend_from_slice(&[0; 8]);
+        assert_eq!(jvm_end_in_tail(&longer), Some(JvmEnd { lost_events: 7 }));
+        assert_eq!(jvm_end_in_tail(&tail[..tail.len() - 8]), None);
+        assert_eq!(jvm_end_in_tail(&[]), None);
+    }
 
     #[test]
     fn round_trip_every_kind() {

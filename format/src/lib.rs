@@ -42,7 +42,7 @@ pub use batch::{
     batch_events, BatchEvents, BatchWriter, BatchedKind, BatchedMethodEvent, MethodBatch, BATCH_MAX_EVENTS,
     BATCH_METHOD_LIMIT,
 };
-pub use decode::{DecodeError, Decoder, RawRecord};
+pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL};
 pub use encode::Encoder;
 pub use jvm::{
     virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmStart, MethodDef,

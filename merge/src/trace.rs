@@ -18,6 +18,9 @@ pub struct Losses {
     /// stream's path): a stream cut off inside a record, too short to
     /// read, ended early, or whose writer could not write everything.
     pub truncated: Vec<String>,
+    /// Per thread whose events an agent could not write (JVM_LOST): the
+    /// thread, the time of its first lost event and how many it lost.
+    pub jvm_lost_threads: Vec<(u32, u64, u64)>,
     /// Where the kernel stream's coverage ends when it ends before the
     /// recording did (see [`ThreadInfo::kernel_until`](crate::ThreadInfo::kernel_until)).
     pub kernel_covered_until: Option<u64>,

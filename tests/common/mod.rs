@@ -189,7 +189,7 @@ pub fn assert_exact(trace: &Trace) {
     for th in &r.threads {
         assert_eq!(
             th.wall_ns,
-            th.cpu_ns + th.off_cpu_ns.total(),
+            th.cpu_ns + th.off_cpu_ns.total() + th.not_covered_ns,
             "thread {} not exact",
             th.tid
         );
@@ -235,4 +235,72 @@ pub fn record_ground_truth(jdk: &str, scenario: &str, extra: &[&str]) -> PathBuf
     );
     assert!(o.status.success(), "{jdk} {scenario}: jtrace run failed");
     out
+}
+
+/// The output of `program args…` and its peak resident set in KiB, as
+/// GNU time measures it (`/usr/bin/time`, Debian's `time`): the rusage of
+/// a child forked from a large test process would count the test's own
+/// memory, from before the exec.
+pub fn run_measured(program: &Path, args: &[&std::ffi::OsStr]) -> (Output, u64) {
+    let report = std::env::temp_dir().join(format!("jtrace-test-rss-{}-{}", std::process::id(), rand_suffix()));
+    let o = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("run /usr/bin/time (Debian package `time`)");
+    let kib = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|s| s.lines().last().and_then(|l| l.trim().parse().ok()))
+        .expect("GNU time's report");
+    let _ = std::fs::remove_file(&report);
+    (o, kib)
+}
+
+/// The unprivileged test account `jtrace-test` (scripts/test-user.sh
+/// creates it): (uid, gid).
+pub fn test_user_ids() -> (u32, u32) {
+    static IDS: OnceLock<(u32, u32)> = OnceLock::new();
+    *IDS.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-user.sh");
+        let st = Command::new("bash").arg(script).status().expect("run test-user.sh");
+        assert!(st.success(), "cannot create the test account jtrace-test");
+        let id = |flag: &str| -> u32 {
+            let o = Command::new("id").args([flag, "jtrace-test"]).output().unwrap();
+            String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
+        };
+        (id("-u"), id("-g"))
+    })
+}
+
+/// A tmpfs of a given size mounted on a fresh directory (mode 1777), for
+/// the full-disk tests (root); unmounted when dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn new(name: &str, size: &str) -> Tmpfs {
+        let dir = tempdir(name).join("fs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=1777"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            st.success(),
+            "cannot mount a tmpfs on {} (the test needs root)",
+            dir.display()
+        );
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
 }

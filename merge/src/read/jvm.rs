@@ -187,6 +187,7 @@ impl TraceReader {
                 Payload::JvmLost(l) => {
                     let th = self.thread(tid);
                     th.jvm_until = Some(th.jvm_until.map_or(ts, |u| u.min(ts)));
+                    self.trace.losses.jvm_lost_threads.push((tid, ts, l.events));
                     lost.0 += 1;
                     lost.1 += l.events;
                     lost.2 = Some(lost.2.map_or(ts, |u| u.min(ts)));

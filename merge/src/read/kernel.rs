@@ -124,6 +124,7 @@ impl TraceReader {
                     let info = SyscallInfo { tid, enter: ts, rec };
                     let idx = match &mut self.sorter {
                         Some(s) => s.add_syscall(info),
+                        None if self.scan.is_some() => 0,
                         None => {
                             self.trace.syscalls.push(info);
                             (self.trace.syscalls.len() - 1) as u32

@@ -18,7 +18,7 @@ use crate::spill::Sorter;
 use crate::tid_map::TidMap;
 use crate::trace::Trace;
 use jtrace_format::{self as fmt, FileHeader};
-use records::{read_stream, records};
+use records::{read_stream, records, RecordReader};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use vthreads::VirtualThreads;
@@ -33,6 +33,9 @@ pub(crate) struct TraceReader {
     /// sort instead of `trace.events`, syscall records travel with their
     /// events.
     pub(crate) sorter: Option<Box<Sorter>>,
+    /// Scans ([`Trace::scan`]): events are not kept, only each thread's
+    /// first and last time.
+    scan: Option<TidMap<(u64, u64)>>,
     /// GC / safepoint windows per JVM pid, spread into its Java threads
     /// after reading.
     pub(crate) windows: HashMap<u32, Vec<(u64, Cause, bool)>>,
@@ -100,6 +103,43 @@ impl Trace {
         }
         t.set_kernel_coverage(kernel_until);
         Ok(t)
+    }
+
+    /// Reads a trace directory's tables only: every table [`Trace::open`]
+    /// fills (threads with their first and last times, methods, losses,
+    /// counts, metadata) but no events and no syscall table, in memory
+    /// bounded by the number of threads, methods and strings, not by the
+    /// trace's length (the streams are read record by record, mapped and
+    /// released behind the reader when finished). What `jtrace info` shows.
+    pub fn scan(dir: &Path) -> anyhow::Result<Trace> {
+        let mut r = TraceReader::begin(dir)?;
+        r.scan = Some(TidMap::default());
+        let kpath = dir.join(fmt::KERNEL_FILE);
+        if r.readable_stream(&kpath, true) {
+            let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;
+            r.read_kernel(&kpath, &mut recs);
+            if let Some(e) = recs.error {
+                anyhow::bail!("cannot read {}: {e}", kpath.display());
+            }
+        }
+        for p in jvm_files(dir)? {
+            if !r.readable_stream(&p, false) {
+                continue;
+            }
+            let (header, mut recs) = RecordReader::open(&p, fmt::JVM_MAGIC)?;
+            r.read_jvm(&p, &header, &mut recs);
+            if let Some(e) = recs.error {
+                anyhow::bail!("cannot read {}: {e}", p.display());
+            }
+        }
+        let kernel_until = r.kernel_coverage(&kpath);
+        for (tid, (first, last)) in r.scan.take().unwrap_or_default() {
+            let th = r.thread(tid);
+            th.first_ts = first;
+            th.last_ts = last;
+        }
+        r.trace.set_kernel_coverage(kernel_until);
+        Ok(r.trace)
     }
 
     /// Gives every thread the kernel stream's coverage end.
@@ -357,6 +397,11 @@ impl TraceReader {
     fn push_own(&mut self, tid: u32, ts: u64, event: Event) {
         if let Some(s) = &mut self.sorter {
             s.push(tid, ts, event);
+            return;
+        }
+        if let Some(spans) = &mut self.scan {
+            let s = spans.entry(tid).or_insert((ts, ts));
+            *s = (s.0.min(ts), s.1.max(ts));
             return;
         }
         self.trace.events.entry(tid).or_default().push(Timed { ts, event });

@@ -1,0 +1,268 @@
+//! The stream file's writer: records from the ring buffer, buffered and
+//! appended to `kernel.bin` (with the FILE_PATH records they call for).
+//!
+//! A write that fails (disk full) does not stop the recording: the file is
+//! cut back to its last whole write, the failure is reported at once, and
+//! every later record is counted, by kind, as not written, with the
+//! earliest time among them, while the consumer keeps draining the ring
+//! buffer so that the kernel side never stalls.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+
+use jtrace_format::{kind, Encoder, RECORD_HEADER_LEN};
+
+use crate::paths::PathResolver;
+use crate::stats::{kind_name, ConsumerCounts};
+
+/// Records are written to the file in blocks of about this many bytes.
+const BLOCK: usize = 1 << 20;
+
+/// Why records stopped being written, and what was not.
+pub(crate) struct WriteFailure {
+    /// The error, with the file's name.
+    pub(crate) error: String,
+    /// Records not written, by kind name.
+    pub(crate) unwritten: BTreeMap<&'static str, u64>,
+    /// The earliest time of a record not written: the file covers the
+    /// recording up to here.
+    pub(crate) since: u64,
+}
+
+impl WriteFailure {
+    fn count(&mut self, rec: &[u8]) {
+        let k = u16::from_le_bytes([rec[0], rec[1]]);
+        *self.unwritten.entry(kind_name(k)).or_default() += 1;
+        if let Some(ts) = rec.get(8..16) {
+            self.since = self.since.min(u64::from_le_bytes(ts.try_into().expect("8 bytes")));
+        }
+    }
+}
+
+/// The consumer side of the ring buffer: appends samples to the file.
+pub(crate) struct Sink {
+    file: File,
+    /// For messages.
+    name: String,
+    /// Records not yet written, whole.
+    buf: Vec<u8>,
+    /// Records in `buf`.
+    buffered: u64,
+    /// Bytes in the file.
+    written: u64,
+    /// Records written to the file.
+    pub(crate) records: u64,
+    malformed: u64,
+    /// WAKEUP records written by [`crate::pump`] at the end: not counted by
+    /// the BPF side.
+    pub(crate) flushed_wakeups: u64,
+    paths: PathResolver,
+    failure: Option<WriteFailure>,
+    /// Told of a write failure when it happens.
+    on_error: Option<fn(&str)>,
+}
+
+impl Sink {
+    /// A sink appending to `file` (named `name` in messages), which holds
+    /// `written` bytes of the stream so far; `on_error` hears of a failure
+    /// when it happens.
+    pub(crate) fn new(file: File, name: String, written: u64, on_error: Option<fn(&str)>) -> Sink {
+        Sink {
+            file,
+            name,
+            buf: Vec::with_capacity(BLOCK + 4096),
+            buffered: 0,
+            written,
+            records: 0,
+            malformed: 0,
+            flushed_wakeups: 0,
+            paths: PathResolver::default(),
+            failure: None,
+            on_error,
+        }
+    }
+
+    /// One ring-buffer sample: one record, or several written together (a
+    /// switch with its SYSCALL / PAGE_FAULT, SWITCH_OUT and SWITCH_IN).
+    /// Returns how many records it held.
+    pub(crate) fn sample(&mut self, mut data: &[u8]) -> u64 {
+        let mut n = 0;
+        while !data.is_empty() {
+            // The BPF side writes each record's length into its header; a
+            // length that disagrees with the sample would desynchronise every
+            // reader after it, so the rest of the sample is dropped.
+            let len = match data.get(2..4) {
+                Some(b) => u16::from_le_bytes([b[0], b[1]]) as usize,
+                None => 0,
+            };
+            if len < RECORD_HEADER_LEN || len > data.len() || len & 7 != 0 {
+                self.malformed += 1;
+                break;
+            }
+            let (rec, rest) = data.split_at(len);
+            self.record(rec);
+            n += 1;
+            data = rest;
+        }
+        n
+    }
+
+    fn record(&mut self, data: &[u8]) {
+        if let Some(f) = &mut self.failure {
+            f.count(data);
+            return;
+        }
+        self.buf.extend_from_slice(data);
+        self.buffered += 1;
+        if u16::from_le_bytes([data[0], data[1]]) == kind::SYSCALL {
+            if let Some(rec) = self.paths.file_path(data) {
+                let mut enc = Encoder::new();
+                enc.record(&rec);
+                self.buf.extend_from_slice(&enc.buf);
+                self.buffered += 1;
+            }
+        }
+        if self.buf.len() >= BLOCK {
+            self.flush();
+        }
+    }
+
+    /// Writes the buffered records to the file; on failure, cuts the file
+    /// back to its last whole write and counts them as not written.
+    pub(crate) fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        match self.file.write_all(&self.buf) {
+            Ok(()) => {
+                self.written += self.buf.len() as u64;
+                self.records += self.buffered;
+            }
+            Err(e) => self.fail(&e),
+        }
+        self.buf.clear();
+        self.buffered = 0;
+    }
+
+    fn fail(&mut self, e: &std::io::Error) {
+        let error = format!("cannot write {}: {e}", self.name);
+        if let Some(report) = self.on_error {
+            report(&format!(
+                "{error}; the kernel events from now on are counted as lost, and the recording goes on"
+            ));
+        }
+        // A partial write leaves part of a record; the blocks it took are
+        // better given back (meta.json still has to be written).
+        let _ = self.file.set_len(self.written);
+        let mut f = WriteFailure {
+            error,
+            unwritten: BTreeMap::new(),
+            since: u64::MAX,
+        };
+        let mut rest = &self.buf[..];
+        while rest.len() >= RECORD_HEADER_LEN {
+            let len = (u16::from_le_bytes([rest[2], rest[3]]) as usize).clamp(RECORD_HEADER_LEN, rest.len());
+            f.count(&rest[..len]);
+            rest = &rest[len..];
+        }
+        self.failure = Some(f);
+    }
+
+    /// What the sink counted.
+    pub(crate) fn counts(&self) -> ConsumerCounts {
+        ConsumerCounts {
+            records: self.records,
+            malformed: self.malformed,
+            flushed_wakeups: self.flushed_wakeups,
+            file_paths: self.paths.written,
+        }
+    }
+
+    /// Writes what is buffered; returns the file and, if some records could
+    /// not be written, why and which.
+    pub(crate) fn finish(mut self) -> (File, Option<WriteFailure>) {
+        self.flush();
+        if let Err(e) = self.file.sync_all() {
+            if self.failure.is_none() {
+                self.fail(&e);
+            }
+        }
+        (self.file, self.failure)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kind: u16, len: u16, ts: u64) -> Vec<u8> {
+        let mut r = vec![0u8; len as usize];
+        r[..2].copy_from_slice(&kind.to_le_bytes());
+        r[2..4].copy_from_slice(&len.to_le_bytes());
+        r[8..16].copy_from_slice(&ts.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn samples_are_split_into_records_and_bad_lengths_counted() {
+        let path = std::env::temp_dir().join(format!("jtrace-bpf-sink-{}", std::process::id()));
+        let mut sink = Sink::new(File::create(&path).unwrap(), "test".into(), 0, None);
+        // A batch of three records, then a lone one.
+        let batch = [
+            rec(kind::WAKEUP, 40, 1),
+            rec(kind::SWITCH_OUT, 32, 2),
+            rec(kind::SWITCH_IN, 32, 3),
+        ]
+        .concat();
+        sink.sample(&batch);
+        sink.sample(&rec(kind::SWITCH_IN, 32, 4));
+        sink.flush();
+        assert_eq!((sink.records, sink.malformed), (4, 0));
+        // A length past the sample's end: the rest of the sample is dropped.
+        let mut bad = [rec(kind::SWITCH_OUT, 32, 5), rec(kind::SWITCH_IN, 32, 6)].concat();
+        bad[34] = 64;
+        sink.sample(&bad);
+        // Not a multiple of 8, and shorter than a header.
+        sink.sample(&rec(kind::SWITCH_IN, 20, 7));
+        sink.sample(&[0u8; 3]);
+        let (_, failure) = sink.finish();
+        assert!(failure.is_none());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 40 + 32 + 32 + 32 + 32);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A full device: the file keeps its whole blocks, the records that did
+    /// not fit are counted by kind with the earliest time, and later
+    /// samples are only counted; the failure is reported once, at once.
+    #[test]
+    fn a_full_device_counts_what_was_not_written() {
+        static REPORTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        // /dev/full: every write fails with ENOSPC.
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let mut sink = Sink::new(
+            full,
+            "/dev/full".into(),
+            0,
+            Some(|m| {
+                assert!(m.contains("No space left on device"), "{m}");
+                REPORTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+        );
+        // More than a block, so that the first write happens while sampling.
+        let n = BLOCK / 64 + 10;
+        for i in 0..n as u64 {
+            sink.sample(&[rec(kind::SWITCH_OUT, 32, 1000 + i), rec(kind::SWITCH_IN, 32, 1000 + i)].concat());
+        }
+        assert_eq!(REPORTS.load(std::sync::atomic::Ordering::SeqCst), 1);
+        sink.sample(&rec(kind::WAKEUP, 40, 500));
+        let (_, failure) = sink.finish();
+        let f = failure.expect("a failure");
+        assert!(f.error.contains("cannot write /dev/full"), "{}", f.error);
+        assert_eq!(f.unwritten["switch_out"], n as u64);
+        assert_eq!(f.unwritten["switch_in"], n as u64);
+        assert_eq!(f.unwritten["wakeup"], 1);
+        assert_eq!(f.since, 500);
+        assert_eq!(REPORTS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}
