@@ -13,7 +13,9 @@ mod agent_conf;
 mod attach;
 mod hotspot;
 mod info;
+mod memory;
 mod options;
+mod output;
 mod progress;
 mod record;
 mod report;
@@ -22,6 +24,7 @@ mod session;
 mod signals;
 mod trace_dir;
 mod user;
+mod view_plan;
 mod views;
 mod why;
 

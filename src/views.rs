@@ -1,10 +1,14 @@
 //! `jtrace timeline` and `jtrace export`: the CLI side of the views in
 //! jtrace-timeline, and the streaming flags shared by `report`, `text` and
-//! `export`.
+//! `export`. Output files are written whole or not at all (`output.rs`);
+//! the in-memory views read as much of the trace as fits (`view_plan.rs`).
 
+use crate::output::OutputFile;
+use crate::view_plan::{plan, ScopeArgs};
 use anyhow::Context;
 use jtrace_merge::Trace;
 use jtrace_timeline::export::Exporter;
+use jtrace_timeline::scope::ViewKind;
 use jtrace_timeline::{export, html};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,8 +52,9 @@ pub struct TextArgs {
     pub stream: StreamArgs,
 }
 
-/// Arguments of `jtrace timeline` (which reads the whole trace into memory:
-/// the page embeds every invocation and interval).
+/// Arguments of `jtrace timeline` (the page embeds every invocation and
+/// interval it draws: the whole trace when it fits in memory, else the
+/// part `--window`/`--thread` select).
 #[derive(clap::Args)]
 pub struct TimelineArgs {
     /// Trace directory.
@@ -64,10 +69,9 @@ pub struct TimelineArgs {
     /// Size of the PNG, WIDTHxHEIGHT.
     #[arg(long, default_value = "1600x1000", value_parser = parse_size)]
     pub png_size: (u32, u32),
-    /// Time window of the PNG, FROM..TO since the trace start (e.g.
-    /// 120ms..180ms; units ns, us, ms, s); default: the whole trace.
-    #[arg(long, requires = "png", value_parser = html::parse_window)]
-    pub window: Option<(u64, u64)>,
+    /// What to draw, and in how much memory.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// Page title (default: the traced command).
     #[arg(long)]
     pub title: Option<String>,
@@ -78,6 +82,9 @@ pub struct TimelineArgs {
     /// How many of the slowest invocations --why offers.
     #[arg(long, default_value_t = 5, requires = "why")]
     pub why_slowest: usize,
+    /// How a part (`--window`, `--thread`) is read: streamed, within a budget.
+    #[command(flatten)]
+    pub stream: StreamArgs,
 }
 
 fn parse_size(s: &str) -> Result<(u32, u32), String> {
@@ -126,23 +133,21 @@ pub struct ExportArgs {
     /// collapsed: also count off-CPU time outside traced methods; text: show everything.
     #[arg(long)]
     pub all: bool,
-    // collapsed, csv, text; chrome always reads the whole trace.
+    // collapsed, csv, text; chrome reads the whole trace, or the part
+    // `--window`/`--thread` select, streamed.
     #[command(flatten)]
     pub stream: StreamArgs,
+    /// chrome: what to draw, and in how much memory.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }
 
 fn open(path: &Path) -> anyhow::Result<Trace> {
     Trace::open(path).with_context(|| format!("cannot open trace {}", path.display()))
 }
 
-fn create(path: &Path) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
-    let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(std::io::BufWriter::with_capacity(1 << 20, f))
-}
-
 /// `jtrace timeline TRACE -o timeline.html [--png out.png]`.
 pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
-    let trace = open(&args.trace)?;
     let paths = match &args.why {
         Some(method) => {
             let opts = jtrace_merge::why::WhyOptions {
@@ -156,16 +161,25 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
+    let plan = plan(
+        &args.trace,
+        ViewKind::Html,
+        "timeline",
+        &args.scope,
+        &args.stream.options(),
+    )?;
     let opts = html::HtmlOptions {
         title: args.title,
         paths,
     };
-    html::write_html(&trace, &opts, create(&args.output)?)
+    let mut out = OutputFile::create(&args.output)?;
+    plan.draw(|view| html::write_html_view(view, &opts, &mut out))
         .with_context(|| format!("cannot write {}", args.output.display()))?;
+    out.commit()?;
     eprintln!("jtrace: wrote {}", args.output.display());
     if let Some(png) = args.png {
         let (w, h) = args.png_size;
-        html::screenshot_window(&args.output, &png, w, h, args.window)?;
+        html::screenshot_window(&args.output, &png, w, h, args.scope.window)?;
         eprintln!("jtrace: wrote {}", png.display());
     }
     Ok(())
@@ -190,6 +204,10 @@ fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> an
 /// `jtrace export TRACE --format perfetto|parquet|pprof|chrome|collapsed|csv|text [-o FILE]`:
 /// chrome reads the whole trace, the others stream unless `--in-memory`.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let scoped = args.scope.window.is_some() || args.scope.thread.is_some() || args.scope.max_memory.is_some();
+    if scoped && args.format != ExportFormat::Chrome {
+        anyhow::bail!("--window, --thread and --max-memory are for --format chrome (the other formats stream)");
+    }
     if args.format == ExportFormat::Parquet {
         let Some(dir) = &args.output else {
             anyhow::bail!("--format parquet writes a directory of tables: give it with -o DIR");
@@ -200,24 +218,50 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     // Open (and check) the trace before creating the output file.
-    let whole = match args.format {
-        ExportFormat::Chrome => Some(open(&args.trace)?),
-        _ if args.stream.in_memory => Some(open(&args.trace)?),
-        _ => None,
+    let (chrome, whole) = match args.format {
+        ExportFormat::Chrome => {
+            let p = plan(
+                &args.trace,
+                ViewKind::Chrome,
+                "Chrome export",
+                &args.scope,
+                &args.stream.options(),
+            )?;
+            (Some(p), None)
+        }
+        _ if args.stream.in_memory => (None, Some(open(&args.trace)?)),
+        _ => (None, None),
     };
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(create(p)?),
+    let mut file = args.output.as_deref().map(OutputFile::create).transpose()?;
+    let out: Box<dyn Write + '_> = match &mut file {
+        Some(f) => Box::new(f),
         None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
+    write_export(&args, chrome, whole.as_ref(), out)?;
+    if let Some(f) = file {
+        f.commit()?;
+    }
+    Ok(())
+}
+
+/// The export of `args.format` to `out`.
+fn write_export(
+    args: &ExportArgs,
+    chrome: Option<crate::view_plan::Plan>,
+    whole: Option<&Trace>,
+    mut out: Box<dyn Write + '_>,
+) -> anyhow::Result<()> {
     let (dir, stream) = (&args.trace, args.stream.options());
-    match (args.format, &whole) {
-        (ExportFormat::Chrome, Some(trace)) => export::write_chrome(trace, out)?,
+    if let Some(plan) = chrome {
+        return Ok(plan.draw(|view| export::write_chrome_view(view, out))?);
+    }
+    match (args.format, whole) {
         (ExportFormat::Collapsed, _) => {
             let opts = export::CollapsedOptions {
                 thread: args.per_thread,
                 all: args.all,
             };
-            match &whole {
+            match whole {
                 Some(trace) => export::write_collapsed(trace, &opts, out)?,
                 None => export::write_collapsed_streaming(dir, &opts, out, &stream)?,
             }
@@ -230,7 +274,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             jtrace_timeline::write_text(trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
         }
         (ExportFormat::Text, None) => write_text(dir, args.all, &args.stream, out)?,
-        (ExportFormat::Chrome, None) => unreachable!("chrome always opens the whole trace"),
+        (ExportFormat::Chrome, _) => unreachable!("chrome is drawn from its plan"),
         (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
         (ExportFormat::Pprof, Some(trace)) => export::Pprof.write_trace(trace, &mut out)?,
         (ExportFormat::Pprof, None) => export::Pprof.write_dir(dir, &mut out, &stream)?,

@@ -24,6 +24,12 @@ pub enum DecodeError {
         /// What is wrong.
         what: &'static str,
     },
+    /// The file shrank while it was read (another process truncated it):
+    /// everything before `offset` is valid.
+    Shrunk {
+        /// Byte offset of the first record not read whole.
+        offset: usize,
+    },
 }
 
 impl std::fmt::Display for DecodeError {
@@ -34,6 +40,12 @@ impl std::fmt::Display for DecodeError {
             }
             DecodeError::Corrupt { offset, what } => {
                 write!(f, "corrupt record at byte {offset}: {what}")
+            }
+            DecodeError::Shrunk { offset } => {
+                write!(
+                    f,
+                    "the file shrank while it was read (truncated by another process?): read up to byte {offset}"
+                )
             }
         }
     }

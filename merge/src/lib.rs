@@ -65,7 +65,8 @@
 //!
 //! 1. `cause` (causes, breakdowns), `meta` (`meta.json`), `tid_map`,
 //!    `options` ([`stream::StreamOptions`], sizes), `file_io` (mapping,
-//!    unlinked temporary files).
+//!    unlinked temporary files), `shrink_guard` (a mapped file that shrinks
+//!    is not a SIGBUS).
 //! 2. The data model: `event` (events, threads, methods), `jit`, `trace`
 //!    ([`Trace`]), `syscall` (syscall numbers and their causes), `windows`
 //!    (which GC/safepoint windows a thread sees).
@@ -102,6 +103,7 @@ mod percentile;
 mod read;
 pub mod report;
 mod run;
+mod shrink_guard;
 mod spill;
 pub mod stream;
 mod syscall;

@@ -93,6 +93,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     let (mut events, span) = SortedEvents::new(sorter.finish()?);
     for (pid, mut wins) in std::mem::take(&mut r.windows) {
         crate::windows::gc_safepoints(&mut wins);
+        r.trace.jvm_stops.insert(pid, wins.clone());
         let threads = r
             .trace
             .threads

@@ -67,6 +67,10 @@ pub struct Trace {
     /// Calls the agent left out as shorter than `--min-duration`
     /// (METHOD_SHORT_DROPPED), by method: (calls, their mean wall ns).
     pub short_dropped: BTreeMap<MethodIdx, (u64, u64)>,
+    /// The JVM-wide stops (GC and safepoint windows) of each JVM, by pid:
+    /// (time, cause, begin) marks in time order, as the walk copies them to
+    /// every Java thread of that JVM ([`Event::Window`](crate::Event::Window)).
+    pub jvm_stops: BTreeMap<u32, Vec<(u64, crate::Cause, bool)>>,
 }
 
 /// A method the agent demoted (its probes removed past the overhead budget).

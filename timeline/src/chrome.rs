@@ -4,9 +4,9 @@
 //! into memory (as the HTML timeline does).
 
 use crate::export::Exporter;
-use crate::model::{collect, pid_of, thread_order, time_origin};
+use crate::model::{pid_of, thread_order, time_origin, View};
 use crate::segments::cause_segments_in;
-use crate::windows::{jvm_windows, window_name, WindowIndex};
+use crate::windows::{window_name, WindowIndex};
 use jtrace_merge::{describe_evidence, Evidence, Trace};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -46,8 +46,14 @@ fn off_args(o: &jtrace_merge::OffCpu) -> serde_json::Map<String, serde_json::Val
 /// state track to the wakee's. Per JVM, a track "JVM stops" ([`STOPS_TID`])
 /// has the GC and safepoint windows ([`jvm_windows`], category `jvm`).
 /// Timestamps are µs since the trace's start ([`time_origin`]).
-pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
-    let threads = collect(trace);
+pub fn write_chrome(trace: &Trace, out: impl Write) -> io::Result<()> {
+    write_chrome_view(&View::whole(trace), out)
+}
+
+/// [`write_chrome`] of a [`View`]: the whole trace, or the part a scope
+/// selects (`otherData.window_ns` and `threads` then say which).
+pub fn write_chrome_view(view: &View, mut out: impl Write) -> io::Result<()> {
+    let (trace, threads) = (view.trace, &view.threads);
     let t0 = time_origin(trace);
     let rel = |ts: u64| us_num(ts.saturating_sub(t0));
     let known: HashMap<u32, (u32, String)> = threads
@@ -61,22 +67,26 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         out.write_all(v.as_bytes())
     };
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(
-        &mut out,
-        &json!({
-            "tool": "jtrace",
-            "command": trace.meta.command.join(" "),
-            "start_realtime_ns": trace.meta.start_realtime_ns,
-            "start_monotonic_ns": t0,
-            "lost_events_kernel": trace.losses.kernel,
-            "lost_events_jvm": trace.losses.jvm,
-            "complete": trace.meta.complete,
-        }),
-    )?;
+    let mut other = json!({
+        "tool": "jtrace",
+        "command": trace.meta.command.join(" "),
+        "start_realtime_ns": trace.meta.start_realtime_ns,
+        "start_monotonic_ns": t0,
+        "lost_events_kernel": trace.losses.kernel,
+        "lost_events_jvm": trace.losses.jvm,
+        "complete": trace.meta.complete,
+    });
+    if let Some((from, to)) = view.scope.window {
+        other["window_ns"] = json!([from.saturating_sub(t0), to.saturating_sub(t0)]);
+    }
+    if let Some(t) = &view.scope.thread {
+        other["threads"] = json!(t);
+    }
+    serde_json::to_writer(&mut out, &other)?;
     out.write_all(b",\"traceEvents\":[")?;
 
     let mut pids: BTreeMap<u32, ()> = BTreeMap::new();
-    for t in &threads {
+    for t in threads {
         pids.insert(pid_of(trace, &t.info), ());
     }
     for pid in pids.keys() {
@@ -89,10 +99,10 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         emit(&mut out, v.to_string())?;
     }
     // JVM-wide stops first, on a track of their own above the threads.
-    let windows = jvm_windows(trace);
-    let index = WindowIndex::new(&windows);
+    let windows = &view.windows;
+    let index = WindowIndex::new(windows);
     let mut named: BTreeMap<u32, ()> = BTreeMap::new();
-    for w in &windows {
+    for w in windows {
         if named.insert(w.pid, ()).is_none() {
             for (name, args) in [
                 ("thread_name", json!({"name": "JVM stops (GC, safepoints)"})),
@@ -118,7 +128,9 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         )?;
     }
     let mut flow_id = 0u64;
-    for (rank, &i) in thread_order(&threads).iter().enumerate() {
+    // A scoped view's state tracks run within its window.
+    let (from, to) = view.scope.window.unwrap_or((0, u64::MAX));
+    for (rank, &i) in thread_order(threads).iter().enumerate() {
         let t = &threads[i];
         let (pid, tid) = (pid_of(trace, &t.info), t.info.tid);
         let stid = tid + STATE_TID_OFFSET;
@@ -161,7 +173,8 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         }
         // The state track: running between off-CPU intervals, then each
         // interval's causes in time order.
-        let mut run_from = t.info.first_ts;
+        let mut run_from = t.info.first_ts.max(from);
+        let last_ts = t.info.last_ts.min(to);
         for o in &t.offs {
             if o.start > run_from {
                 emit(
@@ -217,7 +230,7 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
         }
         // Running up to the thread's last event, or up to where kernel data
         // ends: from there on it is not known whether the thread ran.
-        let covered = t.info.kernel_until.map_or(t.info.last_ts, |k| k.min(t.info.last_ts));
+        let covered = t.info.kernel_until.map_or(last_ts, |k| k.min(last_ts));
         if covered > run_from {
             emit(
                 &mut out,
@@ -228,14 +241,14 @@ pub fn write_chrome(trace: &Trace, mut out: impl Write) -> io::Result<()> {
                 ),
             )?;
         }
-        let uncovered_from = covered.max(t.info.first_ts);
-        if t.info.last_ts > uncovered_from {
+        let uncovered_from = covered.max(t.info.first_ts).max(from);
+        if last_ts > uncovered_from {
             emit(
                 &mut out,
                 format!(
                     "{{\"ph\":\"X\",\"cat\":\"coverage\",\"name\":\"not covered\",\"pid\":{pid},\"tid\":{stid},\"ts\":{},\"dur\":{},\"args\":{{\"why\":\"no kernel data: the kernel stream ended early\"}}}}",
                     rel(uncovered_from),
-                    us_num(t.info.last_ts - uncovered_from)
+                    us_num(last_ts - uncovered_from)
                 ),
             )?;
         }

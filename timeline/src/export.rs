@@ -27,7 +27,7 @@ use jtrace_merge::Trace;
 use std::io::Write;
 use std::path::Path;
 
-pub use crate::chrome::{write_chrome, Chrome, STATE_TID_OFFSET, STOPS_TID};
+pub use crate::chrome::{write_chrome, write_chrome_view, Chrome, STATE_TID_OFFSET, STOPS_TID};
 pub use crate::collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
 pub use crate::csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
 pub use crate::parquet::{write_parquet, TABLES as PARQUET_TABLES};

@@ -12,9 +12,9 @@
 //! re-exported here, where the CLI has always found them.
 
 use crate::highlight::{paths_json, HighlightPath, PathJson};
-use crate::model::{collect, pid_of, thread_order, time_origin, ThreadData};
+use crate::model::{pid_of, thread_order, time_origin, ThreadData, View};
 use crate::segments::{layout_order, window_segments};
-use crate::windows::{jvm_windows, window_name, WindowIndex};
+use crate::windows::{window_name, WindowIndex};
 use jtrace_merge::{describe_evidence, Cause, Evidence, OffCpu, Trace};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -218,6 +218,10 @@ struct PageJson {
     threads: Vec<ThreadJson>,
     /// Critical paths to highlight (`jtrace timeline --why`).
     paths: Vec<PathJson>,
+    /// A scoped page: the time window drawn (ns since the trace start),
+    /// where the viewer opens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window: Option<[u64; 2]>,
 }
 
 /// A process of the trace, as the lanes' group headers name it.
@@ -269,6 +273,7 @@ fn thread_json(
     windows: &WindowIndex,
     pid: u32,
     t0: u64,
+    (from, to): (u64, u64),
 ) -> ThreadJson {
     let rel = |ts: u64| ts.saturating_sub(t0);
     let mut spans = Spans::default();
@@ -308,6 +313,8 @@ fn thread_json(
         });
     }
     let b = &t.totals.breakdown;
+    // A scoped page draws the thread's state within its window only.
+    let (first, last) = (t.info.first_ts.max(from), t.info.last_ts.min(to));
     ThreadJson {
         tid: t.info.tid,
         pid,
@@ -316,11 +323,9 @@ fn thread_json(
         kind: t.category(),
         group: t.info.group.clone(),
         daemon: t.info.daemon,
-        first: rel(t.info.first_ts),
-        last: rel(t.info.last_ts),
-        ucov: (t.info.kernel_until)
-            .filter(|&k| k < t.info.last_ts)
-            .map(|k| rel(k.max(t.info.first_ts))),
+        first: rel(first),
+        last: rel(last),
+        ucov: (t.info.kernel_until).filter(|&k| k < last).map(|k| rel(k.max(first))),
         wall: b.wall,
         cpu: b.cpu,
         off: b.off.0.to_vec(),
@@ -335,10 +340,10 @@ fn thread_json(
 }
 
 /// The page's data as JSON, safe to put inside a `<script>` element.
-fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
-    let threads = collect(trace);
+fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
+    let (trace, threads) = (view.trace, &view.threads);
     let t0 = time_origin(trace);
-    let windows = jvm_windows(trace);
+    let windows = view.windows.clone();
     let m = &trace.meta;
     let last = threads
         .iter()
@@ -351,16 +356,27 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
     if !m.complete {
         problems.push("recording did not finish cleanly: this is a readable prefix".into());
     }
+    let scope = view.scope.window.unwrap_or((0, u64::MAX));
+    if let Some((from, to)) = view.scope.window {
+        problems.push(format!(
+            "this page shows part of the trace: +{}..+{} ms (--window)",
+            crate::text::ms(from.saturating_sub(t0)),
+            crate::text::ms(to.saturating_sub(t0))
+        ));
+    }
+    if let Some(t) = &view.scope.thread {
+        problems.push(format!("this page shows the threads matching {t:?} only (--thread)"));
+    }
     let command = m.command.join(" ");
     let mut strings = Interner::new();
     let index = WindowIndex::new(&windows);
     let kind_of: std::collections::HashMap<u32, u8> = threads.iter().map(|t| (t.info.tid, t.category())).collect();
-    let (processes, order) = process_order(trace, &threads);
+    let (processes, order) = process_order(trace, threads);
     let threads: Vec<ThreadJson> = order
         .into_iter()
         .map(|i| {
             let t = &threads[i];
-            let mut j = thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0);
+            let mut j = thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0, scope);
             // A virtual thread is listed under its carrier, in its group.
             if let Some(&k) = t.info.carrier.and_then(|c| kind_of.get(&c)) {
                 j.kind = k;
@@ -410,6 +426,7 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
         processes,
         threads,
         paths: paths_json(&opts.paths, t0),
+        window: (view.scope.window).map(|(from, to)| [from.saturating_sub(t0), to.saturating_sub(t0)]),
     };
     // `<` only occurs inside JSON strings, where `\u003c` means the same, and
     // then no `</script>` or `<!--` can end the script element early.
@@ -417,8 +434,15 @@ fn page_json(trace: &Trace, opts: &HtmlOptions) -> serde_json::Result<String> {
 }
 
 /// Writes the timeline of `trace` as one self-contained HTML page.
-pub fn write_html(trace: &Trace, opts: &HtmlOptions, mut out: impl Write) -> io::Result<()> {
-    let data = page_json(trace, opts)?;
+pub fn write_html(trace: &Trace, opts: &HtmlOptions, out: impl Write) -> io::Result<()> {
+    write_html_view(&View::whole(trace), opts, out)
+}
+
+/// [`write_html`] of a [`View`]: the whole trace, or the part a scope
+/// selects (the page opens on its window and says what it shows).
+pub fn write_html_view(view: &View, opts: &HtmlOptions, mut out: impl Write) -> io::Result<()> {
+    let trace = view.trace;
+    let data = page_json(view, opts)?;
     let title = html_escape(
         &opts
             .title

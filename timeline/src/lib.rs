@@ -4,8 +4,10 @@
 //!
 //! Layout:
 //!
-//! * the whole-trace model the in-memory views share: `model.rs` (threads
-//!   with their invocations and off-CPU intervals), `windows.rs` (GC and
+//! * the model the in-memory views share: `model.rs` (threads with their
+//!   invocations and off-CPU intervals, of the whole trace or of a part a
+//!   [`Scope`] selects), `scope.rs` (a part read in bounded memory, and the
+//!   memory a view needs), `windows.rs` (GC and
 //!   safepoint windows), `segments.rs` (where each cause of an interval lies
 //!   in time: the one layout rule the Chrome export and the HTML page use);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
@@ -31,6 +33,7 @@ mod model;
 mod parquet;
 mod perfetto;
 mod pprof;
+pub mod scope;
 mod segments;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
@@ -39,17 +42,17 @@ mod why;
 mod windows;
 
 pub use export::{
-    write_chrome, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, write_perfetto,
-    write_perfetto_streaming, CollapsedOptions, Exporter,
+    write_chrome, write_chrome_view, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming,
+    write_perfetto, write_perfetto_streaming, CollapsedOptions, Exporter,
 };
 pub use highlight::{highlight_paths, HighlightPath};
-pub use html::{write_html, HtmlOptions};
-pub use model::{collect, thread_order, time_origin, OffSpan, Span, ThreadData};
+pub use html::{write_html, write_html_view, HtmlOptions};
+pub use model::{collect, thread_order, time_origin, OffSpan, Scope, Span, ThreadData, View};
 pub use segments::{cause_segments, cause_segments_in};
 pub use table::render_report;
 pub use text::{write_text, write_text_streaming, TextOptions};
 pub use why::{render_why, WhyTextOptions};
-pub use windows::{jvm_windows, window_name, JvmWindow};
+pub use windows::{jvm_windows, jvm_windows_of_stops, window_name, JvmWindow};
 
 /// Formats CLOCK_REALTIME nanoseconds as an ISO 8601 UTC date.
 pub fn fmt_realtime(ns: u64) -> String {

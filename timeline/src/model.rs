@@ -1,9 +1,12 @@
-//! The whole-trace model the in-memory views share (the HTML timeline and
-//! the Chrome export): every thread's invocations and off-CPU intervals, in
-//! memory, in the order the views list threads.
+//! The model the in-memory views share (the HTML timeline and the Chrome
+//! export): every thread's invocations and off-CPU intervals, in memory, in
+//! the order the views list threads — of the whole trace, or of the part a
+//! [`Scope`] selects (see `scope.rs`).
 
+use crate::windows::{jvm_windows, JvmWindow};
 use jtrace_merge::{
-    analyze, Breakdown, Evidence, Invocation, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    analyze, glob_match, Breakdown, Evidence, Invocation, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor,
+    Wake,
 };
 
 /// One method invocation of a thread, with its depth on the stack.
@@ -71,30 +74,123 @@ impl ThreadData {
     }
 }
 
+/// The part of a trace a view draws: a time window and/or the threads
+/// whose name (glob) or tid matches.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// From and to, CLOCK_MONOTONIC ns (`None`: the whole trace).
+    pub window: Option<(u64, u64)>,
+    /// Thread name glob or tid (`None`: every thread).
+    pub thread: Option<String>,
+}
+
+impl Scope {
+    /// Whether the scope keeps thread `t`.
+    pub fn keeps_thread(&self, t: &ThreadInfo) -> bool {
+        (self.thread.as_deref()).is_none_or(|p| glob_match(p, t.display_name()) || p == t.tid.to_string())
+    }
+
+    /// Whether the scope keeps something that lasted from `start` to `end`.
+    pub fn keeps(&self, start: u64, end: u64) -> bool {
+        self.window.is_none_or(|(from, to)| end >= from && start <= to)
+    }
+
+    /// Whether it selects anything less than the whole trace.
+    pub fn is_whole(&self) -> bool {
+        self.window.is_none() && self.thread.is_none()
+    }
+}
+
+/// What an in-memory view draws: the trace's tables, its threads with
+/// their invocations and off-CPU intervals, and the JVM-wide stops — of
+/// the whole trace or of a [`Scope`].
+#[derive(Debug)]
+pub struct View<'a> {
+    /// The trace (its tables; its events may not be in memory).
+    pub trace: &'a Trace,
+    /// The threads drawn, in tid order.
+    pub threads: Vec<ThreadData>,
+    /// The JVM-wide stops drawn, by start.
+    pub windows: Vec<JvmWindow>,
+    /// What part of the trace this is (whole: the default).
+    pub scope: Scope,
+}
+
+impl<'a> View<'a> {
+    /// The whole trace, read into memory ([`Trace::open`]).
+    pub fn whole(trace: &'a Trace) -> View<'a> {
+        View {
+            trace,
+            threads: collect(trace),
+            windows: jvm_windows(trace),
+            scope: Scope::default(),
+        }
+    }
+}
+
 #[derive(Default)]
-struct Collector {
-    threads: Vec<ThreadData>,
+pub(crate) struct Collector {
+    pub(crate) threads: Vec<ThreadData>,
     cur: Option<ThreadData>,
     off_sum: Breakdown,
+    /// Only this part of the trace is kept (a scoped view).
+    pub(crate) scope: Scope,
+    /// Items (invocations and intervals) kept, and how many may be: past
+    /// the limit the rest is dropped and `overflow` set.
+    pub(crate) items: usize,
+    pub(crate) max_items: usize,
+    pub(crate) overflow: bool,
+}
+
+impl Collector {
+    /// A collector of the part `scope` selects, keeping at most `max_items`
+    /// invocations and intervals (0: no limit).
+    pub(crate) fn scoped(scope: Scope, max_items: usize) -> Collector {
+        Collector {
+            scope,
+            max_items,
+            ..Default::default()
+        }
+    }
+
+    /// Counts one more item kept; false (and `overflow`) past the limit.
+    fn room(&mut self) -> bool {
+        if self.max_items > 0 && self.items >= self.max_items {
+            self.overflow = true;
+            return false;
+        }
+        self.items += 1;
+        true
+    }
 }
 
 impl Visitor for Collector {
     fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.off_sum = Breakdown::default();
+        if !self.scope.keeps_thread(t) {
+            self.cur = None;
+            return;
+        }
         self.cur = Some(ThreadData {
             info: t.clone(),
             spans: Vec::new(),
             offs: Vec::new(),
             totals: Default::default(),
         });
-        self.off_sum = Breakdown::default();
     }
     fn exit(&mut self, _t: &ThreadInfo, depth: usize, inv: &Invocation) {
+        if self.cur.is_none() || !self.scope.keeps(inv.entry, inv.exit) || !self.room() {
+            return;
+        }
         if let Some(c) = &mut self.cur {
             c.spans.push(Span { inv: *inv, depth });
         }
     }
     fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.off_sum += iv.split;
+        if self.cur.is_none() || !self.scope.keeps(iv.start, iv.end) || !self.room() {
+            return;
+        }
         if let Some(c) = &mut self.cur {
             c.offs.push(OffSpan {
                 start: iv.start,
@@ -114,15 +210,10 @@ impl Visitor for Collector {
         // Off-CPU time after the last switch-out has no switch-in to report
         // it; it is the tail of the thread's life, so rebuild it there.
         let tail = totals.breakdown.off.total().saturating_sub(self.off_sum.off.total());
-        if tail > 0
-            && totals
-                .breakdown
-                .off
-                .0
-                .iter()
-                .zip(self.off_sum.off.0.iter())
-                .all(|(a, b)| a >= b)
-        {
+        let consistent = (totals.breakdown.off.0.iter())
+            .zip(self.off_sum.off.0.iter())
+            .all(|(a, b)| a >= b);
+        if tail > 0 && consistent && self.scope.keeps(t.last_ts - tail, t.last_ts) && self.room() {
             let mut split = Breakdown {
                 wall: tail,
                 ..Default::default()
@@ -143,6 +234,10 @@ impl Visitor for Collector {
                 depth,
                 open: true,
             });
+        }
+        // A scoped view lists the threads alive in its window.
+        if !self.scope.keeps(t.first_ts, t.last_ts) {
+            return;
         }
         c.spans.sort_by_key(|s| (s.inv.entry, s.depth));
         c.offs.sort_by_key(|o| o.start);

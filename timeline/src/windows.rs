@@ -57,6 +57,26 @@ pub fn jvm_windows(trace: &Trace) -> Vec<JvmWindow> {
     pair_windows(marks, &last_ts)
 }
 
+/// [`jvm_windows`] of a trace read without its events (streamed): from the
+/// JVMs' stop marks ([`Trace::jvm_stops`]); a window never ended runs to
+/// the JVM's last Java thread event.
+pub fn jvm_windows_of_stops(trace: &Trace) -> Vec<JvmWindow> {
+    let mut marks: WindowMarks = BTreeMap::new();
+    let mut last_ts: HashMap<u32, u64> = HashMap::new();
+    for (&pid, stops) in &trace.jvm_stops {
+        let m = marks.entry(pid).or_default();
+        for &(ts, cause, begin) in stops {
+            m.insert((ts, begin, cause as usize, begin));
+        }
+        let last = (trace.threads.values())
+            .filter(|t| t.java_name.is_some() && pid_of(trace, t) == pid)
+            .map(|t| t.last_ts)
+            .max();
+        last_ts.insert(pid, last.unwrap_or(0));
+    }
+    pair_windows(marks, &last_ts)
+}
+
 /// Begin/end marks of JVM-wide windows, per JVM: (ts, begin, cause index,
 /// begin), so that at one time an end sorts before a begin.
 pub(crate) type WindowMarks = BTreeMap<u32, BTreeSet<(u64, bool, usize, bool)>>;

@@ -133,6 +133,10 @@ impl Trace {
             }
         }
         let kernel_until = r.kernel_coverage(&kpath);
+        for (pid, mut wins) in std::mem::take(&mut r.windows) {
+            crate::windows::gc_safepoints(&mut wins);
+            r.trace.jvm_stops.insert(pid, wins);
+        }
         for (tid, (first, last)) in r.scan.take().unwrap_or_default() {
             let th = r.thread(tid);
             th.first_ts = first;
@@ -264,6 +268,7 @@ impl TraceReader {
     fn spread_windows(&mut self) {
         for (pid, mut wins) in std::mem::take(&mut self.windows) {
             crate::windows::gc_safepoints(&mut wins);
+            self.trace.jvm_stops.insert(pid, wins.clone());
             let tids: Vec<u32> = self
                 .trace
                 .threads

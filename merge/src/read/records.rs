@@ -3,6 +3,7 @@
 //! released behind the reader when the file is finished, else in chunks).
 
 use crate::file_io::{map_file, read_full, release_behind};
+use crate::shrink_guard::ShrinkGuard;
 use jtrace_format::{self as fmt, DecodeError, Decoder, FileHeader, RawRecord};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -81,7 +82,9 @@ pub(crate) struct RecordReader {
     path: PathBuf,
     file: File,
     /// The whole file, when mapped (`buf`, `pos` and `base` are then
-    /// unused; `mapped_pos` is the file offset).
+    /// unused; `mapped_pos` is the file offset), guarded against the file
+    /// shrinking under it (declared first: unregistered before unmapped).
+    guard: Option<ShrinkGuard>,
     map: Option<memmap2::Mmap>,
     mapped_pos: usize,
     /// Mapped bytes below this offset were released.
@@ -105,9 +108,11 @@ impl RecordReader {
         let header = check_header(path, &head[..n], magic)?;
         let shrinks_no_more = magic == fmt::KERNEL_MAGIC || header.flags & fmt::STREAM_COMPLETE != 0;
         let map = if shrinks_no_more { map_file(&file, CHUNK) } else { None };
+        let guard = map.as_ref().map(|m| ShrinkGuard::new(m.as_ptr(), m.len()));
         let r = RecordReader {
             path: path.to_path_buf(),
             file,
+            guard,
             mapped_pos: fmt::FILE_HEADER_LEN,
             released: 0,
             map,
@@ -172,9 +177,31 @@ impl RecordReader {
             return None;
         }
         let r = Decoder::new(rest, at).next_raw();
+        let end = match &r {
+            Some(Ok(raw)) => at + fmt::RECORD_HEADER_LEN + raw.payload.len(),
+            _ => map.len(),
+        };
+        // The file shrank under the mapping: what was read from its cut
+        // on is zeros, not records.
+        if let Some(cut) = self.guard.as_ref().and_then(ShrinkGuard::shrunk_at) {
+            if cut < end {
+                self.done = true;
+                let now = self.file.metadata().map_or(cut as u64, |m| m.len()) as usize;
+                return Some(Err(DecodeError::Shrunk { offset: now.min(at) }));
+            }
+        }
         match &r {
-            Some(Ok(raw)) => self.mapped_pos += fmt::RECORD_HEADER_LEN + raw.payload.len(),
-            _ => self.done = true,
+            Some(Ok(_)) => self.mapped_pos = end,
+            _ => {
+                self.done = true;
+                // Zeros or a cut record inside the mapped length: the file
+                // shrank within a page (past its end the page reads as
+                // zeros, no fault). The last record may have been cut.
+                let now = self.file.metadata().map_or(u64::MAX, |m| m.len()) as usize;
+                if now < map.len() {
+                    return Some(Err(DecodeError::Shrunk { offset: now.min(at) }));
+                }
+            }
         }
         r
     }
@@ -269,6 +296,67 @@ mod tests {
             if mapped {
                 assert!(r.released >= RELEASE_STEP, "{name}: released {}", r.released);
             }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A mapped stream truncated by another process while it is read: no
+    /// SIGBUS; the records before the cut come out, then the cut is said.
+    /// At a page boundary the next read faults (the SIGBUS handler maps
+    /// zeros there); inside a page the rest of the page reads as zeros.
+    #[test]
+    fn a_mapped_stream_that_shrinks_is_read_up_to_the_cut() {
+        let dir = std::env::temp_dir().join(format!("jtrace-shrink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut enc = fmt::Encoder::new();
+        let n = 3 * CHUNK / 32;
+        for i in 0..n as u64 {
+            enc.record(&fmt::Record {
+                tid: 1,
+                ts: i,
+                payload: fmt::Payload::MethodEntry(fmt::MethodEvent {
+                    method: i,
+                    flags: 0,
+                    reserved: 0,
+                }),
+            });
+        }
+        let mut bytes = fmt::FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
+        bytes.extend_from_slice(&enc.buf);
+        // Past the release step behind the reader: at a page boundary, and
+        // inside a record inside a page.
+        for cut in [RELEASE_STEP * 2 + 4096, RELEASE_STEP * 2 + 4096 + 8] {
+            let path = dir.join(format!("kernel-{cut}.bin"));
+            std::fs::write(&path, &bytes).unwrap();
+            let (_, mut r) = RecordReader::open(&path, fmt::KERNEL_MAGIC).unwrap();
+            assert!(r.map.is_some());
+            let mut read = 0usize;
+            for _ in 0..1000 {
+                r.next_raw().unwrap().unwrap();
+                read += 1;
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(cut as u64)
+                .unwrap();
+            let err = loop {
+                match r.next_raw() {
+                    Some(Ok(rec)) => {
+                        assert_eq!(rec.ts, read as u64);
+                        read += 1;
+                    }
+                    Some(Err(e)) => break e,
+                    None => panic!("cut at {cut}: not noticed"),
+                }
+            };
+            // Every whole record before the cut; inside a page, the one
+            // the cut went through too (its tail zeros: the message says).
+            let whole = (cut - fmt::FILE_HEADER_LEN) / 32;
+            assert!(read == whole || read == whole + 1, "cut at {cut}: {read} of {whole}");
+            assert_eq!(err, DecodeError::Shrunk { offset: cut }, "{err}");
+            assert!(r.next_raw().is_none());
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

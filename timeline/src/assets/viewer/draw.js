@@ -46,7 +46,10 @@ let lanes = [], totalH = 0;
 let hover = null, pinned = null;
 let filterText = '';
 let lastDrawMs = 0, draws = 0;
-const FULL = () => [-D.duration * 0.005, Math.max(D.duration, 1000) * 1.005];
+// A page of part of a trace (`--window`) opens on that part.
+const FULL = () => D.window
+  ? [D.window[0] - (D.window[1] - D.window[0]) * 0.005, D.window[1] + (D.window[1] - D.window[0]) * 0.005]
+  : [-D.duration * 0.005, Math.max(D.duration, 1000) * 1.005];
 [vs, ve] = FULL();
 // `#view=START,END` (ns since the trace start) opens on that window
 // (`jtrace timeline --png --window` uses it).

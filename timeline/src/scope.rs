@@ -1,0 +1,124 @@
+//! The in-memory views of a trace too large to hold whole: the model of
+//! the part a [`Scope`] selects (a time window, some threads), built by a
+//! streamed walk in bounded memory, and the memory a view needs.
+//!
+//! The HTML timeline and the Chrome export embed every invocation and
+//! interval they draw in one document, so their memory grows with what
+//! they draw. Before drawing, the CLI estimates it ([`view_bytes`]) and,
+//! when the whole trace would not fit, either draws the part the user
+//! selected (memory bounded by the part, checked as it is collected:
+//! [`collect_scoped`] stops past a limit) or refuses with what to do.
+
+use crate::model::{Collector, Scope, View};
+use crate::windows::{jvm_windows_of_stops, JvmWindow};
+use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::Trace;
+use std::path::Path;
+
+/// Which in-memory view: their memory per drawn item differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewKind {
+    /// The HTML timeline (`jtrace timeline`).
+    Html,
+    /// The Chrome trace-event JSON (`jtrace export --format chrome`).
+    Chrome,
+}
+
+impl ViewKind {
+    /// Peak bytes per event of the trace when drawn whole: the events read,
+    /// the model (an invocation or interval is about 200 bytes) and the
+    /// document being built. Measured (BENCHMARKS.md) with a margin: HTML
+    /// 151, Chrome 83 bytes per event on 1.4 M events.
+    pub fn bytes_per_event(self) -> u64 {
+        match self {
+            ViewKind::Html => 200,
+            ViewKind::Chrome => 120,
+        }
+    }
+
+    /// Bytes per invocation or interval a scoped view keeps (the events
+    /// themselves are streamed, within the stream budget).
+    pub fn bytes_per_item(self) -> u64 {
+        match self {
+            ViewKind::Html => 500,
+            ViewKind::Chrome => 300,
+        }
+    }
+}
+
+/// The events in a trace directory's streams, at most: a JVM stream's
+/// method events take 8 bytes each in METHOD_BATCH records, every other
+/// record at least 32 — known from the file sizes, without reading them.
+pub fn events_upper_bound(dir: &Path) -> std::io::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let len = e.metadata()?.len();
+        if name == jtrace_format::KERNEL_FILE {
+            n += len / 32;
+        } else if name.starts_with(jtrace_format::JVM_FILE_PREFIX) && name.ends_with(".bin") {
+            n += len / 8;
+        }
+    }
+    Ok(n)
+}
+
+/// Memory a view of `events` events needs, whole.
+pub fn view_bytes(kind: ViewKind, events: u64) -> u64 {
+    events.saturating_mul(kind.bytes_per_event())
+}
+
+/// A scoped model: the trace's tables, the threads drawn, the JVM stops
+/// drawn, and the scope (its window made absolute).
+pub type ScopedModel = (Trace, Vec<crate::ThreadData>, Vec<JvmWindow>, Scope);
+
+/// Reads the part of the trace in `dir` selected by `window` (FROM..TO in
+/// ns since the trace's start, [`crate::time_origin`]) and `thread` (a
+/// name glob or a tid) into a model, streaming the walk within
+/// `stream_opts`' budget: what it keeps is bounded by `max_items`
+/// invocations and intervals (an error past it, saying so).
+pub fn collect_scoped(
+    dir: &Path,
+    window: Option<(u64, u64)>,
+    thread: Option<String>,
+    stream_opts: &StreamOptions,
+    max_items: usize,
+) -> anyhow::Result<ScopedModel> {
+    let (trace, events) = crate::open_streamed(dir, stream_opts)?;
+    let t0 = crate::time_origin(&trace);
+    let scope = Scope {
+        window: window.map(|(a, b)| (t0 + a, t0 + b)),
+        thread,
+    };
+    let mut c = Collector::scoped(scope.clone(), max_items.max(1));
+    stream::analyze(&trace, events, &mut c)?;
+    if c.overflow {
+        anyhow::bail!(
+            "the part of the trace selected still holds more than {max_items} invocations and off-CPU intervals, \
+             more than the memory allowed; select less (a shorter --window, one --thread)"
+        );
+    }
+    let windows = (jvm_windows_of_stops(&trace).into_iter())
+        .filter(|w| scope.keeps(w.start, w.end))
+        .collect();
+    Ok((trace, c.threads, windows, scope))
+}
+
+impl<'a> View<'a> {
+    /// The view of a scoped model ([`collect_scoped`]).
+    pub fn scoped(
+        trace: &'a Trace,
+        threads: Vec<crate::ThreadData>,
+        windows: Vec<JvmWindow>,
+        scope: Scope,
+    ) -> View<'a> {
+        View {
+            trace,
+            threads,
+            windows,
+            scope,
+        }
+    }
+}
