@@ -271,7 +271,9 @@ fn the_agent_unmaps_what_it_has_written() {
     ensure_agent();
     let mut child = Command::new(jtrace())
         .args(["run", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
-        .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "3000", "2", "3000"])
+        // 6 s: over 300 MB even on a loaded 2-core machine (3 s wrote 245 MB
+        // at load 12).
+        .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "6000", "2", "3000"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
