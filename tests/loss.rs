@@ -2,7 +2,9 @@
 //! a full disk under the agent's stream and under kernel.bin, jtrace killed
 //! while the JVM runs on, `jtrace info` on a long trace, and the agent's
 //! mapping of a long stream. Real JVMs, real eBPF, real tmpfs mounts; as
-//! root (the agent test as the unprivileged `jtrace-test`).
+//! root (the agent test as the unprivileged `jtrace-test`). The runs are
+//! `--complete`: adaptive demotion would soon remove the probes of Busy's
+//! hot, short methods, and these tests need their events.
 
 mod common;
 
@@ -48,7 +50,7 @@ fn a_full_disk_under_the_agent_is_counted_and_said() {
     let o = Command::new(jtrace())
         .env("SUDO_UID", uid.to_string())
         .env("SUDO_GID", gid.to_string())
-        .args(["run", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
+        .args(["run", "--complete", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
         .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "2500", "2"])
         .output()
         .unwrap();
@@ -166,7 +168,7 @@ fn after_jtrace_is_killed_time_is_not_covered() {
     let classes = classes();
     ensure_agent();
     let mut child = Command::new(jtrace())
-        .args(["run", "--methods", "Busy.*", "-o", s(&out), "--"])
+        .args(["run", "--complete", "--methods", "Busy.*", "-o", s(&out), "--"])
         .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "2500", "2"])
         .stdout(Stdio::piped())
         .spawn()
@@ -270,7 +272,7 @@ fn the_agent_unmaps_what_it_has_written() {
     let classes = classes();
     ensure_agent();
     let mut child = Command::new(jtrace())
-        .args(["run", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
+        .args(["run", "--complete", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
         // 6 s: over 300 MB even on a loaded 2-core machine (3 s wrote 245 MB
         // at load 12).
         .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "6000", "2", "3000"])

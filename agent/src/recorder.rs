@@ -495,7 +495,7 @@ mod tests {
         );
         let mut written: HashMap<u32, u64> = HashMap::new();
         let mut lost: HashMap<u32, (u64, u64)> = HashMap::new();
-        let (mut errors, mut end) = (0, None);
+        let (mut errors, mut end, mut error) = (0, None, String::new());
         for r in records(&data) {
             match r.payload {
                 Payload::MethodEntry(_) => {
@@ -505,7 +505,8 @@ mod tests {
                     *n += 1;
                 }
                 Payload::AgentError(m) => {
-                    assert!(m.contains("could not grow") && m.contains("3 threads"), "{m}");
+                    assert!(m.contains("could not grow"), "{m}");
+                    error = m;
                     errors += 1;
                 }
                 Payload::JvmLost(l) => {
@@ -517,11 +518,17 @@ mod tests {
             }
         }
         assert_eq!(errors, 1);
-        assert_eq!(lost.len(), 3, "{lost:?}");
+        // A thread that finished before the stream filled (a loaded
+        // machine may run them one after the other) lost nothing.
+        assert!(!lost.is_empty(), "nothing lost");
+        assert!(error.contains(&format!("of {} threads", lost.len())), "{error}");
         for t in 1..=3 {
             let w = written.get(&t).copied().unwrap_or(0);
             // Each thread's events are complete up to its first lost one.
-            assert_eq!(lost[&t], (1000 + w, PER_THREAD - w), "tid {t}");
+            match lost.get(&t) {
+                Some(&l) => assert_eq!(l, (1000 + w, PER_THREAD - w), "tid {t}"),
+                None => assert_eq!(w, PER_THREAD, "tid {t}"),
+            }
         }
         assert_eq!(end, Some(lost.values().map(|&(_, n)| n).sum::<u64>()));
     }
