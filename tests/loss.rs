@@ -50,7 +50,17 @@ fn a_full_disk_under_the_agent_is_counted_and_said() {
     let o = Command::new(jtrace())
         .env("SUDO_UID", uid.to_string())
         .env("SUDO_GID", gid.to_string())
-        .args(["run", "--complete", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
+        .args([
+            "run",
+            "--complete",
+            "--methods",
+            "Busy.*",
+            "--syscalls",
+            "none",
+            "-o",
+            s(&out),
+            "--",
+        ])
         .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "2500", "2"])
         .output()
         .unwrap();
@@ -272,7 +282,17 @@ fn the_agent_unmaps_what_it_has_written() {
     let classes = classes();
     ensure_agent();
     let mut child = Command::new(jtrace())
-        .args(["run", "--complete", "--methods", "Busy.*", "--syscalls", "none", "-o", s(&out), "--"])
+        .args([
+            "run",
+            "--complete",
+            "--methods",
+            "Busy.*",
+            "--syscalls",
+            "none",
+            "-o",
+            s(&out),
+            "--",
+        ])
         // 6 s: over 300 MB even on a loaded 2-core machine (3 s wrote 245 MB
         // at load 12).
         .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "6000", "2", "3000"])
