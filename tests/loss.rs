@@ -86,13 +86,18 @@ fn a_full_disk_under_the_agent_is_counted_and_said() {
             .unwrap();
         let &(_, first, _) = t.losses.jvm_lost_threads.iter().find(|l| l.0 == th.tid).unwrap();
         assert_eq!(th.jvm_until, Some(first), "{name}");
-        // Its invocation of Busy.work, open then, ends there unfinished.
+        // Its invocation of Busy.work, if open then, ends there unfinished
+        // (on a loaded machine a thread may lose only its last events,
+        // written after the call returned).
         let work = invocations(&t)
             .into_iter()
             .find(|(x, i)| x.tid == th.tid && t.methods[i.method as usize].name == "work")
             .unwrap()
             .1;
-        assert!(work.unfinished && work.exit == first, "{name}: {work:?}");
+        assert!(
+            (work.unfinished && work.exit == first) || (!work.unfinished && work.exit <= first),
+            "{name}: first lost at {first}, {work:?}"
+        );
     }
     assert_exact(&t);
     let r = build_report(&t, &Default::default());
