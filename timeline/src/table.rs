@@ -377,3 +377,23 @@ fn left_out_tables(s: &mut String, r: &Report) {
         t.write(s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15: a number wider than its column (1104506.691 ms in an
+    /// 11-wide column) widens the column instead of losing digits.
+    #[test]
+    fn a_wide_number_keeps_its_digits() {
+        let mut t = Table::new(vec![(8, true), (11, false), (11, false)]);
+        t.row(vec!["method".into(), "wall".into(), "cpu".into()]);
+        t.row(vec!["a".into(), ms(1_104_506_691_000), ms(1_000_000)]);
+        let mut s = String::new();
+        t.write(&mut s);
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[1].contains(" 1104506.691 "), "{s}");
+        // The column stays aligned: both rows end at the same place.
+        assert_eq!(lines[0].len(), lines[1].len(), "{s}");
+    }
+}
