@@ -321,7 +321,8 @@ fn block_of(k: u16) -> Option<(Cause, bool)> {
     }
 }
 
-fn pid_from_name(path: &Path) -> Option<u32> {
+/// The pid in a JVM stream's file name (`jvm-<pid>.bin`).
+pub(super) fn pid_from_name(path: &Path) -> Option<u32> {
     path.file_stem()?
         .to_str()?
         .strip_prefix(fmt::JVM_FILE_PREFIX)?

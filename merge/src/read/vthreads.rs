@@ -27,6 +27,7 @@
 //! the in-memory and the streaming reader copy the carriers' events as they
 //! read them ([`VirtualThreads::copies`]).
 
+use super::jvm::pid_from_name;
 use crate::cause::Cause;
 use crate::event::{Event, ThreadInfo};
 use crate::tid_map::TidMap;
@@ -412,12 +413,4 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
         details,
         gaps,
     }
-}
-
-fn pid_from_name(path: &Path) -> Option<u32> {
-    path.file_stem()?
-        .to_str()?
-        .strip_prefix(fmt::JVM_FILE_PREFIX)?
-        .parse()
-        .ok()
 }
