@@ -457,6 +457,12 @@ impl<'a> ThreadWalk<'a> {
     /// Closes the frames still open at the thread's last event (as
     /// unfinished) and reports [`Visitor::thread_end`].
     pub fn finish(mut self, v: &mut dyn Visitor) -> ThreadTotals {
+        // The thread's first lost event (or the stream's end) is later than
+        // its last recorded one: its open invocations were still running
+        // there, so they end there, as they do when a later event exists.
+        if let (Some(end), Some(_), false) = (self.jvm_until, self.last, self.stack.is_empty()) {
+            self.cross_coverage_ends(end.saturating_add(1), v);
+        }
         if let Some(last) = self.last {
             while let Some(f) = self.stack.pop() {
                 close(
@@ -913,6 +919,46 @@ mod tests {
         assert_eq!(c.ivs[0].split.off.get(Cause::Unknown), 40);
         assert_eq!(c.ivs[1].split.off.get(Cause::Unknown), 10);
         assert_eq!(c.totals.unwrap().anomalies, 0);
+    }
+
+    /// A thread that recorded nothing after its last event before the JVM
+    /// coverage end (its next event was the first one lost): its open
+    /// invocations still end at the coverage end, not at its last event.
+    #[test]
+    fn open_invocations_end_at_a_later_jvm_coverage_end() {
+        let th = ThreadInfo {
+            tid: 1,
+            jvm_until: Some(50),
+            ..Default::default()
+        };
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            ev(10, Event::Enter(1)),
+            ev(20, out(true)),
+            ev(40, IN),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        assert_eq!(c.invs.len(), 2);
+        assert!(c.invs.iter().all(|i| i.unfinished && i.exit == 50), "{:?}", c.invs);
+        let outer = c.invs[1].breakdown;
+        assert_eq!((outer.wall, outer.cpu), (50, 30));
+        assert_eq!(outer.wall, outer.cpu + outer.off.total() + outer.not_covered);
+        // Without open invocations the thread's time is not extended.
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            ev(
+                10,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        assert_eq!(c.invs[0].exit, 10);
+        assert_eq!(c.totals.unwrap().breakdown.wall, 10);
     }
 
     #[test]
