@@ -322,7 +322,15 @@ fn jit_state_at_entry() {
     for jdk in JDKS {
         let out = tempdir("jit").join("jit.jtrace");
         let java = java(jdk);
-        let cmd = [java.to_str().unwrap(), "-cp", classes.to_str().unwrap(), "JitWarm"];
+        // Foreground compilation: the call that triggers a compile waits for it,
+        // so when compiled code runs does not depend on the machine's load.
+        let cmd = [
+            java.to_str().unwrap(),
+            "-XX:-BackgroundCompilation",
+            "-cp",
+            classes.to_str().unwrap(),
+            "JitWarm",
+        ];
         let n = CALLS.to_string();
         let o = jtrace_run(
             &out,

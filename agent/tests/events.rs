@@ -662,7 +662,13 @@ fn overhead_of_the_agent() {
                 .collect::<HashMap<_, _>>()
         };
         let (without, with) = (best(false), best(true));
-        for k in ["cpu-loop", "unpark-park-1M", "parkNanos1-20k", "sleep0-100k"] {
+        for k in [
+            "cpu-loop",
+            "cpu-loop-cpu",
+            "unpark-park-1M",
+            "parkNanos1-20k",
+            "sleep0-100k",
+        ] {
             eprintln!(
                 "{j}: {k}: without agent {:.1} ms, with agent {:.1} ms ({:+.0}%)",
                 without[k] as f64 / 1e6,
@@ -670,7 +676,9 @@ fn overhead_of_the_agent() {
                 (with[k] as f64 / without[k] as f64 - 1.0) * 100.0
             );
         }
-        let ratio = with["cpu-loop"] as f64 / without["cpu-loop"] as f64;
-        assert!(ratio < 1.25, "{j}: CPU loop {ratio:.2}x slower with the agent");
+        // On the thread's CPU time: the wall time of a loaded VM measures
+        // the other processes and the hypervisor as much as the agent.
+        let ratio = with["cpu-loop-cpu"] as f64 / without["cpu-loop-cpu"] as f64;
+        assert!(ratio < 1.25, "{j}: CPU loop takes {ratio:.2}x the CPU with the agent");
     }
 }
