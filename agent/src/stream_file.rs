@@ -260,9 +260,16 @@ impl StreamFile {
             // The grower is behind: grow ourselves (the only blocking path).
             self.waits.fetch_add(1, Ordering::Relaxed);
             let _g = lock(&self.grow);
-            // Once full, the file never grows again: every append from the
-            // first that failed on fails too, so the data stays whole up to it.
-            let grown = if self.full.load(Ordering::SeqCst) {
+            // Once full, the file never grows again (`ready` is frozen: it
+            // only grows under this lock, while not full), so every append
+            // from the first that failed on fails too, and the data stays
+            // whole up to it. An append whose room was allocated meanwhile
+            // is written even when the file is full: it starts before the
+            // first failed one, and failing it would cut off the appends
+            // after it that did not wait here (their events lost unsaid).
+            let grown = if end <= self.ready.load(Ordering::Acquire) {
+                Ok(())
+            } else if self.full.load(Ordering::SeqCst) {
                 Err(std::io::Error::other("full"))
             } else if end + RESERVE > self.cap {
                 Err(std::io::Error::other("the stream reached the size of its mapping"))
