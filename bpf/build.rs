@@ -74,8 +74,11 @@ fn sources_in(dir: &Path) -> Vec<PathBuf> {
 fn gen_shared_constants(c_dir: &Path, out: &Path) {
     let header = c_dir.join("jtrace.h");
     let rs = out.join("jtrace_h.rs");
+    // The header expects the kernel's __u32/__u64 from its includer.
+    let prelude = format!("#include <linux/types.h>\n#include \"{}\"\n", header.display());
     bindgen::Builder::default()
-        .header(header.to_string_lossy())
+        .header_contents("prelude.h", &prelude)
+        .allowlist_file(".*/jtrace\\.h")
         .use_core()
         .generate_comments(false)
         .generate()

@@ -44,6 +44,12 @@ pub(crate) struct TraceArgs {
     /// report. Default: every call is written.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) min_duration: Option<Duration>,
+    /// Do not start the JVM with -XX:+PreserveFramePointer (`run` only).
+    /// Saves its cost on CPU-bound code (BENCHMARKS.md), but JIT-compiled
+    /// Java frames then keep no frame pointer: a stack walk stops at the
+    /// first compiled frame, so stacks lose their callers above it.
+    #[arg(long)]
+    pub(crate) no_frame_pointer: bool,
 }
 
 /// `2%`, `0.5`: a percentage in (0, 100].
@@ -102,6 +108,17 @@ pub(crate) struct KernelArgs {
     /// Do not record block I/O requests.
     #[arg(long)]
     no_block_io: bool,
+    /// Do not record stacks (the kernel and user stack of every switch-out
+    /// of a traced thread, and CPU samples).
+    #[arg(long)]
+    no_stacks: bool,
+    /// CPU samples of traced threads per second (a perf clock on each CPU),
+    /// each with its stacks; 0 for none. 99 by default: off the 100 Hz of
+    /// periodic kernel work, well under 1 % of a CPU, and enough to locate
+    /// CPU time over a run of seconds (CPU time itself is exact, from the
+    /// scheduler: samples only say where it went).
+    #[arg(long, value_name = "HZ", default_value_t = jtrace_bpf::DEFAULT_CPU_SAMPLE_HZ)]
+    cpu_samples: u32,
 }
 
 impl KernelArgs {
@@ -110,6 +127,9 @@ impl KernelArgs {
     pub(crate) fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
         if !self.ringbuf_mb.is_power_of_two() {
             bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
+        }
+        if self.cpu_samples > 10_000 {
+            bail!("--cpu-samples {} is more than 10000 per second", self.cpu_samples);
         }
         if let Some(n) = self.ringbuf_bytes.filter(|n| !n.is_power_of_two() || *n < 4096) {
             bail!("--ringbuf-bytes must be a power of two of at least 4096, not {n}");
@@ -129,6 +149,19 @@ impl KernelArgs {
         cfg.page_faults = !self.no_page_faults;
         cfg.block_io = !self.no_block_io;
         cfg.lib_calls = lib_calls;
+        cfg.stacks = !self.no_stacks;
+        cfg.cpu_sample_hz = if self.no_stacks { 0 } else { self.cpu_samples };
+        // The traced JVMs' agent announces what the Java part of a stack needs.
+        cfg.agent_library = crate::agent_conf::agent_path().ok();
+    }
+
+    /// CPU samples per second the recording takes (0: none).
+    pub(crate) fn cpu_sample_hz(&self) -> u32 {
+        if self.no_stacks {
+            0
+        } else {
+            self.cpu_samples
+        }
     }
 }
 

@@ -69,6 +69,10 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
         tool_opts.push(' ');
     }
     tool_opts.push_str(&format!("-agentpath:{}={}", agent.display(), conf_path.display()));
+    // Frame pointers in JIT-compiled code, so that stacks walk through it.
+    if !args.trace.no_frame_pointer {
+        tool_opts.push_str(" -XX:+PreserveFramePointer");
+    }
 
     signals::forward_to_child()?;
     let mut cmd = Command::new(&args.command[0]);

@@ -120,6 +120,8 @@ impl Session {
         traced: Traced,
         recording_user: &User,
     ) -> anyhow::Result<Session> {
+        let mut meta = meta;
+        meta.cpu_sample_hz = kernel.cpu_sample_hz();
         let started = dir.store_meta(&meta).and_then(|()| {
             let name = jtrace_format::KERNEL_FILE;
             let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));

@@ -9,7 +9,7 @@
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
 //! | `overhead_budget` | percent of each thread's time its probes may cost before hot, short methods are demoted (`2`, `0.5%`), or `off` (the default) |
 //! | `min_duration_ns` | calls shorter than this many ns with no traced child, no exception and no block are left out (default 0: none) |
-//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit`, `virtual_threads` | `on` or `off` |
+//! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit`, `virtual_threads`, `stacks` | `on` or `off` |
 //!
 //! Monitor contention, monitor waiting, garbage collection, park, sleep and
 //! JIT (compiled method load/unload) events are on by default; sampled object
@@ -157,6 +157,9 @@ pub struct Config {
     /// `virtual_threads` (default on): virtual threads' starts, ends,
     /// mounts, unmounts and unparks (JDK 21 and later).
     pub virtual_threads: bool,
+    /// `stacks` (default on): what the kernel recorder's stacks need
+    /// (generated code, inlining, `Method*`s, Java threads' frame anchors).
+    pub stacks: bool,
     /// `lt_process_scheduling` (default off; accepted, not implemented yet).
     pub lt_process_scheduling: bool,
     /// `overhead_budget` in hundredths of a percent (0: off, the default):
@@ -184,6 +187,7 @@ impl Default for Config {
             sleep: true,
             jit: true,
             virtual_threads: true,
+            stacks: true,
             lt_process_scheduling: false,
             overhead_budget: 0,
             min_duration_ns: 0,
@@ -293,7 +297,8 @@ impl Config {
             | "park"
             | "sleep"
             | "jit"
-            | "virtual_threads" => {
+            | "virtual_threads"
+            | "stacks" => {
                 let on = match args.as_slice() {
                     ["on"] => true,
                     ["off"] => false,
@@ -310,6 +315,7 @@ impl Config {
                     "sleep" => &mut self.sleep,
                     "jit" => &mut self.jit,
                     "virtual_threads" => &mut self.virtual_threads,
+                    "stacks" => &mut self.stacks,
                     _ => &mut self.lt_process_scheduling,
                 };
                 *slot = on;

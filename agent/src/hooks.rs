@@ -147,6 +147,7 @@ unsafe extern "C" fn on_thread_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
                 register(st, rec, cfg, env, jni, thread, ts);
             }
         });
+        crate::events::code::thread_started(jni, thread);
     });
 }
 
@@ -156,6 +157,7 @@ unsafe extern "C" fn on_thread_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread:
         let Some((rec, cfg)) = active() else { return };
         // The bytecode probes' buffer goes first, before THREAD_END.
         end_own_probe(jni);
+        crate::events::code::thread_ended();
         with_state(rec, |st| {
             // A thread never seen before still gets its identity recorded.
             if !st.registered {

@@ -184,6 +184,12 @@ impl NativeAddresses {
     }
 }
 
+// SAFETY: a jfieldID is valid on every thread for as long as its class is
+// loaded, and java.lang.Thread is never unloaded; the offsets are plain data.
+unsafe impl Send for TidReader {}
+// SAFETY: as for Send; TidReader is never mutated after creation.
+unsafe impl Sync for TidReader {}
+
 impl TidReader {
     /// Finds the offsets in this JVM; `None` if it is not a HotSpot that
     /// describes them (the caller then falls back to thread names).
@@ -250,6 +256,14 @@ impl TidReader {
         None
     }
 
+    /// The `JavaThread*` of `thread` (`java.lang.Thread.eetop`), 0 if it has none.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv and `thread` a live reference.
+    pub(crate) unsafe fn java_thread(&self, jni: *mut JNIEnv, thread: jthread) -> usize {
+        jni!(jni, GetLongField, thread, self.eetop).unwrap_or(0) as usize
+    }
+
     /// The kernel tid of `thread`, if it is alive and the VM says.
     ///
     /// # Safety
@@ -262,4 +276,46 @@ impl TidReader {
         // of this process counts.
         (tid > 0 && std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()).then_some(tid as u32)
     }
+}
+
+/// The offsets of the `(type, field)` pairs of the VM's struct table
+/// (`gHotSpotVMStructs`), each `None` if the VM does not describe it.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
+pub(crate) unsafe fn field_offsets(jni: *mut JNIEnv, wanted: &[(&str, &str)]) -> Option<Vec<Option<usize>>> {
+    if jni.is_null() {
+        return None;
+    }
+    let lib = Libjvm::open(jni)?;
+    let table = exported(lib.handle, c"gHotSpotVMStructs")?;
+    let type_name = exported(lib.handle, c"gHotSpotVMStructEntryTypeNameOffset")?;
+    let field_name = exported(lib.handle, c"gHotSpotVMStructEntryFieldNameOffset")?;
+    let offset = exported(lib.handle, c"gHotSpotVMStructEntryOffsetOffset")?;
+    let stride = exported(lib.handle, c"gHotSpotVMStructEntryArrayStride")?;
+    if table == 0 || stride == 0 {
+        return None;
+    }
+    let mut out = vec![None; wanted.len()];
+    for i in 0..100_000 {
+        let e = table + i * stride;
+        let tn: usize = read(e + type_name)?;
+        if tn == 0 {
+            break;
+        }
+        let fnp: usize = read(e + field_name)?;
+        if fnp == 0 {
+            continue;
+        }
+        let (t, f) = (read_cstr(tn)?, read_cstr(fnp)?);
+        for (slot, _) in out.iter_mut().zip(wanted).filter(|(_, w)| w.0 == t && w.1 == f) {
+            *slot = Some(read::<u64>(e + offset)? as usize);
+        }
+    }
+    Some(out)
+}
+
+/// Reads a pointer-sized word of our own memory; `None` if it is not mapped.
+pub(crate) fn read_word(addr: usize) -> Option<usize> {
+    read(addr)
 }

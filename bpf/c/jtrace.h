@@ -36,4 +36,29 @@
 #define SCM_IO 2
 #define SCM_ALL 3
 
+/* Stacks (`stack_mode`, a bit set; see stacks.bpf.h). */
+#define STACKS_KERNEL 1
+#define STACKS_USER 2
+
+/* Most frames of a stack the BPF programs capture. */
+#define KSTACK_MAX 64
+#define USTACK_MAX 128
+
+/*
+ * What the JVMTI agent tells the BPF programs about its JVM, by calling
+ * jtrace_hotspot_layout() (agent/src/events/code.rs), which a uprobe
+ * reads: where the template interpreter's code is (its frames hold the
+ * Method* at fp - 3 words), and where a JavaThread keeps its last Java
+ * frame (the frame anchor: sp, fp, pc), so that a walk from a thread
+ * blocked in native or VM code finds its Java frames.
+ */
+struct hotspot_layout {
+	__u64 interp_lo;
+	__u64 interp_hi;
+	__u32 anchor_sp;	/* offsets in JavaThread */
+	__u32 anchor_fp;
+	__u32 anchor_pc;
+	__u32 reserved;
+};
+
 #endif /* JTRACE_H */

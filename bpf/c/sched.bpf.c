@@ -13,6 +13,7 @@
 #include "jtrace.bpf.h"
 #include "arch.bpf.h"
 #include "syscall_ctx.bpf.h"
+#include "stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -260,6 +261,25 @@ static __always_inline void flush_wakeup(struct switch_batch *batch)
 		count(&emitted, K_WAKEUP);
 }
 
+/*
+ * The stacks of `prev` at its switch-out, into the trailing fields of its
+ * SWITCH_OUT (stacks.bpf.h). A dying thread's last switch has none.
+ */
+static __always_inline void note_stacks(void *ctx, struct task_struct *prev, __u32 tid, __u32 tgid, __u64 ts,
+					unsigned int prev_state, struct switch_out_stacks_rec *r)
+{
+	struct pt_regs *regs;
+
+	r->kstack = 0;
+	r->ustack = 0;
+	if (prev_state & TASK_DEAD)
+		return;
+	r->kstack = kernel_stack(ctx, 0, tid, ts);
+	regs = saved_regs(prev);
+	if (regs)
+		r->ustack = user_stack(0, tid, tgid, ts, regs->ip, regs->bp, regs->sp);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -275,6 +295,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	struct switch_batch *batch = bpf_map_lookup_elem(&switch_batches, &zero);
 	__u64 ts, in_ts;
 	__u16 why = 0;
+	__u32 size;
 	bool wake = false, pending;
 
 	if (!batch)
@@ -318,7 +339,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			      : why == K_PAGE_FAULT ? sizeof(struct page_fault_rec) : 0;
 		}
 		r = (void *)batch->b + off;
-		rec_hdr_fill(r, K_SWITCH_OUT, sizeof(*r), prev_pid, ts);
+		size = stack_mode ? sizeof(struct switch_out_stacks_rec) : sizeof(*r);
+		rec_hdr_fill(r, K_SWITCH_OUT, size, prev_pid, ts);
 		r->tgid = prev_tgid;
 		/*
 		 * A preempted task stays runnable even if it had already set a
@@ -328,7 +350,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r->prev_state = preempt ? 0 : prev_state;
 		r->cpu = cpu;
 		r->next_tid = next_pid;
-		off += sizeof(*r);
+		if (stack_mode)
+			note_stacks(ctx, prev, prev_pid, prev_tgid, ts, prev_state, (void *)r);
+		off += size;
 	}
 	if (in) {
 		struct switch_in_rec *r;

@@ -104,7 +104,27 @@ pub struct RecorderConfig {
     /// file cannot be written (disk full) — when it happens; the recording
     /// goes on and counts what it could not write ([`crate::KernelStats::unwritten`]).
     pub on_write_error: Option<fn(&str)>,
+    /// Capture the kernel and user stack of every switch-out of a traced
+    /// thread (STACK records, ids in the SWITCH_OUT), with the mappings and
+    /// kernel symbols that name them (MAPPING, KSYM). Default on.
+    pub stacks: bool,
+    /// CPU samples of traced threads per second (a perf clock per CPU), each
+    /// with its stacks (CPU_SAMPLE); 0: none. Default
+    /// [`DEFAULT_CPU_SAMPLE_HZ`]; needs `stacks`.
+    pub cpu_sample_hz: u32,
+    /// The jtrace agent library the traced JVMs load: its two announcement
+    /// functions are probed, so that user stacks of Java threads reach
+    /// their Java frames (through HotSpot's frame anchor) and name
+    /// interpreted frames. `None`: no JVM help (native frames only).
+    pub agent_library: Option<PathBuf>,
 }
+
+/// Default CPU sampling rate: 99 Hz, as perf and async-profiler users
+/// commonly choose — off the 100 Hz of periodic kernel work (no lockstep
+/// with timers), ≈1 % of a CPU at most, and enough to locate where CPU time
+/// goes over seconds of run. CPU time itself is exact from the scheduler,
+/// not sampled: samples only say where in the code it was spent.
+pub const DEFAULT_CPU_SAMPLE_HZ: u32 = 99;
 
 impl RecorderConfig {
     /// A configuration writing to the open file `out` (named `out_name` in
@@ -121,6 +141,9 @@ impl RecorderConfig {
             block_io: true,
             lib_calls: Vec::new(),
             on_write_error: None,
+            stacks: true,
+            cpu_sample_hz: DEFAULT_CPU_SAMPLE_HZ,
+            agent_library: None,
         }
     }
 

@@ -21,7 +21,11 @@
 //! switch-out, read at the switch from the task's saved registers, with no
 //! syscall hook), user page faults that blocked, block I/O requests issued
 //! by traced threads, and interposed library calls
-//! ([`RecorderConfig::lib_calls`]).
+//! ([`RecorderConfig::lib_calls`]). With [`RecorderConfig::stacks`], every
+//! switch-out carries the thread's kernel and user stacks (deduplicated
+//! STACK records), CPU samples ([`RecorderConfig::cpu_sample_hz`]) too, and
+//! the recorder stores what names them later (the processes' executable
+//! mappings with build ids, the kernel symbols used).
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
@@ -41,8 +45,9 @@
 //! finds the library functions), `recorder.rs` runs the session on its
 //! consumer thread, `pump.rs` moves the ring buffer's records to
 //! `sink.rs`, which writes them to the file (and counts what a full disk
-//! keeps out of it), `paths.rs` names the files they refer to, and
-//! `stats.rs` counts.
+//! keeps out of it), `paths.rs` names the files they refer to, `stack_names.rs` stores
+//! what names the stacks' addresses, `sampling.rs` opens the CPU clocks,
+//! and `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
 //! shared with this crate (build.rs generates its Rust side), the
 //! `*.bpf.h` headers are the programs' own, and the record layouts are the
@@ -57,11 +62,13 @@ mod paths;
 mod pump;
 mod recorder;
 pub mod safepoints;
+mod sampling;
 mod setup;
 mod sink;
+mod stack_names;
 mod stats;
 
-pub use config::{RecorderConfig, SyscallMode, DEFAULT_RINGBUF_BYTES};
+pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};
 pub use features::{required_kernel_features, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
@@ -76,7 +83,7 @@ mod skel {
 
 /// The constants of bpf/c/jtrace.h, which the BPF programs share with the
 /// recorder (bindgen, build.rs).
-#[allow(dead_code)]
+#[allow(dead_code, non_camel_case_types)]
 mod jtrace_h {
     include!(concat!(env!("OUT_DIR"), "/jtrace_h.rs"));
 }

@@ -2,11 +2,10 @@
 //! the way the traced program's dynamic linker would find them.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags};
+pub(crate) use jtrace_symbols::elf::{lookup_functions, Sym};
 
 use anyhow::{bail, Context, Result};
 
@@ -168,66 +167,6 @@ fn find_library(lib: &str, cache: &mut Option<Vec<(String, PathBuf)>>) -> Result
             LIB_DIRS.join(", ")
         ),
     }
-}
-
-/// How a library defines a symbol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sym {
-    /// A function, at this file offset.
-    Function(u64),
-    Ifunc,
-    NotFunction,
-    Missing,
-}
-
-const STT_FUNC: u8 = 2;
-const STT_GNU_IFUNC: u8 = 10;
-
-/// How each of `names` is defined in the ELF file at `path`: looked up in
-/// its `.dynsym` and `.symtab` (defined symbols only; local ones count, so
-/// that HotSpot's internal functions can be probed), in one pass. Functions
-/// come with their file offset, found through the loadable segment that
-/// maps their address (what the kernel's uprobes are placed by).
-pub(crate) fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
-    let file = File::open(path)?;
-    // Safety: a read-only private map of a library file, used while this
-    // function runs; libraries are replaced by rename, not rewritten.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
-    let elf = object::File::parse(&*map).map_err(|e| anyhow::anyhow!("not an ELF file: {e}"))?;
-    let file_offset = |addr: u64| {
-        elf.segments().find_map(|seg| {
-            let (off, size) = seg.file_range();
-            let start = seg.address();
-            (addr >= start && addr - start < size).then(|| off + (addr - start))
-        })
-    };
-    let mut out = vec![Sym::Missing; names.len()];
-    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
-        if sym.is_undefined() {
-            continue;
-        }
-        let Ok(name) = sym.name() else { continue };
-        let SymbolFlags::Elf { st_info, .. } = sym.flags() else {
-            continue;
-        };
-        for (i, _) in names.iter().enumerate().filter(|(_, n)| **n == name) {
-            out[i] = match (st_info & 0xf, out[i]) {
-                (_, Sym::Function(off)) => Sym::Function(off),
-                (STT_FUNC, _) => match file_offset(sym.address()) {
-                    Some(off) => Sym::Function(off),
-                    None => bail!(
-                        "{}: function {name} at {:#x} is in no loadable segment",
-                        path.display(),
-                        sym.address()
-                    ),
-                },
-                (STT_GNU_IFUNC, _) => Sym::Ifunc,
-                (_, Sym::Missing) => Sym::NotFunction,
-                (_, was) => was,
-            };
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

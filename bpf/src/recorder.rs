@@ -156,7 +156,7 @@ fn record(
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Result<KernelStats> {
     let mut object = MaybeUninit::uninit();
-    let (mut sk, mut uprobes) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
+    let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     let written = file.metadata().map_or(0, |m| m.len());
     let name = cfg.out_name.display().to_string();
     let sink = RefCell::new(Sink::new(file, name, written, cfg.on_write_error));

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::mem::{offset_of, MaybeUninit};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -11,7 +12,9 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject, UprobeMultiOpts, UprobeOpts};
 
 use crate::features::{kernel_older_than, missing_tracepoints, FILTER_TGID_LIMIT, VMLINUX_BTF};
-use crate::{skel, RecorderConfig, ResolvedLibCall, SyscallMode};
+use crate::libcalls::{lookup_functions, Sym};
+use crate::sampling::open_cpu_clocks;
+use crate::{jtrace_h, skel, RecorderConfig, ResolvedLibCall, SyscallMode};
 
 /// Tracepoints (BTF names `btf_trace_<name>`) of the scheduler programs,
 /// always needed (the interrupt and timer ones tell a wakeup an interrupt
@@ -59,13 +62,14 @@ fn filter_add(bits: &mut [u64], tgid: u32) -> Result<()> {
 
 /// Opens the BPF object with the configuration applied (programs of the
 /// features not wanted are not even loaded), loads it, fills the filter
-/// with the given pids, attaches the tracepoint programs and one uprobe /
-/// uretprobe pair per library call.
+/// with the given pids, attaches the tracepoint programs, one uprobe /
+/// uretprobe pair per library call, the agent's hooks and the CPU
+/// sampler (whose clocks, returned, must outlive its links).
 pub(crate) fn setup<'o>(
     cfg: &RecorderConfig,
     probes: &[ResolvedLibCall],
     object: &'o mut MaybeUninit<OpenObject>,
-) -> Result<(skel::JtraceSkel<'o>, Vec<Link>)> {
+) -> Result<(skel::JtraceSkel<'o>, Vec<Link>, Vec<OwnedFd>)> {
     let mut open = skel::JtraceSkelBuilder::default()
         .open(object)
         .map_err(|e| load_error("opening the BPF object", e))?;
@@ -78,6 +82,11 @@ pub(crate) fn setup<'o>(
     rodata.syscall_mode = cfg.syscalls.bpf_value();
     rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;
     rodata.query_every = query_every(cfg.ringbuf_bytes, libbpf_rs::num_possible_cpus().unwrap_or(1024));
+    rodata.stack_mode = if cfg.stacks {
+        jtrace_h::STACKS_KERNEL | jtrace_h::STACKS_USER
+    } else {
+        0
+    };
     // Full syscall records only: the at-switch ones need no program of their own.
     let syscalls = matches!(cfg.syscalls, SyscallMode::Io | SyscallMode::All);
     let p = &mut open.progs;
@@ -95,6 +104,10 @@ pub(crate) fn setup<'o>(
     p.lib_exit.set_autoload(!probes.is_empty() && !multi);
     p.lib_enter_multi.set_autoload(!probes.is_empty() && multi);
     p.lib_exit_multi.set_autoload(!probes.is_empty() && multi);
+    let agent_hooks = cfg.stacks && cfg.agent_library.is_some();
+    p.hotspot_layout.set_autoload(agent_hooks);
+    p.java_thread.set_autoload(agent_hooks);
+    p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
     let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
     if syscalls {
         wanted.extend(["sys_enter", "sys_exit"]);
@@ -150,12 +163,45 @@ pub(crate) fn setup<'o>(
         filter_add(filter, pid)?;
     }
     sk.attach().map_err(|e| load_error("attaching BPF programs", e))?;
-    let links = if multi {
+    let mut links = if multi {
         attach_lib_calls_multi(&sk, probes)?
     } else {
         attach_lib_calls(&sk, probes)?
     };
-    Ok((sk, links))
+    let mut clocks = Vec::new();
+    if agent_hooks {
+        links.extend(attach_agent_hooks(&sk, cfg.agent_library.as_deref().expect("checked"))?);
+    }
+    if cfg.stacks && cfg.cpu_sample_hz > 0 {
+        clocks = open_cpu_clocks(cfg.cpu_sample_hz, libbpf_rs::num_possible_cpus().unwrap_or(1))?;
+        for fd in &clocks {
+            let link = sk
+                .progs
+                .cpu_sample
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(|e| load_error("attaching the CPU sampler", e))?;
+            links.push(link);
+        }
+    }
+    Ok((sk, links, clocks))
+}
+
+/// The agent's announcement functions (agent/src/events/code.rs), probed
+/// in every process that maps the library.
+fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path) -> Result<Vec<Link>> {
+    let names = ["jtrace_hotspot_layout", "jtrace_java_thread"];
+    let found = lookup_functions(lib, &names).with_context(|| format!("reading {}", lib.display()))?;
+    let mut links = Vec::new();
+    for ((name, sym), prog) in names.iter().zip(found).zip([&sk.progs.hotspot_layout, &sk.progs.java_thread]) {
+        let Sym::Function(offset) = sym else {
+            bail!("{}: no function {name} (not a jtrace agent of this version?)", lib.display());
+        };
+        let link = prog
+            .attach_uprobe_with_opts(-1, lib, offset as usize, UprobeOpts::default())
+            .map_err(|e| load_error(&format!("attaching a uprobe to {name} ({})", lib.display()), e))?;
+        links.push(link);
+    }
+    Ok(links)
 }
 
 /// One uprobe.multi and one uretprobe.multi link per library, for all of

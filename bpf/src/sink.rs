@@ -14,6 +14,7 @@ use std::io::Write;
 use jtrace_format::{kind, Encoder, RECORD_HEADER_LEN};
 
 use crate::paths::PathResolver;
+use crate::stack_names::{is_stack, StackNames};
 use crate::stats::{kind_name, ConsumerCounts};
 
 /// Records are written to the file in blocks of about this many bytes.
@@ -58,6 +59,8 @@ pub(crate) struct Sink {
     /// the BPF side.
     pub(crate) flushed_wakeups: u64,
     paths: PathResolver,
+    /// MAPPING and KSYM records for the addresses of new STACK records.
+    stack_names: StackNames,
     failure: Option<WriteFailure>,
     /// Told of a write failure when it happens.
     on_error: Option<fn(&str)>,
@@ -78,6 +81,7 @@ impl Sink {
             malformed: 0,
             flushed_wakeups: 0,
             paths: PathResolver::default(),
+            stack_names: StackNames::default(),
             failure: None,
             on_error,
         }
@@ -115,7 +119,14 @@ impl Sink {
         }
         self.buf.extend_from_slice(data);
         self.buffered += 1;
-        if u16::from_le_bytes([data[0], data[1]]) == kind::SYSCALL {
+        if is_stack(data) {
+            let mut enc = Encoder::new();
+            self.stack_names.note(data, &mut enc);
+            if !enc.buf.is_empty() {
+                self.buffered += jtrace_format::Decoder::new(&enc.buf, 0).count() as u64;
+                self.buf.extend_from_slice(&enc.buf);
+            }
+        } else if u16::from_le_bytes([data[0], data[1]]) == kind::SYSCALL {
             if let Some(rec) = self.paths.file_path(data) {
                 let mut enc = Encoder::new();
                 enc.record(&rec);
@@ -176,6 +187,8 @@ impl Sink {
             malformed: self.malformed,
             flushed_wakeups: self.flushed_wakeups,
             file_paths: self.paths.written,
+            mappings: self.stack_names.mappings,
+            ksyms: self.stack_names.symbols,
         }
     }
 

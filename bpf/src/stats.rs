@@ -12,7 +12,7 @@ use crate::{jtrace_h, skel};
 
 /// The kernel record kinds the BPF programs emit, with the names used in
 /// [`KernelStats`].
-const KINDS: [(u16, &str); 11] = [
+const KINDS: [(u16, &str); 13] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -24,6 +24,8 @@ const KINDS: [(u16, &str); 11] = [
     (kind::PAGE_FAULT, "page_fault"),
     (kind::BLOCK_IO, "block_io"),
     (kind::LIB_CALL, "lib_call"),
+    (kind::STACK, "stack"),
+    (kind::CPU_SAMPLE, "cpu_sample"),
 ];
 
 /// The name of a kernel record kind in [`KernelStats`], the recorder's own
@@ -43,14 +45,19 @@ pub struct KernelStats {
     pub records: u64,
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
     /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
-    /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`). Every kind
-    /// is present, zero or not.
+    /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`, `"stack"`,
+    /// `"cpu_sample"`). Every kind is present, zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
     pub probe_defs: u64,
     /// FILE_PATH records written by the recorder (one per file or directory
     /// some SYSCALL record named and whose path could be resolved).
     pub file_paths: u64,
+    /// MAPPING records written by the recorder (executable mappings of
+    /// traced processes that hold some stack's addresses).
+    pub mappings: u64,
+    /// KSYM records written by the recorder (kernel functions of stacks).
+    pub ksyms: u64,
     /// Records lost, by kind name: every kernel kind (ring buffer full), plus,
     /// when non-zero, `"filter_full"` (a process could not be added to the
     /// filter because its pid is beyond the filter's capacity, so its events
@@ -91,6 +98,10 @@ pub(crate) struct ConsumerCounts {
     pub(crate) flushed_wakeups: u64,
     /// FILE_PATH records written.
     pub(crate) file_paths: u64,
+    /// MAPPING records written.
+    pub(crate) mappings: u64,
+    /// KSYM records written.
+    pub(crate) ksyms: u64,
 }
 
 /// Sums a per-CPU u64 counter array of the BPF programs.
@@ -126,6 +137,8 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
     let mut st = KernelStats {
         records: sink.records,
         file_paths: sink.file_paths,
+        mappings: sink.mappings,
+        ksyms: sink.ksyms,
         ..Default::default()
     };
     debug_assert!(KINDS.iter().all(|&(k, _)| u32::from(k) < jtrace_h::N_KINDS));
@@ -154,6 +167,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
         &p.lib_exit,
         &p.lib_enter_multi,
         &p.lib_exit_multi,
+        &p.cpu_sample,
     ]
     .into_iter()
     .filter(|prog| prog.autoload())

@@ -31,6 +31,12 @@
 /* Written by the recorder in user space, not by a BPF program. */
 #define K_PROBE_DEF 12
 #define K_FILE_PATH 13
+/* Stacks (issue 16): written by the BPF programs ... */
+#define K_STACK 20
+#define K_CPU_SAMPLE 21
+/* ... and by the recorder in user space. */
+#define K_MAPPING 22
+#define K_KSYM 23
 
 /* prev_tid of an inferred SWITCH_IN: the previous task is not known. */
 #define PREV_TID_UNKNOWN 0xffffffff
@@ -165,6 +171,55 @@ struct lib_call_rec {
 	__u64 ret;
 };
 
+/*
+ * Stacks. With stacks on, every SWITCH_OUT carries the ids of the thread's
+ * kernel and user stacks at that switch-out (0: none) after its base
+ * fields: `len` is then 40 instead of 32, and readers of the base fields
+ * see no difference.
+ */
+struct switch_out_stacks_rec {
+	struct switch_out_rec base;
+	__u32 kstack;
+	__u32 ustack;
+};
+
+/* stack_rec.flags */
+#define STACK_KERNEL 1		/* kernel frames: one u64 pc each */
+#define STACK_USER 2		/* user frames: a ustack_frame each */
+#define STACK_TRUNCATED 4	/* the walk stopped at its depth limit */
+#define STACK_JAVA_ANCHOR 8	/* Java frames came from the thread's last Java frame */
+
+/* A user frame: its pc and, for a frame of the JVM's interpreter, the
+ * Method* of the interpreted method read from the frame (else 0). */
+struct ustack_frame {
+	__u64 pc;
+	__u64 method;
+};
+
+/*
+ * The definition of a stack id, written once (the first time it is used;
+ * again only if the kernel's dedup table forgot it): `n` frames follow,
+ * innermost first, u64 pcs (STACK_KERNEL) or ustack_frames (STACK_USER).
+ * Ids are unique within the stream; tgid is 0 for kernel stacks. The
+ * header tid is the thread that used it first.
+ */
+struct stack_rec {
+	struct rec_hdr h;
+	__u32 id;
+	__u32 tgid;
+	__u32 flags;		/* STACK_* */
+	__u32 n;
+};
+
+/* A CPU sample of a traced thread (perf clock), with its stacks. */
+struct cpu_sample_rec {
+	struct rec_hdr h;
+	__u32 tgid;
+	__u32 cpu;
+	__u32 kstack;
+	__u32 ustack;
+};
+
 /* The reader skips records by len and requires 8-byte multiples. */
 _Static_assert(sizeof(struct rec_hdr) == 16, "rec_hdr");
 _Static_assert(sizeof(struct switch_out_rec) == 32, "switch_out_rec");
@@ -176,5 +231,9 @@ _Static_assert(sizeof(struct syscall_rec) == 112, "syscall_rec");
 _Static_assert(sizeof(struct page_fault_rec) == 40, "page_fault_rec");
 _Static_assert(sizeof(struct block_io_rec) == 48, "block_io_rec");
 _Static_assert(sizeof(struct lib_call_rec) == 40, "lib_call_rec");
+_Static_assert(sizeof(struct switch_out_stacks_rec) == 40, "switch_out_stacks_rec");
+_Static_assert(sizeof(struct stack_rec) == 32, "stack_rec");
+_Static_assert(sizeof(struct ustack_frame) == 16, "ustack_frame");
+_Static_assert(sizeof(struct cpu_sample_rec) == 32, "cpu_sample_rec");
 
 #endif /* JTRACE_KERNEL_RECORDS_H */

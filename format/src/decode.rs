@@ -2,9 +2,7 @@
 //! [`RawRecord`]s whose payloads stay undecoded.
 
 use crate::{
-    batch_events, kind, AllocSample, BatchEvents, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost,
-    JvmStart, LibCall, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, Payload, ProbeDef, Record,
-    SwitchIn, SwitchOut, Syscall, TaskInfo, ThreadStart, Wakeup, RECORD_HEADER_LEN,
+    batch_events, kind, AllocSample, BUILD_ID_MAX, BatchEvents, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, RECORD_HEADER_LEN, Record, STACK_KERNEL, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
 };
 
 /// Why a stream could not be decoded further.
@@ -102,7 +100,10 @@ impl<'a> Cursor<'a> {
 fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
     let mut c = Cursor { b, at: 0 };
     Some(match kind {
-        kind::SWITCH_OUT => Payload::SwitchOut(SwitchOut::from_bytes(b)?),
+        kind::SWITCH_OUT => match SwitchStacks::of_switch_out(b) {
+            Some(st) => Payload::SwitchOutStacks(SwitchOut::from_bytes(b)?, st),
+            None => Payload::SwitchOut(SwitchOut::from_bytes(b)?),
+        },
         kind::SWITCH_IN => Payload::SwitchIn(SwitchIn::from_bytes(b)?),
         kind::WAKEUP => Payload::Wakeup(Wakeup::from_bytes(b)?),
         kind::FORK => Payload::Fork(Fork::from_bytes(b)?),
@@ -208,6 +209,79 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
                 reserved: c.u32()?,
             },
         ),
+        kind::STACK => {
+            let (id, tgid, flags, n) = (c.u32()?, c.u32()?, c.u32()?, c.u32()? as usize);
+            let kernel = flags & STACK_KERNEL != 0;
+            let per = if kernel { 8 } else { 16 };
+            if b.len() < 16 + n.checked_mul(per)? {
+                return None;
+            }
+            let mut frames = Vec::with_capacity(n);
+            for _ in 0..n {
+                let pc = c.u64()?;
+                let method = if kernel { 0 } else { c.u64()? };
+                frames.push(StackFrame { pc, method });
+            }
+            Payload::Stack(Stack {
+                id,
+                tgid,
+                flags,
+                frames,
+            })
+        }
+        kind::CPU_SAMPLE => Payload::CpuSample(CpuSample {
+            tgid: c.u32()?,
+            cpu: c.u32()?,
+            kstack: c.u32()?,
+            ustack: c.u32()?,
+        }),
+        kind::MAPPING => {
+            let tgid = c.u32()?;
+            let id_len = (c.u32()? as usize).min(BUILD_ID_MAX);
+            let (start, end, offset) = (c.u64()?, c.u64()?, c.u64()?);
+            let build_id = b.get(c.at..c.at + id_len)?.to_vec();
+            c.at += 24;
+            Payload::Mapping(Mapping {
+                tgid,
+                start,
+                end,
+                offset,
+                build_id,
+                path: c.str()?,
+            })
+        }
+        kind::KSYM => Payload::Ksym(Ksym {
+            start: c.u64()?,
+            end: c.u64()?,
+            name: c.str()?,
+        }),
+        kind::CODE_BLOB => Payload::CodeBlob(CodeBlob {
+            start: c.u64()?,
+            size: c.u32()?,
+            kind: c.u32()?,
+            name: c.str()?,
+        }),
+        kind::COMPILED_INLINE => {
+            let (code_addr, tier, n) = (c.u64()?, c.u32()?, c.u32()? as usize);
+            let mut pcs = Vec::with_capacity(n.min(b.len() / 16));
+            for _ in 0..n {
+                let (pc, depth, _) = (c.u64()?, c.u32()? as usize, c.u32()?);
+                let mut methods = Vec::with_capacity(depth.min(b.len() / 8));
+                for _ in 0..depth {
+                    methods.push(c.u64()?);
+                }
+                pcs.push(PcInline { pc, methods });
+            }
+            Payload::CompiledInline(CompiledInline { code_addr, tier, pcs })
+        }
+        kind::METHOD_ADDRS => {
+            let (n, _) = (c.u32()? as usize, c.u32()?);
+            let mut methods = Vec::with_capacity(n.min(b.len() / 16));
+            for _ in 0..n {
+                methods.push((c.u64()?, c.u64()?));
+            }
+            Payload::MethodAddrs(MethodAddrs { methods })
+        }
         other => Payload::Unknown(other),
     })
 }
@@ -577,6 +651,74 @@ mod tests {
                     reserved: 0,
                 },
             ),
+            Payload::SwitchOutStacks(
+                SwitchOut {
+                    tgid: 1,
+                    prev_state: 1,
+                    cpu: 0,
+                    next_tid: 9,
+                },
+                SwitchStacks { kstack: 3, ustack: 4 },
+            ),
+            Payload::Stack(Stack {
+                id: 3,
+                tgid: 0,
+                flags: STACK_KERNEL,
+                frames: vec![StackFrame { pc: 0xffff_ffff_8100_0000, method: 0 }; 3],
+            }),
+            Payload::Stack(Stack {
+                id: 4,
+                tgid: 7,
+                flags: crate::STACK_USER | crate::STACK_TRUNCATED,
+                frames: vec![StackFrame { pc: 0x7f00_0000_1000, method: 0x8000 }, StackFrame { pc: 2, method: 0 }],
+            }),
+            Payload::CpuSample(CpuSample {
+                tgid: 1,
+                cpu: 1,
+                kstack: 3,
+                ustack: 4,
+            }),
+            Payload::Mapping(Mapping {
+                tgid: 7,
+                start: 0x1000,
+                end: 0x2000,
+                offset: 0x3000,
+                build_id: vec![0xab; 20],
+                path: "/usr/lib/libc.so.6".into(),
+            }),
+            Payload::Mapping(Mapping {
+                tgid: 7,
+                start: 0x1000,
+                end: 0x2000,
+                offset: 0,
+                build_id: vec![],
+                path: String::new(),
+            }),
+            Payload::Ksym(Ksym {
+                start: 1,
+                end: 2,
+                name: "tcp_recvmsg".into(),
+            }),
+            Payload::CodeBlob(CodeBlob {
+                start: 1,
+                size: 2,
+                kind: crate::CODE_INTERPRETER,
+                name: "Interpreter".into(),
+            }),
+            Payload::CompiledInline(CompiledInline {
+                code_addr: 5,
+                tier: 4,
+                pcs: vec![
+                    PcInline {
+                        pc: 6,
+                        methods: vec![1, 2],
+                    },
+                    PcInline { pc: 7, methods: vec![] },
+                ],
+            }),
+            Payload::MethodAddrs(MethodAddrs {
+                methods: vec![(1, 2), (3, 4)],
+            }),
         ];
         let mut enc = Encoder::new();
         for (i, p) in records.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! Writing records in the on-disk encoding.
 
 use crate::record::payload_kind;
-use crate::{BatchWriter, Payload, Record};
+use crate::{BatchWriter, Payload, Record, BUILD_ID_MAX};
 
 /// Appends records to a byte buffer in the on-disk encoding.
 #[derive(Debug, Default, Clone)]
@@ -51,12 +51,26 @@ impl Encoder {
         self.buf[start + 2..start + 4].copy_from_slice(&len.to_le_bytes());
     }
 
+    /// Appends one record of `kind` whose payload bytes are `payload`
+    /// (zero-padded to 8 bytes): for writers that build payloads
+    /// themselves, as the BPF programs do.
+    pub fn raw(&mut self, kind: u16, tid: u32, ts: u64, payload: &[u8]) {
+        let s = self.begin(kind, tid, ts);
+        self.buf.extend_from_slice(payload);
+        self.end(s);
+    }
+
     /// Encodes one record.
     pub fn record(&mut self, r: &Record) {
         let kind = payload_kind(&r.payload);
         let s = self.begin(kind, r.tid, r.ts);
         match &r.payload {
             Payload::SwitchOut(p) => self.buf.extend_from_slice(&p.to_bytes()),
+            Payload::SwitchOutStacks(p, st) => {
+                self.buf.extend_from_slice(&p.to_bytes());
+                self.u32(st.kstack);
+                self.u32(st.ustack);
+            }
             Payload::SwitchIn(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::Wakeup(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::Fork(p) => self.buf.extend_from_slice(&p.to_bytes()),
@@ -136,6 +150,68 @@ impl Encoder {
                 self.u64(p.code_addr);
                 self.u32(p.code_size);
                 self.u32(p.reserved);
+            }
+            Payload::Stack(p) => {
+                self.u32(p.id);
+                self.u32(p.tgid);
+                self.u32(p.flags);
+                self.u32(p.frames.len() as u32);
+                for f in &p.frames {
+                    self.u64(f.pc);
+                    if !p.is_kernel() {
+                        self.u64(f.method);
+                    }
+                }
+            }
+            Payload::CpuSample(p) => {
+                self.u32(p.tgid);
+                self.u32(p.cpu);
+                self.u32(p.kstack);
+                self.u32(p.ustack);
+            }
+            Payload::Mapping(p) => {
+                self.u32(p.tgid);
+                let id = &p.build_id[..p.build_id.len().min(BUILD_ID_MAX)];
+                self.u32(id.len() as u32);
+                self.u64(p.start);
+                self.u64(p.end);
+                self.u64(p.offset);
+                let mut b = [0u8; 24];
+                b[..id.len()].copy_from_slice(id);
+                self.buf.extend_from_slice(&b);
+                self.str(&p.path);
+            }
+            Payload::Ksym(p) => {
+                self.u64(p.start);
+                self.u64(p.end);
+                self.str(&p.name);
+            }
+            Payload::CodeBlob(p) => {
+                self.u64(p.start);
+                self.u32(p.size);
+                self.u32(p.kind);
+                self.str(&p.name);
+            }
+            Payload::CompiledInline(p) => {
+                self.u64(p.code_addr);
+                self.u32(p.tier);
+                self.u32(p.pcs.len() as u32);
+                for pc in &p.pcs {
+                    self.u64(pc.pc);
+                    self.u32(pc.methods.len() as u32);
+                    self.u32(0);
+                    for &m in &pc.methods {
+                        self.u64(m);
+                    }
+                }
+            }
+            Payload::MethodAddrs(p) => {
+                self.u32(p.methods.len() as u32);
+                self.u32(0);
+                for &(addr, m) in &p.methods {
+                    self.u64(addr);
+                    self.u64(m);
+                }
             }
             Payload::Unknown(_) => {}
         }

@@ -38,6 +38,16 @@ pub const PROBE_DEF: u16 = c::K_PROBE_DEF as u16;
 /// names, resolved by the recorder in user space once per inode (tid 0,
 /// ts = that of the SYSCALL record naming it). Payload: [`crate::FilePath`].
 pub const FILE_PATH: u16 = c::K_FILE_PATH as u16;
+/// Kernel: the definition of a stack id (issue 16). Payload: [`crate::Stack`].
+pub const STACK: u16 = c::K_STACK as u16;
+/// Kernel: a CPU sample of a traced thread. Payload: [`crate::CpuSample`].
+pub const CPU_SAMPLE: u16 = c::K_CPU_SAMPLE as u16;
+/// Kernel stream, written by the recorder (tid 0): an executable mapping
+/// of a traced process. Payload: [`crate::Mapping`].
+pub const MAPPING: u16 = c::K_MAPPING as u16;
+/// Kernel stream, written by the recorder (tid 0): a kernel symbol some
+/// stack uses. Payload: [`crate::Ksym`].
+pub const KSYM: u16 = c::K_KSYM as u16;
 
 /// JVM: the agent started in this JVM. Payload: [`crate::JvmStart`].
 pub const JVM_START: u16 = 100;
@@ -139,3 +149,10 @@ pub const METHOD_DEMOTED: u16 = 160;
 /// [`crate::MethodTally`] (`calls` = calls dropped, `rate_per_s` = 0,
 /// `mean_ns` = their mean wall).
 pub const METHOD_SHORT_DROPPED: u16 = 161;
+/// JVM: code the JVM generated that is not a compiled method (the
+/// interpreter, stubs). Payload: [`crate::CodeBlob`].
+pub const CODE_BLOB: u16 = 130;
+/// JVM: the tier and inlining of a compiled method's code. Payload: [`crate::CompiledInline`].
+pub const COMPILED_INLINE: u16 = 131;
+/// JVM: `Method*` addresses of methods, for interpreted frames. Payload: [`crate::MethodAddrs`].
+pub const METHOD_ADDRS: u16 = 132;

@@ -16,7 +16,8 @@
 //! and `jvm.rs`, the one enum of them in `record.rs`; `encode.rs` writes
 //! records, `decode.rs` reads them, `batch.rs` packs a thread's method
 //! events into METHOD_BATCH records; `stream.rs` has the stream and record
-//! headers and `trace_dir.rs` the names of a trace directory's files.
+//! headers and `trace_dir.rs` the names of a trace directory's files;
+//! `stacks.rs` has the stack records' payloads.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -28,6 +29,7 @@ mod jvm;
 mod kernel;
 pub mod kind;
 mod record;
+mod stacks;
 mod stream;
 pub mod syscall_nr;
 mod trace_dir;
@@ -54,6 +56,10 @@ pub use kernel::{
     Wakeup, PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, WAKEUP_HARDIRQ,
 };
 pub use record::{Payload, Record};
+pub use stacks::{
+    CodeBlob, CompiledInline, CpuSample, Ksym, Mapping, MethodAddrs, PcInline, Stack, StackFrame, SwitchStacks,
+    BUILD_ID_MAX, CODE_INTERPRETER, CODE_STUB, STACK_JAVA_ANCHOR, STACK_KERNEL, STACK_TRUNCATED, STACK_USER,
+};
 pub use stream::{
     FileHeader, RecordHeader, FILE_HEADER_LEN, FORMAT_VERSION, JVM_MAGIC, KERNEL_MAGIC, RECORD_HEADER_LEN,
     STREAM_COMPLETE,

@@ -1,9 +1,7 @@
 //! A decoded record: its header fields and the payload of its kind.
 
 use crate::{
-    kind, AllocSample, BlockIo, CompiledMethod, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, LibCall,
-    MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,
-    ThreadStart, Wakeup,
+    kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
 };
 
 /// A decoded record.
@@ -11,6 +9,8 @@ use crate::{
 pub enum Payload {
     /// See [`kind::SWITCH_OUT`].
     SwitchOut(SwitchOut),
+    /// See [`kind::SWITCH_OUT`]: one that carries stack ids (40 bytes).
+    SwitchOutStacks(SwitchOut, SwitchStacks),
     /// See [`kind::SWITCH_IN`].
     SwitchIn(SwitchIn),
     /// See [`kind::WAKEUP`].
@@ -66,6 +66,20 @@ pub enum Payload {
     Alloc(AllocSample),
     /// See [`kind::COMPILED_METHOD_LOAD`] (`true`) and `_UNLOAD` (`false`).
     Compiled(bool, CompiledMethod),
+    /// See [`kind::STACK`].
+    Stack(Stack),
+    /// See [`kind::CPU_SAMPLE`].
+    CpuSample(CpuSample),
+    /// See [`kind::MAPPING`].
+    Mapping(Mapping),
+    /// See [`kind::KSYM`].
+    Ksym(Ksym),
+    /// See [`kind::CODE_BLOB`].
+    CodeBlob(CodeBlob),
+    /// See [`kind::COMPILED_INLINE`].
+    CompiledInline(CompiledInline),
+    /// See [`kind::METHOD_ADDRS`].
+    MethodAddrs(MethodAddrs),
     /// A kind this reader does not know (skipped by length).
     Unknown(u16),
 }
@@ -85,6 +99,7 @@ pub struct Record {
 pub(crate) fn payload_kind(p: &Payload) -> u16 {
     match p {
         Payload::SwitchOut(_) => kind::SWITCH_OUT,
+        Payload::SwitchOutStacks(..) => kind::SWITCH_OUT,
         Payload::SwitchIn(_) => kind::SWITCH_IN,
         Payload::Wakeup(_) => kind::WAKEUP,
         Payload::Fork(_) => kind::FORK,
@@ -112,6 +127,13 @@ pub(crate) fn payload_kind(p: &Payload) -> u16 {
         Payload::Alloc(_) => kind::ALLOC_SAMPLE,
         Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
         Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
+        Payload::Stack(_) => kind::STACK,
+        Payload::CpuSample(_) => kind::CPU_SAMPLE,
+        Payload::Mapping(_) => kind::MAPPING,
+        Payload::Ksym(_) => kind::KSYM,
+        Payload::CodeBlob(_) => kind::CODE_BLOB,
+        Payload::CompiledInline(_) => kind::COMPILED_INLINE,
+        Payload::MethodAddrs(_) => kind::METHOD_ADDRS,
         Payload::Unknown(k) => *k,
     }
 }

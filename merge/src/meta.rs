@@ -61,6 +61,14 @@ pub struct Meta {
     /// Why kernel.bin could not be written to the end, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_write_error: Option<String>,
+    /// CPU samples per second per CPU (CPU_SAMPLE records), 0: none. A
+    /// sample stands for 1e9 / hz ns of CPU time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_sample_hz: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Meta {

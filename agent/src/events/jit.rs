@@ -74,7 +74,7 @@ unsafe extern "C" fn on_compiled_method_load(
     code_addr: *const c_void,
     _map_length: jint,
     _map: *const jvmtiAddrLocationMap,
-    _compile_info: *const c_void,
+    compile_info: *const c_void,
 ) {
     let ts = now_ns();
     guard("CompiledMethodLoad", || {
@@ -96,6 +96,7 @@ unsafe extern "C" fn on_compiled_method_load(
         record_java(env, std::ptr::null_mut(), std::ptr::null_mut(), ts, || {
             Payload::Compiled(true, cm)
         });
+        super::code::compiled_inline(rec, env, code_addr as u64, compile_info, ts);
     });
 }
 

@@ -7,14 +7,17 @@
 //!
 //! None of these needs MethodEntry/MethodExit or any capability that keeps
 //! code interpreted or deoptimises it, so they are cheap enough to be on by
-//! default (allocation sampling excepted). Each is switched by a directive of
+//! default (allocation sampling excepted). [`code`] tells what the kernel
+//! recorder's stacks need (`stacks`). Each is switched by a directive of
 //! the configuration: `monitor_contention`, `monitor_waiting`,
-//! `garbage_collection`, `jit`, `object_allocation`, `park`, `sleep`.
+//! `garbage_collection`, `jit`, `object_allocation`, `park`, `sleep`,
+//! `stacks`.
 //!
 //! A capability the JVM refuses turns that event family off and is reported
 //! as an AGENT_ERROR record (after JVM_START); the rest keeps working.
 
 mod alloc;
+pub(crate) mod code;
 mod gc;
 mod jit;
 mod monitors;
@@ -40,6 +43,7 @@ struct Features {
     alloc: bool,
     park: bool,
     sleep: bool,
+    stacks: bool,
     /// Loaded into a live JVM: park and sleep natives are re-bound by
     /// [`park_sleep::attach`], not through NativeMethodBind.
     attach: bool,
@@ -105,6 +109,7 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
         jvmti!(env, AddCapabilities, &caps);
     }
     f.attach = attach;
+    f.stacks = cfg.stacks;
     if cfg.park || cfg.sleep {
         if attach {
             // No capability needed: RegisterNatives, at start.
@@ -126,6 +131,7 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
     gc::install(cb);
     jit::install(cb);
     alloc::install(cb);
+    code::install(cb);
     cb.NativeMethodBind = Some(park_sleep::on_native_method_bind);
     let _ = FEATURES.set(f);
 }
@@ -192,6 +198,10 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
                 "cannot list the code compiled before VMInit (JVMTI error {err})"
             ));
         }
+    }
+    if f.stacks {
+        let notes = code::start(env, jni);
+        notes.into_iter().for_each(note);
     }
     if f.park || f.sleep {
         let r = if f.attach {

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * Stacks, besides the capture at switch-outs (stacks.bpf.h, called from
+ * sched.bpf.c): what the JVMTI agent announces of its JVM through two
+ * functions of its own that user space probes (the interpreter's range,
+ * where each Java thread keeps its last Java frame), and the CPU samples
+ * of traced threads (a perf clock per CPU), each with its stacks.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "jtrace.bpf.h"
+#include "stacks.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+__u32 next_stack_id SEC(".data") = 1;
+
+/* The current process, in a register of its own: the verifier must see
+ * the bound checked on the value that indexes the filter. */
+static __always_inline __u32 current_tgid(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	asm volatile("" : "+r"(tgid));
+	return tgid;
+}
+
+/* jtrace_hotspot_layout(const struct hotspot_layout *l) of the agent. */
+SEC("uprobe")
+int BPF_UPROBE(hotspot_layout, const struct hotspot_layout *l)
+{
+	__u32 tgid = current_tgid();
+	struct hotspot_layout v;
+
+	if (!tgid_traced(tgid) || bpf_probe_read_user(&v, sizeof(v), l))
+		return 0;
+	bpf_map_update_elem(&jvms, &tgid, &v, BPF_ANY);
+	return 0;
+}
+
+/* jtrace_java_thread(u64 tid, u64 java_thread) of the agent: 0 forgets. */
+SEC("uprobe")
+int BPF_UPROBE(java_thread, __u64 tid, __u64 java_thread)
+{
+	__u32 t = tid;
+
+	if (!tgid_traced(current_tgid()))
+		return 0;
+	if (java_thread)
+		bpf_map_update_elem(&java_threads, &t, &java_thread, BPF_ANY);
+	else
+		bpf_map_delete_elem(&java_threads, &t);
+	return 0;
+}
+
+/*
+ * A CPU sample: the thread on this CPU, if traced, with its kernel stack
+ * (when the clock interrupted kernel code) and user stack (from the
+ * interrupted user registers, or those saved on entering the kernel).
+ */
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u32 tid = bpf_get_current_pid_tgid(), tgid = current_tgid();
+	struct task_struct *t;
+	struct pt_regs *regs;
+	struct cpu_sample_rec *r;
+	__u64 ts, ip, bp, sp;
+	__u32 ks = 0, us;
+
+	if (!tgid || !tgid_traced(tgid))
+		return 0;
+	ts = bpf_ktime_get_ns();
+	/* Interrupted in user mode: a user address (x86-64: the lower half). */
+	if (ctx->regs.ip < (1ULL << 47)) {
+		ip = ctx->regs.ip;
+		bp = ctx->regs.bp;
+		sp = ctx->regs.sp;
+	} else {
+		ks = kernel_stack(ctx, 1, tid, ts);
+		t = bpf_get_current_task_btf();
+		regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		if (!regs)
+			return 0;
+		ip = BPF_CORE_READ(regs, ip);
+		bp = BPF_CORE_READ(regs, bp);
+		sp = BPF_CORE_READ(regs, sp);
+	}
+	us = user_stack(1, tid, tgid, ts, ip, bp, sp);
+	r = rec_reserve(K_CPU_SAMPLE, sizeof(*r), tid, ts);
+	if (!r)
+		return 0;
+	r->tgid = tgid;
+	r->cpu = bpf_get_smp_processor_id();
+	r->kstack = ks;
+	r->ustack = us;
+	rec_submit(r, K_CPU_SAMPLE);
+	return 0;
+}

@@ -1,0 +1,249 @@
+//! What names the stacks later, stored while the processes live: for each
+//! STACK record the consumer writes, the executable mappings of its
+//! process that hold its user addresses (MAPPING, with the file's build id
+//! and offset, read from /proc/<pid>/maps), and the kernel functions of
+//! its kernel addresses (KSYM, from /proc/kallsyms). Each mapping and
+//! symbol is written once.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use jtrace_format::{kind, Encoder, Ksym, Mapping, Payload, Record, STACK_KERNEL};
+use jtrace_symbols::elf::build_id;
+use jtrace_symbols::kallsyms::Kallsyms;
+
+/// One executable mapping as /proc/<pid>/maps shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MapLine {
+    start: u64,
+    end: u64,
+    offset: u64,
+    inode: u64,
+    dev: String,
+    path: String,
+}
+
+/// Parses the executable mappings of a /proc/<pid>/maps text.
+fn exec_mappings(text: &str) -> Vec<MapLine> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut it = line.splitn(6, char::is_whitespace);
+        let (Some(range), Some(perms), Some(offset), Some(dev), Some(inode)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
+            continue;
+        };
+        if !perms.contains('x') {
+            continue;
+        }
+        let path = it.next().unwrap_or("").trim().to_string();
+        let Some((s, e)) = range.split_once('-') else { continue };
+        let (Ok(start), Ok(end), Ok(offset), Ok(inode)) = (
+            u64::from_str_radix(s, 16),
+            u64::from_str_radix(e, 16),
+            u64::from_str_radix(offset, 16),
+            inode.parse::<u64>(),
+        ) else {
+            continue;
+        };
+        out.push(MapLine {
+            start,
+            end,
+            offset,
+            inode,
+            dev: dev.to_string(),
+            path,
+        });
+    }
+    out
+}
+
+/// A process's mappings known so far.
+#[derive(Debug, Default)]
+struct Process {
+    /// (start, end) of every executable mapping written, sorted.
+    ranges: Vec<(u64, u64)>,
+    /// Mappings already written.
+    written: HashSet<(u64, u64, u64, u64)>,
+    /// Addresses no mapping held after a fresh read (not asked again).
+    unmapped: HashSet<u64>,
+    /// The process is gone (its maps could not be read).
+    gone: bool,
+}
+
+impl Process {
+    fn covers(&self, pc: u64) -> bool {
+        let i = self.ranges.partition_point(|r| r.0 <= pc);
+        i > 0 && pc < self.ranges[i - 1].1
+    }
+}
+
+/// The consumer's memory of what it stored, and the kernel's symbols.
+#[derive(Default)]
+pub(crate) struct StackNames {
+    procs: HashMap<u32, Process>,
+    kallsyms: Option<Option<Kallsyms>>,
+    ksyms: HashSet<u64>,
+    build_ids: HashMap<(String, u64), Vec<u8>>,
+    /// MAPPING records written.
+    pub(crate) mappings: u64,
+    /// KSYM records written.
+    pub(crate) symbols: u64,
+}
+
+impl StackNames {
+    /// The MAPPING and KSYM records a STACK record (its bytes) calls for,
+    /// appended to `out`.
+    pub(crate) fn note(&mut self, rec: &[u8], out: &mut Encoder) {
+        let Some(p) = rec.get(16..32) else { return };
+        let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
+        let (tgid, flags, n) = (word(1), word(2), word(3) as usize);
+        let kernel = flags & STACK_KERNEL != 0;
+        let per = if kernel { 8 } else { 16 };
+        let pcs = (0..n).filter_map(|i| {
+            let at = 32 + i * per;
+            rec.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        });
+        if kernel {
+            let pcs: Vec<u64> = pcs.collect();
+            self.kernel(&pcs, out);
+        } else {
+            let pcs: Vec<u64> = pcs.filter(|&pc| pc != 0).collect();
+            self.user(tgid, &pcs, out);
+        }
+    }
+
+    fn kernel(&mut self, pcs: &[u64], out: &mut Encoder) {
+        let Some(k) = self.kallsyms.get_or_insert_with(|| Kallsyms::load().ok()) else {
+            return;
+        };
+        for &pc in pcs {
+            if let Some((start, end, name)) = k.lookup(pc) {
+                if self.ksyms.insert(start) {
+                    self.symbols += 1;
+                    out.record(&Record {
+                        tid: 0,
+                        ts: 0,
+                        payload: Payload::Ksym(Ksym {
+                            start,
+                            end,
+                            name: name.to_string(),
+                        }),
+                    });
+                }
+            }
+        }
+    }
+
+    fn user(&mut self, tgid: u32, pcs: &[u64], out: &mut Encoder) {
+        let p = self.procs.entry(tgid).or_default();
+        if p.gone || pcs.iter().all(|&pc| p.covers(pc) || p.unmapped.contains(&pc)) {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
+            p.gone = true;
+            return;
+        };
+        let ts = now_ns();
+        for m in exec_mappings(&text) {
+            let key = (m.start, m.end, m.offset, m.inode);
+            if !p.written.insert(key) {
+                continue;
+            }
+            p.ranges.push((m.start, m.end));
+            let build_id = if m.inode == 0 {
+                Vec::new()
+            } else {
+                // The mapped file itself, whatever its path says now.
+                let file = format!("/proc/{tgid}/map_files/{:x}-{:x}", m.start, m.end);
+                self.build_ids
+                    .entry((m.dev.clone(), m.inode))
+                    .or_insert_with(|| build_id(Path::new(&file)).ok().flatten().unwrap_or_default())
+                    .clone()
+            };
+            self.mappings += 1;
+            out.record(&Record {
+                tid: 0,
+                ts,
+                payload: Payload::Mapping(Mapping {
+                    tgid,
+                    start: m.start,
+                    end: m.end,
+                    offset: m.offset,
+                    build_id,
+                    path: m.path,
+                }),
+            });
+        }
+        p.ranges.sort_unstable();
+        for &pc in pcs {
+            if !p.covers(pc) {
+                p.unmapped.insert(pc);
+            }
+        }
+    }
+}
+
+/// Whether `data` (one record) is a STACK record.
+pub(crate) fn is_stack(data: &[u8]) -> bool {
+    data.len() >= 2 && u16::from_le_bytes([data[0], data[1]]) == kind::STACK
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_executable_mappings_only() {
+        let m = exec_mappings(
+            "55d0a0000000-55d0a0001000 r--p 00000000 08:01 123 /usr/bin/java\n\
+             55d0a0001000-55d0a0002000 r-xp 00001000 08:01 123 /usr/bin/java\n\
+             7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n\
+             7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0                          [vdso]\n",
+        );
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].path, "/usr/bin/java");
+        assert_eq!((m[0].start, m[0].offset, m[0].inode), (0x55d0a0001000, 0x1000, 123));
+        assert_eq!(m[1].path, "");
+        assert_eq!(m[2].path, "[vdso]");
+    }
+
+    #[test]
+    fn a_stack_of_this_process_gets_its_mappings_once() {
+        let pid = std::process::id();
+        let pc = a_stack_of_this_process_gets_its_mappings_once as usize as u64;
+        let mut rec = Encoder::new();
+        rec.record(&Record {
+            tid: pid,
+            ts: 1,
+            payload: Payload::Stack(jtrace_format::Stack {
+                id: 1,
+                tgid: pid,
+                flags: jtrace_format::STACK_USER,
+                frames: vec![jtrace_format::StackFrame { pc, method: 0 }],
+            }),
+        });
+        let mut names = StackNames::default();
+        let mut out = Encoder::new();
+        names.note(&rec.buf, &mut out);
+        let written: Vec<Mapping> = jtrace_format::Decoder::new(&out.buf, 0)
+            .filter_map(|r| match r.unwrap().payload {
+                Payload::Mapping(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let me = written.iter().find(|m| m.start <= pc && pc < m.end).expect("our code's mapping");
+        assert_eq!(me.build_id.len(), 20, "{me:?}");
+        let again = Encoder::new();
+        let mut again = again;
+        names.note(&rec.buf, &mut again);
+        assert!(again.buf.is_empty());
+    }
+}

@@ -1,0 +1,263 @@
+//! ELF files: their GNU build id, their function symbols (`.symtab`,
+//! `.dynsym`, and the `.symtab` of `.gnu_debugdata`, the xz-compressed
+//! "MiniDebugInfo" some distributions ship instead of a full one), and
+//! file offsets of named functions (what uprobes are placed by).
+
+use std::fs::File;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Result};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolFlags};
+
+const STT_FUNC: u8 = 2;
+const STT_GNU_IFUNC: u8 = 10;
+
+/// Maps a file read-only.
+fn map(path: &Path) -> Result<memmap2::Mmap> {
+    let file = File::open(path)?;
+    #[allow(unsafe_code)]
+    // SAFETY: a read-only private map of a binary, used while the caller
+    // runs; binaries are replaced by rename, not rewritten in place.
+    Ok(unsafe { memmap2::Mmap::map(&file)? })
+}
+
+/// The GNU build id of the ELF image `data`, if it has one.
+pub fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
+    let elf = object::File::parse(data).ok()?;
+    elf.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+/// The GNU build id of the ELF file at `path` (`Ok(None)`: it has none).
+pub fn build_id(path: &Path) -> Result<Option<Vec<u8>>> {
+    let m = map(path)?;
+    object::File::parse(&*m).map_err(|e| anyhow!("{}: not an ELF file: {e}", path.display()))?;
+    Ok(build_id_of(&m))
+}
+
+/// How a name is defined in an ELF file ([`lookup_functions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sym {
+    /// A function, at this file offset.
+    Function(u64),
+    /// A GNU indirect function: its address is chosen at load time.
+    Ifunc,
+    /// Defined, but not a function.
+    NotFunction,
+    /// Not defined.
+    Missing,
+}
+
+/// How each of `names` is defined in the ELF file at `path`: looked up in
+/// its `.dynsym` and `.symtab` (defined symbols only; local ones count, so
+/// that HotSpot's internal functions can be probed), in one pass. Functions
+/// come with their file offset, found through the loadable segment that
+/// maps their address (what the kernel's uprobes are placed by).
+pub fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
+    let m = map(path)?;
+    let elf = object::File::parse(&*m).map_err(|e| anyhow!("not an ELF file: {e}"))?;
+    let file_offset = |addr: u64| {
+        elf.segments().find_map(|seg| {
+            let (off, size) = seg.file_range();
+            let start = seg.address();
+            (addr >= start && addr - start < size).then(|| off + (addr - start))
+        })
+    };
+    let mut out = vec![Sym::Missing; names.len()];
+    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+        if sym.is_undefined() {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        let SymbolFlags::Elf { st_info, .. } = sym.flags() else {
+            continue;
+        };
+        for (i, _) in names.iter().enumerate().filter(|(_, n)| **n == name) {
+            out[i] = match (st_info & 0xf, out[i]) {
+                (_, Sym::Function(off)) => Sym::Function(off),
+                (STT_FUNC, _) => match file_offset(sym.address()) {
+                    Some(off) => Sym::Function(off),
+                    None => bail!(
+                        "{}: function {name} at {:#x} is in no loadable segment",
+                        path.display(),
+                        sym.address()
+                    ),
+                },
+                (STT_GNU_IFUNC, _) => Sym::Ifunc,
+                (_, Sym::Missing) => Sym::NotFunction,
+                (_, was) => was,
+            };
+        }
+    }
+    Ok(out)
+}
+
+/// A function symbol: its address range and its (raw, mangled) name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FuncSym {
+    start: u64,
+    size: u64,
+    name: String,
+}
+
+/// The function symbols of one ELF file, to name a file offset.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolTable {
+    /// Sorted by start.
+    syms: Vec<FuncSym>,
+    /// Loadable segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+    /// The file's build id.
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl SymbolTable {
+    /// Reads the function symbols of the ELF file at `path`.
+    pub fn load(path: &Path) -> Result<SymbolTable> {
+        let m = map(path)?;
+        SymbolTable::parse(&m).map_err(|e| anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Reads the function symbols of the ELF image `data`.
+    pub fn parse(data: &[u8]) -> Result<SymbolTable> {
+        let elf = object::File::parse(data).map_err(|e| anyhow!("not an ELF file: {e}"))?;
+        let mut t = SymbolTable {
+            build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
+            ..Default::default()
+        };
+        for seg in elf.segments() {
+            let (off, size) = seg.file_range();
+            t.segments.push((off, size, seg.address()));
+        }
+        add_functions(&elf, &mut t.syms);
+        // MiniDebugInfo: an xz-compressed ELF whose .symtab has the local
+        // functions the stripped file lost.
+        if let Some(sec) = elf.section_by_name(".gnu_debugdata") {
+            if let Ok(xz) = sec.data() {
+                let mut out = Vec::new();
+                if lzma_rs::xz_decompress(&mut std::io::Cursor::new(xz), &mut out).is_ok() {
+                    if let Ok(mini) = object::File::parse(&*out) {
+                        add_functions(&mini, &mut t.syms);
+                    }
+                }
+            }
+        }
+        t.syms.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+        t.syms.dedup_by_key(|s| s.start);
+        Ok(t)
+    }
+
+    /// Number of function symbols (0: a stripped file).
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// Whether the file has no function symbols (stripped).
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    /// The virtual address of file offset `off`, through the loadable
+    /// segment that holds it.
+    pub fn vaddr_of_offset(&self, off: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(o, size, _)| off >= o && off - o < size)
+            .map(|&(o, _, va)| va + (off - o))
+    }
+
+    /// The function at virtual address `addr` and the offset into it: only
+    /// inside a symbol's extent (a symbol without a size counts up to the
+    /// next one), never the nearest one below.
+    pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
+        let i = self.syms.partition_point(|s| s.start <= addr).checked_sub(1)?;
+        let s = &self.syms[i];
+        let end = if s.size > 0 {
+            s.start + s.size
+        } else {
+            self.syms.get(i + 1).map_or(s.start + 1, |n| n.start)
+        };
+        (addr < end).then(|| (s.name.as_str(), addr - s.start))
+    }
+}
+
+fn add_functions(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
+    for sym in elf.symbols().chain(elf.dynamic_symbols()) {
+        if sym.is_undefined() || sym.address() == 0 {
+            continue;
+        }
+        let SymbolFlags::Elf { st_info, .. } = sym.flags() else {
+            continue;
+        };
+        if !matches!(st_info & 0xf, STT_FUNC | STT_GNU_IFUNC) {
+            continue;
+        }
+        if let Ok(name) = sym.name() {
+            out.push(FuncSym {
+                start: sym.address(),
+                size: sym.size(),
+                name: name.to_string(),
+            });
+        }
+    }
+}
+
+/// `name` demangled if it is a C++ (Itanium ABI) name, as async-profiler
+/// and perf show them (`ObjectMonitor::enter(JavaThread*)`), else as is.
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            let opts = cpp_demangle::DemangleOptions::new().no_return_type();
+            if let Ok(s) = sym.demangle(&opts) {
+                return s;
+            }
+        }
+    }
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn libc() -> std::path::PathBuf {
+        ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .find(|p| p.is_file())
+            .expect("libc.so.6")
+    }
+
+    #[test]
+    fn names_libc_functions_by_offset_and_only_inside_them() {
+        let path = libc();
+        let t = SymbolTable::load(&path).unwrap();
+        assert!(t.len() > 1000, "{}", t.len());
+        assert!(t.build_id.as_ref().is_some_and(|b| b.len() == 20));
+        let Sym::Function(off) = lookup_functions(&path, &["getpid"]).unwrap()[0] else {
+            panic!("getpid is a function")
+        };
+        let va = t.vaddr_of_offset(off).unwrap();
+        let (name, into) = t.lookup(va + 1).unwrap();
+        assert!(name.contains("getpid"), "{name}");
+        assert_eq!(into, 1);
+        assert_eq!(build_id(&path).unwrap(), t.build_id);
+    }
+
+    #[test]
+    fn a_file_that_is_not_elf_is_an_error() {
+        let p = std::env::temp_dir().join(format!("jtrace-sym-notelf-{}", std::process::id()));
+        std::fs::write(&p, b"not an elf").unwrap();
+        assert!(SymbolTable::load(&p).is_err());
+        assert!(build_id(&p).is_err());
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn demangles_cpp_names_only() {
+        assert_eq!(
+            demangle("_ZN13ObjectMonitor5enterEP10JavaThread"),
+            "ObjectMonitor::enter(JavaThread*)"
+        );
+        assert_eq!(demangle("read"), "read");
+    }
+}
