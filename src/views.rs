@@ -48,6 +48,11 @@ pub struct TextArgs {
     /// Also show off-CPU intervals outside traced methods and every thread in full.
     #[arg(long)]
     pub all: bool,
+    /// Frames of each block's recorded stack to show, innermost first (0:
+    /// none); blocks of 1 ms or more outside traced methods are shown with
+    /// their stack too.
+    #[arg(long, default_value_t = 3)]
+    pub stack_depth: usize,
     #[command(flatten)]
     pub stream: StreamArgs,
 }
@@ -133,6 +138,12 @@ pub struct ExportArgs {
     /// collapsed: also count off-CPU time outside traced methods; text: show everything.
     #[arg(long)]
     pub all: bool,
+    /// collapsed: also write the CPU samples, under the root `cpu`.
+    #[arg(long)]
+    pub cpu: bool,
+    /// text: frames of each block's stack to show (innermost first; 0: none).
+    #[arg(long, default_value_t = 3)]
+    pub stack_depth: usize,
     // collapsed, csv, text; chrome reads the whole trace, or the part
     // `--window`/`--thread` select, streamed.
     #[command(flatten)]
@@ -188,11 +199,14 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
 /// `jtrace text TRACE [--all]`: streamed unless `--in-memory`.
 pub fn text(args: TextArgs) -> anyhow::Result<()> {
     let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    write_text(&args.trace, args.all, &args.stream, out)
+    write_text(&args.trace, args.all, args.stack_depth, &args.stream, out)
 }
 
-fn write_text(dir: &Path, all: bool, stream: &StreamArgs, out: impl Write) -> anyhow::Result<()> {
-    let opts = jtrace_timeline::TextOptions { all_events: all };
+fn write_text(dir: &Path, all: bool, stack_depth: usize, stream: &StreamArgs, out: impl Write) -> anyhow::Result<()> {
+    let opts = jtrace_timeline::TextOptions {
+        all_events: all,
+        stack_depth,
+    };
     if stream.in_memory {
         jtrace_timeline::write_text(&open(dir)?, out, &opts)?;
     } else {
@@ -260,6 +274,7 @@ fn write_export(
             let opts = export::CollapsedOptions {
                 thread: args.per_thread,
                 all: args.all,
+                cpu: args.cpu,
             };
             match whole {
                 Some(trace) => export::write_collapsed(trace, &opts, out)?,
@@ -270,10 +285,15 @@ fn write_export(
         (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream)?,
         (ExportFormat::Perfetto, Some(trace)) => export::write_perfetto(trace, out)?,
         (ExportFormat::Perfetto, None) => export::write_perfetto_streaming(dir, out, &stream)?,
-        (ExportFormat::Text, Some(trace)) => {
-            jtrace_timeline::write_text(trace, out, &jtrace_timeline::TextOptions { all_events: args.all })?
-        }
-        (ExportFormat::Text, None) => write_text(dir, args.all, &args.stream, out)?,
+        (ExportFormat::Text, Some(trace)) => jtrace_timeline::write_text(
+            trace,
+            out,
+            &jtrace_timeline::TextOptions {
+                all_events: args.all,
+                stack_depth: args.stack_depth,
+            },
+        )?,
+        (ExportFormat::Text, None) => write_text(dir, args.all, args.stack_depth, &args.stream, out)?,
         (ExportFormat::Chrome, _) => unreachable!("chrome is drawn from its plan"),
         (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
         (ExportFormat::Pprof, Some(trace)) => export::Pprof.write_trace(trace, &mut out)?,

@@ -192,9 +192,16 @@ fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path) -> Result<Vec<Link>
     let names = ["jtrace_hotspot_layout", "jtrace_java_thread"];
     let found = lookup_functions(lib, &names).with_context(|| format!("reading {}", lib.display()))?;
     let mut links = Vec::new();
-    for ((name, sym), prog) in names.iter().zip(found).zip([&sk.progs.hotspot_layout, &sk.progs.java_thread]) {
+    for ((name, sym), prog) in names
+        .iter()
+        .zip(found)
+        .zip([&sk.progs.hotspot_layout, &sk.progs.java_thread])
+    {
         let Sym::Function(offset) = sym else {
-            bail!("{}: no function {name} (not a jtrace agent of this version?)", lib.display());
+            bail!(
+                "{}: no function {name} (not a jtrace agent of this version?)",
+                lib.display()
+            );
         };
         let link = prog
             .attach_uprobe_with_opts(-1, lib, offset as usize, UprobeOpts::default())

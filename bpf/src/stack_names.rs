@@ -102,7 +102,8 @@ impl StackNames {
         let per = if kernel { 8 } else { 16 };
         let pcs = (0..n).filter_map(|i| {
             let at = 32 + i * per;
-            rec.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            rec.get(at..at + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
         });
         if kernel {
             let pcs: Vec<u64> = pcs.collect();
@@ -218,7 +219,7 @@ mod tests {
     #[test]
     fn a_stack_of_this_process_gets_its_mappings_once() {
         let pid = std::process::id();
-        let pc = a_stack_of_this_process_gets_its_mappings_once as usize as u64;
+        let pc = a_stack_of_this_process_gets_its_mappings_once as *const () as usize as u64;
         let mut rec = Encoder::new();
         rec.record(&Record {
             tid: pid,
@@ -239,7 +240,10 @@ mod tests {
                 _ => None,
             })
             .collect();
-        let me = written.iter().find(|m| m.start <= pc && pc < m.end).expect("our code's mapping");
+        let me = written
+            .iter()
+            .find(|m| m.start <= pc && pc < m.end)
+            .expect("our code's mapping");
         assert_eq!(me.build_id.len(), 20, "{me:?}");
         let again = Encoder::new();
         let mut again = again;

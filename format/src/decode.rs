@@ -664,13 +664,25 @@ mod tests {
                 id: 3,
                 tgid: 0,
                 flags: STACK_KERNEL,
-                frames: vec![StackFrame { pc: 0xffff_ffff_8100_0000, method: 0 }; 3],
+                frames: vec![
+                    StackFrame {
+                        pc: 0xffff_ffff_8100_0000,
+                        method: 0
+                    };
+                    3
+                ],
             }),
             Payload::Stack(Stack {
                 id: 4,
                 tgid: 7,
                 flags: crate::STACK_USER | crate::STACK_TRUNCATED,
-                frames: vec![StackFrame { pc: 0x7f00_0000_1000, method: 0x8000 }, StackFrame { pc: 2, method: 0 }],
+                frames: vec![
+                    StackFrame {
+                        pc: 0x7f00_0000_1000,
+                        method: 0x8000,
+                    },
+                    StackFrame { pc: 2, method: 0 },
+                ],
             }),
             Payload::CpuSample(CpuSample {
                 tgid: 1,

@@ -142,6 +142,9 @@ pub enum Event {
         /// Index into [`Trace::details`](crate::Trace::details) (monitor or blocker class).
         detail: u32,
     },
+    /// The stacks of the switch-out just before it (same time): an index
+    /// into [`Stacks::pairs`](crate::Stacks::pairs).
+    Stack(u32),
     /// A JVM-wide stop (GC or safepoint) begins or ends; copied into every
     /// Java thread of that JVM.
     Window {

@@ -86,6 +86,10 @@
 //!    wall-time percentiles in bounded memory, and [`left_out`], the
 //!    methods the agent demoted and the short calls it did not write); [`why`]: the critical paths
 //!    of `jtrace why` (`jtrace.why.v1`).
+//!
+//! Stacks (issue 16): `stacks` holds what the trace recorded of them (read
+//! with the rest, in layer 2), `symbolize` names their frames
+//! ([`Symbolizer`], layer 6).
 
 #![deny(missing_docs)]
 
@@ -105,7 +109,9 @@ pub mod report;
 mod run;
 mod shrink_guard;
 mod spill;
+mod stacks;
 pub mod stream;
+mod symbolize;
 mod syscall;
 mod tid_map;
 mod trace;
@@ -123,6 +129,8 @@ pub use jit::JitHistory;
 pub use meta::Meta;
 pub use percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};
+pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};
+pub use symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
 pub use syscall::{nr, syscall_cause, syscall_name};
 pub use trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
 pub use visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};

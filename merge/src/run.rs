@@ -188,6 +188,10 @@ pub(crate) fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>, pre
             p.varint(detail as u64);
         }
         Event::Window { cause, begin } => head(&mut p, 12, cause as u8, begin as u8),
+        Event::Stack(idx) => {
+            head(&mut p, 13, 0, 0);
+            p.varint(idx as u64);
+        }
     }
     let n = p.n;
     // SAFETY: `Packed::byte` initialised the n bytes after `len`, within
@@ -263,6 +267,7 @@ fn decode(b: &[u8], prev_ts: u64) -> Option<(u64, Event, u8, usize)> {
             cause: cause_from(f1),
             begin: f2 != 0,
         },
+        13 => Event::Stack(field(b, &mut i)?),
         _ => return None,
     };
     Some((ts, event, tag, i))

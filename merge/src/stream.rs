@@ -89,6 +89,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         }
     }
     let kernel_until = r.kernel_coverage(&kpath);
+    r.trace.stacks.finish();
     let sorter = r.sorter.take().expect("set above");
     let (mut events, span) = SortedEvents::new(sorter.finish()?);
     for (pid, mut wins) in std::mem::take(&mut r.windows) {

@@ -4,6 +4,7 @@
 use crate::event::{MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
 use crate::jit::JitHistory;
 use crate::meta::Meta;
+use crate::stacks::Stacks;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -71,6 +72,8 @@ pub struct Trace {
     /// (time, cause, begin) marks in time order, as the walk copies them to
     /// every Java thread of that JVM ([`Event::Window`](crate::Event::Window)).
     pub jvm_stops: BTreeMap<u32, Vec<(u64, crate::Cause, bool)>>,
+    /// Stacks of switch-outs and CPU samples, and what names them.
+    pub stacks: Stacks,
 }
 
 /// A method the agent demoted (its probes removed past the overhead budget).

@@ -55,6 +55,9 @@ pub struct OffCpuInterval {
     pub split: Breakdown,
     /// What explained the blocked part, as it stood at switch-out.
     pub evidence: Evidence,
+    /// The thread's stacks at the switch-out, if recorded: an index into
+    /// [`Stacks::pairs`](crate::Stacks::pairs), named by [`crate::Symbolizer`].
+    pub stack: Option<u32>,
 }
 
 /// A finished method invocation.

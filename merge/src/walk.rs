@@ -71,6 +71,7 @@ enum CpuState {
         wake: Option<Wake>,
         at_out: Breakdown,
         evidence: Evidence,
+        stack: Option<u32>,
     },
 }
 
@@ -214,7 +215,15 @@ impl<'a> ThreadWalk<'a> {
                     wake: None,
                     at_out: self.acc,
                     evidence,
+                    stack: None,
                 };
+            }
+            Event::Stack(idx) => {
+                if let CpuState::Off { since, stack, .. } = &mut self.state {
+                    if *since == e.ts {
+                        *stack = Some(idx);
+                    }
+                }
             }
             Event::Wakeup {
                 waker_tid, waker_tgid, ..
@@ -237,6 +246,7 @@ impl<'a> ThreadWalk<'a> {
                     wake,
                     at_out,
                     evidence,
+                    stack: stacks,
                 } => {
                     let split = self.acc - at_out;
                     let iv = OffCpuInterval {
@@ -247,6 +257,7 @@ impl<'a> ThreadWalk<'a> {
                         wake,
                         split,
                         evidence,
+                        stack: stacks,
                     };
                     v.off_cpu(thread, stack.len(), &iv);
                     self.state = CpuState::On;
@@ -271,6 +282,7 @@ impl<'a> ThreadWalk<'a> {
                         wake: None,
                         at_out: self.acc,
                         evidence: Evidence::None,
+                        stack: None,
                     };
                 }
             }

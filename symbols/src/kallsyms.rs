@@ -43,7 +43,9 @@ impl Kallsyms {
             if !matches!(ty, "t" | "T" | "w" | "W") {
                 continue;
             }
-            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
             if addr == 0 {
                 continue;
             }
@@ -77,7 +79,10 @@ mod tests {
             "ffffffff81000000 T _stext\nffffffff81000100 t helper\nffffffff82000000 D data\n\
              ffffffffc0000000 t mod_fn\t[kvm]\n0000000000000000 T zero\n",
         );
-        assert_eq!(k.lookup(0xffffffff81000050), Some((0xffffffff81000000, 0xffffffff81000100, "_stext")));
+        assert_eq!(
+            k.lookup(0xffffffff81000050),
+            Some((0xffffffff81000000, 0xffffffff81000100, "_stext"))
+        );
         assert_eq!(k.lookup(0xffffffffc0000010).unwrap().2, "mod_fn [kvm]");
         assert_eq!(k.lookup(0x10), None);
     }

@@ -5,7 +5,9 @@
 
 use crate::export::Exporter;
 use jtrace_merge::stream::{self, StreamOptions};
-use jtrace_merge::{analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor};
+use jtrace_merge::{
+    analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Trace, Visitor,
+};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -18,6 +20,9 @@ pub struct CollapsedOptions {
     /// Also count off-CPU time outside traced methods, under the frame
     /// `[no traced method]` (then the totals per cause are the threads' totals).
     pub all: bool,
+    /// Also write the CPU samples, under the root `cpu`
+    /// (`cpu;root;…;leaf ns`, ns = samples × the sampling period).
+    pub cpu: bool,
 }
 
 /// Frame standing for "no traced method open" in the collapsed output.
@@ -28,6 +33,7 @@ pub const NO_METHOD_FRAME: &str = "[no traced method]";
 /// under them.
 struct Folder<'a> {
     trace: &'a Trace,
+    symbols: Symbolizer<'a>,
     opts: &'a CollapsedOptions,
     stack: Vec<MethodIdx>,
     /// The stack as it was when the thread's last event closed it.
@@ -37,6 +43,46 @@ struct Folder<'a> {
 }
 
 impl Folder<'_> {
+    /// An interval with recorded stacks: its causes under its full stack,
+    /// whatever the traced methods (traced methods are in the stack).
+    fn add_stack(&mut self, t: &ThreadInfo, pair: u32, off: &OffCpu) {
+        let frames = self.stack_frames(t, pair);
+        for (c, ns) in off.nonzero() {
+            *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
+        }
+    }
+
+    /// `;thread;root;…;leaf` of stack pair `pair`.
+    fn stack_frames(&self, t: &ThreadInfo, pair: u32) -> String {
+        let mut frames = String::new();
+        if self.opts.thread {
+            frames.push(';');
+            frames.push_str(&frame(&format!("{} [{}]", t.display_name(), t.tid)));
+        }
+        for f in self.symbols.frames(pair).iter().rev() {
+            frames.push(';');
+            frames.push_str(&frame(&f.flame_name()));
+        }
+        frames
+    }
+
+    /// The CPU samples, under `cpu`.
+    fn add_cpu_samples(&mut self) {
+        let hz = u64::from(self.trace.meta.cpu_sample_hz);
+        if hz == 0 {
+            return;
+        }
+        let period = 1_000_000_000 / hz;
+        for (&(tid, pair), &n) in &self.trace.stacks.cpu_samples {
+            let t = self.trace.threads.get(&tid).cloned().unwrap_or(ThreadInfo {
+                tid,
+                ..Default::default()
+            });
+            let frames = self.stack_frames(&t, pair);
+            *self.folded.entry(format!("cpu{frames}")).or_default() += n * period;
+        }
+    }
+
     fn add(&mut self, t: &ThreadInfo, depth: usize, off: &OffCpu) {
         if depth == 0 && !self.opts.all {
             return;
@@ -84,7 +130,10 @@ impl Visitor for Folder<'_> {
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.off_sum += iv.split.off;
-        self.add(t, depth, &iv.split.off);
+        match iv.stack {
+            Some(pair) => self.add_stack(t, pair, &iv.split.off),
+            None => self.add(t, depth, &iv.split.off),
+        }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
         // The tail after the last switch-out (rebuilt as `collect` in
@@ -103,11 +152,18 @@ impl Visitor for Folder<'_> {
 /// Writes off-CPU time as folded stacks (Brendan Gregg's collapsed format,
 /// read by flamegraph.pl, inferno and speedscope): one line per distinct
 /// stack, `cause;Outer.method;...;Inner.method N`, where N is **nanoseconds**
-/// off CPU with that cause at that stack, frames outermost first. With
-/// [`CollapsedOptions::thread`] the thread is the second frame.
+/// off CPU with that cause at that stack, frames outermost first. An
+/// interval whose stacks were recorded is written under its full stack
+/// (`cause;root;…;leaf`, Java, native and kernel frames named as
+/// async-profiler names them), traced methods or not; others under their
+/// traced methods. With [`CollapsedOptions::thread`] the thread is the
+/// second frame; with [`CollapsedOptions::cpu`] CPU samples follow under `cpu`.
 pub fn write_collapsed(trace: &Trace, opts: &CollapsedOptions, out: impl Write) -> io::Result<()> {
     let mut f = Folder::new(trace, opts);
     analyze(trace, &mut f);
+    if opts.cpu {
+        f.add_cpu_samples();
+    }
     f.write(out)
 }
 
@@ -123,6 +179,9 @@ pub fn write_collapsed_streaming(
     let (trace, events) = crate::open_streamed(dir, stream)?;
     let mut f = Folder::new(&trace, opts);
     stream::analyze(&trace, events, &mut f)?;
+    if opts.cpu {
+        f.add_cpu_samples();
+    }
     f.write(out)?;
     Ok(())
 }
@@ -131,6 +190,7 @@ impl<'a> Folder<'a> {
     fn new(trace: &'a Trace, opts: &'a CollapsedOptions) -> Self {
         Folder {
             trace,
+            symbols: Symbolizer::new(trace),
             opts,
             stack: Vec::new(),
             tail_stack: None,

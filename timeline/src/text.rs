@@ -5,8 +5,8 @@
 use crate::export::Exporter;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, Invocation, MethodIdx,
-    OffCpuInterval, SyscallInfo, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
+    analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, FrameKind, Invocation, MethodIdx,
+    OffCpuInterval, Symbolizer, SyscallInfo, ThreadInfo, ThreadTotals, Trace, Visitor, Wake,
 };
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -19,7 +19,15 @@ pub struct TextOptions {
     /// Also list off-CPU intervals outside traced invocations, and threads
     /// without any traced invocation.
     pub all_events: bool,
+    /// Frames of each off-CPU interval's recorded stack to show, innermost
+    /// first (0: none). Intervals with a stack outside traced methods (a
+    /// voluntary block of at least [`STACK_BLOCK_MIN_NS`]) are listed too,
+    /// so that a trace without `--methods` says where its threads blocked.
+    pub stack_depth: usize,
 }
+
+/// Shortest voluntary block listed for its stack alone (outside traced methods).
+pub const STACK_BLOCK_MIN_NS: u64 = 1_000_000;
 
 /// Formats nanoseconds as microseconds with one decimal.
 pub fn us(ns: u64) -> String {
@@ -94,6 +102,7 @@ const FLUSH_AT: usize = 64 << 10;
 
 struct TextWriter<'a, W: Write> {
     trace: &'a Trace,
+    symbols: Symbolizer<'a>,
     lookup: Lookup,
     out: W,
     opts: TextOptions,
@@ -255,8 +264,13 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
     }
 
     fn off_cpu(&mut self, _t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        if depth == 0 && !self.opts.all_events {
+        let by_stack =
+            self.opts.stack_depth > 0 && iv.stack.is_some() && !iv.preempted && iv.end - iv.start >= STACK_BLOCK_MIN_NS;
+        if depth == 0 && !self.opts.all_events && !by_stack {
             return;
+        }
+        if by_stack {
+            self.thread_has_calls = true;
         }
         let how = if iv.preempted {
             "preempted (involuntary)".to_string()
@@ -279,6 +293,19 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             wakes.clear();
         }
         self.line(iv.start, depth, &text);
+        if let (Some(pair), n @ 1..) = (iv.stack, self.opts.stack_depth) {
+            let frames = self.symbols.frames(pair);
+            let mut at: Vec<String> = frames
+                .iter()
+                .filter(|f| f.kind != FrameKind::Kernel)
+                .take(n)
+                .map(|f| f.flame_name())
+                .collect();
+            if frames.len() > at.len() {
+                at.push("…".into());
+            }
+            self.line(iv.start, depth, &format!("  at {}", at.join(" ← ")));
+        }
         self.line(iv.end, depth, "⇡ switch-in");
     }
 
@@ -461,6 +488,7 @@ fn run<W: Write>(
 ) -> anyhow::Result<()> {
     let mut w = TextWriter {
         trace,
+        symbols: Symbolizer::new(trace),
         lookup,
         out,
         opts: opts.clone(),

@@ -231,6 +231,7 @@ fn collapsed_totals_equal_the_report() {
         &CollapsedOptions {
             thread: false,
             all: true,
+            ..Default::default()
         },
     );
     assert_eq!(per_cause(&all), want_all, "--all: every off-CPU ns of every thread");
@@ -284,6 +285,7 @@ fn collapsed_totals_equal_the_report() {
         &CollapsedOptions {
             thread: true,
             all: false,
+            ..Default::default()
         },
     );
     assert!(

@@ -37,13 +37,20 @@ fn streaming_exporters() -> Vec<(String, Box<dyn Exporter>)> {
     for all in [false, true] {
         v.push((
             format!("text all={all}"),
-            Box::new(Text(TextOptions { all_events: all })),
+            Box::new(Text(TextOptions {
+                all_events: all,
+                ..Default::default()
+            })),
         ));
     }
     for (thread, all) in [(false, false), (true, true)] {
         v.push((
             format!("collapsed thread={thread} all={all}"),
-            Box::new(Collapsed(CollapsedOptions { thread, all })),
+            Box::new(Collapsed(CollapsedOptions {
+                thread,
+                all,
+                ..Default::default()
+            })),
         ));
     }
     v.push(("csv".into(), Box::new(Csv)));

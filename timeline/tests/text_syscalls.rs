@@ -49,7 +49,10 @@ fn block_keeps_its_syscall_when_a_later_record_enters_inside_it() {
     b.switch_in(tid, 3500);
     b.write(&dir, 1000, 4000);
 
-    let opts = TextOptions { all_events: true };
+    let opts = TextOptions {
+        all_events: true,
+        ..Default::default()
+    };
     let mut whole = Vec::new();
     write_text(&Trace::open(&dir).unwrap(), &mut whole, &opts).unwrap();
     let whole = String::from_utf8(whole).unwrap();

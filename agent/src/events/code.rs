@@ -94,7 +94,9 @@ pub(super) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Vec<String> 
     }
     let err = jvmti!(env, GenerateEvents, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
     if err != JVMTI_ERROR_NONE {
-        notes.push(format!("stacks: cannot list the JVM's generated code (JVMTI error {err})"));
+        notes.push(format!(
+            "stacks: cannot list the JVM's generated code (JVMTI error {err})"
+        ));
     }
     describe_loaded_classes(env, jni);
     announce_threads(env, jni);
@@ -228,8 +230,7 @@ unsafe fn describe_loaded_classes(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     for i in 0..n.max(0) as usize {
         let k = *classes.add(i);
         let mut status: jint = 0;
-        if jvmti!(env, GetClassStatus, k, &mut status) == JVMTI_ERROR_NONE
-            && status & JVMTI_CLASS_STATUS_PREPARED != 0
+        if jvmti!(env, GetClassStatus, k, &mut status) == JVMTI_ERROR_NONE && status & JVMTI_CLASS_STATUS_PREPARED != 0
         {
             describe_class(rec, env, k, ts);
         }
@@ -360,5 +361,9 @@ fn write_inline(rec: &Recorder, code_addr: u64, pcs: Vec<PcInline>, ts: u64) {
 /// These records describe code, not a thread's events: written directly,
 /// whatever the thread filter says.
 fn write(rec: &Recorder, ts: u64, payload: Payload) {
-    rec.write_direct(&Record { tid: tid(), ts, payload });
+    rec.write_direct(&Record {
+        tid: tid(),
+        ts,
+        payload,
+    });
 }

@@ -6,6 +6,7 @@ use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::event::{Event, MethodIdx, MethodInfo};
+use crate::stacks::{Blob, CompiledCode, JvmCode};
 use crate::tid_map::TidMap;
 use jtrace_format::{self as fmt, kind, FileHeader, Payload};
 use std::collections::HashMap;
@@ -43,6 +44,8 @@ impl TraceReader {
         let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
         // Allocation samples, whose site is a raw id too: (tid, sample).
         let mut allocs: Vec<(u32, fmt::AllocSample)> = Vec::new();
+        // What names Java frames, resolved at the end too.
+        let mut code = CodeRecords::default();
         while let Some(raw) = records.next_raw() {
             let raw = match raw {
                 Ok(r) => r,
@@ -211,7 +214,13 @@ impl TraceReader {
                         }
                     }
                 }
-                Payload::Compiled(load, c) => compiles.push((c.method, ts, load)),
+                Payload::Compiled(load, c) => {
+                    compiles.push((c.method, ts, load));
+                    code.compiled.push((ts, load, c));
+                }
+                Payload::CodeBlob(b) => code.blobs.push(b),
+                Payload::CompiledInline(c) => code.inline.push(c),
+                Payload::MethodAddrs(m) => code.methods.extend(m.methods),
                 Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {
                     let block = block_of(k);
@@ -273,6 +282,10 @@ impl TraceReader {
             c.bytes += a.size;
         }
         if let Some(pid) = pid {
+            if !code.is_empty() {
+                let jvm = self.trace.stacks.jvms.entry(pid).or_default();
+                code.resolve(jvm, |id| ids.get(&id).copied());
+            }
             self.trace.jvm_pids.push(pid);
             if !compiles.is_empty() {
                 let resolved = compiles
@@ -303,6 +316,63 @@ impl TraceReader {
         let i = (self.trace.details.len() - 1) as u32;
         self.detail_ids.insert(s.to_owned(), i);
         i
+    }
+}
+
+/// A JVM stream's records about code, kept until its method ids are all
+/// defined (a METHOD_DEF may follow the record that uses its id).
+#[derive(Default)]
+struct CodeRecords {
+    compiled: Vec<(u64, bool, fmt::CompiledMethod)>,
+    inline: Vec<fmt::CompiledInline>,
+    blobs: Vec<fmt::CodeBlob>,
+    methods: Vec<(u64, u64)>,
+}
+
+impl CodeRecords {
+    fn is_empty(&self) -> bool {
+        self.compiled.is_empty() && self.blobs.is_empty() && self.methods.is_empty()
+    }
+
+    /// Into the JVM's code tables, naming methods with `method`.
+    fn resolve(self, jvm: &mut JvmCode, method: impl Fn(u64) -> Option<MethodIdx>) {
+        // COMPILED_INLINE follows its COMPILED_METHOD_LOAD: by code address.
+        let mut inline: HashMap<u64, (u32, Vec<(u64, Vec<Option<MethodIdx>>)>)> = HashMap::new();
+        for c in self.inline {
+            let e = inline.entry(c.code_addr).or_default();
+            e.0 = c.tier;
+            e.1.extend(c.pcs.into_iter().map(|p| {
+                let chain = p.methods.iter().map(|&m| method(m)).collect();
+                (p.pc, chain)
+            }));
+        }
+        for (ts, load, c) in self.compiled {
+            if load {
+                let (tier, mut pcs) = inline.remove(&c.code_addr).unwrap_or_default();
+                pcs.sort_by_key(|p| p.0);
+                let code = CompiledCode {
+                    method: method(c.method),
+                    tier,
+                    inline: pcs,
+                };
+                jvm.compiled.load(c.code_addr, u64::from(c.code_size), ts, code);
+            } else {
+                jvm.compiled.unload(c.code_addr, ts);
+            }
+        }
+        for b in self.blobs {
+            jvm.blobs.push(Blob {
+                start: b.start,
+                end: b.start + u64::from(b.size),
+                interpreter: b.kind == fmt::CODE_INTERPRETER,
+                name: b.name,
+            });
+        }
+        for (addr, id) in self.methods {
+            if let Some(m) = method(id) {
+                jvm.methods.insert(addr, m);
+            }
+        }
     }
 }
 

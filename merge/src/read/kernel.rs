@@ -5,6 +5,7 @@ use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::event::{Event, MethodIdx, MethodInfo, SyscallInfo};
+use crate::stacks::StackPair;
 use jtrace_format::{self as fmt, kind, Payload};
 use std::path::Path;
 
@@ -42,6 +43,9 @@ impl TraceReader {
                                 next_tid,
                             },
                         );
+                        if let Some(st) = fmt::SwitchStacks::of_switch_out(raw.payload) {
+                            self.push_stacks(tid, ts, tgid, st);
+                        }
                         continue;
                     }
                 }
@@ -87,6 +91,31 @@ impl TraceReader {
                             next_tid: p.next_tid,
                         },
                     );
+                }
+                Payload::SwitchOutStacks(p, st) => {
+                    self.set_tgid(tid, p.tgid);
+                    self.push(
+                        tid,
+                        ts,
+                        Event::SwitchOut {
+                            preempted: p.prev_state == fmt::TASK_RUNNING,
+                            prev_state: p.prev_state,
+                            cpu: p.cpu,
+                            next_tid: p.next_tid,
+                        },
+                    );
+                    self.push_stacks(tid, ts, p.tgid, st);
+                }
+                Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
+                Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push(m),
+                Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
+                Payload::CpuSample(c) => {
+                    let pair = self.trace.stacks.pair(StackPair {
+                        tgid: c.tgid,
+                        kstack: c.kstack,
+                        ustack: c.ustack,
+                    });
+                    *self.trace.stacks.cpu_samples.entry((tid, pair)).or_default() += 1;
                 }
                 Payload::SwitchIn(p) => {
                     self.set_tgid(tid, p.tgid);
@@ -204,6 +233,19 @@ impl TraceReader {
         let pid = self.trace.threads.get(&tid).map_or(self.trace.meta.pid, |t| t.tgid);
         self.windows.entry(pid).or_default().push((ts, Cause::Safepoint, begin));
         true
+    }
+
+    /// The stacks of a switch-out, right after it (same time).
+    fn push_stacks(&mut self, tid: u32, ts: u64, tgid: u32, st: fmt::SwitchStacks) {
+        if st.kstack == 0 && st.ustack == 0 {
+            return;
+        }
+        let pair = self.trace.stacks.pair(StackPair {
+            tgid,
+            kstack: st.kstack,
+            ustack: st.ustack,
+        });
+        self.push(tid, ts, Event::Stack(pair));
     }
 
     /// The method a library-call probe stands for (interned: probes are few).

@@ -87,6 +87,7 @@ impl Trace {
         }
         let kernel_until = r.kernel_coverage(&kpath);
         r.spread_windows();
+        r.trace.stacks.finish();
         let mut t = r.trace;
         for (tid, evs) in t.events.iter_mut() {
             // Stable sort: records of one thread from one stream keep their

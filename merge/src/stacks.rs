@@ -1,0 +1,125 @@
+//! The stacks of a trace (issue 16) as read: the kernel and user stacks by
+//! id, which pair of them each switch-out or CPU sample had, and what names
+//! their addresses (the processes' mappings, the kernel symbols, each JVM's
+//! code: compiled methods with their inlining, generated code, `Method*`s).
+//! [`crate::Symbolizer`] names them.
+
+use crate::event::MethodIdx;
+use jtrace_format as fmt;
+use jtrace_symbols::codemap::CodeMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// The stacks of one switch-out or CPU sample: its process, its kernel
+/// stack id and its user stack id (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackPair {
+    /// The thread's process.
+    pub tgid: u32,
+    /// Kernel stack id (0: none).
+    pub kstack: u32,
+    /// User stack id (0: none).
+    pub ustack: u32,
+}
+
+/// Compiled code of a JVM: its method and what it inlines where.
+#[derive(Debug, Clone, Default)]
+pub struct CompiledCode {
+    /// The compiled method.
+    pub method: Option<MethodIdx>,
+    /// Compilation tier (1–3 C1, 4 C2, 0 unknown).
+    pub tier: u32,
+    /// By pc (sorted): the methods at that pc, innermost first (the last
+    /// is the compiled method); `None` for a method id never defined.
+    pub inline: Vec<(u64, Vec<Option<MethodIdx>>)>,
+}
+
+/// A piece of code a JVM generated (CODE_BLOB).
+#[derive(Debug, Clone)]
+pub struct Blob {
+    /// First address.
+    pub start: u64,
+    /// End (exclusive).
+    pub end: u64,
+    /// The interpreter (its frames carry a `Method*`).
+    pub interpreter: bool,
+    /// HotSpot's name.
+    pub name: String,
+}
+
+/// What names the Java frames of one JVM.
+#[derive(Debug, Default)]
+pub struct JvmCode {
+    /// Compiled methods over time (COMPILED_METHOD_LOAD/UNLOAD, COMPILED_INLINE).
+    pub compiled: CodeMap<CompiledCode>,
+    /// Generated code (sorted by start).
+    pub blobs: Vec<Blob>,
+    /// Method of each `Method*` (METHOD_ADDRS).
+    pub methods: HashMap<u64, MethodIdx>,
+}
+
+/// A stack's frames as recorded, with the time of its first use (the
+/// JIT code map is looked up at that time).
+#[derive(Debug, Clone)]
+pub struct RawStack {
+    /// The STACK record.
+    pub stack: fmt::Stack,
+    /// Its first use.
+    pub ts: u64,
+}
+
+/// The stacks of a trace and what names them.
+#[derive(Debug, Default)]
+pub struct Stacks {
+    /// Kernel stacks by id.
+    pub kernel: HashMap<u32, RawStack>,
+    /// User stacks by id.
+    pub user: HashMap<u32, RawStack>,
+    /// The pairs switch-outs and samples refer to ([`crate::Event::Stack`]).
+    pub pairs: Vec<StackPair>,
+    pair_ids: HashMap<StackPair, u32>,
+    /// Executable mappings of each process (MAPPING), in record order.
+    pub mappings: HashMap<u32, Vec<fmt::Mapping>>,
+    /// Kernel symbols (KSYM), sorted by start once read.
+    pub ksyms: Vec<fmt::Ksym>,
+    /// Each JVM's code, by pid.
+    pub jvms: HashMap<u32, JvmCode>,
+    /// CPU samples by (thread, pair index).
+    pub cpu_samples: BTreeMap<(u32, u32), u64>,
+}
+
+impl Stacks {
+    /// The index of a pair in [`Stacks::pairs`] (interned).
+    pub(crate) fn pair(&mut self, p: StackPair) -> u32 {
+        if let Some(&i) = self.pair_ids.get(&p) {
+            return i;
+        }
+        self.pairs.push(p);
+        let i = (self.pairs.len() - 1) as u32;
+        self.pair_ids.insert(p, i);
+        i
+    }
+
+    /// A STACK record at `ts`.
+    pub(crate) fn add_stack(&mut self, ts: u64, s: fmt::Stack) {
+        let table = if s.is_kernel() {
+            &mut self.kernel
+        } else {
+            &mut self.user
+        };
+        table.entry(s.id).or_insert(RawStack { stack: s, ts });
+    }
+
+    /// Whether the trace has any stack.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty() && self.cpu_samples.is_empty()
+    }
+
+    /// Sorts what lookups need sorted (after reading).
+    pub(crate) fn finish(&mut self) {
+        self.ksyms.sort_by_key(|k| k.start);
+        for j in self.jvms.values_mut() {
+            j.compiled.finish();
+            j.blobs.sort_by_key(|b| b.start);
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! [`Symbolizer`]: names the frames of a trace's stacks from what the
+//! trace stored at record time (mappings with build ids, kernel symbols,
+//! the JVMs' code), so it works after the processes are gone and on
+//! another machine whose binaries have the same build ids. Frames are named
+//! as async-profiler and FlameGraph name them (docs/REPORT.md "Stacks"); a
+//! frame that cannot be named is labelled as such, never guessed.
+
+use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
+use crate::trace::Trace;
+use jtrace_format as fmt;
+use jtrace_symbols::codemap::CodeAt;
+use jtrace_symbols::elf::{demangle, SymbolTable};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// What kind of code a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    /// Kernel code (`_[k]`).
+    Kernel,
+    /// Native code named by its symbol.
+    Native,
+    /// A JIT-compiled Java method (`_[j]`).
+    Jit,
+    /// A Java method inlined into compiled code (`_[i]`).
+    Inlined,
+    /// An interpreted Java method (`_[0]`).
+    Interpreted,
+    /// A C1-compiled Java method (`_[1]`).
+    C1,
+    /// Code the JVM generated (stubs, adapters).
+    Stub,
+    /// Could not be named: the name says why.
+    Unresolved,
+}
+
+/// One named frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Its name: `package.Class.method` for Java, the (demangled) symbol
+    /// for native and kernel code, `[…]` for what could not be named.
+    pub name: String,
+    /// What it is.
+    pub kind: FrameKind,
+}
+
+impl Frame {
+    /// The name with the FlameGraph / async-profiler suffix of its kind.
+    pub fn flame_name(&self) -> String {
+        let suffix = match self.kind {
+            FrameKind::Kernel => "_[k]",
+            FrameKind::Jit => "_[j]",
+            FrameKind::Inlined => "_[i]",
+            FrameKind::Interpreted => "_[0]",
+            FrameKind::C1 => "_[1]",
+            _ => "",
+        };
+        format!("{}{suffix}", self.name)
+    }
+
+    /// Whether it is a Java method.
+    pub fn is_java(&self) -> bool {
+        matches!(
+            self.kind,
+            FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted | FrameKind::C1
+        )
+    }
+
+    fn unresolved(name: String) -> Frame {
+        Frame {
+            name,
+            kind: FrameKind::Unresolved,
+        }
+    }
+}
+
+/// Frame closing a stack whose walk stopped at its depth limit.
+pub const TRUNCATED_FRAME: &str = "[truncated]";
+
+/// What could not be named, for `jtrace info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SymbolProblems {
+    /// Binaries that were not found (or had another build id).
+    pub missing_binaries: BTreeSet<String>,
+    /// Binaries without function symbols.
+    pub stripped_binaries: BTreeSet<String>,
+    /// Frames labelled unresolved.
+    pub unresolved_frames: u64,
+    /// Of those, frames in JIT code that was unloaded (or never reported).
+    pub unloaded_jit_frames: u64,
+    /// Stacks cut at the walk's depth limit.
+    pub truncated_stacks: u64,
+    /// Switch-outs or samples whose stack id has no STACK record (lost).
+    pub missing_stacks: u64,
+}
+
+/// A binary's symbols, looked up once.
+type Symbols = Option<Rc<SymbolTable>>;
+
+/// Names the frames of a trace's stacks, with caches.
+pub struct Symbolizer<'t> {
+    trace: &'t Trace,
+    binaries: RefCell<HashMap<(String, Vec<u8>), Symbols>>,
+    user: RefCell<HashMap<u32, Rc<[Frame]>>>,
+    kernel: RefCell<HashMap<u32, Rc<[Frame]>>>,
+    problems: RefCell<SymbolProblems>,
+    /// Where binaries are looked for besides their recorded paths: the
+    /// root of another machine's files (`JTRACE_SYSROOT`), and the
+    /// debug directory by build id.
+    sysroot: Option<PathBuf>,
+}
+
+impl<'t> Symbolizer<'t> {
+    /// A symbolizer for `trace`. Binaries are read from their recorded
+    /// paths, under `$JTRACE_SYSROOT` if set, or from
+    /// `/usr/lib/debug/.build-id/`, and used only if their build id is the
+    /// recorded one.
+    pub fn new(trace: &'t Trace) -> Symbolizer<'t> {
+        Symbolizer {
+            trace,
+            binaries: Default::default(),
+            user: Default::default(),
+            kernel: Default::default(),
+            problems: Default::default(),
+            sysroot: std::env::var_os("JTRACE_SYSROOT").map(PathBuf::from),
+        }
+    }
+
+    fn stacks(&self) -> &'t Stacks {
+        &self.trace.stacks
+    }
+
+    /// The frames of pair `idx` ([`crate::Event::Stack`]), innermost first:
+    /// kernel frames, then user frames.
+    pub fn frames(&self, idx: u32) -> Vec<Frame> {
+        let Some(&p) = self.stacks().pairs.get(idx as usize) else {
+            return Vec::new();
+        };
+        self.pair_frames(p)
+    }
+
+    /// The frames of a pair, innermost first.
+    pub fn pair_frames(&self, p: StackPair) -> Vec<Frame> {
+        let mut out = Vec::new();
+        if p.kstack != 0 {
+            out.extend(self.kernel_frames(p.kstack).iter().cloned());
+        }
+        if p.ustack != 0 {
+            out.extend(self.user_frames(p.tgid, p.ustack).iter().cloned());
+        }
+        out
+    }
+
+    /// What could not be named so far.
+    pub fn problems(&self) -> SymbolProblems {
+        self.problems.borrow().clone()
+    }
+
+    /// Names every stack of the trace (for `jtrace info`'s counts).
+    pub fn name_all(&self) {
+        for p in &self.stacks().pairs {
+            self.pair_frames(*p);
+        }
+        for &(_, pair) in self.stacks().cpu_samples.keys() {
+            self.frames(pair);
+        }
+    }
+
+    fn kernel_frames(&self, id: u32) -> Rc<[Frame]> {
+        if let Some(f) = self.kernel.borrow().get(&id) {
+            return f.clone();
+        }
+        let frames: Rc<[Frame]> = match self.stacks().kernel.get(&id) {
+            Some(s) => {
+                let mut v: Vec<Frame> = s
+                    .stack
+                    .frames
+                    .iter()
+                    .map(|f| self.kernel_frame(f.pc))
+                    // The tracing machinery itself is not the thread's stack.
+                    .skip_while(|f| {
+                        ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"]
+                            .iter()
+                            .any(|p| f.name.starts_with(p))
+                    })
+                    .collect();
+                self.close(s, &mut v);
+                v.into()
+            }
+            None => {
+                self.problems.borrow_mut().missing_stacks += 1;
+                vec![Frame::unresolved("[kernel stack lost]".into())].into()
+            }
+        };
+        self.kernel.borrow_mut().insert(id, frames.clone());
+        frames
+    }
+
+    /// Counts and marks a truncated stack.
+    fn close(&self, s: &RawStack, v: &mut Vec<Frame>) {
+        if s.stack.flags & fmt::STACK_TRUNCATED != 0 {
+            self.problems.borrow_mut().truncated_stacks += 1;
+            v.push(Frame::unresolved(TRUNCATED_FRAME.into()));
+        }
+    }
+
+    fn kernel_frame(&self, pc: u64) -> Frame {
+        let k = &self.stacks().ksyms;
+        let i = k.partition_point(|s| s.start <= pc);
+        match i.checked_sub(1).map(|i| &k[i]).filter(|s| pc < s.end) {
+            Some(s) => Frame {
+                name: s.name.clone(),
+                kind: FrameKind::Kernel,
+            },
+            None => {
+                self.problems.borrow_mut().unresolved_frames += 1;
+                Frame {
+                    name: format!("[unknown kernel {pc:#x}]"),
+                    kind: FrameKind::Unresolved,
+                }
+            }
+        }
+    }
+
+    fn user_frames(&self, tgid: u32, id: u32) -> Rc<[Frame]> {
+        if let Some(f) = self.user.borrow().get(&id) {
+            return f.clone();
+        }
+        let frames: Rc<[Frame]> = match self.stacks().user.get(&id) {
+            Some(s) => {
+                let jvm = self
+                    .stacks()
+                    .jvms
+                    .get(&s.stack.tgid)
+                    .or_else(|| self.stacks().jvms.get(&tgid));
+                let mut v = Vec::new();
+                for f in &s.stack.frames {
+                    self.user_frame(s.stack.tgid, jvm, f, s.ts, &mut v);
+                }
+                self.close(s, &mut v);
+                v.into()
+            }
+            None => {
+                self.problems.borrow_mut().missing_stacks += 1;
+                vec![Frame::unresolved("[user stack lost]".into())].into()
+            }
+        };
+        self.user.borrow_mut().insert(id, frames.clone());
+        frames
+    }
+
+    /// The frames at one user pc (several for inlined code), innermost first.
+    fn user_frame(&self, tgid: u32, jvm: Option<&JvmCode>, f: &fmt::StackFrame, ts: u64, out: &mut Vec<Frame>) {
+        let methods = &self.trace.methods;
+        let java = |m: u32| methods.get(m as usize).map(|m| m.qualified());
+        if let Some(j) = jvm {
+            let i = j.blobs.partition_point(|b| b.start <= f.pc);
+            if let Some(b) = i.checked_sub(1).map(|i| &j.blobs[i]).filter(|b| f.pc < b.end) {
+                if b.interpreter {
+                    match j.methods.get(&f.method).and_then(|&m| java(m)) {
+                        Some(name) => out.push(Frame {
+                            name,
+                            kind: FrameKind::Interpreted,
+                        }),
+                        None => {
+                            self.problems.borrow_mut().unresolved_frames += 1;
+                            out.push(Frame::unresolved("[interpreted: unknown method]".into()));
+                        }
+                    }
+                } else {
+                    out.push(Frame {
+                        name: b.name.clone(),
+                        kind: FrameKind::Stub,
+                    });
+                }
+                return;
+            }
+            match j.compiled.lookup(f.pc, ts) {
+                CodeAt::Live(c) => {
+                    let outer = if (1..=3).contains(&c.tier) {
+                        FrameKind::C1
+                    } else {
+                        FrameKind::Jit
+                    };
+                    // The pc's inlining: exact for return addresses.
+                    let at = c.inline.binary_search_by_key(&f.pc, |(pc, _)| *pc).ok();
+                    match at.map(|i| &c.inline[i].1).filter(|m| !m.is_empty()) {
+                        Some(chain) => {
+                            for (k, m) in chain.iter().enumerate() {
+                                let kind = if k + 1 == chain.len() {
+                                    outer
+                                } else {
+                                    FrameKind::Inlined
+                                };
+                                match m.and_then(java) {
+                                    Some(name) => out.push(Frame { name, kind }),
+                                    None => {
+                                        self.problems.borrow_mut().unresolved_frames += 1;
+                                        out.push(Frame::unresolved("[compiled: unknown method]".into()));
+                                    }
+                                }
+                            }
+                        }
+                        None => match c.method.and_then(java) {
+                            Some(name) => out.push(Frame { name, kind: outer }),
+                            None => {
+                                self.problems.borrow_mut().unresolved_frames += 1;
+                                out.push(Frame::unresolved("[compiled: unknown method]".into()));
+                            }
+                        },
+                    }
+                    return;
+                }
+                CodeAt::Stale => {
+                    let mut p = self.problems.borrow_mut();
+                    p.unresolved_frames += 1;
+                    p.unloaded_jit_frames += 1;
+                    out.push(Frame::unresolved("[unloaded JIT code]".into()));
+                    return;
+                }
+                CodeAt::None => {}
+            }
+        }
+        out.push(self.native_frame(tgid, f.pc));
+    }
+
+    /// A pc in a mapping of the process: its ELF symbol.
+    fn native_frame(&self, tgid: u32, pc: u64) -> Frame {
+        let maps = self.stacks().mappings.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
+        // The latest mapping that holds it.
+        let Some(m) = maps.iter().rev().find(|m| m.start <= pc && pc < m.end) else {
+            self.problems.borrow_mut().unresolved_frames += 1;
+            return Frame::unresolved("[unknown]".into());
+        };
+        if m.path.is_empty() {
+            // Anonymous executable memory: JIT code the JVM did not report.
+            self.problems.borrow_mut().unresolved_frames += 1;
+            return Frame::unresolved("[unknown JIT code]".into());
+        }
+        if m.path.starts_with('[') {
+            return Frame {
+                name: m.path.clone(),
+                kind: FrameKind::Native,
+            };
+        }
+        let file = Path::new(&m.path)
+            .file_name()
+            .map_or(m.path.clone(), |n| n.to_string_lossy().into_owned());
+        let off = pc - m.start + m.offset;
+        let Some(syms) = self.binary(&m.path, &m.build_id) else {
+            self.problems.borrow_mut().unresolved_frames += 1;
+            return Frame::unresolved(format!("[{file}+{off:#x}]"));
+        };
+        match syms.vaddr_of_offset(off).and_then(|va| syms.lookup(va)) {
+            Some((name, _)) => Frame {
+                name: demangle(name),
+                kind: FrameKind::Native,
+            },
+            None => {
+                self.problems.borrow_mut().unresolved_frames += 1;
+                Frame::unresolved(format!("[{file}+{off:#x}]"))
+            }
+        }
+    }
+
+    /// The symbols of the binary recorded at `path` with `build_id`: the
+    /// file there (under the sysroot if set) or in the build-id debug
+    /// directory, if its build id matches.
+    fn binary(&self, path: &str, build_id: &[u8]) -> Symbols {
+        let key = (path.to_string(), build_id.to_vec());
+        if let Some(s) = self.binaries.borrow().get(&key) {
+            return s.clone();
+        }
+        let mut candidates = Vec::new();
+        if let Some(root) = &self.sysroot {
+            candidates.push(root.join(path.trim_start_matches('/')));
+        }
+        candidates.push(PathBuf::from(path));
+        if build_id.len() > 1 {
+            let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+            candidates.push(PathBuf::from(format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &hex[..2],
+                &hex[2..]
+            )));
+        }
+        let found = candidates.iter().find_map(|c| {
+            let t = SymbolTable::load(c).ok()?;
+            let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
+            same.then_some(t)
+        });
+        let result = match found {
+            Some(t) if t.is_empty() => {
+                self.problems.borrow_mut().stripped_binaries.insert(path.to_string());
+                None
+            }
+            Some(t) => Some(Rc::new(t)),
+            None => {
+                self.problems.borrow_mut().missing_binaries.insert(path.to_string());
+                None
+            }
+        };
+        self.binaries.borrow_mut().insert(key, result.clone());
+        result
+    }
+}
