@@ -88,6 +88,9 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
             ms(first.saturating_sub(start))
         )?;
     }
+    if !t.stacks.is_empty() {
+        print_stacks(&mut out, t)?;
+    }
     for p in &t.losses.truncated {
         writeln!(out, "problem    {p}")?;
     }
@@ -95,4 +98,41 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
         writeln!(out, "agent      {p}")?;
     }
     out.flush()
+}
+
+/// The stacks' counts, and what could not be named (every stack is named
+/// once to count it).
+fn print_stacks(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
+    let s = &t.stacks;
+    let samples: u64 = s.cpu_samples.values().sum();
+    writeln!(
+        out,
+        "stacks     {} kernel, {} user ({} distinct switch-out/sample pairs); {} CPU samples at {} Hz",
+        s.kernel.len(),
+        s.user.len(),
+        s.pairs.len(),
+        samples,
+        t.meta.cpu_sample_hz
+    )?;
+    let sym = jtrace_merge::Symbolizer::new(t);
+    sym.name_all();
+    let p = sym.problems();
+    writeln!(
+        out,
+        "  frames   {} unresolved ({} in unloaded JIT code); {} stacks truncated; {} stacks lost",
+        p.unresolved_frames, p.unloaded_jit_frames, p.truncated_stacks, p.missing_stacks
+    )?;
+    for b in &p.missing_binaries {
+        writeln!(
+            out,
+            "  binary   {b}: not found with the recorded build id (its frames are unresolved)"
+        )?;
+    }
+    for b in &p.stripped_binaries {
+        writeln!(
+            out,
+            "  binary   {b}: stripped (no function symbols; its frames are unresolved)"
+        )?;
+    }
+    Ok(())
 }

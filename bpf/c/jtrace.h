@@ -59,6 +59,8 @@ struct hotspot_layout {
 	__u32 anchor_fp;
 	__u32 anchor_pc;
 	__u32 reserved;
+	__u64 code_lo;		/* the JVM's code seen so far */
+	__u64 code_hi;
 };
 
 #endif /* JTRACE_H */

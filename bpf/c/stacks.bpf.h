@@ -73,11 +73,16 @@ struct uwalk {
 	__u32 flags;
 };
 
+/* Words above a Java anchor searched for the frame of a native wrapper. */
+#define WRAPPER_SCAN 32
+
 /* A STACK record being built, and the walk building it. */
 struct stack_buf {
 	struct stack_rec h;
 	__u64 w[2 * USTACK_MAX];
 	struct uwalk st;
+	__u64 scan[WRAPPER_SCAN];
+	__u64 code_lo, code_hi;
 };
 
 /* bpf_loop callback context: the buffer. */
@@ -131,7 +136,9 @@ static __always_inline __u32 stack_intern(struct stack_buf *b, __u32 tid, __u64 
 		return 0;
 	rec_hdr_fill(b, K_STACK, len, tid, ts);
 	b->h.id = id;
-	if (bpf_ringbuf_output(&events, b, len, wake_flags(false))) {
+	/* A new user stack wakes the consumer: it reads the process's
+	 * mappings while the process lives (short-lived ones too). */
+	if (bpf_ringbuf_output(&events, b, len, wake_flags(b->h.tgid != 0))) {
 		count(&dropped, K_STACK);
 		return 0;
 	}
@@ -207,6 +214,38 @@ static long uwalk_step(__u64 idx, void *ctx)
 	return 0;
 }
 
+/* The fp saved at sp - 16 if its frame returns into [lo, hi), else 0. */
+static __always_inline __u64 wrapper_fp(__u64 sp, __u64 lo, __u64 hi)
+{
+	__u64 fp = 0, fr[2];
+
+	if (bpf_probe_read_user(&fp, 8, (void *)(sp - 16)))
+		return 0;
+	if (fp < sp || fp - sp > 65536 || (fp & 7) || bpf_probe_read_user(fr, 16, (void *)fp))
+		return 0;
+	return fr[1] >= lo && fr[1] < hi ? fp : 0;
+}
+
+/*
+ * bpf_loop callback: is word i of the words above the anchor's sp the
+ * saved fp of a frame (the next word its return address into the code
+ * cache, the saved fp above it)? The first such is the wrapper's frame.
+ */
+static long scan_step(__u64 i, void *ctx)
+{
+	struct stack_buf *b = ((struct walk_ctx *)ctx)->b;
+	__u64 fp = b->scan[i & (WRAPPER_SCAN - 1)], ret = b->scan[(i + 1) & (WRAPPER_SCAN - 1)];
+	__u64 at = b->st.stop_at + 8 * i;
+
+	if (i + 1 >= WRAPPER_SCAN)
+		return 1;
+	if (ret >= b->code_lo && ret < b->code_hi && fp > at && fp - at < 65536 && !(fp & 7)) {
+		b->st.carry_fp = at;
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * The user stack of thread `tid` of process `tgid`, from its user
  * registers ip/bp/sp, interned (0: none).
@@ -247,7 +286,35 @@ static __always_inline __u32 user_stack(__u32 slot, __u32 tid, __u32 tgid, __u64
 		pc = anchor[2];
 		if (!pc)
 			bpf_probe_read_user(&pc, 8, (void *)(w->stop_at - 8));
-		w->fp = anchor[1] ? anchor[1] : w->carry_fp;
+		/*
+		 * Only the interpreter sets the anchor's fp; compiled code and
+		 * its stubs leave whatever an earlier transition put there.
+		 */
+		if (pc >= w->ilo && pc < w->ihi && anchor[1])
+			w->fp = anchor[1];
+		else
+			w->fp = w->carry_fp;
+		/*
+		 * A compiled native wrapper leaves no fp in the anchor; when the
+		 * native chain was cut, its callee's prologue (push rbp) put the
+		 * wrapper's fp right below the return address. Taken only if
+		 * that frame returns into the code cache.
+		 */
+		if (!w->fp && jvm)
+			w->fp = wrapper_fp(w->stop_at, jvm->code_lo, jvm->code_hi);
+		/*
+		 * Else the wrapper's callee kept no frame pointer: the wrapper's
+		 * own frame is the first pair above the anchor's sp that looks
+		 * like a frame returning into the code cache.
+		 */
+		if (!w->fp && jvm && jvm->code_hi &&
+		    !bpf_probe_read_user(b->scan, sizeof(b->scan), (void *)w->stop_at)) {
+			b->code_lo = jvm->code_lo;
+			b->code_hi = jvm->code_hi;
+			w->carry_fp = 0;
+			bpf_loop(WRAPPER_SCAN - 1, scan_step, &ctx, 0);
+			w->fp = w->carry_fp;
+		}
 		if (pc) {
 			uwalk_push(b, pc, w->fp);
 			w->floor = w->stop_at;

@@ -14,7 +14,7 @@ use std::io::Write;
 use jtrace_format::{kind, Encoder, RECORD_HEADER_LEN};
 
 use crate::paths::PathResolver;
-use crate::stack_names::{is_stack, StackNames};
+use crate::stack_names::{exec_of, is_stack, StackNames};
 use crate::stats::{kind_name, ConsumerCounts};
 
 /// Records are written to the file in blocks of about this many bytes.
@@ -69,8 +69,12 @@ pub(crate) struct Sink {
 impl Sink {
     /// A sink appending to `file` (named `name` in messages), which holds
     /// `written` bytes of the stream so far; `on_error` hears of a failure
-    /// when it happens.
-    pub(crate) fn new(file: File, name: String, written: u64, on_error: Option<fn(&str)>) -> Sink {
+    /// when it happens; ready to name stacks if `stacks`.
+    pub(crate) fn new(file: File, name: String, written: u64, on_error: Option<fn(&str)>, stacks: bool) -> Sink {
+        let mut stack_names = StackNames::default();
+        if stacks {
+            stack_names.preload();
+        }
         Sink {
             file,
             name,
@@ -81,7 +85,7 @@ impl Sink {
             malformed: 0,
             flushed_wakeups: 0,
             paths: PathResolver::default(),
-            stack_names: StackNames::default(),
+            stack_names,
             failure: None,
             on_error,
         }
@@ -119,6 +123,9 @@ impl Sink {
         }
         self.buf.extend_from_slice(data);
         self.buffered += 1;
+        if let Some((tgid, ts)) = exec_of(data) {
+            self.stack_names.exec(tgid, ts);
+        }
         if is_stack(data) {
             let mut enc = Encoder::new();
             self.stack_names.note(data, &mut enc);
@@ -220,7 +227,7 @@ mod tests {
     #[test]
     fn samples_are_split_into_records_and_bad_lengths_counted() {
         let path = std::env::temp_dir().join(format!("jtrace-bpf-sink-{}", std::process::id()));
-        let mut sink = Sink::new(File::create(&path).unwrap(), "test".into(), 0, None);
+        let mut sink = Sink::new(File::create(&path).unwrap(), "test".into(), 0, None, false);
         // A batch of three records, then a lone one.
         let batch = [
             rec(kind::WAKEUP, 40, 1),
@@ -261,6 +268,7 @@ mod tests {
                 assert!(m.contains("No space left on device"), "{m}");
                 REPORTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }),
+            false,
         );
         // More than a block, so that the first write happens while sampling.
         let n = BLOCK / 64 + 10;

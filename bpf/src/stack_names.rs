@@ -69,6 +69,9 @@ struct Process {
     unmapped: HashSet<u64>,
     /// The process is gone (its maps could not be read).
     gone: bool,
+    /// Its last exec: stacks from before it are not named by the
+    /// mappings read after it.
+    exec_ts: u64,
 }
 
 impl Process {
@@ -92,9 +95,30 @@ pub(crate) struct StackNames {
 }
 
 impl StackNames {
+    /// Reads the kernel's symbols now, before recording starts: reading
+    /// them takes tens of milliseconds, which the consumer must not spend
+    /// while short-lived processes exit unnamed.
+    pub(crate) fn preload(&mut self) {
+        self.kallsyms.get_or_insert_with(|| Kallsyms::load().ok());
+    }
+
+    /// Process `tgid` called exec at `ts`: its mappings are new.
+    pub(crate) fn exec(&mut self, tgid: u32, ts: u64) {
+        self.procs.insert(
+            tgid,
+            Process {
+                exec_ts: ts,
+                ..Default::default()
+            },
+        );
+    }
+
     /// The MAPPING and KSYM records a STACK record (its bytes) calls for,
     /// appended to `out`.
     pub(crate) fn note(&mut self, rec: &[u8], out: &mut Encoder) {
+        let ts = rec
+            .get(8..16)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         let Some(p) = rec.get(16..32) else { return };
         let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
         let (tgid, flags, n) = (word(1), word(2), word(3) as usize);
@@ -110,7 +134,7 @@ impl StackNames {
             self.kernel(&pcs, out);
         } else {
             let pcs: Vec<u64> = pcs.filter(|&pc| pc != 0).collect();
-            self.user(tgid, &pcs, out);
+            self.user(tgid, ts, &pcs, out);
         }
     }
 
@@ -136,9 +160,9 @@ impl StackNames {
         }
     }
 
-    fn user(&mut self, tgid: u32, pcs: &[u64], out: &mut Encoder) {
+    fn user(&mut self, tgid: u32, stack_ts: u64, pcs: &[u64], out: &mut Encoder) {
         let p = self.procs.entry(tgid).or_default();
-        if p.gone || pcs.iter().all(|&pc| p.covers(pc) || p.unmapped.contains(&pc)) {
+        if p.gone || stack_ts < p.exec_ts || pcs.iter().all(|&pc| p.covers(pc) || p.unmapped.contains(&pc)) {
             return;
         }
         let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
@@ -183,6 +207,15 @@ impl StackNames {
             }
         }
     }
+}
+
+/// Whether `data` (one record) is an EXEC record: its tgid and time.
+pub(crate) fn exec_of(data: &[u8]) -> Option<(u32, u64)> {
+    if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != kind::EXEC {
+        return None;
+    }
+    let ts = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
+    Some((u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")), ts))
 }
 
 /// Whether `data` (one record) is a STACK record.

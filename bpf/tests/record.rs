@@ -31,9 +31,12 @@ impl Drop for TempDir {
     }
 }
 
+/// The scheduler's records alone: these tests check their semantics;
+/// stacks have a test of their own (`stacks_are_defined_and_named`).
 fn config(dir: &TempDir) -> RecorderConfig {
     let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.launcher_tgid = Some(std::process::id());
+    cfg.stacks = false;
     cfg
 }
 
@@ -269,6 +272,7 @@ fn traces_running_pid_but_not_launcher_threads() {
     let mut cfg = RecorderConfig::create(dir.0.join("kernel.bin")).unwrap();
     cfg.pids = vec![child.id()];
     cfg.ringbuf_bytes = 1 << 16;
+    cfg.stacks = false;
     let rec = KernelRecorder::start(cfg).expect("start recorder");
     // A thread of this process: must not be traced (no launcher_tgid here,
     // and never a new thread of the launcher anyway).
@@ -290,6 +294,92 @@ fn traces_running_pid_but_not_launcher_threads() {
     // Its child `sleep` joined through the process tree.
     assert!(recs.iter().any(|r| matches!(&r.payload,
         Payload::Exec(t) if comm_str(&t.comm) == "sleep" && t.tgid != pid)));
+}
+
+/// With stacks on: every stack id a SWITCH_OUT carries is defined by an
+/// earlier STACK record, every kernel pc is in a KSYM, every user stack's
+/// pc is in a MAPPING of its process, and a blocked sleep's kernel stack
+/// goes through schedule().
+#[test]
+fn stacks_are_defined_and_named() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("stacks");
+    let mut cfg = config(&dir);
+    cfg.stacks = true;
+    let rec = KernelRecorder::start(cfg).expect("start recorder");
+    let status = Command::new("/bin/sh").args(["-c", "sleep 0.05"]).status().unwrap();
+    assert!(status.success());
+    let stats = rec.stop().expect("stop recorder");
+    let data = std::fs::read(dir.0.join("kernel.bin")).unwrap();
+    let recs: Vec<Record> = Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN)
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(stats.emitted["stack"] > 0, "{stats:?}");
+    let (mut defined, mut ksyms, mut maps) = (BTreeSet::new(), Vec::new(), Vec::new());
+    let mut kernel_pcs = Vec::new();
+    let mut user = Vec::new();
+    let mut outs = 0;
+    for r in &recs {
+        match &r.payload {
+            Payload::Stack(s) => {
+                assert!(defined.insert(s.id), "stack id {} defined twice", s.id);
+                if s.is_kernel() {
+                    kernel_pcs.extend(s.frames.iter().map(|f| f.pc));
+                } else {
+                    user.push((r.ts, s.clone()));
+                }
+            }
+            Payload::SwitchOutStacks(_, st) => {
+                outs += 1;
+                for id in [st.kstack, st.ustack].into_iter().filter(|&i| i != 0) {
+                    assert!(defined.contains(&id), "stack {id} used before its STACK record");
+                }
+            }
+            Payload::SwitchOut(_) => panic!("a SWITCH_OUT without stacks"),
+            Payload::Ksym(k) => ksyms.push(k.clone()),
+            Payload::Mapping(m) => maps.push(m.clone()),
+            _ => {}
+        }
+    }
+    assert!(outs > 0);
+    for pc in &kernel_pcs {
+        assert!(
+            ksyms.iter().any(|k| k.start <= *pc && *pc < k.end),
+            "kernel pc {pc:#x} in no KSYM"
+        );
+    }
+    assert!(
+        ksyms.iter().any(|k| k.name == "schedule"),
+        "no schedule() in the kernel stacks"
+    );
+    // The `sleep` process after its exec lives 50 ms: long enough for
+    // the recorder to read its mappings (a stack from before an exec is
+    // not named by the mappings after it).
+    let (sleep_tgid, exec_ts) = recs
+        .iter()
+        .find_map(|r| match &r.payload {
+            Payload::Exec(t) if comm_str(&t.comm) == "sleep" => Some((t.tgid, r.ts)),
+            _ => None,
+        })
+        .expect("EXEC of sleep");
+    let after: Vec<&(u64, jtrace_format::Stack)> = user
+        .iter()
+        .filter(|(ts, s)| s.tgid == sleep_tgid && *ts > exec_ts)
+        .collect();
+    assert!(!after.is_empty(), "no user stack of sleep after its exec");
+    for (_, s) in after {
+        let leaf = s.frames[0].pc;
+        assert!(
+            maps.iter().any(|m| m.tgid == s.tgid && m.start <= leaf && leaf < m.end),
+            "user pc {leaf:#x} of {} in no MAPPING: {:?} {:?}",
+            s.tgid,
+            s,
+            maps.iter().filter(|m| m.tgid == s.tgid).collect::<Vec<_>>()
+        );
+    }
+    assert!(maps
+        .iter()
+        .any(|m| m.path.ends_with("libc.so.6") && m.build_id.len() == 20));
 }
 
 #[test]

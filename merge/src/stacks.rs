@@ -77,8 +77,12 @@ pub struct Stacks {
     /// The pairs switch-outs and samples refer to ([`crate::Event::Stack`]).
     pub pairs: Vec<StackPair>,
     pair_ids: HashMap<StackPair, u32>,
-    /// Executable mappings of each process (MAPPING), in record order.
-    pub mappings: HashMap<u32, Vec<fmt::Mapping>>,
+    /// Executable mappings of each process (MAPPING) with the time they
+    /// were read, in record order.
+    pub mappings: HashMap<u32, Vec<(u64, fmt::Mapping)>>,
+    /// Exec times of each process: a mapping read after an exec does not
+    /// name a stack from before it.
+    pub execs: HashMap<u32, Vec<u64>>,
     /// Kernel symbols (KSYM), sorted by start once read.
     pub ksyms: Vec<fmt::Ksym>,
     /// Each JVM's code, by pid.

@@ -237,7 +237,7 @@ impl<'t> Symbolizer<'t> {
                     .or_else(|| self.stacks().jvms.get(&tgid));
                 let mut v = Vec::new();
                 for f in &s.stack.frames {
-                    self.user_frame(s.stack.tgid, jvm, f, s.ts, &mut v);
+                    self.user_frame(jvm, f, s, &mut v);
                 }
                 self.close(s, &mut v);
                 v.into()
@@ -252,7 +252,8 @@ impl<'t> Symbolizer<'t> {
     }
 
     /// The frames at one user pc (several for inlined code), innermost first.
-    fn user_frame(&self, tgid: u32, jvm: Option<&JvmCode>, f: &fmt::StackFrame, ts: u64, out: &mut Vec<Frame>) {
+    fn user_frame(&self, jvm: Option<&JvmCode>, f: &fmt::StackFrame, s: &RawStack, out: &mut Vec<Frame>) {
+        let ts = s.ts;
         let methods = &self.trace.methods;
         let java = |m: u32| methods.get(m as usize).map(|m| m.qualified());
         if let Some(j) = jvm {
@@ -323,14 +324,21 @@ impl<'t> Symbolizer<'t> {
                 CodeAt::None => {}
             }
         }
-        out.push(self.native_frame(tgid, f.pc));
+        out.push(self.native_frame(s.stack.tgid, ts, f.pc));
     }
 
     /// A pc in a mapping of the process: its ELF symbol.
-    fn native_frame(&self, tgid: u32, pc: u64) -> Frame {
+    fn native_frame(&self, tgid: u32, ts: u64, pc: u64) -> Frame {
         let maps = self.stacks().mappings.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
-        // The latest mapping that holds it.
-        let Some(m) = maps.iter().rev().find(|m| m.start <= pc && pc < m.end) else {
+        let execs = self.stacks().execs.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
+        // The latest mapping that holds it, read with no exec since the stack.
+        let Some(m) = maps
+            .iter()
+            .rev()
+            .filter(|(read, _)| !execs.iter().any(|&e| ts < e && e <= *read))
+            .map(|(_, m)| m)
+            .find(|m| m.start <= pc && pc < m.end)
+        else {
             self.problems.borrow_mut().unresolved_frames += 1;
             return Frame::unresolved("[unknown]".into());
         };

@@ -40,6 +40,28 @@ pub struct HotspotLayout {
     pub anchor_pc: u32,
     /// Zero.
     pub reserved: u32,
+    /// The JVM's code seen so far (generated code and compiled methods):
+    /// its lowest address ...
+    pub code_lo: u64,
+    /// ... and its end (exclusive).
+    pub code_hi: u64,
+}
+
+/// Widens the layout's code range to [start, end); republishes it if it grew.
+fn code_seen(start: u64, end: u64) {
+    let grew = {
+        let mut l = lock(&LAYOUT);
+        let l = l.get_or_insert_with(HotspotLayout::default);
+        let grew = l.code_lo == 0 || start < l.code_lo || end > l.code_hi;
+        if l.code_lo == 0 || start < l.code_lo {
+            l.code_lo = start;
+        }
+        l.code_hi = l.code_hi.max(end);
+        grew
+    };
+    if grew {
+        publish_layout();
+    }
 }
 
 /// Called with this JVM's layout once it is known; the kernel recorder
@@ -203,9 +225,7 @@ unsafe extern "C" fn on_dynamic_code(_env: *mut jvmtiEnv, name: *const c_char, a
                 name,
             }),
         );
-        if interpreter {
-            publish_layout();
-        }
+        code_seen(address as u64, address as u64 + u64::from(size));
     });
 }
 
@@ -305,10 +325,18 @@ const JVMTI_CMLR_INLINE_INFO: c_int = 2;
 ///
 /// # Safety
 /// In the CompiledMethodLoad callback, with its `compile_info`.
-pub(super) unsafe fn compiled_inline(rec: &Recorder, env: *mut jvmtiEnv, code_addr: u64, info: *const c_void, ts: u64) {
+pub(super) unsafe fn compiled_inline(
+    rec: &Recorder,
+    env: *mut jvmtiEnv,
+    code_addr: u64,
+    code_size: u32,
+    info: *const c_void,
+    ts: u64,
+) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
+    code_seen(code_addr, code_addr + u64::from(code_size));
     let mut pcs = Vec::new();
     let mut h = info as *const CmlrHeader;
     while !h.is_null() {

@@ -107,7 +107,7 @@ impl TraceReader {
                     self.push_stacks(tid, ts, p.tgid, st);
                 }
                 Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
-                Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push(m),
+                Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
                 Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
                 Payload::CpuSample(c) => {
                     let pair = self.trace.stacks.pair(StackPair {
@@ -144,7 +144,13 @@ impl TraceReader {
                     th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
                     self.push(tid, ts, Event::ThreadEnd);
                 }
-                Payload::Comm(p) | Payload::Exec(p) => {
+                Payload::Exec(p) => {
+                    self.trace.stacks.execs.entry(p.tgid).or_default().push(ts);
+                    let th = self.thread(tid);
+                    th.tgid = p.tgid;
+                    th.comm = fmt::comm_str(&p.comm);
+                }
+                Payload::Comm(p) => {
                     let th = self.thread(tid);
                     th.tgid = p.tgid;
                     th.comm = fmt::comm_str(&p.comm);

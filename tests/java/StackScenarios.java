@@ -1,0 +1,99 @@
+import java.io.FileOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * One thread per way of blocking, each blocking inside a method of its own
+ * (tests/stacks.rs: with no method traced, the blocked time must land
+ * under stacks that contain that method). Usage: java StackScenarios <ms>
+ */
+public class StackScenarios {
+    static final Object LOCK = new Object();
+    static final Object WAITED = new Object();
+    static volatile boolean done;
+
+    static void sleepHere() throws Exception {
+        Thread.sleep(20);
+    }
+
+    static void monitorHere() {
+        synchronized (LOCK) {
+            LOCK.hashCode();
+        }
+    }
+
+    static void holdLock() throws Exception {
+        synchronized (LOCK) {
+            Thread.sleep(20);
+        }
+    }
+
+    static void waitHere() throws Exception {
+        synchronized (WAITED) {
+            WAITED.wait(20);
+        }
+    }
+
+    static void parkHere() {
+        LockSupport.parkNanos(20_000_000L);
+    }
+
+    static int socketHere(InputStream in) throws Exception {
+        return in.read();
+    }
+
+    static void fileHere(FileOutputStream out) throws Exception {
+        out.write(new byte[4096]);
+        out.getFD().sync();
+    }
+
+    interface Body {
+        void run() throws Exception;
+    }
+
+    static Thread start(String name, Body body) {
+        Thread t = new Thread(() -> {
+            try {
+                while (!done) body.run();
+            } catch (Exception e) {
+                if (!done) throw new RuntimeException(e);
+            }
+        }, name);
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    public static void main(String[] args) throws Exception {
+        long ms = Long.parseLong(args[0]);
+        ServerSocket server = new ServerSocket(0);
+        Socket client = new Socket("127.0.0.1", server.getLocalPort());
+        Socket accepted = server.accept();
+        InputStream in = accepted.getInputStream();
+        OutputStream out = client.getOutputStream();
+        Path file = Files.createTempFile("stacks", ".bin");
+        FileOutputStream fos = new FileOutputStream(file.toFile());
+        start("sleep", StackScenarios::sleepHere);
+        start("holder", StackScenarios::holdLock);
+        start("monitor", StackScenarios::monitorHere);
+        start("wait", StackScenarios::waitHere);
+        start("park", StackScenarios::parkHere);
+        start("socket", () -> socketHere(in));
+        start("writer", () -> {
+            Thread.sleep(20);
+            out.write(1);
+            out.flush();
+        });
+        start("file", () -> fileHere(fos));
+        Thread.sleep(ms);
+        done = true;
+        fos.close();
+        Files.deleteIfExists(file);
+        System.out.println("DONE");
+    }
+}
