@@ -426,6 +426,7 @@ impl<'a> ThreadWalk<'a> {
             wake,
             at_out,
             evidence,
+            stack,
         } = self.state
         {
             if since < at {
@@ -437,6 +438,7 @@ impl<'a> ThreadWalk<'a> {
                     wake,
                     split: self.acc - at_out,
                     evidence,
+                    stack,
                 };
                 v.off_cpu(self.thread, self.stack.len(), &iv);
             }
