@@ -4,12 +4,19 @@
 //! 95 % of its blocked time must be under stacks that contain that method,
 //! named as async-profiler names Java frames. The traces are read after
 //! the JVMs exited, so their frames come from what the trace stored.
+//! A native program checks the bad inputs: a binary gone, a binary
+//! stripped, a stack deeper than the walk: labelled frames and counts in
+//! `jtrace info`, never a wrong name.
 
 mod common;
 
 use common::*;
-use jtrace_merge::{analyze, Cause, Frame, FrameKind, OffCpuInterval, Symbolizer, ThreadInfo, Trace, Visitor};
+use jtrace_merge::{
+    analyze, Cause, Frame, FrameKind, OffCpuInterval, Symbolizer, ThreadInfo, Trace, Visitor, TRUNCATED_FRAME,
+};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Scenario thread, the cause of its blocks, the method it blocks in.
 const SCENARIOS: [(&str, Cause, &str); 6] = [
@@ -106,9 +113,12 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
             "{jdk}: no kernel receive path in {names:?}"
         );
         assert!(
-            names.iter().any(|n| n.starts_with("sun.nio.ch.SocketDispatcher.read0")),
+            // NIO's since JDK 13, the old socket implementation's before.
+            names.iter().any(|n| n.starts_with("sun.nio.ch.SocketDispatcher.read0")
+                || n.starts_with("java.net.SocketInputStream.socketRead0")),
             "{jdk}: no native read method in {names:?}"
         );
+        compiled_frames(jdk, &by_thread, FrameKind::Jit);
         let sleep = &by_thread["sleep"];
         assert!(
             sleep.iter().any(|(_, f)| f
@@ -117,6 +127,39 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
             "{jdk}: JavaCalls::call_helper (libjvm.so) named in no sleep stack"
         );
     }
+}
+
+/// The "jit" thread, once warm, parks under `jitMiddle` inlined into
+/// compiled code (`jitOuter`, itself compiled or inlined into its caller's
+/// compiled loop) of tier `outer`; checked on most of its sleeping time
+/// (the first parks may precede the compilation).
+fn compiled_frames(jdk: &str, by_thread: &HashMap<String, Vec<(OffCpuInterval, Vec<Frame>)>>, outer: FrameKind) {
+    let (mut all, mut named) = (0u64, 0u64);
+    let mut example = Vec::new();
+    for (iv, frames) in &by_thread["jit"] {
+        let ns = iv.split.off.get(Cause::Park);
+        all += ns;
+        let Some(i) = frames.iter().position(|f| f.name == "StackScenarios.jitMiddle") else {
+            continue;
+        };
+        let chain: Vec<&Frame> = frames[i..]
+            .iter()
+            .take_while(|f| f.kind == FrameKind::Inlined || f.kind == outer)
+            .collect();
+        let ok = frames[i].kind == FrameKind::Inlined
+            && chain.get(1).is_some_and(|f| f.name == "StackScenarios.jitOuter")
+            && chain.last().is_some_and(|f| f.kind == outer);
+        if ok {
+            named += ns;
+        } else if example.is_empty() {
+            example = frames.iter().map(Frame::flame_name).collect();
+        }
+    }
+    assert!(all > 100_000_000, "{jdk}: jit: only {all} ns parked");
+    assert!(
+        named * 2 >= all,
+        "{jdk}: jit: {named} of {all} ns under jitMiddle_[i] in {outer:?} code; e.g. {example:?}"
+    );
 }
 
 #[test]
@@ -133,4 +176,95 @@ fn interpreted_frames_are_named_as_interpreted() {
     assert!(!frames
         .iter()
         .any(|f| matches!(f.kind, FrameKind::Jit | FrameKind::Inlined)));
+}
+
+/// A C program with frame pointers: sleeps 10 times in `shallow`, then 10
+/// times 200 calls deep in `deep` (deeper than the walk's 128 frames).
+const DEEP_C: &str = r#"
+#include <time.h>
+static void nap(void) { struct timespec t = {0, 20000000}; nanosleep(&t, 0); }
+__attribute__((noinline)) void shallow(void) { nap(); }
+__attribute__((noinline)) int deep(int n) { if (n == 0) { nap(); return 0; } return 1 + deep(n - 1); }
+int main(void) { for (int i = 0; i < 10; i++) shallow(); for (int i = 0; i < 10; i++) deep(200); return 0; }
+"#;
+
+fn jtrace_info(trace: &Path) -> String {
+    let o = Command::new(jtrace()).arg("info").arg(trace).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// All frame names of the program's stacks (its own process only).
+fn native_frames(trace: &Path, comm: &str) -> Vec<Vec<Frame>> {
+    let t = Trace::open(trace).unwrap();
+    let sym = Symbolizer::new(&t);
+    let mut b = Blocks {
+        symbols: sym,
+        by_thread: HashMap::new(),
+    };
+    analyze(&t, &mut b);
+    b.by_thread
+        .remove(comm)
+        .unwrap_or_else(|| panic!("no thread {comm}"))
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect()
+}
+
+#[test]
+fn bad_input_is_labelled_and_counted() {
+    let dir = tempdir("stacks-bad");
+    let src = dir.join("deepnap.c");
+    std::fs::write(&src, DEEP_C).unwrap();
+    let bin: PathBuf = dir.join("deepnap");
+    let st = Command::new("cc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = dir.join("t");
+    let o = jtrace_run(&trace, &[], &[bin.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The program has exited: its frames are named from the trace's
+    // mappings and the binary, and the deep stacks are cut, labelled.
+    let stacks = native_frames(&trace, "deepnap");
+    let has = |frames: &Vec<Frame>, name: &str| frames.iter().any(|f| f.name == name);
+    assert!(stacks
+        .iter()
+        .any(|f| has(f, "shallow") && has(f, "main") && f[0].kind == FrameKind::Kernel));
+    assert!(stacks
+        .iter()
+        .any(|f| has(f, "deep") && f.last().is_some_and(|l| l.name == TRUNCATED_FRAME)));
+    let info = jtrace_info(&trace);
+    let truncated = info
+        .lines()
+        .find(|l| l.contains("stacks truncated"))
+        .unwrap_or_else(|| panic!("no stack counts in info:\n{info}"));
+    assert!(!truncated.contains("; 0 stacks truncated"), "{truncated}");
+
+    // The binary gone: its frames are labelled with file and offset.
+    let moved = dir.join("deepnap.moved");
+    std::fs::rename(&bin, &moved).unwrap();
+    let stacks = native_frames(&trace, "deepnap");
+    assert!(!stacks.iter().any(|f| has(f, "shallow") || has(f, "deep")));
+    assert!(stacks
+        .iter()
+        .flatten()
+        .any(|f| f.kind == FrameKind::Unresolved && f.name.starts_with("[deepnap+0x")));
+    let info = jtrace_info(&trace);
+    assert!(
+        info.contains(&format!("{}: not found with the recorded build id", bin.display())),
+        "{info}"
+    );
+
+    // A stripped copy (same build id): labelled the same, counted as stripped.
+    let st = Command::new("strip").arg("-o").arg(&bin).arg(&moved).status().unwrap();
+    assert!(st.success());
+    let stacks = native_frames(&trace, "deepnap");
+    assert!(!stacks.iter().any(|f| has(f, "shallow") || has(f, "deep")));
+    let info = jtrace_info(&trace);
+    assert!(info.contains(&format!("{}: stripped", bin.display())), "{info}");
 }

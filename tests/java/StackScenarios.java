@@ -52,6 +52,22 @@ public class StackScenarios {
         out.getFD().sync();
     }
 
+    /** Compiled once warm (C2, or C1 with -XX:TieredStopAtLevel=1), with jitMiddle inlined. */
+    static void jitOuter(long ms) throws Exception {
+        jitMiddle(ms);
+    }
+
+    /** parkNanos(0) returns at once (its branch to park is taken by the "park" thread). */
+    static void jitMiddle(long ms) throws Exception {
+        LockSupport.parkNanos(ms * 1_000_000L);
+    }
+
+    /** Warm-up: enough calls (parking 0 ns) for the JIT to compile jitOuter, then parks. */
+    static void warmThenPark() throws Exception {
+        for (int i = 0; i < 200_000 && !done; i++) jitOuter(0);
+        while (!done) jitOuter(20);
+    }
+
     interface Body {
         void run() throws Exception;
     }
@@ -90,6 +106,7 @@ public class StackScenarios {
             out.flush();
         });
         start("file", () -> fileHere(fos));
+        start("jit", StackScenarios::warmThenPark);
         Thread.sleep(ms);
         done = true;
         fos.close();
