@@ -295,16 +295,13 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         self.line(iv.start, depth, &text);
         if let (Some(pair), n @ 1..) = (iv.stack, self.opts.stack_depth) {
             let frames = self.symbols.frames(pair);
-            let mut at: Vec<String> = frames
-                .iter()
-                .filter(|f| f.kind != FrameKind::Kernel)
-                .take(n)
-                .map(|f| f.flame_name())
-                .collect();
-            if frames.len() > at.len() {
+            let user = frames.iter().filter(|f| f.kind != FrameKind::Kernel);
+            let mut at: Vec<String> = user.clone().take(n).map(|f| f.flame_name()).collect();
+            if user.count() > at.len() {
                 at.push("…".into());
             }
-            self.line(iv.start, depth, &format!("  at {}", at.join(" ← ")));
+            // `<`, not an arrow: `←` marks a method's exit in this view.
+            self.line(iv.start, depth, &format!("  at {}", at.join(" < ")));
         }
         self.line(iv.end, depth, "⇡ switch-in");
     }

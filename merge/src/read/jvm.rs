@@ -329,6 +329,9 @@ struct CodeRecords {
     methods: Vec<(u64, u64)>,
 }
 
+/// A compiled method's tier and, per pc, its inlining chain (innermost first).
+type TierAndInlining = (u32, Vec<(u64, Vec<Option<MethodIdx>>)>);
+
 impl CodeRecords {
     fn is_empty(&self) -> bool {
         self.compiled.is_empty() && self.blobs.is_empty() && self.methods.is_empty()
@@ -337,7 +340,7 @@ impl CodeRecords {
     /// Into the JVM's code tables, naming methods with `method`.
     fn resolve(self, jvm: &mut JvmCode, method: impl Fn(u64) -> Option<MethodIdx>) {
         // COMPILED_INLINE follows its COMPILED_METHOD_LOAD: by code address.
-        let mut inline: HashMap<u64, (u32, Vec<(u64, Vec<Option<MethodIdx>>)>)> = HashMap::new();
+        let mut inline: HashMap<u64, TierAndInlining> = HashMap::new();
         for c in self.inline {
             let e = inline.entry(c.code_addr).or_default();
             e.0 = c.tier;
