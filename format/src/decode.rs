@@ -2,7 +2,10 @@
 //! [`RawRecord`]s whose payloads stay undecoded.
 
 use crate::{
-    batch_events, kind, AllocSample, BUILD_ID_MAX, BatchEvents, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, RECORD_HEADER_LEN, Record, STACK_KERNEL, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
+    batch_events, kind, AllocSample, BatchEvents, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample,
+    FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef,
+    MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, Record, Stack, StackFrame, SwitchIn, SwitchOut,
+    SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup, BUILD_ID_MAX, RECORD_HEADER_LEN, STACK_KERNEL,
 };
 
 /// Why a stream could not be decoded further.

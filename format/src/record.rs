@@ -1,7 +1,9 @@
 //! A decoded record: its header fields and the payload of its kind.
 
 use crate::{
-    kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally, PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
+    kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
+    JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
+    PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
 };
 
 /// A decoded record.
