@@ -451,3 +451,79 @@ fn attach_follows_no_planted_link() {
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Root reading a user's trace: its MAPPING records name binaries by path,
+/// and the user can point such a path at a root-only file (here a link to
+/// a 0600 root copy of the very binary, same build id). The symbolizer
+/// opens binaries with the trace owner's rights, so the function names in
+/// the root-only copy stay unread: its frames are labelled, and info says
+/// the binary was not found. The same path readable by the user is named;
+/// and a trace root owns is read with root's rights.
+#[test]
+fn binaries_a_users_trace_names_are_read_with_that_users_rights() {
+    let u = test_user();
+    let base = tempdir("sec-binary");
+    let home = dir_of(base.join("home"), u.uid, u.gid, 0o700);
+    let src = base.join("prog.c");
+    std::fs::write(
+        &src,
+        // nap's caller is the frame a frame-pointer walk sees first (libc's
+        // usleep keeps no frame pointer).
+        "#include <unistd.h>\n__attribute__((noinline)) void nap(void) { usleep(100000); }\n\
+         __attribute__((noinline)) void secret_nap_4711(void) { nap(); }\n\
+         int main(void) { for (int i = 0; i < 3; i++) secret_nap_4711(); return 0; }\n",
+    )
+    .unwrap();
+    let prog = home.join("prog");
+    let st = Command::new("cc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cc failed");
+    std::os::unix::fs::chown(&prog, Some(u.uid), Some(u.gid)).unwrap();
+    let out = home.join("t.jtrace");
+    let o = jtrace_as(u.uid, u.gid, &["run", "-o", s(&out), "--", s(&prog)]);
+    assert!(o.status.success());
+    let collapsed = || {
+        let o = Command::new(jtrace())
+            .args(["export", "--format", "collapsed", "--all"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let info = || {
+        let o = Command::new(jtrace()).arg("info").arg(&out).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // Control: the user's own binary is named.
+    assert!(collapsed().contains("secret_nap_4711"), "{}", collapsed());
+
+    // The attack: the recorded path now leads to a root-only copy.
+    let rootdir = dir_of(base.join("rootdir"), 0, 0, 0o700);
+    let secret = rootdir.join("prog");
+    std::fs::copy(&prog, &secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(&prog).unwrap();
+    std::os::unix::fs::symlink(&secret, &prog).unwrap();
+    let c = collapsed();
+    assert!(
+        !c.contains("secret_nap_4711"),
+        "root read a root-only binary for the user:\n{c}"
+    );
+    assert!(c.contains("[prog+0x"), "its frames are labelled:\n{c}");
+    let i = info();
+    assert!(
+        i.contains(&format!("{}: not found with the recorded build id", prog.display())),
+        "{i}"
+    );
+
+    // A trace root owns is read with root's rights: the same link is followed.
+    std::os::unix::fs::chown(&out, Some(0), Some(0)).unwrap();
+    assert!(collapsed().contains("secret_nap_4711"));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -8,6 +8,7 @@
 use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
 use crate::trace::Trace;
 use jtrace_format as fmt;
+use jtrace_symbols::access::BinaryAccess;
 use jtrace_symbols::codemap::CodeAt;
 use jtrace_symbols::elf::{demangle, SymbolTable};
 use std::cell::RefCell;
@@ -110,13 +111,17 @@ pub struct Symbolizer<'t> {
     /// root of another machine's files (`JTRACE_SYSROOT`), and the
     /// debug directory by build id.
     sysroot: Option<PathBuf>,
+    /// Whose rights binaries are opened with: the trace owner's when root
+    /// reads another user's trace.
+    access: BinaryAccess,
 }
 
 impl<'t> Symbolizer<'t> {
     /// A symbolizer for `trace`. Binaries are read from their recorded
     /// paths, under `$JTRACE_SYSROOT` if set, or from
     /// `/usr/lib/debug/.build-id/`, and used only if their build id is the
-    /// recorded one.
+    /// recorded one. Root opens them with the rights of the trace's owner
+    /// ([`BinaryAccess::for_trace`]).
     pub fn new(trace: &'t Trace) -> Symbolizer<'t> {
         Symbolizer {
             trace,
@@ -125,6 +130,7 @@ impl<'t> Symbolizer<'t> {
             kernel: Default::default(),
             problems: Default::default(),
             sysroot: std::env::var_os("JTRACE_SYSROOT").map(PathBuf::from),
+            access: BinaryAccess::for_trace(&trace.dir),
         }
     }
 
@@ -395,7 +401,7 @@ impl<'t> Symbolizer<'t> {
             )));
         }
         let found = candidates.iter().find_map(|c| {
-            let t = SymbolTable::load(c).ok()?;
+            let t = SymbolTable::load_file(&self.access.open(c).ok()?, c).ok()?;
             let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
             same.then_some(t)
         });

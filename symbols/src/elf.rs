@@ -14,11 +14,15 @@ const STT_GNU_IFUNC: u8 = 10;
 
 /// Maps a file read-only.
 fn map(path: &Path) -> Result<memmap2::Mmap> {
-    let file = File::open(path)?;
+    map_file(&File::open(path)?)
+}
+
+/// Maps an open file read-only.
+fn map_file(file: &File) -> Result<memmap2::Mmap> {
     #[allow(unsafe_code)]
     // SAFETY: a read-only private map of a binary, used while the caller
     // runs; binaries are replaced by rename, not rewritten in place.
-    Ok(unsafe { memmap2::Mmap::map(&file)? })
+    Ok(unsafe { memmap2::Mmap::map(file)? })
 }
 
 /// The GNU build id of the ELF image `data`, if it has one.
@@ -115,6 +119,13 @@ impl SymbolTable {
     pub fn load(path: &Path) -> Result<SymbolTable> {
         let m = map(path)?;
         SymbolTable::parse(&m).map_err(|e| anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Reads the function symbols of the open ELF file `file` (named `name`
+    /// in errors).
+    pub fn load_file(file: &File, name: &Path) -> Result<SymbolTable> {
+        let m = map_file(file)?;
+        SymbolTable::parse(&m).map_err(|e| anyhow!("{}: {e}", name.display()))
     }
 
     /// Reads the function symbols of the ELF image `data`.

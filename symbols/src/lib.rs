@@ -1,5 +1,6 @@
 //! Symbols: one home for naming code jtrace does not own.
 //!
+//! * [`access`]: whose rights the binaries a trace names are opened with.
 //! * [`elf`]: ELF files — build ids, function symbols (`.symtab`,
 //!   `.dynsym`, `.gnu_debugdata`), file offsets of named functions (for
 //!   uprobes), C++ demangling.
@@ -20,6 +21,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod codemap;
 pub mod elf;
 pub mod hotspot;
