@@ -161,13 +161,12 @@ fn compiled_frames(jdk: &str, by_thread: &HashMap<String, Vec<(OffCpuInterval, V
     );
 }
 
-/// Not yet reliable on a loaded machine (failed once after the rebase onto
-/// virtual threads; the cause is not known yet): run with `--ignored`.
 #[test]
-#[ignore = "compiled-frame check not yet reliable under load"]
 fn compiled_and_inlined_frames_are_named() {
-    let (_dir, trace) = record(JDKS[0], &[]);
-    compiled_frames(JDKS[0], &blocks(&trace), FrameKind::Jit);
+    for jdk in JDKS {
+        let (_dir, trace) = record(jdk, &[]);
+        compiled_frames(jdk, &blocks(&trace), FrameKind::Jit);
+    }
 }
 
 #[test]

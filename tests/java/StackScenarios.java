@@ -53,19 +53,23 @@ public class StackScenarios {
     }
 
     /** Compiled once warm (C2, or C1 with -XX:TieredStopAtLevel=1), with jitMiddle inlined. */
-    static void jitOuter(long ms) throws Exception {
-        jitMiddle(ms);
+    static void jitOuter(long nanos) throws Exception {
+        jitMiddle(nanos);
     }
 
-    /** parkNanos(0) returns at once (its branch to park is taken by the "park" thread). */
-    static void jitMiddle(long ms) throws Exception {
-        LockSupport.parkNanos(ms * 1_000_000L);
+    static void jitMiddle(long nanos) throws Exception {
+        LockSupport.parkNanos(nanos);
     }
 
-    /** Warm-up: enough calls (parking 0 ns) for the JIT to compile jitOuter, then parks. */
+    /**
+     * Warm-up: enough calls for the JIT to compile jitOuter, then parks.
+     * Every 64th warm-up call parks 1 µs: parkNanos(0) returns at once, and
+     * code compiled from calls that never park would be deoptimised (an
+     * uncommon trap) at the first real park, and not compiled again.
+     */
     static void warmThenPark() throws Exception {
-        for (int i = 0; i < 200_000 && !done; i++) jitOuter(0);
-        while (!done) jitOuter(20);
+        for (int i = 0; i < 200_000 && !done; i++) jitOuter((i & 63) == 0 ? 1_000 : 0);
+        while (!done) jitOuter(20_000_000L);
     }
 
     interface Body {
