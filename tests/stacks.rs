@@ -118,6 +118,35 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
                 || n.starts_with("java.net.SocketInputStream.socketRead0")),
             "{jdk}: no native read method in {names:?}"
         );
+        // The report ranks the same time per method (no --methods given),
+        // per cause and per thread, each with its top stacks.
+        let report = jtrace_merge::report::build_report(&trace, &Default::default());
+        let st = report.stacks.as_ref().expect("the report's stacks");
+        for (thread, cause, method) in SCENARIOS {
+            let all: u64 = by_thread[thread].iter().map(|(iv, _)| iv.split.off.get(cause)).sum();
+            let m = st
+                .by_method
+                .iter()
+                .find(|g| g.key == method)
+                .unwrap_or_else(|| panic!("{jdk}: {method} not among the report's methods"));
+            assert!(m.ns * 100 >= all * 95, "{jdk}: {method}: {} of {all} ns", m.ns);
+            assert!(
+                m.stacks[0].frames.iter().any(|f| f.starts_with(method)),
+                "{jdk}: {method}"
+            );
+            let c = st.by_cause.iter().find(|g| g.key == cause.name()).unwrap();
+            assert!(
+                c.ns * 100 >= all * 95 && !c.stacks.is_empty(),
+                "{jdk}: {}",
+                cause.name()
+            );
+            assert!(
+                st.by_thread.iter().any(|g| g.key.ends_with(&format!(" {thread}"))),
+                "{jdk}: {thread}"
+            );
+        }
+        let text = jtrace_timeline::render_report(&report, 20);
+        assert!(text.contains("== Top stacks by method"), "{jdk}: {text}");
         let sleep = &by_thread["sleep"];
         assert!(
             sleep.iter().any(|(_, f)| f

@@ -106,6 +106,7 @@ mod options;
 mod percentile;
 mod read;
 pub mod report;
+pub mod report_stacks;
 mod run;
 mod shrink_guard;
 mod spill;

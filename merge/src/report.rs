@@ -224,6 +224,10 @@ pub struct Report {
     /// absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub short_calls_dropped: Vec<ShortDroppedJson>,
+    /// Off-CPU time under each recorded stack, ranked per cause, thread and
+    /// method; absent when the trace recorded no stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<crate::report_stacks::StacksJson>,
 }
 
 /// Sampled allocations of one class at one site.
@@ -294,6 +298,8 @@ struct Aggregate {
     /// (threads are walked one at a time: no map lookup per invocation).
     current: Vec<MethodStats>,
     called: Vec<MethodIdx>,
+    /// Off-CPU time under each recorded stack, per thread.
+    stacks: crate::report_stacks::StackTime,
 }
 
 /// The stats of method `m` in a table by method index (grown as needed).
@@ -318,6 +324,9 @@ impl Visitor for Aggregate {
         }
         s.add(inv, compiled);
         stats_of(&mut self.all, inv.method).add(inv, compiled);
+    }
+    fn off_cpu(&mut self, thread: &ThreadInfo, _depth: usize, iv: &crate::visitor::OffCpuInterval) {
+        self.stacks.add(thread.tid, iv);
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
         let t = self.per_thread.entry(thread.tid).or_default();
@@ -484,6 +493,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         allocations: allocations(trace, filter, &keep_thread),
         demoted: left_out::demoted(trace, &|m| all.get(&m).map_or(0, |s| s.calls), &keep_method),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
+        stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread),
     }
 }
 

@@ -35,6 +35,7 @@ mod perfetto;
 mod pprof;
 pub mod scope;
 mod segments;
+mod stack_table;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;

@@ -294,6 +294,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
     alloc_table(&mut s, &r.allocations, top);
+    crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top);
     left_out_tables(&mut s, r);
     s
 }

@@ -1,0 +1,165 @@
+//! The report's top stacks (issue 16): off-CPU time under each recorded
+//! stack, summed while the report is built, then named and ranked per
+//! cause, per thread and per method (the stack's innermost Java frame
+//! outside the JDK, else its innermost Java frame: no `--methods` needed). Memory grows with the distinct
+//! stacks, never with the number of events.
+
+use crate::cause::{Cause, OffCpu};
+use crate::event::ThreadInfo;
+use crate::symbolize::{Frame, Symbolizer};
+use crate::trace::Trace;
+use crate::visitor::OffCpuInterval;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Stacks listed per cause, thread or method.
+pub const TOP_STACKS: usize = 5;
+
+/// Off-CPU time under each stack pair, per thread.
+#[derive(Debug, Default)]
+pub(crate) struct StackTime {
+    by_thread: BTreeMap<u32, HashMap<u32, OffCpu>>,
+}
+
+impl StackTime {
+    /// Adds an off-CPU interval of thread `tid` (if it carries stacks).
+    pub(crate) fn add(&mut self, tid: u32, iv: &OffCpuInterval) {
+        if let Some(pair) = iv.stack {
+            let t = self.by_thread.entry(tid).or_default().entry(pair).or_default();
+            for (c, ns) in iv.split.off.nonzero() {
+                t.add(c, ns);
+            }
+        }
+    }
+}
+
+/// One stack and the off-CPU time under it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackJson {
+    /// Off-CPU time under it, ns.
+    pub ns: u64,
+    /// That time by cause.
+    pub off_cpu_ns: OffCpu,
+    /// Its frames, innermost first, named as in `export --format
+    /// collapsed` (`_[k]`, `_[j]`, `_[i]`, `_[0]`, `_[1]` suffixes).
+    pub frames: Vec<String>,
+}
+
+/// The top stacks of one cause, thread or method.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackGroupJson {
+    /// The cause's name, the thread's tid and name (`"12 main"`), or the
+    /// method (`package.Class.method`).
+    pub key: String,
+    /// Off-CPU time of the group that has a stack, ns.
+    pub ns: u64,
+    /// Its stacks, most time first (at most [`TOP_STACKS`]).
+    pub stacks: Vec<StackJson>,
+}
+
+/// The report's `stacks` object (present only if the trace has stacks).
+#[derive(Debug, Clone, Serialize)]
+pub struct StacksJson {
+    /// Per off-CPU cause, most time first.
+    pub by_cause: Vec<StackGroupJson>,
+    /// Per thread, most time first.
+    pub by_thread: Vec<StackGroupJson>,
+    /// Per method (the stack's innermost Java frame outside the JDK, else
+    /// its innermost Java frame), most time first.
+    pub by_method: Vec<StackGroupJson>,
+}
+
+/// Groups, most time first, each with its top stacks.
+fn ranked(groups: HashMap<String, HashMap<u32, OffCpu>>, names: &mut Names, top: usize) -> Vec<StackGroupJson> {
+    let mut v: Vec<StackGroupJson> = groups
+        .into_iter()
+        .map(|(key, pairs)| {
+            let mut stacks: Vec<(u32, OffCpu)> = pairs.into_iter().collect();
+            stacks.sort_by_key(|(pair, o)| (std::cmp::Reverse(o.total()), *pair));
+            let ns = stacks.iter().map(|(_, o)| o.total()).sum();
+            let stacks = stacks
+                .into_iter()
+                .take(top)
+                .map(|(pair, off_cpu_ns)| StackJson {
+                    ns: off_cpu_ns.total(),
+                    off_cpu_ns,
+                    frames: names.of(pair).iter().map(Frame::flame_name).collect(),
+                })
+                .collect();
+            StackGroupJson { key, ns, stacks }
+        })
+        .filter(|g| g.ns > 0)
+        .collect();
+    v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.key.cmp(&b.key)));
+    v
+}
+
+/// Frames of stack pairs, named once.
+struct Names<'t> {
+    symbols: Symbolizer<'t>,
+}
+
+impl Names<'_> {
+    fn of(&mut self, pair: u32) -> Vec<Frame> {
+        self.symbols.frames(pair)
+    }
+
+    /// The method of the innermost Java frame outside the JDK (the
+    /// application's code that blocked), else of the innermost Java frame.
+    fn method(&mut self, pair: u32) -> Option<String> {
+        const JDK: [&str; 4] = ["java.", "jdk.", "sun.", "com.sun."];
+        let java: Vec<Frame> = self.of(pair).into_iter().filter(Frame::is_java).collect();
+        let app = java.iter().position(|f| !JDK.iter().any(|p| f.name.starts_with(p)));
+        java.into_iter().nth(app.unwrap_or(0)).map(|f| f.name)
+    }
+}
+
+/// The `stacks` object of the threads `keep` keeps, `None` if the trace
+/// recorded no stacks.
+pub(crate) fn stacks_json(trace: &Trace, time: &StackTime, keep: &dyn Fn(&ThreadInfo) -> bool) -> Option<StacksJson> {
+    if trace.stacks.is_empty() {
+        return None;
+    }
+    let mut names = Names {
+        symbols: Symbolizer::new(trace),
+    };
+    let mut by_cause: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
+    let mut by_thread: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
+    let mut by_method: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
+    let mut method_of: HashMap<u32, Option<String>> = HashMap::new();
+    for (tid, pairs) in &time.by_thread {
+        let Some(info) = trace.threads.get(tid).filter(|t| keep(t)) else {
+            continue;
+        };
+        let thread = format!("{tid} {}", info.display_name());
+        for (&pair, off) in pairs {
+            for (c, ns) in off.nonzero() {
+                let mut one = OffCpu::default();
+                one.add(c, ns);
+                add(by_cause.entry(c.name().to_string()).or_default(), pair, &one);
+            }
+            add(by_thread.entry(thread.clone()).or_default(), pair, off);
+            let method = method_of.entry(pair).or_insert_with(|| names.method(pair));
+            if let Some(m) = method {
+                add(by_method.entry(m.clone()).or_default(), pair, off);
+            }
+        }
+    }
+    Some(StacksJson {
+        by_cause: ranked(by_cause, &mut names, TOP_STACKS),
+        by_thread: ranked(by_thread, &mut names, TOP_STACKS),
+        by_method: ranked(by_method, &mut names, TOP_STACKS),
+    })
+}
+
+fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {
+    let t = pairs.entry(pair).or_default();
+    for (c, ns) in off.nonzero() {
+        t.add(c, ns);
+    }
+}
+
+/// Whether the name is one of a cause (for readers of [`StackGroupJson::key`]).
+pub fn is_cause(key: &str) -> bool {
+    Cause::from_name(key).is_some()
+}

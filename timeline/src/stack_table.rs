@@ -1,0 +1,54 @@
+//! The report's top stacks as text (`jtrace report`, issue 16): per cause,
+//! per thread and per method, each stack shortened to its user frames.
+
+use crate::text::ms;
+use jtrace_merge::report_stacks::{StackGroupJson, StacksJson};
+use std::fmt::Write as _;
+
+/// User frames shown per stack (innermost first; kernel frames are in the JSON).
+const FRAMES_SHOWN: usize = 6;
+
+/// A stack's innermost user frames, `inner < outer`.
+fn short(frames: &[String]) -> String {
+    let user: Vec<&str> = frames
+        .iter()
+        .filter(|f| !f.ends_with("_[k]"))
+        .take(FRAMES_SHOWN)
+        .map(String::as_str)
+        .collect();
+    if user.is_empty() {
+        frames.first().cloned().unwrap_or_default()
+    } else {
+        user.join(" < ")
+    }
+}
+
+fn groups(s: &mut String, title: &str, groups: &[StackGroupJson], top: usize, stacks_each: usize) {
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n== Top stacks by {title} (off-CPU ms; user frames, innermost first)"
+    );
+    for g in groups.iter().take(top) {
+        let _ = writeln!(s, "{:>11}  {}", ms(g.ns), g.key);
+        for st in g.stacks.iter().take(stacks_each) {
+            let _ = writeln!(s, "{:>11}    {}", ms(st.ns), short(&st.frames));
+        }
+    }
+}
+
+/// The three tables, if the trace recorded stacks.
+pub(crate) fn stacks_tables(s: &mut String, stacks: Option<&StacksJson>, top: usize) {
+    let Some(st) = stacks else { return };
+    groups(s, "cause", &st.by_cause, top, 3);
+    groups(s, "thread", &st.by_thread, top, 1);
+    groups(
+        s,
+        "method (innermost Java frame outside the JDK)",
+        &st.by_method,
+        top,
+        1,
+    );
+}
