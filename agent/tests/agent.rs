@@ -180,9 +180,7 @@ fn check_well_formed(r: &Run) {
     let mut stacks: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut last_ts: HashMap<u32, u64> = HashMap::new();
     for rec in &r.records {
-        // METHOD_DEFs are written ahead of the thread chunks (so they precede
-        // every use), hence they are not in per-thread time order.
-        if !matches!(rec.payload, Payload::MethodDef(_)) {
+        if in_thread_order(&rec.payload) {
             let prev = last_ts.insert(rec.tid, rec.ts).unwrap_or(0);
             assert!(rec.ts >= prev, "{j}: time goes backwards on tid {}", rec.tid);
         }
@@ -222,8 +220,9 @@ const BASIC: &str = "# methods of the workload\noutput $OUT\n\n\
 #[test]
 fn traced_method_counts_and_nesting() {
     for java in jvms() {
-        // `jit off`: compiled code would also define untraced methods.
-        let r = run(&java, &format!("{BASIC}jit off\n"), "counts");
+        // `jit off` and `stacks off`: compiled code and interpreter frames
+        // would also define untraced methods.
+        let r = run(&java, &format!("{BASIC}jit off\nstacks off\n"), "counts");
         check_well_formed(&r);
         let j = java.display();
         let defs = r.defs();
@@ -476,7 +475,7 @@ fn first_matching_rule_wins() {
         // Exclude before a broader include: the exclude wins.
         let r = run(
             &java,
-            "output $OUT\nexclude_method Demo untraced\ninclude_method Demo.*\njit off\n",
+            "output $OUT\nexclude_method Demo untraced\ninclude_method Demo.*\njit off\nstacks off\n",
             "exclude-first",
         );
         check_well_formed(&r);
@@ -498,7 +497,9 @@ fn first_matching_rule_wins() {
 fn split_patterns_and_thread_rules() {
     for java in jvms() {
         let j = java.display();
-        let conf = "output $OUT\nexclude_thread worker-1\n\
+        // `stacks off`: the code records stacks need are written by
+        // whichever thread loads the code, excluded or not.
+        let conf = "output $OUT\nexclude_thread worker-1\nstacks off\n\
                     include_method Demo$* run\ninclude_method Demo traced\n";
         let r = run(&java, conf, "threads-rules");
         check_well_formed(&r);
@@ -525,7 +526,7 @@ fn method_invocation_off_records_no_methods() {
     for java in jvms() {
         let r = run(
             &java,
-            "output $OUT\nmethod_invocation off\ninclude_method *\njit off\n",
+            "output $OUT\nmethod_invocation off\ninclude_method *\njit off\nstacks off\n",
             "mi-off",
         );
         check_well_formed(&r);

@@ -118,6 +118,9 @@ fn kind_of(p: &Payload) -> u16 {
         Payload::JvmStart(_) => kind::JVM_START,
         Payload::JvmEnd(_) => kind::JVM_END,
         Payload::AgentError(_) => kind::AGENT_ERROR,
+        Payload::CodeBlob(_) => kind::CODE_BLOB,
+        Payload::CompiledInline(_) => kind::COMPILED_INLINE,
+        Payload::MethodAddrs(_) => kind::METHOD_ADDRS,
         _ => 0,
     }
 }
@@ -202,6 +205,9 @@ fn check_well_formed(r: &Run) {
             continue;
         }
         if k == kind::JVM_START || k == kind::JVM_END {
+            continue;
+        }
+        if !in_thread_order(&rec.payload) {
             continue;
         }
         let prev = last_ts.insert(rec.tid, rec.ts).unwrap_or(0);
@@ -565,7 +571,7 @@ fn allocation_samples() {
 fn directives_switch_events_off() {
     for java in jvms() {
         let conf = "monitor_contention off\nmonitor_waiting off\ngarbage_collection off\n\
-                    park off\nsleep off\njit off\n";
+                    park off\nsleep off\njit off\nstacks off\n";
         let r = run(
             &java,
             conf,
@@ -576,6 +582,9 @@ fn directives_switch_events_off() {
             assert_eq!(r.count_kind(k), 0, "{}: kind {k} recorded although off", r.name());
         }
         assert_eq!(r.count_kind(kind::METHOD_DEF), 0, "{}", r.name());
+        for k in [kind::CODE_BLOB, kind::COMPILED_INLINE, kind::METHOD_ADDRS] {
+            assert_eq!(r.count_kind(k), 0, "{}: kind {k} recorded although off", r.name());
+        }
         // Defaults: everything but allocation sampling.
         let r = run(&java, "", &["waits", "park", "sleep", "gc", "alloc"], "defaults");
         for k in [
@@ -584,6 +593,8 @@ fn directives_switch_events_off() {
             kind::SLEEP_BEGIN,
             kind::GC_START,
             kind::COMPILED_METHOD_LOAD,
+            kind::CODE_BLOB,
+            kind::COMPILED_INLINE,
         ] {
             assert!(r.count_kind(k) > 0, "{}: kind {k} not recorded by default", r.name());
         }

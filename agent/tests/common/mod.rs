@@ -166,3 +166,16 @@ pub fn read_stream(out: &Path, what: &str) -> Option<Vec<Record>> {
             .collect(),
     )
 }
+
+/// Whether a record is one of a thread's events, written in that thread's
+/// time order. METHOD_DEFs are written ahead of the thread chunks (so they
+/// precede every use), and the records that describe code for stacks
+/// (CODE_BLOB, COMPILED_INLINE, METHOD_ADDRS) straight away by whichever
+/// thread saw the code: neither is in a thread's time order.
+pub fn in_thread_order(p: &jtrace_format::Payload) -> bool {
+    use jtrace_format::Payload;
+    !matches!(
+        p,
+        Payload::MethodDef(_) | Payload::CodeBlob(_) | Payload::CompiledInline(_) | Payload::MethodAddrs(_)
+    )
+}
