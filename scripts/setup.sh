@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what jtrace needs to build and run on a fresh Debian machine:
-# clang + libbpf build deps for the eBPF programs, libclang for bindgen,
+# clang + libbpf build deps for the eBPF programs, gcc and binutils for the
+# native programs of the stacks tests (cc, strip), libclang for bindgen,
 # bpftool for vmlinux.h, taskset, chromium and GNU time (peak memory) for
 # the tests, perf and bpftrace for the comparison benchmark
 # (bpf/bench/run.sh), and the
@@ -9,7 +10,7 @@
 # and Temurin 25 (scripts/test-jdks.sh, into target/jdks/).
 # Idempotent; needs root for the packages.
 set -euo pipefail
-pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace time)
+pkgs=(clang llvm gcc binutils libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace time)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
