@@ -59,7 +59,8 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
         t.threads.values().filter(|x| x.java_name.is_some()).count()
     )?;
     writeln!(out, "JVMs       {:?}", t.jvm_pids)?;
-    writeln!(out, "methods    {} traced", t.methods.len())?;
+    // Traced ones, and those named for JIT code and stacks.
+    writeln!(out, "methods    {} defined", t.methods.len())?;
     writeln!(out, "events     kernel {}  jvm {}", t.kernel_records, t.jvm_records)?;
     writeln!(out, "lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm)?;
     if m.kernel_inferred_switch_ins > 0 {

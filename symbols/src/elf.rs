@@ -212,9 +212,15 @@ fn add_functions(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
     }
 }
 
-/// `name` demangled if it is a C++ (Itanium ABI) name, as async-profiler
-/// and perf show them (`ObjectMonitor::enter(JavaThread*)`), else as is.
+/// `name` demangled if it is a Rust name (without its hash) or a C++
+/// (Itanium ABI) name, as async-profiler and perf show them
+/// (`ObjectMonitor::enter(JavaThread*)`), else as is.
 pub fn demangle(name: &str) -> String {
+    // Rust's own manglings first (legacy `_ZN…17h<hash>E` is valid C++
+    // mangling too, which would keep the hash): named without the hash.
+    if let Ok(sym) = rustc_demangle::try_demangle(name) {
+        return format!("{sym:#}");
+    }
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name) {
             let opts = cpp_demangle::DemangleOptions::new().no_return_type();
@@ -236,6 +242,16 @@ mod tests {
             .map(std::path::PathBuf::from)
             .find(|p| p.is_file())
             .expect("libc.so.6")
+    }
+
+    #[test]
+    fn rust_and_cpp_names_are_demangled() {
+        assert_eq!(
+            demangle("_ZN12jtrace_agent11stream_file6grower17h1411f2802439ce8aE"),
+            "jtrace_agent::stream_file::grower"
+        );
+        assert_eq!(demangle("_ZN6Thread8call_runEv"), "Thread::call_run()");
+        assert_eq!(demangle("clock_nanosleep"), "clock_nanosleep");
     }
 
     #[test]
