@@ -140,50 +140,56 @@ pub(crate) fn method_key(id: u32) -> Option<(String, String, String)> {
 }
 
 /// Retransforms every loaded class whose internal name is in `names` (the
-/// hook then rewrites them without their demoted methods); returns how many.
+/// hook then rewrites them without their demoted methods); returns how many
+/// were, and the classes the JVM refused to retransform, with its error.
 ///
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
-pub(crate) unsafe fn retransform_named(env: *mut jvmtiEnv, jni: *mut JNIEnv, names: &HashSet<String>) -> usize {
+pub(crate) unsafe fn retransform_named(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    names: &HashSet<String>,
+) -> (usize, Vec<(String, jvmtiError)>) {
     let mut n: jint = 0;
     let mut classes: *mut jclass = std::ptr::null_mut();
     if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
-        return 0;
+        let e = JVMTI_ERROR_INTERNAL;
+        return (0, names.iter().map(|c| (c.clone(), e)).collect());
     }
-    let mut chosen: Vec<jclass> = Vec::new();
+    let mut chosen: Vec<(jclass, String)> = Vec::new();
     for &c in std::slice::from_raw_parts(classes, n.max(0) as usize) {
         let mut sig: *mut c_char = std::ptr::null_mut();
-        let named = jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) == JVMTI_ERROR_NONE
-            && jvm::take_string(env, sig)
-                .as_deref()
-                .and_then(|s| s.strip_prefix('L').and_then(|s| s.strip_suffix(';')))
-                .is_some_and(|internal| names.contains(internal));
-        if named {
-            chosen.push(c);
-        } else {
-            jvm::delete_local(jni, c);
+        let internal = (jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) == JVMTI_ERROR_NONE)
+            .then(|| jvm::take_string(env, sig))
+            .flatten()
+            .and_then(|s| s.strip_prefix('L').and_then(|s| s.strip_suffix(';')).map(String::from))
+            .filter(|internal| names.contains(internal));
+        match internal {
+            Some(name) => chosen.push((c, name)),
+            None => jvm::delete_local(jni, c),
         }
     }
     jvmti!(env, Deallocate, classes.cast());
     let mut done = chosen.len();
-    if !chosen.is_empty() && jvmti!(env, RetransformClasses, chosen.len() as jint, chosen.as_ptr()) != JVMTI_ERROR_NONE
-    {
+    let mut failed = Vec::new();
+    let all: Vec<jclass> = chosen.iter().map(|(c, _)| *c).collect();
+    if !all.is_empty() && jvmti!(env, RetransformClasses, all.len() as jint, all.as_ptr()) != JVMTI_ERROR_NONE {
         // One bad class fails the batch: one at a time, a class that cannot
         // be retransformed keeps its probes.
         done = 0;
-        for c in &chosen {
+        for (c, name) in &chosen {
             let e = jvmti!(env, RetransformClasses, 1, c);
             if e == JVMTI_ERROR_NONE {
                 done += 1;
             } else {
-                debug(&format!("demotion: RetransformClasses failed (JVMTI error {e})"));
+                failed.push((name.clone(), e));
             }
         }
     }
-    for c in chosen {
+    for (c, _) in chosen {
         jvm::delete_local(jni, c);
     }
-    done
+    (done, failed)
 }
 
 /// Rewrites a class file if it has selected methods; queues their METHOD_DEFs.

@@ -13,7 +13,8 @@ use crate::classes;
 use crate::demotion::{self, PENDING, PENDING_SIGNAL};
 use crate::jvm;
 use crate::mutex::lock;
-use crate::state::{active, debug, guard, now_ns, tid, SESSION};
+use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
+use jtrace_format::{Payload, Record};
 
 /// How long the demoter waits for more methods once one is pending.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
@@ -77,13 +78,38 @@ fn demote(jni: *mut crate::sys::JNIEnv, ids: &[u32]) {
     let names: HashSet<String> = keys.iter().map(|(_, k)| k.0.clone()).collect();
     demotion::mark_demoted(keys.iter().map(|(_, k)| k.clone()));
     // SAFETY: a Java thread (attached) with its JNIEnv, in the live phase.
-    let classes = unsafe { classes::retransform_named(env, jni, &names) };
-    let done: Vec<u32> = keys.iter().map(|(id, _)| *id).collect();
+    let (classes, failed) = unsafe { classes::retransform_named(env, jni, &names) };
+    let (kept, done): (Vec<_>, Vec<_>) = keys
+        .iter()
+        .partition(|(_, k)| failed.iter().any(|(class, _)| *class == k.0));
+    // Not demoted after all: their probes stay, and the trace says why.
+    let kept_keys: Vec<(String, String, String)> = kept.iter().map(|(_, k)| k.clone()).collect();
+    demotion::unmark_demoted(&kept_keys);
+    for (class, e) in &failed {
+        let methods: Vec<&str> = kept_keys
+            .iter()
+            .filter(|k| k.0 == *class)
+            .map(|k| k.1.as_str())
+            .collect();
+        let msg = format!(
+            "demotion: the JVM refused to retransform {} (JVMTI error {e}): {} keep their probes",
+            class.replace('/', "."),
+            methods.join(", ")
+        );
+        say(&msg);
+        rec.write_direct(&Record {
+            tid: tid(),
+            ts: now_ns(),
+            payload: Payload::AgentError(msg),
+        });
+    }
+    let done: Vec<u32> = done.iter().map(|(id, _)| *id).collect();
     demotion::record_demoted(rec, tid(), now_ns(), &done);
     debug(&format!(
-        "demotion: {} method(s) of {} class(es) demoted ({} retransformed)",
+        "demotion: {} method(s) of {} class(es) demoted ({} retransformed, {} refused)",
         done.len(),
         names.len(),
-        classes
+        classes,
+        failed.len()
     ));
 }

@@ -82,6 +82,17 @@ pub(crate) fn reset(starter: fn()) {
     ANY_DEMOTED.store(false, Ordering::SeqCst);
 }
 
+/// Takes back the marks of methods whose classes could not be
+/// retransformed: they keep their probes, and a later retransformation of
+/// their class must keep them too.
+pub(crate) fn unmark_demoted(keys: &[(String, String, String)]) {
+    if let Some(set) = lock(&DEMOTED).as_mut() {
+        for k in keys {
+            set.remove(k);
+        }
+    }
+}
+
 /// Whether the method is demoted: the rewriter must not instrument it.
 pub(crate) fn is_demoted(class: &str, name: &str, desc: &str) -> bool {
     if !ANY_DEMOTED.load(Ordering::Acquire) {
