@@ -703,6 +703,11 @@ fn timeline_of_the_demo_in_chromium() {
                 (tip.contains("socket tcp ") && tip.contains("127.0.0.1") && tip.contains("->")),
                 "socket evidence without its 4-tuple: {tip}"
             );
+            // The stack at the switch-out: the client's read under Demo.fetch.
+            assert!(
+                tip.contains("Demo.fetch_[") && tip.contains("kernel frames"),
+                "socket block tooltip without its stack: {tip}"
+            );
         }
     }
 

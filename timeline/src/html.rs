@@ -15,7 +15,7 @@ use crate::highlight::{paths_json, HighlightPath, PathJson};
 use crate::model::{pid_of, thread_order, time_origin, ThreadData, View};
 use crate::segments::{layout_order, window_segments};
 use crate::windows::{window_name, WindowIndex};
-use jtrace_merge::{describe_evidence, Cause, Evidence, OffCpu, Trace};
+use jtrace_merge::{describe_evidence, Cause, Evidence, Frame, FrameKind, OffCpu, Symbolizer, Trace};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -115,6 +115,54 @@ struct Offs {
     g: Vec<(u32, Vec<u64>)>,
     /// Evidence text, as an index into [`PageJson::strings`] (0 = none).
     x: Vec<u32>,
+    /// The stack at the switch-out ([`stack_text`]), as an index into
+    /// [`PageJson::strings`] (0 = none recorded).
+    t: Vec<u32>,
+}
+
+/// Frames of a stack shown in a tooltip, innermost first.
+const TIP_FRAMES: usize = 12;
+
+/// A stack as the tooltip shows it, one frame a line: its user frames
+/// (native and Java, innermost first, at most [`TIP_FRAMES`]), then how
+/// many kernel frames it has (`export --format collapsed` has them all).
+fn stack_text(frames: &[Frame]) -> String {
+    let kernel = frames.iter().filter(|f| f.kind == FrameKind::Kernel).count();
+    let user: Vec<&Frame> = frames.iter().filter(|f| f.kind != FrameKind::Kernel).collect();
+    let mut lines: Vec<String> = user.iter().take(TIP_FRAMES).map(|f| f.flame_name()).collect();
+    if user.len() > TIP_FRAMES {
+        lines.push(format!("… {} more", user.len() - TIP_FRAMES));
+    }
+    if kernel > 0 {
+        lines.push(format!("+ {kernel} kernel frames"));
+    }
+    lines.join("\n")
+}
+
+/// The page's stack texts, named once per stack.
+struct StackTexts<'t> {
+    symbols: Option<Symbolizer<'t>>,
+    by_pair: HashMap<u32, u32>,
+}
+
+impl<'t> StackTexts<'t> {
+    fn new(trace: &'t Trace) -> Self {
+        StackTexts {
+            symbols: (!trace.stacks.is_empty()).then(|| Symbolizer::new(trace)),
+            by_pair: HashMap::new(),
+        }
+    }
+
+    /// The index in `strings` of the text of stack pair `pair` (0: none).
+    fn get(&mut self, pair: Option<u32>, strings: &mut Interner) -> u32 {
+        let (Some(pair), Some(symbols)) = (pair, &self.symbols) else {
+            return 0;
+        };
+        *self
+            .by_pair
+            .entry(pair)
+            .or_insert_with(|| strings.get(stack_text(&symbols.frames(pair))))
+    }
 }
 
 /// Strings shared by many items (evidence texts), stored once in the page.
@@ -266,9 +314,11 @@ fn process_order(trace: &Trace, threads: &[ThreadData]) -> (Vec<ProcessJson>, Ve
 /// The page's record of one thread, times relative to `t0`; `windows` are
 /// the trace's JVM windows (indexed), where the GC/safepoint parts of its
 /// intervals go.
+#[allow(clippy::too_many_arguments)]
 fn thread_json(
     trace: &Trace,
     strings: &mut Interner,
+    stacks: &mut StackTexts,
     t: &ThreadData,
     windows: &WindowIndex,
     pid: u32,
@@ -311,6 +361,7 @@ fn thread_json(
             Evidence::None | Evidence::Preempted => 0,
             e => strings.get(describe_evidence(trace, &e)),
         });
+        offs.t.push(stacks.get(o.stack, strings));
     }
     let b = &t.totals.breakdown;
     // A scoped page draws the thread's state within its window only.
@@ -369,6 +420,7 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
     }
     let command = m.command.join(" ");
     let mut strings = Interner::new();
+    let mut stacks = StackTexts::new(trace);
     let index = WindowIndex::new(&windows);
     let kind_of: std::collections::HashMap<u32, u8> = threads.iter().map(|t| (t.info.tid, t.category())).collect();
     let (processes, order) = process_order(trace, threads);
@@ -376,7 +428,16 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
         .into_iter()
         .map(|i| {
             let t = &threads[i];
-            let mut j = thread_json(trace, &mut strings, t, &index, pid_of(trace, &t.info), t0, scope);
+            let mut j = thread_json(
+                trace,
+                &mut strings,
+                &mut stacks,
+                t,
+                &index,
+                pid_of(trace, &t.info),
+                t0,
+                scope,
+            );
             // A virtual thread is listed under its carrier, in its group.
             if let Some(&k) = t.info.carrier.and_then(|c| kind_of.get(&c)) {
                 j.kind = k;

@@ -41,6 +41,9 @@ pub struct OffSpan {
     /// No switch-in ended it: the thread was still off CPU at its last event.
     /// Reconstructed from the thread totals so views add up to them exactly.
     pub open: bool,
+    /// Its stacks at the switch-out, if recorded
+    /// ([`jtrace_merge::Symbolizer::frames`] names them).
+    pub stack: Option<u32>,
 }
 
 /// Everything the views need about one thread.
@@ -201,6 +204,7 @@ impl Visitor for Collector {
                 evidence: iv.evidence,
                 depth,
                 open: false,
+                stack: iv.stack,
             });
         }
     }
@@ -233,6 +237,7 @@ impl Visitor for Collector {
                 evidence: Evidence::None,
                 depth,
                 open: true,
+                stack: None,
             });
         }
         // A scoped view lists the threads alive in its window.

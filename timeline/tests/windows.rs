@@ -215,6 +215,7 @@ fn a_block_over_two_windows_is_cut_around_both() {
         evidence: Evidence::None,
         depth: 0,
         open: false,
+        stack: None,
     };
     let w = |seq, start, end| JvmWindow {
         pid: PID,
@@ -263,6 +264,7 @@ fn a_gc_nested_in_a_safepoint_keeps_both_on_their_windows() {
         evidence: Evidence::None,
         depth: 0,
         open: false,
+        stack: None,
     };
     let w = |cause, start, end| JvmWindow {
         pid: PID,
@@ -401,6 +403,7 @@ fn segments_tile_every_interval_whatever_the_windows() {
             evidence: Evidence::None,
             depth: 0,
             open: false,
+            stack: None,
         };
         let mut wins: Vec<JvmWindow> = (0..rng.below(5))
             .map(|i| {

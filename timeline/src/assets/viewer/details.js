@@ -170,7 +170,9 @@ function details(it) {
       h += `<div>woken by</div><div>${esc(tname(of.w[j]))}</div>` + (wm ? `<div>waker was in</div><div>${esc(wm)}</div>` : '') +
         `<div>wakeup at</div><div>+${fmtDur(of.wt[j])}</div>`;
     }
-    return h + '</div>';
+    // The stack at the switch-out, innermost frame first (when recorded).
+    const st = of.t ? D.strings[of.t[j]] : '';
+    return h + '</div>' + (st ? `<div class="stack">${st.split('\n').map(esc).join('<br>')}</div>` : '');
   }
   if (it.kind === 'uncov') {
     return `<b>not covered</b><br>thread ${who}<div>no kernel data after +${fmtDur(it.s)} (the kernel stream ended early): ` +
