@@ -223,37 +223,15 @@ impl TidReader {
 
     /// Offsets of the thread's OSThread and of the OSThread's tid.
     unsafe fn offsets(lib: *mut c_void) -> Option<(usize, usize)> {
-        let table = exported(lib, c"gHotSpotVMStructs")?;
-        let type_name = exported(lib, c"gHotSpotVMStructEntryTypeNameOffset")?;
-        let field_name = exported(lib, c"gHotSpotVMStructEntryFieldNameOffset")?;
-        let offset = exported(lib, c"gHotSpotVMStructEntryOffsetOffset")?;
-        let stride = exported(lib, c"gHotSpotVMStructEntryArrayStride")?;
-        if table == 0 || stride == 0 {
-            return None;
-        }
-        let (mut osthread, mut thread_id) = (None, None);
-        // The table ends with an entry without a type name; bounded anyway.
-        for i in 0..100_000 {
-            let e = table + i * stride;
-            let tn: usize = read(e + type_name)?;
-            if tn == 0 {
-                break;
-            }
-            let fnp: usize = read(e + field_name)?;
-            if fnp == 0 {
-                continue;
-            }
-            let (t, f) = (read_cstr(tn)?, read_cstr(fnp)?);
-            match (t.as_str(), f.as_str()) {
-                ("JavaThread" | "Thread", "_osthread") => osthread = Some(read::<u64>(e + offset)? as usize),
-                ("OSThread", "_thread_id") => thread_id = Some(read::<u64>(e + offset)? as usize),
-                _ => {}
-            }
-            if let (Some(a), Some(b)) = (osthread, thread_id) {
-                return Some((a, b));
-            }
-        }
-        None
+        let found = offsets_in(
+            lib,
+            &[
+                ("JavaThread", "_osthread"),
+                ("Thread", "_osthread"),
+                ("OSThread", "_thread_id"),
+            ],
+        )?;
+        Some((found[0].or(found[1])?, found[2]?))
     }
 
     /// The `JavaThread*` of `thread` (`java.lang.Thread.eetop`), 0 if it has none.
@@ -287,16 +265,24 @@ pub(crate) unsafe fn field_offsets(jni: *mut JNIEnv, wanted: &[(&str, &str)]) ->
     if jni.is_null() {
         return None;
     }
-    let lib = Libjvm::open(jni)?;
-    let table = exported(lib.handle, c"gHotSpotVMStructs")?;
-    let type_name = exported(lib.handle, c"gHotSpotVMStructEntryTypeNameOffset")?;
-    let field_name = exported(lib.handle, c"gHotSpotVMStructEntryFieldNameOffset")?;
-    let offset = exported(lib.handle, c"gHotSpotVMStructEntryOffsetOffset")?;
-    let stride = exported(lib.handle, c"gHotSpotVMStructEntryArrayStride")?;
+    offsets_in(Libjvm::open(jni)?.handle, wanted)
+}
+
+/// [`field_offsets`] in the libjvm.so whose handle is `lib`.
+///
+/// # Safety
+/// `lib` is a handle of the loaded libjvm.so.
+unsafe fn offsets_in(lib: *mut c_void, wanted: &[(&str, &str)]) -> Option<Vec<Option<usize>>> {
+    let table = exported(lib, c"gHotSpotVMStructs")?;
+    let type_name = exported(lib, c"gHotSpotVMStructEntryTypeNameOffset")?;
+    let field_name = exported(lib, c"gHotSpotVMStructEntryFieldNameOffset")?;
+    let offset = exported(lib, c"gHotSpotVMStructEntryOffsetOffset")?;
+    let stride = exported(lib, c"gHotSpotVMStructEntryArrayStride")?;
     if table == 0 || stride == 0 {
         return None;
     }
     let mut out = vec![None; wanted.len()];
+    // The table ends with an entry without a type name; bounded anyway.
     for i in 0..100_000 {
         let e = table + i * stride;
         let tn: usize = read(e + type_name)?;
