@@ -180,11 +180,17 @@ impl StackNames {
                 Vec::new()
             } else {
                 // The mapped file itself, whatever its path says now.
+                // A failed read (the process exited meanwhile) is not
+                // remembered: the next process mapping the file is asked.
                 let file = format!("/proc/{tgid}/map_files/{:x}-{:x}", m.start, m.end);
-                self.build_ids
-                    .entry((m.dev.clone(), m.inode))
-                    .or_insert_with(|| build_id(Path::new(&file)).ok().flatten().unwrap_or_default())
-                    .clone()
+                let key = (m.dev.clone(), m.inode);
+                match self.build_ids.get(&key) {
+                    Some(id) => id.clone(),
+                    None => match build_id(Path::new(&file)) {
+                        Ok(id) => self.build_ids.entry(key).or_insert(id.unwrap_or_default()).clone(),
+                        Err(_) => Vec::new(),
+                    },
+                }
             };
             self.mappings += 1;
             out.record(&Record {
