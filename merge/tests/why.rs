@@ -310,6 +310,61 @@ fn monitor_with_back_off_is_held_by_the_owner() {
     }
 }
 
+/// JDK 11: B's release wakes A, but A, back on CPU, is stopped again inside
+/// the enter by a safepoint, which the VM thread ends. The VM thread owns
+/// no Java monitor: the enter is held by B up to B's release, and the last
+/// block (the safepoint stop) stays A's own, not followed.
+#[test]
+fn a_wakeup_by_the_vm_thread_inside_an_enter_is_not_the_release() {
+    const V: u32 = 14;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.native_thread(100, V, 0, "VM Thread");
+    b.switch_out(V, 100, false, 0);
+    b.enter(B, 1000, 2);
+    b.jvm_event(B, 2000, kind::SLEEP_BEGIN, "");
+    b.block(B, 2000, 90_000, 0, 90_010);
+    b.jvm_event(B, 90_010, kind::SLEEP_END, "");
+    b.enter(A, 1500, 1);
+    b.jvm_event(A, 1600, kind::MONITOR_CONTENDED_ENTER, "java.lang.Object");
+    b.block(A, 1700, 2700, 0, 2710); // 1 µs back-off, a timer
+    b.block(A, 2720, 91_000, B, 91_050); // B releases the monitor
+    b.wakeup(V, 92_990, B); // the VM thread starts a safepoint
+    b.switch_in(V, 92_995, 0);
+    b.block(A, 91_100, 93_000, V, 93_010); // stopped by it until its end
+    b.jvm_event(A, 93_020, kind::MONITOR_CONTENDED_ENTERED, "java.lang.Object");
+    b.exit(A, 94_000, 1);
+    b.exit(B, 94_000, 2);
+    b.switch_out(A, 95_000, false, 0);
+    b.switch_out(B, 95_000, false, 0);
+    b.switch_out(V, 95_000, false, 0);
+    let dir = tempdir("monitor-vm");
+    b.write(&dir, 100_000);
+    for budget in [256 << 20, 0] {
+        let (path, hops, wall) = why(&dir, "GtX.a", budget);
+        assert_eq!(wall, 92_500);
+        assert_eq!(
+            path,
+            vec![
+                seg("chain-a", Some("GtX.a"), "cpu", 200, 0),
+                seg("chain-b", Some("GtX.b"), "cpu", 300, 1),
+                seg("chain-b", Some("GtX.b"), "sleep", 88_000, 1),
+                seg("chain-b", Some("GtX.b"), "runqueue", 10, 1),
+                seg("chain-b", Some("GtX.b"), "cpu", 990, 1),
+                seg("chain-a", Some("GtX.a"), "runqueue", 50, 0),
+                seg("chain-a", Some("GtX.a"), "cpu", 50, 0),
+                seg("chain-a", Some("GtX.a"), "monitor", 1_900, 0),
+                seg("chain-a", Some("GtX.a"), "runqueue", 10, 0),
+                seg("chain-a", Some("GtX.a"), "cpu", 990, 0),
+            ],
+            "budget {budget}"
+        );
+        assert_eq!(hops, vec![("held_by".into(), "chain-a".into(), "chain-b".into())]);
+    }
+}
+
 /// A waits in Object.wait until B notifies; B was in an fsync no traced
 /// thread ended (a disk interrupt): the path stops there.
 #[test]

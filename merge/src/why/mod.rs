@@ -171,7 +171,7 @@ pub fn explain(dir: &std::path::Path, opts: &WhyOptions) -> anyhow::Result<Why> 
     let mut selector = select::Selector::new(opts.selection, opts.max_invocations);
     events.rewind()?;
     {
-        let mut rec = record::Recorder::new(&mut index, &mut selector, &wanted);
+        let mut rec = record::Recorder::new(&mut index, &mut selector, &trace.threads, &wanted);
         for info in trace.threads.values() {
             rec.thread_wanted = thread_matches(opts.thread.as_deref(), info);
             let mut evs = events.thread(info)?;

@@ -9,8 +9,10 @@
 //! The blocker of an interval is its waker, except inside a contended
 //! monitor enter: HotSpot's back-off wakes the thread by a timer (after 1,
 //! 8, 64 ms…), so the whole enter, from its first switch-out to its last
-//! wakeup, is blocked on the thread whose release woke it last (the
-//! monitor's owner then), and its timed wakeups are not followed.
+//! wakeup by a Java thread, is blocked on that thread (the monitor's owner,
+//! whose release woke it), and its timed wakeups are not followed. Only a
+//! Java thread owns a Java monitor: a later wakeup by the VM thread (the end
+//! of a safepoint that stopped the enter, as on JDK 11) is not a release.
 //!
 //! The segments tile [entry, exit] exactly: every step covers the time
 //! from the current point back to the previous boundary of the thread it

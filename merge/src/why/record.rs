@@ -11,11 +11,14 @@ use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
 use crate::event::{Event, ThreadInfo, Timed};
 use crate::visitor::{Invocation, OffCpuInterval, ThreadTotals, Visitor};
+use std::collections::BTreeMap;
 
 /// Records one thread at a time (see the module doc).
 pub(crate) struct Recorder<'a> {
     pub(crate) index: &'a mut Index,
     pub(crate) selector: &'a mut Selector,
+    /// The trace's threads: which can own a Java monitor.
+    threads: &'a BTreeMap<u32, ThreadInfo>,
     /// By method index: asked about.
     pub(crate) wanted: &'a [bool],
     /// The current thread's invocations are candidates.
@@ -36,10 +39,16 @@ pub(crate) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    pub(crate) fn new(index: &'a mut Index, selector: &'a mut Selector, wanted: &'a [bool]) -> Self {
+    pub(crate) fn new(
+        index: &'a mut Index,
+        selector: &'a mut Selector,
+        threads: &'a BTreeMap<u32, ThreadInfo>,
+        wanted: &'a [bool],
+    ) -> Self {
         Recorder {
             index,
             selector,
+            threads,
             wanted,
             thread_wanted: false,
             pending: None,
@@ -96,14 +105,25 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// Whether thread `tid` can own a Java monitor: a Java thread (platform
+    /// or virtual). The VM thread, GC and compiler threads cannot; their
+    /// wakeups inside an enter end something else (a safepoint the
+    /// entering thread was stopped by), not the owner's release.
+    fn can_own_monitors(&self, tid: u32) -> bool {
+        self.threads
+            .get(&tid)
+            .is_some_and(|t| t.java_name.is_some() || t.virtual_id.is_some())
+    }
+
     /// A monitor enter ended: its region (from the first switch-out to the
-    /// last wakeup, by the last waker), then its intervals.
+    /// last wakeup by a Java thread, by that thread: the owner's release),
+    /// then its intervals.
     fn close_group(&mut self) {
         let last = self
             .group
             .iter()
             .rev()
-            .find(|(r, _)| r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0);
+            .find(|(r, _)| r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0 && self.can_own_monitors(r.waker));
         if let (Some(first), Some((last, _))) = (self.group.first(), last) {
             let region = Region {
                 start: first.0.start,
