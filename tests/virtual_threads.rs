@@ -37,13 +37,28 @@ static ONE_JVM: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Records VirtualWork with `args` on `jdk`, its methods traced.
 fn record(jdk: &str, tag: &str, args: &[&str]) -> (PathBuf, Trace) {
+    record_with(jdk, tag, None, args)
+}
+
+/// [`record`], with the agent's directives from `config` instead of
+/// `--methods` when given.
+fn record_with(jdk: &str, tag: &str, config: Option<&str>, args: &[&str]) -> (PathBuf, Trace) {
     let _one = ONE_JVM.lock().unwrap_or_else(|e| e.into_inner());
     let classes = classes();
-    let out = tempdir(tag).join("t.jtrace");
+    let dir = tempdir(tag);
+    let out = dir.join("t.jtrace");
     let java = java(jdk);
     let mut cmd = vec![java.to_str().unwrap(), "-cp", classes.to_str().unwrap(), "VirtualWork"];
     cmd.extend_from_slice(args);
-    let o = jtrace_run(&out, &["--methods", "VirtualWork.*"], &cmd);
+    let conf = dir.join("agent-directives");
+    let selection = match config {
+        Some(text) => {
+            std::fs::write(&conf, text).unwrap();
+            ["--config", conf.to_str().unwrap()]
+        }
+        None => ["--methods", "VirtualWork.*"],
+    };
+    let o = jtrace_run(&out, &selection, &cmd);
     assert!(o.status.success(), "{jdk} {tag}: jtrace run failed");
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("DONE"),
@@ -81,149 +96,186 @@ fn wakers(
 #[test]
 fn virtual_threads_sleep_lock_and_socket() {
     for jdk in VIRTUAL_THREAD_JDKS {
-        let name = jdk_name(jdk);
         let (out, trace) = record(jdk, "vthreads", &[&THREADS.to_string(), &DELAY_MS.to_string()]);
-        assert_exact(&trace);
-        assert!(
-            !trace.losses.agent_errors.iter().any(|e| e.contains("virtual")),
-            "{name}: {:?}",
-            trace.losses.agent_errors
+        check_steps(&jdk_name(jdk), &trace, THREADS, true);
+        std::fs::remove_dir_all(out.parent().unwrap()).ok();
+    }
+}
+
+/// The agent's other way, used when it may not rewrite classes
+/// (`bytecode_rewriting off`): method calls from JVMTI's method events and
+/// mounts from JVMTI's virtual thread events. The same checks hold, on
+/// fewer virtual threads (JVMTI's method events fire for every method of
+/// the JVM).
+#[test]
+fn virtual_threads_followed_with_jvmti_events() {
+    let threads = 200;
+    for jdk in VIRTUAL_THREAD_JDKS {
+        let (out, trace) = record_with(
+            jdk,
+            "vthreads-jvmti",
+            Some("bytecode_rewriting off\ninclude_method VirtualWork.*\n"),
+            &[&threads.to_string(), &DELAY_MS.to_string()],
         );
-        let workers: Vec<&ThreadInfo> = trace
-            .threads
-            .values()
-            .filter(|t| t.java_name.as_deref().is_some_and(|n| n.starts_with("v-")))
+        // JVMTI reports no unparks: only where the carrier that mounts a
+        // virtual thread was idle does its wakeup name the waker.
+        check_steps(&format!("{} (JVMTI)", jdk_name(jdk)), &trace, threads, false);
+        std::fs::remove_dir_all(out.parent().unwrap()).ok();
+    }
+}
+
+/// The checks of a VirtualWork run of `threads` virtual threads: each is a
+/// thread of its own with a carrier, every call is exact, each step's delay
+/// goes to its cause, and, when the agent records unparks (`unparks`),
+/// every call that blocked names the thread that resumed it.
+fn check_steps(name: &str, trace: &Trace, threads: usize, unparks: bool) {
+    assert_exact(trace);
+    assert!(
+        !trace.losses.agent_errors.iter().any(|e| e.contains("virtual")),
+        "{name}: {:?}",
+        trace.losses.agent_errors
+    );
+    let workers: Vec<&ThreadInfo> = trace
+        .threads
+        .values()
+        .filter(|t| t.java_name.as_deref().is_some_and(|n| n.starts_with("v-")))
+        .collect();
+    assert_eq!(workers.len(), threads, "{name}: virtual threads");
+    for t in &workers {
+        assert!(t.virtual_id.is_some(), "{name}: {} not virtual", t.display_name());
+        let carrier = t.carrier.and_then(|c| trace.threads.get(&c));
+        assert!(
+            carrier.is_some_and(|c| c.virtual_id.is_none() && c.java_name.is_some()),
+            "{name}: {} has no carrier",
+            t.display_name()
+        );
+    }
+    let mut c = Collect::default();
+    analyze(trace, &mut c);
+    let mut by_tid: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, (tid, _)) in c.offs.iter().enumerate() {
+        by_tid.entry(*tid).or_default().push(i);
+    }
+    for (method, cause, expected_wakers) in [
+        // JDK 21: a timer thread; JDK 25: the pool's own delayed tasks,
+        // on a carrier between two virtual threads.
+        (
+            "sleepStep",
+            Cause::Sleep,
+            &["VirtualThread-unparker", "ForkJoinPool-1-worker-"][..],
+        ),
+        ("lockStep", Cause::Park, &["holder", "v-"][..]),
+        // JDK 21: platform poller threads (connect waits on the write
+        // poller); JDK 25: the pollers are virtual threads themselves,
+        // one of them unnamed when it starts ("VirtualThread[#id]").
+        (
+            "socketStep",
+            Cause::Socket,
+            &[
+                "Read-Poller",
+                "Write-Poller",
+                "Read-Updater",
+                "Write-Updater",
+                "SubPoller",
+                "MasterPoller",
+                "VirtualThread[#",
+            ][..],
+        ),
+    ] {
+        let invs: Vec<&(ThreadInfo, Invocation)> = c
+            .invs
+            .iter()
+            .filter(|(_, inv)| trace.methods[inv.method as usize].name == method)
             .collect();
-        assert_eq!(workers.len(), THREADS, "{name}: virtual threads");
-        for t in &workers {
-            assert!(t.virtual_id.is_some(), "{name}: {} not virtual", t.display_name());
-            let carrier = t.carrier.and_then(|c| trace.threads.get(&c));
-            assert!(
-                carrier.is_some_and(|c| c.virtual_id.is_none() && c.java_name.is_some()),
-                "{name}: {} has no carrier",
-                t.display_name()
-            );
-        }
-        let mut c = Collect::default();
-        analyze(&trace, &mut c);
-        let mut by_tid: HashMap<u32, Vec<usize>> = HashMap::new();
-        for (i, (tid, _)) in c.offs.iter().enumerate() {
-            by_tid.entry(*tid).or_default().push(i);
-        }
-        for (method, cause, expected_wakers) in [
-            // JDK 21: a timer thread; JDK 25: the pool's own delayed tasks,
-            // on a carrier between two virtual threads.
-            (
-                "sleepStep",
-                Cause::Sleep,
-                &["VirtualThread-unparker", "ForkJoinPool-1-worker-"][..],
-            ),
-            ("lockStep", Cause::Park, &["holder", "v-"][..]),
-            // JDK 21: platform poller threads (connect waits on the write
-            // poller); JDK 25: the pollers are virtual threads themselves,
-            // one of them unnamed when it starts ("VirtualThread[#id]").
-            (
-                "socketStep",
-                Cause::Socket,
-                &[
-                    "Read-Poller",
-                    "Write-Poller",
-                    "Read-Updater",
-                    "Write-Updater",
-                    "SubPoller",
-                    "MasterPoller",
-                    "VirtualThread[#",
-                ][..],
-            ),
-        ] {
-            let invs: Vec<&(ThreadInfo, Invocation)> = c
-                .invs
-                .iter()
-                .filter(|(_, inv)| trace.methods[inv.method as usize].name == method)
-                .collect();
-            assert_eq!(invs.len(), THREADS, "{name}: {method} calls");
-            // Per call: the delay goes to the cause, or to runqueue where
-            // the carrier was preempted before the virtual thread unmounted
-            // (a sleep's timer starts before that) or where it waited for a
-            // carrier: never to another cause.
-            let mut lost = Vec::new();
-            let mut short = Vec::new();
-            let mut total = 0;
-            let mut named: HashMap<String, usize> = HashMap::new();
-            let mut woken = 0;
-            let mut never_blocked = 0;
-            let mut unwoken = Vec::new();
-            for (t, inv) in &invs {
-                assert!(t.virtual_id.is_some(), "{name}: {method} on {}", t.display_name());
-                let got = inv.breakdown.off.get(cause);
-                total += got;
-                if got * 100 < DELAY_MS * MS * 85 {
-                    short.push((t.display_name().to_string(), got as f64 / 1e6, inv.breakdown));
-                }
-                if (got + inv.breakdown.off.get(Cause::Runqueue)) * 100 < DELAY_MS * MS * 85 {
-                    lost.push((t.display_name().to_string(), inv.breakdown));
-                }
-                let w = wakers(&trace, &c, &by_tid, t.tid, inv, cause);
-                if !w.is_empty() {
-                    woken += 1;
-                } else if got > 0 {
-                    unwoken.push((t.display_name().to_string(), inv.breakdown));
-                } else {
-                    // A carrier preempted for the whole delay before the
-                    // call blocked (the reply came first): it never blocked
-                    // for the cause, so nothing woke it; among the 2 % short.
-                    never_blocked += 1;
-                }
-                for n in w {
-                    let key = expected_wakers
-                        .iter()
-                        .find(|e| n.starts_with(*e))
-                        .map_or(n.clone(), |e| e.to_string());
-                    *named.entry(key).or_default() += 1;
-                }
+        assert_eq!(invs.len(), threads, "{name}: {method} calls");
+        // Per call: the delay goes to the cause, or to runqueue where
+        // the carrier was preempted before the virtual thread unmounted
+        // (a sleep's timer starts before that) or where it waited for a
+        // carrier: never to another cause.
+        let mut lost = Vec::new();
+        let mut short = Vec::new();
+        let mut total = 0;
+        let mut named: HashMap<String, usize> = HashMap::new();
+        let mut woken = 0;
+        let mut never_blocked = 0;
+        let mut unwoken = Vec::new();
+        for (t, inv) in &invs {
+            assert!(t.virtual_id.is_some(), "{name}: {method} on {}", t.display_name());
+            let got = inv.breakdown.off.get(cause);
+            total += got;
+            if got * 100 < DELAY_MS * MS * 85 {
+                short.push((t.display_name().to_string(), got as f64 / 1e6, inv.breakdown));
             }
-            eprintln!(
-                "{name} {method}: {} mean {:.1} ms, {} calls under 85 % of {DELAY_MS} ms; {woken} of {THREADS} with a waker, {never_blocked} never blocked; wakers {named:?}",
+            if (got + inv.breakdown.off.get(Cause::Runqueue)) * 100 < DELAY_MS * MS * 85 {
+                lost.push((t.display_name().to_string(), inv.breakdown));
+            }
+            let w = wakers(trace, &c, &by_tid, t.tid, inv, cause);
+            if !w.is_empty() {
+                woken += 1;
+            } else if got > 0 {
+                unwoken.push((t.display_name().to_string(), inv.breakdown));
+            } else {
+                // A carrier preempted for the whole delay before the
+                // call blocked (the reply came first): it never blocked
+                // for the cause, so nothing woke it; among the 2 % short.
+                never_blocked += 1;
+            }
+            for n in w {
+                let key = expected_wakers
+                    .iter()
+                    .find(|e| n.starts_with(*e))
+                    .map_or(n.clone(), |e| e.to_string());
+                *named.entry(key).or_default() += 1;
+            }
+        }
+        eprintln!(
+                "{name} {method}: {} mean {:.1} ms, {} calls under 85 % of {DELAY_MS} ms; {woken} of {threads} with a waker, {never_blocked} never blocked; wakers {named:?}",
                 cause.name(),
-                total as f64 / THREADS as f64 / 1e6,
+                total as f64 / threads as f64 / 1e6,
                 short.len()
             );
-            assert!(
-                lost.is_empty(),
-                "{name}: {method}: delay given to another cause: {:?}",
-                &lost[..lost.len().min(3)]
-            );
-            assert!(
-                total * 100 >= THREADS as u64 * DELAY_MS * MS * 85,
-                "{name}: {method}: {} holds {:.1} ms a call",
-                cause.name(),
-                total as f64 / THREADS as f64 / 1e6
-            );
-            // On two shared cores a few carriers are preempted between a
-            // call's start and its unmount: allow 2 % of the calls.
-            assert!(
-                short.len() * 50 <= THREADS,
-                "{name}: {} {method} calls with {} under 85 % of {DELAY_MS} ms, e.g. {:?}",
-                short.len(),
-                cause.name(),
-                &short[..short.len().min(3)]
-            );
-            // Every call that blocked was resumed by a named waker (the
-            // agent records each VirtualThread.unpark() with the unparking
-            // thread).
+        assert!(
+            lost.is_empty(),
+            "{name}: {method}: delay given to another cause: {:?}",
+            &lost[..lost.len().min(3)]
+        );
+        assert!(
+            total * 100 >= threads as u64 * DELAY_MS * MS * 85,
+            "{name}: {method}: {} holds {:.1} ms a call",
+            cause.name(),
+            total as f64 / threads as f64 / 1e6
+        );
+        // On two shared cores a few carriers are preempted between a
+        // call's start and its unmount: allow 2 % of the calls.
+        assert!(
+            short.len() * 50 <= threads,
+            "{name}: {} {method} calls with {} under 85 % of {DELAY_MS} ms, e.g. {:?}",
+            short.len(),
+            cause.name(),
+            &short[..short.len().min(3)]
+        );
+        // Every call that blocked was resumed by a named waker (the
+        // agent records each VirtualThread.unpark() with the unparking
+        // thread).
+        if unparks {
             assert!(
                 unwoken.is_empty(),
                 "{name} {method}: blocked calls with no waker: {:?}",
                 &unwoken[..unwoken.len().min(3)]
             );
-            assert_eq!(woken + never_blocked, THREADS, "{name} {method}: calls");
+            assert_eq!(woken + never_blocked, threads, "{name} {method}: calls");
+        }
+        // Without unparks, the wakeup of the idle carrier that mounts a
+        // virtual thread stands for its unpark, and names whoever woke that
+        // carrier (a pool worker, the VM thread ending a safepoint): only
+        // recorded unparks name the unparker.
+        if unparks {
             let unexpected: Vec<&String> = named
                 .keys()
                 .filter(|n| !expected_wakers.iter().any(|e| n.starts_with(e)))
                 .collect();
             assert!(unexpected.is_empty(), "{name} {method}: wakers {named:?}");
         }
-        std::fs::remove_dir_all(out.parent().unwrap()).ok();
     }
 }
 

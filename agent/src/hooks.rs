@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering;
 
-use jtrace_format::{MethodDef, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION};
+use jtrace_format::{virtual_thread_tid, MethodDef, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION};
 
 use crate::config::Config;
 use crate::recorder::Recorder;
@@ -78,7 +78,11 @@ unsafe extern "C" fn on_method_entry(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
                 return;
             }
             let Some(buf) = &st.buf else { return };
-            st.stack.push(method as usize);
+            let Some((tid, stack)) = frames(&mut st.mounted, &mut st.stack) else {
+                rec.count_lost(1);
+                return;
+            };
+            stack.push(method as usize);
             let ev = MethodEvent {
                 method: method as usize as u64,
                 flags: 0,
@@ -87,7 +91,7 @@ unsafe extern "C" fn on_method_entry(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
             rec.push(
                 buf,
                 &Record {
-                    tid: tid(),
+                    tid,
                     ts,
                     payload: Payload::MethodEntry(ev),
                 },
@@ -111,11 +115,14 @@ unsafe extern "C" fn on_method_exit(
             // Only the innermost open traced method can be exiting if it is
             // traced at all; anything else is untraced (or entered before
             // tracing started), so no filter lookup is needed here.
-            if !st.traced || st.stack.last() != Some(&(method as usize)) {
+            let Some(buf) = &st.buf else { return };
+            let Some((tid, stack)) = frames(&mut st.mounted, &mut st.stack) else {
+                return;
+            };
+            if !st.traced || stack.last() != Some(&(method as usize)) {
                 return;
             }
-            st.stack.pop();
-            let Some(buf) = &st.buf else { return };
+            stack.pop();
             let flags = if was_popped_by_exception != 0 {
                 EXIT_BY_EXCEPTION
             } else {
@@ -129,13 +136,26 @@ unsafe extern "C" fn on_method_exit(
             rec.push(
                 buf,
                 &Record {
-                    tid: tid(),
+                    tid,
                     ts,
                     payload: Payload::MethodExit(ev),
                 },
             );
         });
     });
+}
+
+/// Whose JVMTI method event this is: the virtual thread `mounted` on the
+/// calling carrier (its record tid and open methods), else the thread's own
+/// (`own`); `None` for a virtual thread whose id has no record tid.
+fn frames<'a>(
+    mounted: &'a mut Option<(u64, Vec<usize>)>,
+    own: &'a mut Vec<usize>,
+) -> Option<(u32, &'a mut Vec<usize>)> {
+    match mounted {
+        Some((id, frames)) => Some((virtual_thread_tid(*id)?, frames)),
+        None => Some((tid(), own)),
+    }
 }
 
 unsafe extern "C" fn on_thread_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {

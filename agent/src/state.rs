@@ -148,6 +148,11 @@ pub(crate) struct ThreadState {
     /// matched against it, so an exit from a frame entered before tracing
     /// began is dropped rather than unbalancing the trace.
     pub stack: Vec<usize>,
+    /// The virtual thread mounted on this carrier when JVMTI's events follow
+    /// them ([`crate::vthreads_jvmti`]): its Java id and its traced methods
+    /// entered and not yet exited. JVMTI's method events on the carrier are
+    /// then that virtual thread's.
+    pub mounted: Option<(u64, Vec<usize>)>,
     /// What its probes recorded, for demotion and `--min-duration`.
     pub watch: ThreadWatch,
 }

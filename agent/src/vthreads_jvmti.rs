@@ -4,12 +4,16 @@
 //! with `can_support_virtual_threads`) and HotSpot's extension events
 //! `com.sun.hotspot.events.VirtualThreadMount`/`Unmount`, the unmount's
 //! reason from the top of the virtual thread's stack ([`Markers`]); no
-//! unparks (the merge takes the carrier's wakeup for one). The capability
+//! unparks (the merge takes the carrier's wakeup for one). While a virtual
+//! thread is mounted, JVMTI's method events on its carrier are its own
+//! ([`crate::state::ThreadState::mounted`]); its open traced methods wait in
+//! [`OPEN_FRAMES`] while it is unmounted. The capability
 //! makes every mount and unmount of the JVM take HotSpot's slow JVMTI
 //! transition (BENCHMARKS.md). The bindings come from a JDK 17 `jvmti.h`,
 //! which predates virtual threads: the capability bit, the two event
 //! numbers and their callback slots are spelt out here.
 
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Mutex;
@@ -18,9 +22,10 @@ use jtrace_format::kind;
 
 use crate::jvm::{self, clear_exception, jni, jvmti, object_class_name};
 use crate::mutex::lock;
-use crate::state::{guard, now_ns};
+use crate::state::{active, guard, now_ns};
 use crate::sys::*;
-use crate::vthread_records::{end, record};
+use crate::thread::with_state;
+use crate::vthread_records::{end, java_id, record};
 
 /// Bit of `can_support_virtual_threads` in `jvmtiCapabilities` (JDK 21's
 /// jvmti.h: the 45th one-bit field).
@@ -56,6 +61,9 @@ static SUPPORTED: AtomicBool = AtomicBool::new(false);
 static BLOCKER_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
 /// The methods whose presence on a virtual thread's stack tells why it unmounted.
 static MARKERS: Mutex<Option<Markers>> = Mutex::new(None);
+/// Unmounted virtual threads' traced methods entered and not yet exited
+/// (JVMTI method events), by Java thread id.
+static OPEN_FRAMES: Mutex<Option<HashMap<u64, Vec<usize>>>> = Mutex::new(None);
 
 fn has_bit(caps: &jvmtiCapabilities, bit: usize) -> bool {
     // SAFETY: the capabilities are 16 bytes of one-bit fields, allocated
@@ -206,13 +214,15 @@ unsafe extern "C" fn on_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthr
     guard("VirtualThreadStart", || {
         record(jni, thread, ts, kind::VTHREAD_START, || {
             jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
-        })
+        });
+        mounted(jni, thread);
     });
 }
 
 unsafe extern "C" fn on_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadEnd", || {
+        unmounted(false);
         end(jni, thread, ts, || {
             jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
         })
@@ -222,16 +232,43 @@ unsafe extern "C" fn on_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthrea
 unsafe extern "C" fn on_mount(_env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadMount", || {
-        record(jni, thread, ts, kind::VTHREAD_MOUNT, String::new)
+        record(jni, thread, ts, kind::VTHREAD_MOUNT, String::new);
+        mounted(jni, thread);
     });
 }
 
 unsafe extern "C" fn on_unmount(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadUnmount", || {
+        unmounted(true);
         record(jni, thread, ts, kind::VTHREAD_UNMOUNT, || {
             unmount_reason(env, jni, thread)
         })
+    });
+}
+
+/// The virtual thread `thread` is mounted on the calling carrier: its
+/// method events are its own from now on.
+unsafe fn mounted(jni: *mut JNIEnv, thread: jthread) {
+    let Some((rec, _)) = active() else { return };
+    let Some(id) = java_id(jni, thread) else { return };
+    let frames = lock(&OPEN_FRAMES)
+        .as_mut()
+        .and_then(|m| m.remove(&id))
+        .unwrap_or_default();
+    with_state(rec, |st| st.mounted = Some((id, frames)));
+}
+
+/// The calling carrier's virtual thread leaves it; its open methods are
+/// kept for its next mount unless it `ends` (is not `parked`).
+fn unmounted(parked: bool) {
+    let Some((rec, _)) = active() else { return };
+    with_state(rec, |st| {
+        if let Some((id, frames)) = st.mounted.take() {
+            if parked && !frames.is_empty() {
+                lock(&OPEN_FRAMES).get_or_insert_with(HashMap::new).insert(id, frames);
+            }
+        }
     });
 }
 
