@@ -344,7 +344,7 @@ impl Markers {
             (
                 c"sun/nio/ch/Poller",
                 c"poll",
-                c"(IJLjava/util/function/BooleanSupplier;)V",
+                c"(IIJLjava/util/function/BooleanSupplier;)V",
                 true,
                 UNMOUNT_SOCKET,
             ),
