@@ -6,10 +6,11 @@
 //! classes is [`crate::demoter`]'s.
 //!
 //! The cost model: each probe event costs [`EVENT_COST_NS`] of the thread's
-//! time (two clock reads and a store per call, measured at 60 ns a call in
-//! BENCHMARKS.md, plus draining and writing). When the events a thread
+//! CPU time (two clock reads and a store per call, measured at 60 ns a call
+//! in BENCHMARKS.md, plus draining and writing). When the events a thread
 //! recorded since its last decision cost more than the budget's share of
-//! the time they span (`--overhead-budget`, default 2 %), the methods it
+//! its CPU time meanwhile (`--overhead-budget`, default 2 %; the wall time
+//! they span before its first decision, and it is never more), the methods it
 //! called most that are *hot* (at least [`MIN_CALLS`] calls seen),
 //! *short* (at least 90 % of its calls shorter than [`crate::watch::SHORT_NS`]: a mean
 //! would count the preemptions of a loaded machine) and *not blocking* (no JVM-level
@@ -114,10 +115,14 @@ pub(crate) fn mark_demoted(keys: impl IntoIterator<Item = (String, String, Strin
 /// not wait (calls dropped, calls blocked), and with a budget (in
 /// hundredths of a percent; 0: none) decides what to demote.
 pub(crate) fn after_drain(watch: &mut ThreadWatch, budget: u32) {
-    let (events, span) = watch.window();
+    let (events, wall) = watch.window();
     if events < DECIDE_EVERY && !watch.has_news() {
         return;
     }
+    // The thread's own CPU time: waiting for a CPU on a loaded machine, or
+    // blocked, it spends none, and its probes' share of what it spends is
+    // what the budget bounds.
+    let span = watch.cpu_since_take().map_or(wall, |cpu| cpu.min(wall));
     let since = watch.since();
     let tallies = watch.take();
     let mut table = lock(&TABLE);

@@ -78,6 +78,10 @@ pub(crate) struct ThreadWatch {
     events: u64,
     since: u64,
     until: u64,
+    /// The thread's CPU time at the last [`ThreadWatch::take`] (the budget
+    /// is a share of its CPU time, not of the wall time its events span,
+    /// which a loaded machine or blocks stretch).
+    cpu_at_take: Option<u64>,
     /// Voluntary switches of the thread at the end of the last drain, and
     /// when that drain ended.
     nvcsw: Option<u64>,
@@ -89,6 +93,14 @@ pub(crate) struct ThreadWatch {
     observed: bool,
     /// The filtered events of the last block, when some were left out.
     scratch: Vec<jlong>,
+}
+
+/// The calling thread's CPU time so far, ns.
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// The calling thread's voluntary context switches so far.
@@ -139,6 +151,12 @@ impl ThreadWatch {
         (self.events, self.until.saturating_sub(self.since))
     }
 
+    /// The calling thread's CPU time since the last [`ThreadWatch::take`]
+    /// (`None` before the first, or if the clock cannot be read).
+    pub(crate) fn cpu_since_take(&self) -> Option<u64> {
+        Some(thread_cpu_ns()?.saturating_sub(self.cpu_at_take?))
+    }
+
     /// When the events since the last [`ThreadWatch::take`] began counting.
     pub(crate) fn since(&self) -> u64 {
         self.since
@@ -152,6 +170,7 @@ impl ThreadWatch {
             .map(|id| (id, std::mem::take(&mut self.tallies[id as usize])))
             .collect();
         self.events = 0;
+        self.cpu_at_take = thread_cpu_ns();
         out
     }
 
