@@ -120,3 +120,70 @@ fn complete_keeps_every_probe_and_min_duration_counts_what_it_leaves_out() {
         assert!(r.short_calls_dropped.iter().all(|d| d.mean_wall_ns < 20_000));
     }
 }
+
+/// Stacks after a retransformation (issue 16): demoting `tiny` gives
+/// Demotion$Work's methods new `Method*`s. Under -Xint every later sleep of
+/// `napper` runs the new code, interpreted, and its frame is still named
+/// (the agent describes the retransformed class again), never left
+/// `[interpreted: unknown method]`.
+#[test]
+fn interpreted_frames_are_named_after_a_demotion() {
+    use jtrace_merge::{analyze, Cause, OffCpuInterval, Symbolizer, ThreadInfo, Visitor};
+    struct Sleeps<'a> {
+        symbols: Symbolizer<'a>,
+        after: u64,
+        names: Vec<Vec<String>>,
+    }
+    impl Visitor for Sleeps<'_> {
+        fn off_cpu(&mut self, t: &ThreadInfo, _depth: usize, iv: &OffCpuInterval) {
+            // napper runs on main (the echo thread sleeps too).
+            if t.display_name() == "main" && iv.start > self.after && iv.split.off.get(Cause::Sleep) > 0 {
+                let frames = iv.stack.map(|p| self.symbols.frames(p)).unwrap_or_default();
+                // Thread.sleep's (not the JVM's own sleeps at exit).
+                if frames.iter().any(|f| f.name.starts_with("java.lang.Thread.sleep")) {
+                    self.names.push(frames.iter().map(|f| f.flame_name()).collect());
+                }
+            }
+        }
+    }
+    for jdk in [JDK17, JDK25] {
+        let out = tempdir("demotion-xint");
+        let cp = classes();
+        let java = java(jdk);
+        let o = jtrace_run(
+            &out,
+            &["--methods", "Demotion$Work.*"],
+            &[
+                java.to_str().unwrap(),
+                "-Xint",
+                "-cp",
+                cp.to_str().unwrap(),
+                "Demotion",
+                "3000",
+            ],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let trace = Trace::open(&out).unwrap();
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let d = r
+            .demoted
+            .iter()
+            .find(|d| d.name == "tiny")
+            .unwrap_or_else(|| panic!("{jdk}: tiny not demoted: {:?}", r.demoted));
+        let mut s = Sleeps {
+            symbols: Symbolizer::new(&trace),
+            after: trace.meta.start_monotonic_ns + d.demoted_at_ns,
+            names: Vec::new(),
+        };
+        analyze(&trace, &mut s);
+        assert!(s.names.len() >= 5, "{jdk}: {} sleeps after the demotion", s.names.len());
+        for names in &s.names {
+            assert!(
+                names.iter().any(|n| n == "Demotion$Work.napper_[0]"),
+                "{jdk}: a sleep after the demotion without napper's interpreted frame: {names:?}"
+            );
+            assert!(!names.iter().any(|n| n.contains("unknown method")), "{jdk}: {names:?}");
+        }
+        std::fs::remove_dir_all(&out).ok();
+    }
+}

@@ -29,6 +29,28 @@ use crate::virtual_threads;
 use crate::vthread_markers;
 
 /// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
+/// Told of each class a retransformation changed, its new methods in place
+/// (set by the stacks' code records, a module above this one: the methods'
+/// `Method*`s are new).
+static RETRANSFORMED: Mutex<Option<RetransformedFn>> = Mutex::new(None);
+/// See [`RETRANSFORMED`].
+pub(crate) type RetransformedFn = unsafe fn(*mut jvmtiEnv, jclass);
+
+/// Sets what is told of each retransformed class ([`RETRANSFORMED`]).
+pub(crate) fn on_retransformed(f: RetransformedFn) {
+    *lock(&RETRANSFORMED) = Some(f);
+}
+
+/// Tells [`RETRANSFORMED`] of `classes`, retransformed.
+unsafe fn retransformed(env: *mut jvmtiEnv, classes: &[jclass]) {
+    let f = *lock(&RETRANSFORMED);
+    if let Some(f) = f {
+        for &c in classes {
+            f(env, c);
+        }
+    }
+}
+
 static CLASSES_REWRITTEN: AtomicU64 = AtomicU64::new(0);
 static METHODS_REWRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Selected methods left untraced because they could not be rewritten.
@@ -181,10 +203,13 @@ pub(crate) unsafe fn retransform_named(
             let e = jvmti!(env, RetransformClasses, 1, c);
             if e == JVMTI_ERROR_NONE {
                 done += 1;
+                retransformed(env, &[*c]);
             } else {
                 failed.push((name.clone(), e));
             }
         }
+    } else {
+        retransformed(env, &all);
     }
     for (c, _) in chosen {
         jvm::delete_local(jni, c);
@@ -326,10 +351,14 @@ pub(crate) unsafe fn retransform_loaded(env: *mut jvmtiEnv, jni: *mut JNIEnv, cf
         // One bad class fails the batch: retry one by one.
         for c in &chosen {
             let e = jvmti!(env, RetransformClasses, 1, c);
-            if e != JVMTI_ERROR_NONE {
+            if e == JVMTI_ERROR_NONE {
+                retransformed(env, &[*c]);
+            } else {
                 debug(&format!("RetransformClasses failed (JVMTI error {e})"));
             }
         }
+    } else {
+        retransformed(env, &chosen);
     }
     for c in chosen {
         jvm::delete_local(jni, c);

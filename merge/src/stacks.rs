@@ -53,8 +53,35 @@ pub struct JvmCode {
     pub compiled: CodeMap<CompiledCode>,
     /// Generated code (sorted by start).
     pub blobs: Vec<Blob>,
-    /// Method of each `Method*` (METHOD_ADDRS).
-    pub methods: HashMap<u64, MethodIdx>,
+    /// Method of each `Method*` over time (METHOD_ADDRS).
+    pub methods: MethodAddrs,
+}
+
+/// The method each `Method*` stands for, over time: a retransformation
+/// gives a class's methods new `Method*`s (described again), and the
+/// memory of the old ones may later hold another method's.
+#[derive(Debug, Default)]
+pub struct MethodAddrs {
+    /// By `Method*`: (described at, method), in time order.
+    by_addr: HashMap<u64, Vec<(u64, MethodIdx)>>,
+}
+
+impl MethodAddrs {
+    /// `addr` is `method` from `ts` on.
+    pub fn describe(&mut self, addr: u64, ts: u64, method: MethodIdx) {
+        let v = self.by_addr.entry(addr).or_default();
+        let at = v.partition_point(|&(t, _)| t <= ts);
+        v.insert(at, (ts, method));
+    }
+
+    /// The method `addr` stood for at `ts`: the latest description at or
+    /// before it, else the first (a frame seen before its class was
+    /// described, as when recording begins).
+    pub fn at(&self, addr: u64, ts: u64) -> Option<MethodIdx> {
+        let v = self.by_addr.get(&addr)?;
+        let i = v.partition_point(|&(t, _)| t <= ts);
+        v.get(i.saturating_sub(1)).map(|&(_, m)| m)
+    }
 }
 
 /// A stack's frames as recorded, with the time of its first use (the
@@ -125,5 +152,25 @@ impl Stacks {
             j.compiled.finish();
             j.blobs.sort_by_key(|b| b.start);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_method_address_names_the_method_described_at_the_time() {
+        let mut m = MethodAddrs::default();
+        m.describe(0x1000, 500, 7); // reused after a retransformation freed it
+        m.describe(0x1000, 100, 3);
+        m.describe(0x2000, 300, 9);
+        assert_eq!(m.at(0x1000, 50), Some(3), "before any description: the first");
+        assert_eq!(m.at(0x1000, 100), Some(3));
+        assert_eq!(m.at(0x1000, 499), Some(3));
+        assert_eq!(m.at(0x1000, 500), Some(7));
+        assert_eq!(m.at(0x1000, 10_000), Some(7));
+        assert_eq!(m.at(0x2000, 0), Some(9));
+        assert_eq!(m.at(0x3000, 400), None);
     }
 }

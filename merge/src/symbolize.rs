@@ -266,7 +266,7 @@ impl<'t> Symbolizer<'t> {
             let i = j.blobs.partition_point(|b| b.start <= f.pc);
             if let Some(b) = i.checked_sub(1).map(|i| &j.blobs[i]).filter(|b| f.pc < b.end) {
                 if b.interpreter {
-                    match j.methods.get(&f.method).and_then(|&m| java(m)) {
+                    match j.methods.at(f.method, ts).and_then(java) {
                         Some(name) => out.push(Frame {
                             name,
                             kind: FrameKind::Interpreted,

@@ -16,6 +16,7 @@ use std::sync::{Mutex, OnceLock};
 use jtrace_format::{CodeBlob, CompiledInline, MethodAddrs, Payload, PcInline, Record, CODE_INTERPRETER, CODE_STUB};
 
 use super::jit::code_method_id;
+use crate::classes;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::Recorder;
@@ -121,8 +122,19 @@ pub(super) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Vec<String> 
         ));
     }
     describe_loaded_classes(env, jni);
+    classes::on_retransformed(on_retransformed);
     announce_threads(env, jni);
     notes
+}
+
+/// A retransformation gave `klass` new methods (HotSpot moves each
+/// jmethodID to its method's new `Method*`): their METHOD_ADDRS again, so
+/// that interpreted frames of the new code are named (demotion and attach
+/// retransform classes while they run).
+unsafe fn on_retransformed(env: *mut jvmtiEnv, klass: jclass) {
+    if let Some((rec, _)) = active() {
+        describe_class(rec, env, klass, now_ns());
+    }
 }
 
 /// The offsets of the frame anchor's fields in a JavaThread.

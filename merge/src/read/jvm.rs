@@ -220,7 +220,7 @@ impl TraceReader {
                 }
                 Payload::CodeBlob(b) => code.blobs.push(b),
                 Payload::CompiledInline(c) => code.inline.push(c),
-                Payload::MethodAddrs(m) => code.methods.extend(m.methods),
+                Payload::MethodAddrs(m) => code.methods.extend(m.methods.into_iter().map(|(a, id)| (a, id, ts))),
                 Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {
                     let block = block_of(k);
@@ -326,7 +326,8 @@ struct CodeRecords {
     compiled: Vec<(u64, bool, fmt::CompiledMethod)>,
     inline: Vec<fmt::CompiledInline>,
     blobs: Vec<fmt::CodeBlob>,
-    methods: Vec<(u64, u64)>,
+    /// (`Method*`, method id, when described).
+    methods: Vec<(u64, u64, u64)>,
 }
 
 /// A compiled method's tier and, per pc, its inlining chain (innermost first).
@@ -371,9 +372,9 @@ impl CodeRecords {
                 name: b.name,
             });
         }
-        for (addr, id) in self.methods {
+        for (addr, id, ts) in self.methods {
             if let Some(m) = method(id) {
-                jvm.methods.insert(addr, m);
+                jvm.methods.describe(addr, ts, m);
             }
         }
     }
