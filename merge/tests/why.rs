@@ -266,10 +266,10 @@ const A: u32 = 11;
 const B: u32 = 12;
 const C: u32 = 13;
 
-/// A waits 89.3 µs on a monitor B holds while B sleeps: the back-off
-/// wakeups (by the idle task) are not followed; the whole enter is B's.
-#[test]
-fn monitor_with_back_off_is_held_by_the_owner() {
+/// chain-a (A) enters GtX.a at 1.5 µs and contends for a monitor that
+/// chain-b (B) holds in GtX.b while it sleeps from 2 µs to 90 µs; A's
+/// first back-off (a timer) ends at 2.7 µs.
+fn monitor_held_by_a_sleeper() -> Builder {
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
     b.java_thread(100, A, 0, "chain-a");
@@ -281,6 +281,14 @@ fn monitor_with_back_off_is_held_by_the_owner() {
     b.enter(A, 1500, 1);
     b.jvm_event(A, 1600, kind::MONITOR_CONTENDED_ENTER, "java.lang.Object");
     b.block(A, 1700, 2700, 0, 2710); // 1 µs back-off, a timer
+    b
+}
+
+/// A waits 89.3 µs on a monitor B holds while B sleeps: the back-off
+/// wakeups (by the idle task) are not followed; the whole enter is B's.
+#[test]
+fn monitor_with_back_off_is_held_by_the_owner() {
+    let mut b = monitor_held_by_a_sleeper();
     b.block(A, 2720, 10_720, 0, 10_730); // 8 µs back-off
     b.block(A, 10_740, 91_000, B, 91_050); // B releases the monitor
     b.jvm_event(A, 91_060, kind::MONITOR_CONTENDED_ENTERED, "java.lang.Object");
@@ -317,19 +325,9 @@ fn monitor_with_back_off_is_held_by_the_owner() {
 #[test]
 fn a_wakeup_by_the_vm_thread_inside_an_enter_is_not_the_release() {
     const V: u32 = 14;
-    let mut b = Builder::default();
-    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
-    b.java_thread(100, A, 0, "chain-a");
-    b.java_thread(100, B, 0, "chain-b");
+    let mut b = monitor_held_by_a_sleeper();
     b.native_thread(100, V, 0, "VM Thread");
     b.switch_out(V, 100, false, 0);
-    b.enter(B, 1000, 2);
-    b.jvm_event(B, 2000, kind::SLEEP_BEGIN, "");
-    b.block(B, 2000, 90_000, 0, 90_010);
-    b.jvm_event(B, 90_010, kind::SLEEP_END, "");
-    b.enter(A, 1500, 1);
-    b.jvm_event(A, 1600, kind::MONITOR_CONTENDED_ENTER, "java.lang.Object");
-    b.block(A, 1700, 2700, 0, 2710); // 1 µs back-off, a timer
     b.block(A, 2720, 91_000, B, 91_050); // B releases the monitor
     b.wakeup(V, 92_990, B); // the VM thread starts a safepoint
     b.switch_in(V, 92_995, 0);
