@@ -8,4 +8,4 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 cargo build --release --workspace
-cargo test --release --workspace -- --test-threads=2
+cargo test --release --workspace --no-fail-fast -- --test-threads=2
