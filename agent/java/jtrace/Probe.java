@@ -105,6 +105,14 @@ public final class Probe {
     private static final int S_TIMED_WAITING;
     /** Carriers' buffers by slot: a virtual thread reaches its carrier's (BY_THREAD also holds virtual threads'). */
     private static final Probe[] CARRIERS = new Probe[SLOTS];
+    /**
+     * The virtual threads inside a marked blocking call, by Java thread id
+     * modulo the length: {@code id << 16 | depth << 8 | V_* reason} (one
+     * long: written and read whole). Two in such calls at once whose ids
+     * share a slot: the later one's reason stands, the earlier's unmounts
+     * say park.
+     */
+    private static final long[] BLOCKING = new long[4 * SLOTS];
     /** Slots a carrier's buffer may take from its own on in CARRIERS. */
     private static final int CARRIER_PROBES = 8;
 
@@ -190,8 +198,6 @@ public final class Probe {
     /** Index of the owner's slot in BY_THREAD, or -1 (read by the agent at ThreadEnd). */
     private final int slot;
     private int pos;
-    /** A carrier's: the V_* reason a blocking call gave the next unmount (0: none). */
-    private int pendingWhy;
     /** Time of the thread's last event: the next event's delta is from it. */
     private long last;
     /** Time the first event in buf counts its delta from (set by the agent). */
@@ -311,7 +317,6 @@ public final class Probe {
         if (p.slot >= 0 && find(p.owner) != p) {
             keep(p);
         }
-        p.pendingWhy = 0;
         p.vthreadEvent(V_MOUNT, vthread);
     }
 
@@ -329,7 +334,9 @@ public final class Probe {
         Probe p = carrierOf(vthread);
         int what;
         if (s == S_PARKING || s == S_TIMED_PARKING) {
-            what = p != null && p.pendingWhy != 0 ? p.pendingWhy : V_PARK;
+            long tid = UNSAFE.getLong(vthread, TID_OFFSET);
+            long e = BLOCKING[(int) tid & (BLOCKING.length - 1)];
+            what = e >>> 16 == tid ? (int) (e & 0xff) : V_PARK;
         } else if (s == S_YIELDING) {
             what = V_YIELD;
         } else if (s == S_BLOCKING) {
@@ -342,7 +349,6 @@ public final class Probe {
         if (p == null) {
             vthreadEvent0(vthread, what);
         } else {
-            p.pendingWhy = 0;
             p.vthreadEvent(what, vthread);
         }
     }
@@ -355,21 +361,33 @@ public final class Probe {
     /**
      * A blocking call began on the current thread (VirtualThread.sleepNanos:
      * V_SLEEP, the socket parks: V_SOCKET): on a virtual thread, the reason
-     * of its next unmount.
+     * of every unmount until it returns (a sleep parks again when woken
+     * early, maybe on another carrier), kept with the virtual thread in
+     * {@link #BLOCKING}.
      */
     public static void blocking(int why) {
         Thread t = Thread.currentThread();
         if (t.getClass() == VTHREAD_CLASS) {
-            Probe p = carrierOf(t);
-            if (p != null) {
-                p.pendingWhy = why;
-            }
+            long tid = UNSAFE.getLong(t, TID_OFFSET);
+            int i = (int) tid & (BLOCKING.length - 1);
+            long e = BLOCKING[i];
+            long depth = e >>> 16 == tid && (e & 0xff) == why ? (e >>> 8 & 0xff) + 1 : 1;
+            BLOCKING[i] = tid << 16 | Math.min(depth, 0xff) << 8 | why;
         }
     }
 
-    /** That blocking call returned (or threw): it gives no reason any more. */
+    /** That blocking call returned (or threw): it gives no reason any more, but an outer one may. */
     public static void blocked(int why) {
-        blocking(0);
+        Thread t = Thread.currentThread();
+        if (t.getClass() == VTHREAD_CLASS) {
+            long tid = UNSAFE.getLong(t, TID_OFFSET);
+            int i = (int) tid & (BLOCKING.length - 1);
+            long e = BLOCKING[i];
+            if (e >>> 16 == tid) {
+                long depth = (e >>> 8 & 0xff) - 1;
+                BLOCKING[i] = depth > 0 ? tid << 16 | depth << 8 | (e & 0xff) : 0;
+            }
+        }
     }
 
     /** The buffer of the carrier running {@code vthread}, if it has one and CARRIERS holds it. */
