@@ -157,6 +157,20 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     // A new session (attach) describes its methods and GC windows afresh.
     jit::new_session();
     gc::new_session();
+    // First: on attach, park and sleep natives are re-bound while the
+    // method probes already run.
+    if f.park || f.sleep {
+        let r = if f.attach {
+            park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
+        } else if !jni.is_null() {
+            park_sleep::start(env, jni, f.park, f.sleep)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
+            note(e);
+        }
+    }
     let mut wanted = Vec::new();
     if f.monitor_contention {
         wanted.extend([
@@ -199,21 +213,12 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
             ));
         }
     }
+    // Last: describing every loaded class for the stacks takes a while
+    // (tens of thousands of methods), and on attach the method probes are
+    // already on; the blocks they time must be named from the start.
     if f.stacks {
         let notes = code::start(env, jni);
         notes.into_iter().for_each(note);
-    }
-    if f.park || f.sleep {
-        let r = if f.attach {
-            park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
-        } else if !jni.is_null() {
-            park_sleep::start(env, jni, f.park, f.sleep)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = r {
-            note(e);
-        }
     }
     write_notes();
 }
