@@ -11,6 +11,7 @@
 //! user at the end.
 
 use crate::agent_conf::{agent_path, check_readable_by};
+use crate::disk::DiskArgs;
 use crate::hotspot::{self, load_agent, Jvm};
 use crate::options::{parse_duration, KernelArgs, TraceArgs};
 use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};
@@ -41,6 +42,9 @@ pub(crate) struct AttachArgs {
     /// Kernel recording options.
     #[command(flatten)]
     kernel: KernelArgs,
+    /// How much disk the recording may use.
+    #[command(flatten)]
+    disk: DiskArgs,
 }
 
 /// Checks, as the JVM's user, that it can write the trace directory.
@@ -97,7 +101,7 @@ fn read_stream(dir: &TraceDir, name: &str) -> StreamState {
 
 /// Runs `jtrace attach`.
 pub(crate) fn attach(args: AttachArgs) -> ExitCode {
-    let lib_calls = match session::prepare(&args.kernel, "attach") {
+    let lib_calls = match session::prepare(&args.kernel, &args.disk, "attach") {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -139,17 +143,19 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         dir.discard();
         return Err(e);
     }
+    let disk = args.disk.plan(&dir);
     let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
-    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, setup.conf.as_bytes())?;
+    let conf = setup.conf.clone() + &disk.agent_lines();
+    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
     let meta = session::new_meta(session::command_line(jvm.pid), jvm.pid, &args.trace.methods);
     // JVMTI reports no safepoints: probe the JVM's libjvm.so for them, as
     // `run` and `record` do.
     let libjvm = jtrace_bpf::safepoints::libjvm_of_pid(jvm.pid);
     let traced = Traced::Pid(jvm.pid);
-    let mut session = Session::start(dir, meta, &args.kernel, lib_calls, libjvm, traced, &jvm.user)?;
+    let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libjvm, traced, &jvm.user)?;
     signals::stop_on_signals()?;
 
-    let stream = format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, jvm.nspid);
+    let stream = crate::ring::first_stream_file(&format!("{}{}", jtrace_format::JVM_FILE_PREFIX, jvm.nspid), &disk);
     let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
     let state = read_stream(&session.dir, &stream);
     if let Err(e) = check_started(&jvm, started.as_ref(), &state) {

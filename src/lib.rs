@@ -11,6 +11,7 @@
 
 mod agent_conf;
 mod attach;
+mod disk;
 mod hotspot;
 mod info;
 mod memory;
@@ -19,6 +20,7 @@ mod output;
 mod progress;
 mod record;
 mod report;
+mod ring;
 mod run;
 mod session;
 mod signals;

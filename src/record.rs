@@ -1,6 +1,7 @@
 //! `jtrace record`: the kernel side only, on a process that is already
 //! running (and those it forks from now on).
 
+use crate::disk::DiskArgs;
 use crate::options::{parse_duration, KernelArgs};
 use crate::session::{self, kernel_events, kernel_stream_problem, Session, Traced, EXIT_USAGE};
 use crate::signals;
@@ -26,11 +27,14 @@ pub(crate) struct RecordArgs {
     /// Kernel recording options.
     #[command(flatten)]
     kernel: KernelArgs,
+    /// How much disk the recording may use.
+    #[command(flatten)]
+    disk: DiskArgs,
 }
 
 /// Runs `jtrace record`.
 pub(crate) fn record(args: RecordArgs) -> ExitCode {
-    let lib_calls = match session::prepare(&args.kernel, "record") {
+    let lib_calls = match session::prepare(&args.kernel, &args.disk, "record") {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -54,10 +58,11 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
     let out = std::path::absolute(&args.output)?;
     let command = session::command_line(args.pid);
     let dir = TraceDir::prepare(&out, &owner)?;
+    let disk = args.disk.plan(&dir);
     let meta = session::new_meta(command, args.pid, &[]);
     let libjvm = jtrace_bpf::safepoints::libjvm_of_pid(args.pid);
     let traced = Traced::Pid(args.pid);
-    let mut session = Session::start(dir, meta, &args.kernel, lib_calls, libjvm, traced, &owner)?;
+    let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libjvm, traced, &owner)?;
     signals::stop_on_signals()?;
     eprintln!(
         "jtrace: recording pid {}{}",

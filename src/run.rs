@@ -7,6 +7,7 @@
 //! only when everything is flushed.
 
 use crate::agent_conf::{agent_path, check_readable_by};
+use crate::disk::DiskArgs;
 use crate::options::{KernelArgs, TraceArgs};
 use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};
 use crate::signals;
@@ -26,6 +27,9 @@ pub(crate) struct RunArgs {
     /// Kernel recording options.
     #[command(flatten)]
     kernel: KernelArgs,
+    /// How much disk the recording may use.
+    #[command(flatten)]
+    disk: DiskArgs,
     /// The command to run, after `--`.
     #[arg(required = true, last = true)]
     command: Vec<String>,
@@ -33,7 +37,7 @@ pub(crate) struct RunArgs {
 
 /// Runs `jtrace run`; returns the command's exit status as ours.
 pub(crate) fn run(args: RunArgs) -> ExitCode {
-    match session::prepare(&args.kernel, "run") {
+    match session::prepare(&args.kernel, &args.disk, "run") {
         Ok(lib_calls) => run_inner(args, lib_calls).unwrap_or_else(session::failed),
         Err(code) => code,
     }
@@ -58,11 +62,22 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
         );
     }
     let dir = TraceDir::prepare(&setup.out, &owner)?;
+    let disk = args.disk.plan(&dir);
     let conf_path = setup.out.join(jtrace_format::AGENT_CONFIG_FILE);
-    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, setup.conf.as_bytes())?;
+    let conf = setup.conf.clone() + &disk.agent_lines();
+    dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
     let meta = session::new_meta(args.command.clone(), 0, &args.trace.methods);
     let libjvm = jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]);
-    let mut session = Session::start(dir, meta, &args.kernel, lib_calls, libjvm, Traced::OurChildren, &owner)?;
+    let mut session = Session::start(
+        dir,
+        meta,
+        &args.kernel,
+        &disk,
+        lib_calls,
+        libjvm,
+        Traced::OurChildren,
+        &owner,
+    )?;
 
     let mut tool_opts = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
     if !tool_opts.is_empty() {

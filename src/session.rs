@@ -3,6 +3,7 @@
 //! kernel recorder writing kernel.bin into it, and the end: the recorder
 //! stopped, the metadata rewritten, the files handed to the user.
 
+use crate::disk::{DiskArgs, DiskPlan};
 use crate::options::KernelArgs;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
@@ -17,14 +18,14 @@ pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// What every recording command checks first: root (to load eBPF), then
 /// the kernel options; the library calls to trace, or the exit code.
-pub(crate) fn prepare(kernel: &KernelArgs, command: &str) -> Result<Vec<LibCallSpec>, ExitCode> {
+pub(crate) fn prepare(kernel: &KernelArgs, disk: &DiskArgs, command: &str) -> Result<Vec<LibCallSpec>, ExitCode> {
     if !rustix::process::geteuid().is_root() {
         eprintln!(
             "jtrace: `jtrace {command}` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
         );
         return Err(ExitCode::from(EXIT_USAGE));
     }
-    kernel.validate().map_err(|e| {
+    disk.validate().and_then(|()| kernel.validate()).map_err(|e| {
         eprintln!("jtrace: {e:#}");
         ExitCode::from(EXIT_USAGE)
     })
@@ -111,10 +112,12 @@ impl Session {
     /// recorder on `traced` (the library calls of `kernel` plus the
     /// safepoint probes of `libjvm`), then hands the files to `recording_user`,
     /// who writes the trace meanwhile. On failure the directory is removed.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         dir: TraceDir,
         meta: Meta,
         kernel: &KernelArgs,
+        disk: &DiskPlan,
         lib_calls: Vec<LibCallSpec>,
         libjvm: Option<PathBuf>,
         traced: Traced,
@@ -126,6 +129,7 @@ impl Session {
             let name = jtrace_format::KERNEL_FILE;
             let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));
             cfg.on_write_error = Some(kernel_write_failed);
+            cfg.min_free = disk.min_free;
             kernel.apply(&mut cfg, with_safepoints(lib_calls, libjvm));
             match traced {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),

@@ -91,6 +91,12 @@ impl TraceDir {
             .with_context(|| format!("cannot write the metadata of {}", self.path.display()))
     }
 
+    /// The size of the directory's file system in bytes, if it says.
+    pub(crate) fn file_system_size(&self) -> Option<u64> {
+        let st = rustix::fs::fstatvfs(&self.fd).ok()?;
+        Some(st.f_blocks.saturating_mul(st.f_frsize))
+    }
+
     /// Sets room aside for the final metadata ([`ROOM_FILE`]); best effort
     /// (a file system without fallocate keeps none).
     pub(crate) fn keep_room(&self) {

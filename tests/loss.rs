@@ -57,6 +57,9 @@ fn a_full_disk_under_the_agent_is_counted_and_said() {
             "Busy.*",
             "--syscalls",
             "none",
+            // The disk itself, not the free-space floor (tested below).
+            "--min-free",
+            "0",
             "-o",
             s(&out),
             "--",
@@ -126,7 +129,7 @@ fn a_full_disk_under_kernel_bin_keeps_the_exit_code_and_finishes_meta() {
     let out = fs.0.join("t.jtrace");
     let o = jtrace_run(
         &out,
-        &["--syscalls", "all"],
+        &["--syscalls", "all", "--min-free", "0"],
         &[
             "sh",
             "-c",
@@ -170,6 +173,89 @@ fn a_full_disk_under_kernel_bin_keeps_the_exit_code_and_finishes_meta() {
         .any(|p| p.contains("covers the recording only up to")));
     let i = info(&out);
     assert!(i.contains("kernel not written syscall"), "{i}");
+}
+
+/// Free bytes on the file system of `path` (as an unprivileged user sees them).
+fn free_bytes(path: &Path) -> u64 {
+    let st = rustix::fs::statvfs(path).unwrap();
+    st.f_bavail * st.f_frsize
+}
+
+/// Issue 17, bounded disk: the free-space floor under the agent. On a
+/// 64 MiB tmpfs with `--min-free 40M`, a busy JVM's stream stops growing
+/// when the file system gets down to 40 MiB free: the agent says so when
+/// it happens, the JVM runs to its end, the lost events are counted per
+/// thread, and the file system keeps (almost: the room the end records
+/// and meta.json were given) its 40 MiB.
+#[test]
+fn the_free_space_floor_stops_the_agent_before_the_disk_fills() {
+    let (uid, gid) = test_user_ids();
+    let fs = Tmpfs::new("agent-floor", "64m");
+    let out = fs.0.join("t.jtrace");
+    let classes = classes();
+    ensure_agent();
+    let o = Command::new(jtrace())
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .args(["run", "--complete", "--methods", "Busy.*", "--syscalls", "none"])
+        .args(["--min-free", "40M", "-o", s(&out), "--"])
+        .args([s(&java(JDK17)), "-cp", s(&classes), "Busy", "2500", "2"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    eprintln!("{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "jtrace agent: cannot grow the trace's JVM stream (the trace's file system is down to its free-space floor"
+        ) && err.contains("--min-free 40 MiB"),
+        "{err}"
+    );
+    assert!(!err.contains("No space left"), "{err}");
+    let free = free_bytes(&fs.0);
+    assert!(free >= (40 << 20) - (1 << 20), "{} KiB free", free >> 10);
+    let t = Trace::open(&out).unwrap();
+    assert!(t.meta.complete && t.meta.exit_code == Some(0));
+    let lost: u64 = t.losses.jvm_lost_threads.iter().map(|l| l.2).sum();
+    assert!(lost > 0 && lost <= t.losses.jvm, "{:?}", t.losses.jvm_lost_threads);
+    assert_exact(&t);
+    let r = build_report(&t, &Default::default());
+    assert!(
+        r.trace.problems.iter().any(|p| p.contains("free-space floor")),
+        "{:?}",
+        r.trace.problems
+    );
+}
+
+/// The free-space floor under kernel.bin (written by root, who could also
+/// take the blocks kept for root): a 16 MiB tmpfs, `--min-free 12M`, every
+/// syscall of a dd recorded. The recorder stops writing at the floor, says
+/// so while the command runs, counts what it did not write, and jtrace
+/// exits with the command's code; 12 MiB stay free.
+#[test]
+fn the_free_space_floor_stops_kernel_bin_before_the_disk_fills() {
+    let fs = Tmpfs::new("kernel-floor", "16m");
+    let out = fs.0.join("t.jtrace");
+    let o = jtrace_run(
+        &out,
+        &["--syscalls", "all", "--min-free", "12M"],
+        &[
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/dev/null bs=1 count=400000 2>/dev/null; echo command-still-running >&2; exit 3",
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let said = err.find("kernel.bin: the trace's file system is down to its free-space floor");
+    let running = err.find("command-still-running").unwrap();
+    assert!(said.is_some_and(|s| s < running), "not said while running:\n{err}");
+    let free = free_bytes(&fs.0);
+    assert!(free >= (12 << 20) - (1 << 20), "{} KiB free", free >> 10);
+    let t = Trace::open(&out).unwrap();
+    assert_eq!(t.meta.kernel_complete, Some(false));
+    assert!(t.meta.kernel_unwritten.get("syscall").is_some_and(|&n| n > 0));
+    assert!(t.meta.kernel_covered_until_ns.is_some());
 }
 
 /// Item 7: jtrace is killed (SIGKILL) while the JVM runs on. The kernel

@@ -9,6 +9,8 @@
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
 //! | `overhead_budget` | percent of each thread's time its probes may cost before hot, short methods are demoted (`2`, `0.5%`), or `off` (the default) |
 //! | `min_duration_ns` | calls shorter than this many ns with no traced child, no exception and no block are left out (default 0: none) |
+//! | `min_free_bytes` | the stream stops growing (its later events counted as lost) when its file system would keep fewer free bytes than this (default 0: until the disk is full) |
+//! | `chunk_bytes`, `chunk_ms` | a ring recording: the stream is written as numbered chunk files, a new one begun when the current one holds this many bytes or is this old (default 0: one file) |
 //! | `method_invocation`, `bytecode_rewriting`, `monitor_contention`, `monitor_waiting`, `garbage_collection`, `object_allocation`, `lt_process_scheduling`, `park`, `sleep`, `jit`, `virtual_threads`, `stacks` | `on` or `off` |
 //!
 //! Monitor contention, monitor waiting, garbage collection, park, sleep and
@@ -167,6 +169,13 @@ pub struct Config {
     pub overhead_budget: u32,
     /// `min_duration_ns` (0: off): shorter leaf calls are left out ([`crate::watch`]).
     pub min_duration_ns: u64,
+    /// `min_free_bytes` (0: none): the free-space floor of the stream's
+    /// file system ([`crate::stream_file`]).
+    pub min_free_bytes: u64,
+    /// `chunk_bytes` (0: no size bound): a new chunk past this size ([`crate::chunks`]).
+    pub chunk_bytes: u64,
+    /// `chunk_ms` (0: no age bound): a new chunk past this age ([`crate::chunks`]).
+    pub chunk_ms: u64,
     /// Method rules in file order.
     pub method_rules: Vec<MethodRule>,
     /// Thread rules in file order.
@@ -191,6 +200,9 @@ impl Default for Config {
             lt_process_scheduling: false,
             overhead_budget: 0,
             min_duration_ns: 0,
+            min_free_bytes: 0,
+            chunk_bytes: 0,
+            chunk_ms: 0,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
         }
@@ -286,6 +298,19 @@ impl Config {
                         })?,
                         _ => return Err(format!("`min_duration_ns` takes one number, got `{rest}`")),
                     };
+            }
+            "min_free_bytes" | "chunk_bytes" | "chunk_ms" => {
+                let n = match args.as_slice() {
+                    [n] => n
+                        .parse::<u64>()
+                        .map_err(|_| format!("`{directive}` takes one number, got `{rest}`"))?,
+                    _ => return Err(format!("`{directive}` takes one number, got `{rest}`")),
+                };
+                match directive {
+                    "min_free_bytes" => self.min_free_bytes = n,
+                    "chunk_bytes" => self.chunk_bytes = n,
+                    _ => self.chunk_ms = n,
+                }
             }
             "method_invocation"
             | "bytecode_rewriting"

@@ -75,7 +75,7 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
             return Err(Failure::BadConfig);
         }
     };
-    let rec = match Recorder::new(file, say) {
+    let rec = match Recorder::new(file, say, cfg.min_free_bytes) {
         Ok(r) => r,
         Err(e) => {
             report_untraced(&[format!("cannot write the stream header: {e}")], None);
@@ -225,7 +225,7 @@ fn report_untraced(messages: &[String], output: Option<&str>) {
     say("not tracing this JVM");
     let Some(dir) = output else { return };
     let Ok(file) = create_stream(dir) else { return };
-    if let Ok(rec) = Recorder::new(file, say) {
+    if let Ok(rec) = Recorder::new(file, say, 0) {
         for m in messages {
             rec.write_direct(&Record {
                 tid: tid(),

@@ -65,8 +65,9 @@ impl Recorder {
     /// Takes over `file` (created, opened read-write), maps it and writes
     /// the stream header; `on_full` is told, once, when the file first
     /// cannot grow (the events from then on are counted, not written).
-    pub fn new(file: File, on_full: fn(&str)) -> std::io::Result<Recorder> {
-        Self::with_stream(StreamFile::create(file)?, on_full)
+    /// `min_free`: the free-space floor of the stream's file system (0: none).
+    pub fn new(file: File, on_full: fn(&str), min_free: u64) -> std::io::Result<Recorder> {
+        Self::with_stream(StreamFile::create(file, min_free)?, on_full)
     }
 
     fn with_stream(out: StreamFile, on_full: fn(&str)) -> std::io::Result<Recorder> {
@@ -355,7 +356,7 @@ mod tests {
     #[test]
     fn defs_precede_uses_and_losses_are_counted() {
         let (path, f) = stream("defs");
-        let rec = Recorder::new(f, |_| {}).unwrap();
+        let rec = Recorder::new(f, |_| {}, 0).unwrap();
         let (a, b) = (rec.new_thread_buf(), rec.new_thread_buf());
         let def = MethodDef {
             method: 42,
@@ -406,7 +407,7 @@ mod tests {
 
     fn concurrent_appends(dir: &std::path::Path) {
         let (path, f) = stream_in(dir, "concurrent");
-        let rec = Arc::new(Recorder::new(f, |_| {}).unwrap());
+        let rec = Arc::new(Recorder::new(f, |_| {}, 0).unwrap());
         const PER_THREAD: u64 = 800_000;
         let handles: Vec<_> = (1..=4u32)
             .map(|t| {
@@ -470,7 +471,7 @@ mod tests {
         static TOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         TOLD.store(0, Ordering::SeqCst);
         let (path, f) = stream(&format!("full-{round}"));
-        let out = StreamFile::create_mapped(f, &[8 << 20]).unwrap();
+        let out = StreamFile::create_mapped(f, &[8 << 20], 0).unwrap();
         let rec = Arc::new(
             Recorder::with_stream(out, |m| {
                 assert!(m.contains("reached the size of its mapping"), "{m}");
@@ -549,7 +550,7 @@ mod tests {
     #[test]
     fn unfinished_stream_is_a_readable_prefix() {
         let (path, f) = stream("killed");
-        let rec = Recorder::new(f, |_| {}).unwrap();
+        let rec = Recorder::new(f, |_| {}, 0).unwrap();
         let buf = rec.new_thread_buf();
         for i in 0..5000 {
             rec.push(&buf, &entry(7, i, 1));

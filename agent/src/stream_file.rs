@@ -18,7 +18,9 @@
 //! A full disk is never silent: [`RESERVE`] bytes of the file stay
 //! allocated beyond what appenders may use, so when the file cannot grow
 //! any more, appends fail (the caller counts them) but the last records
-//! (what was lost, and JVM_END) still fit after the data written.
+//! (what was lost, and JVM_END) still fit after the data written. Nor is
+//! the disk ever filled: with a free-space floor (`min_free_bytes`), a grow
+//! that would leave the file system fewer free bytes fails the same way.
 //!
 //! Memory stays bounded: behind the appenders, the grower gives the pages
 //! already written back to the kernel ([`KEEP_MAPPED`]) and starts their
@@ -92,6 +94,12 @@ pub(crate) struct StreamFile {
     /// Grow by writing zeros before faulting the pages in (every file
     /// system but tmpfs; see [`StreamFile::grow_locked`]).
     prefill: bool,
+    /// The free-space floor: a grow that would leave the file system fewer
+    /// free bytes (for unprivileged users) fails (0: none; not checked
+    /// while the stream is created, so that it can say what it lost).
+    min_free: u64,
+    /// Checks [`StreamFile::min_free`] (set once created).
+    floor_on: AtomicBool,
 }
 
 // SAFETY: the mapping is only written through disjoint ranges reserved with
@@ -102,13 +110,14 @@ unsafe impl Send for StreamFile {}
 impl StreamFile {
     /// Maps `file` (opened read-write), allocates its first bytes and
     /// writes the stream header (not yet marked complete).
-    pub(crate) fn create(file: File) -> std::io::Result<StreamFile> {
-        Self::create_mapped(file, &VIRTUAL_LENGTHS)
+    /// `min_free`: the free-space floor of its file system (0: none).
+    pub(crate) fn create(file: File, min_free: u64) -> std::io::Result<StreamFile> {
+        Self::create_mapped(file, &VIRTUAL_LENGTHS, min_free)
     }
 
     /// [`StreamFile::create`] with the first of `lengths` that can be mapped
     /// as the mapping's length (the stream's maximum size).
-    pub(crate) fn create_mapped(file: File, lengths: &[u64]) -> std::io::Result<StreamFile> {
+    pub(crate) fn create_mapped(file: File, lengths: &[u64], min_free: u64) -> std::io::Result<StreamFile> {
         let mut err = None;
         let mut found = None;
         for &len in lengths {
@@ -142,6 +151,8 @@ impl StreamFile {
             waits: AtomicU64::new(0),
             grower: Mutex::new(None),
             prefill,
+            min_free,
+            floor_on: AtomicBool::new(false),
         };
         if let Err(e) = m
             .allocate(0, RESERVE.min(cap))
@@ -154,6 +165,7 @@ impl StreamFile {
         let header = FileHeader::new(JVM_MAGIC).to_bytes();
         // SAFETY: the first INITIAL bytes are allocated and nobody else writes yet.
         unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), m.map.as_mut_ptr(), header.len()) };
+        m.floor_on.store(min_free > 0, Ordering::Relaxed);
         Ok(m)
     }
 
@@ -177,6 +189,9 @@ impl StreamFile {
     /// mapping (the caller holds the grow lock, or is the creator).
     fn allocate(&self, at: u64, step: u64) -> std::io::Result<()> {
         let fd = self.file.as_raw_fd();
+        if self.floor_on.load(Ordering::Relaxed) {
+            check_floor(&self.file, step, self.min_free)?;
+        }
         {
             let ready = at;
             // Real blocks, so that a full disk is an error here and never
@@ -401,6 +416,26 @@ unsafe fn copy_out(src: &[u8], dst: *mut u8) {
     std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
 }
 
+/// Fails if writing `step` more bytes would leave the file system of
+/// `file` fewer than `min_free` bytes free for unprivileged users (what
+/// the agent, running as the JVM's user, may use).
+fn check_floor(file: &File, step: u64, min_free: u64) -> std::io::Result<()> {
+    // SAFETY: fstatvfs on our own fd into a zeroed struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Ok(());
+    }
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if free < step.saturating_add(min_free) {
+        return Err(std::io::Error::other(format!(
+            "the trace's file system is down to its free-space floor: {} MiB free, --min-free {} MiB",
+            free >> 20,
+            min_free.div_ceil(1 << 20)
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `file` is on tmpfs (or ramfs), whose fallocate allocates the
 /// pages themselves.
 fn is_tmpfs(file: &File) -> bool {
@@ -517,7 +552,7 @@ mod tests {
             let _ = std::fs::remove_file(&path);
             assert!(out.status.success() && !fs.is_empty());
             assert_eq!(tmpfs, fs == "tmpfs" || fs == "ramfs", "{}: {fs}", dir.display());
-            assert_eq!(StreamFile::create(f).unwrap().prefill, !tmpfs);
+            assert_eq!(StreamFile::create(f, 0).unwrap().prefill, !tmpfs);
             if dir == shm {
                 assert!(tmpfs, "/dev/shm is {fs}");
             }

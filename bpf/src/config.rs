@@ -117,6 +117,11 @@ pub struct RecorderConfig {
     /// their Java frames (through HotSpot's frame anchor) and name
     /// interpreted frames. `None`: no JVM help (native frames only).
     pub agent_library: Option<PathBuf>,
+    /// The free-space floor: a write that would leave the stream's file
+    /// system fewer free bytes (for unprivileged users) is not made, and
+    /// the records from then on are counted as not written, as on a full
+    /// disk (0: write until the disk is full).
+    pub min_free: u64,
 }
 
 /// Default CPU sampling rate: 99 Hz, as perf and async-profiler users
@@ -144,6 +149,7 @@ impl RecorderConfig {
             stacks: true,
             cpu_sample_hz: DEFAULT_CPU_SAMPLE_HZ,
             agent_library: None,
+            min_free: 0,
         }
     }
 

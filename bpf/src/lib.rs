@@ -44,8 +44,8 @@
 //! kernel, `setup.rs` loads and attaches the programs (`libcalls.rs`
 //! finds the library functions), `recorder.rs` runs the session on its
 //! consumer thread, `pump.rs` moves the ring buffer's records to
-//! `sink.rs`, which writes them to the file (and counts what a full disk
-//! keeps out of it), `paths.rs` names the files they refer to, `stack_names.rs` stores
+//! `sink.rs`, which writes them to the file (and counts what a full disk,
+//! or the free-space floor of `floor.rs`, keeps out of it), `paths.rs` names the files they refer to, `stack_names.rs` stores
 //! what names the stacks' addresses, `sampling.rs` opens the CPU clocks,
 //! and `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
@@ -57,6 +57,7 @@
 
 mod config;
 mod features;
+mod floor;
 mod libcalls;
 mod paths;
 mod pump;

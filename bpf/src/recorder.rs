@@ -159,7 +159,14 @@ fn record(
     let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     let written = file.metadata().map_or(0, |m| m.len());
     let name = cfg.out_name.display().to_string();
-    let sink = RefCell::new(Sink::new(file, name, written, cfg.on_write_error, cfg.stacks));
+    let sink = RefCell::new(Sink::with_floor(
+        file,
+        name,
+        written,
+        cfg.on_write_error,
+        cfg.stacks,
+        cfg.min_free,
+    ));
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
     pump(&rb, &mut sk, &mut uprobes, &sink, stop)?;

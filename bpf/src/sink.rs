@@ -5,7 +5,10 @@
 //! cut back to its last whole write, the failure is reported at once, and
 //! every later record is counted, by kind, as not written, with the
 //! earliest time among them, while the consumer keeps draining the ring
-//! buffer so that the kernel side never stalls.
+//! buffer so that the kernel side never stalls. A write that would take
+//! the file system below its free-space floor
+//! ([`RecorderConfig::min_free`](crate::RecorderConfig::min_free)) fails
+//! the same way, before anything is written.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -70,13 +73,29 @@ pub(crate) struct Sink {
     failure: Option<WriteFailure>,
     /// Told of a write failure when it happens.
     on_error: Option<fn(&str)>,
+    /// The free-space floor (0: none).
+    min_free: u64,
 }
 
 impl Sink {
     /// A sink appending to `file` (named `name` in messages), which holds
     /// `written` bytes of the stream so far; `on_error` hears of a failure
     /// when it happens; ready to name stacks if `stacks`.
+    #[cfg(test)]
     pub(crate) fn new(file: File, name: String, written: u64, on_error: Option<fn(&str)>, stacks: bool) -> Sink {
+        Self::with_floor(file, name, written, on_error, stacks, 0)
+    }
+
+    /// [`Sink::new`] that keeps `min_free` bytes free on the file's file
+    /// system (0: writes until it is full).
+    pub(crate) fn with_floor(
+        file: File,
+        name: String,
+        written: u64,
+        on_error: Option<fn(&str)>,
+        stacks: bool,
+        min_free: u64,
+    ) -> Sink {
         let mut stack_names = StackNames::default();
         if stacks {
             stack_names.preload();
@@ -94,6 +113,7 @@ impl Sink {
             stack_names,
             failure: None,
             on_error,
+            min_free,
         }
     }
 
@@ -158,7 +178,8 @@ impl Sink {
         if self.buf.is_empty() {
             return;
         }
-        match self.file.write_all(&self.buf) {
+        let floor = crate::floor::check(&self.file, self.buf.len() as u64, self.min_free);
+        match floor.and_then(|()| self.file.write_all(&self.buf)) {
             Ok(()) => {
                 self.written += self.buf.len() as u64;
                 self.records += self.buffered;
@@ -293,5 +314,28 @@ mod tests {
         assert_eq!(f.unwritten["wakeup"], 1);
         assert_eq!(f.since, 500);
         assert_eq!(REPORTS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A floor above the free space of the file system: nothing is written
+    /// (not even part of a block), the records are counted, and the error
+    /// names the floor.
+    #[test]
+    fn a_floor_above_the_free_space_writes_nothing() {
+        let path = std::env::temp_dir().join(format!("jtrace-bpf-sink-floor-{}", std::process::id()));
+        let mut sink = Sink::with_floor(
+            File::create(&path).unwrap(),
+            "floor".into(),
+            0,
+            None,
+            false,
+            u64::MAX / 2,
+        );
+        sink.sample(&rec(kind::SWITCH_OUT, 32, 7));
+        let (_, failure) = sink.finish();
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::remove_file(&path).unwrap();
+        let f = failure.expect("a failure");
+        assert!(f.error.contains("free-space floor"), "{}", f.error);
+        assert_eq!((len, f.unwritten["switch_out"], f.since), (0, 1, 7));
     }
 }

@@ -37,6 +37,8 @@
 /* ... and by the recorder in user space. */
 #define K_MAPPING 22
 #define K_KSYM 23
+/* The first record of each chunk of a ring recording (recorder, user space). */
+#define K_CHUNK 24
 
 /* prev_tid of an inferred SWITCH_IN: the previous task is not known. */
 #define PREV_TID_UNKNOWN 0xffffffff

@@ -48,6 +48,14 @@ pub const MAPPING: u16 = c::K_MAPPING as u16;
 /// Kernel stream, written by the recorder (tid 0): a kernel symbol some
 /// stack uses. Payload: [`crate::Ksym`].
 pub const KSYM: u16 = c::K_KSYM as u16;
+/// Kernel stream, written by the recorder (tid 0, ts = the chunk's start):
+/// the first record of each chunk file of a ring recording. Payload:
+/// [`crate::Chunk`].
+pub const CHUNK: u16 = c::K_CHUNK as u16;
+
+/// JVM: the first record of each chunk file of a ring recording (tid 0,
+/// ts = the chunk's start). Payload: [`crate::Chunk`].
+pub const JVM_CHUNK: u16 = 170;
 
 /// JVM: the agent started in this JVM. Payload: [`crate::JvmStart`].
 pub const JVM_START: u16 = 100;

@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod chunk;
 mod decode;
 mod encode;
 mod jvm;
@@ -44,6 +45,7 @@ pub use batch::{
     batch_events, BatchEvents, BatchWriter, BatchedKind, BatchedMethodEvent, MethodBatch, BATCH_MAX_EVENTS,
     BATCH_METHOD_LIMIT,
 };
+pub use chunk::{Chunk, CHUNK_RECORD_LEN};
 pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL};
 pub use encode::Encoder;
 pub use jvm::{
@@ -64,4 +66,6 @@ pub use stream::{
     FileHeader, RecordHeader, FILE_HEADER_LEN, FORMAT_VERSION, JVM_MAGIC, KERNEL_MAGIC, RECORD_HEADER_LEN,
     STREAM_COMPLETE,
 };
-pub use trace_dir::{AGENT_CONFIG_FILE, JVM_FILE_PREFIX, KERNEL_FILE, META_FILE};
+pub use trace_dir::{
+    chunk_file, parse_stream_file, AGENT_CONFIG_FILE, JVM_FILE_PREFIX, KERNEL_FILE, KERNEL_STREAM, META_FILE,
+};
