@@ -62,6 +62,12 @@ pub struct ThreadInfo {
     /// invocations still open are closed here as unfinished, and no
     /// JVM-level state explains later blocks. `None`: to its end.
     pub jvm_until: Option<u64>,
+    /// The streams cover this thread's time only from here (a ring
+    /// recording whose oldest chunks were deleted): earlier time, and time
+    /// until its first switch record from here on (what the thread was
+    /// doing is known from there), is [not covered](crate::Breakdown::not_covered).
+    /// `None`: from the start.
+    pub covered_from: Option<u64>,
     /// A virtual thread's Java thread id (JDK 21 and later); `None` for a
     /// kernel thread. A virtual thread's `tid` is a key of the merge, not a
     /// kernel tid (docs/FORMAT.md, "Virtual threads").

@@ -46,13 +46,11 @@
 //! println!("slowest invocation: {} ns", v.0);
 //! ```
 
-use crate::read::records::RecordReader;
-use crate::read::{jvm_files, TraceReader};
+use crate::read::{streams, TraceReader};
 use crate::spill::Sorter;
 use crate::trace::Trace;
 use crate::visitor::Visitor;
 use crate::walk::ThreadWalk;
-use jtrace_format as fmt;
 use std::path::Path;
 
 pub use crate::file_io::unlinked_temp_file;
@@ -67,28 +65,10 @@ pub use crate::wakers::analyze_with_wakers;
 pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEvents)> {
     let mut r = TraceReader::begin(dir)?;
     r.sorter = Some(Box::new(Sorter::new(opts)));
-    r.add_virtual_threads(dir)?;
-    let kpath = dir.join(fmt::KERNEL_FILE);
-    if r.readable_stream(&kpath, true) {
-        let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;
-        r.sorter.as_mut().expect("set above").begin_stream();
-        r.read_kernel(&kpath, &mut recs);
-        if let Some(e) = recs.error {
-            anyhow::bail!("cannot read {}: {e}", kpath.display());
-        }
-    }
-    for p in jvm_files(dir)? {
-        if !r.readable_stream(&p, false) {
-            continue;
-        }
-        let (header, mut recs) = RecordReader::open(&p, fmt::JVM_MAGIC)?;
-        r.sorter.as_mut().expect("set above").begin_stream();
-        r.read_jvm(&p, &header, &mut recs);
-        if let Some(e) = recs.error {
-            anyhow::bail!("cannot read {}: {e}", p.display());
-        }
-    }
-    let kernel_until = r.kernel_coverage(&kpath);
+    let (kernel, jvms) = streams::list(dir)?;
+    r.add_virtual_threads(&jvms)?;
+    r.read_streams(&kernel, &jvms, |r| r.sorter.as_mut().expect("set above").begin_stream())?;
+    let kernel_until = r.kernel_coverage(&kernel.path);
     r.trace.stacks.finish();
     let sorter = r.sorter.take().expect("set above");
     let (mut events, span) = SortedEvents::new(sorter.finish()?);
@@ -108,6 +88,8 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         th.last_ts = last;
     }
     r.trace.set_kernel_coverage(kernel_until);
+    let window_from = r.window_from();
+    r.trace.set_window(window_from);
     Ok((r.trace, events))
 }
 

@@ -27,6 +27,10 @@ pub struct Losses {
     pub kernel_covered_until: Option<u64>,
     /// Agent-reported problems (bad config lines, internal errors).
     pub agent_errors: Vec<String>,
+    /// Where the streams' coverage begins when it begins after the
+    /// recording did: a ring recording (`--max-size`, `--max-age`) whose
+    /// oldest chunks were deleted (see [`ThreadInfo::covered_from`](crate::ThreadInfo::covered_from)).
+    pub window_from: Option<u64>,
 }
 
 /// A trace read from its directory: [`Trace::open`] holds every thread's

@@ -144,6 +144,11 @@ pub struct ThreadWalk<'a> {
     /// Past the kernel stream's coverage: time is not covered, kernel
     /// events (a few written after the first one lost) are ignored.
     uncovered: bool,
+    /// Before the coverage of a ring recording's window begins (see
+    /// [`ThreadInfo::covered_from`]): time is not covered and kernel
+    /// events are ignored until the thread's first switch record from the
+    /// window's start on, which says whether it is on CPU.
+    before_window: Option<u64>,
 }
 
 impl<'a> ThreadWalk<'a> {
@@ -165,6 +170,7 @@ impl<'a> ThreadWalk<'a> {
             jvm_until: thread.jvm_until,
             next_end: earliest(thread.kernel_until, thread.jvm_until),
             uncovered: false,
+            before_window: thread.covered_from,
         }
     }
 
@@ -182,6 +188,18 @@ impl<'a> ThreadWalk<'a> {
             self.cross_coverage_ends(e.ts, v);
         }
         self.attribute(e.ts);
+        if let Some(from) = self.before_window {
+            let switch = matches!(e.event, Event::SwitchIn { .. } | Event::SwitchOut { .. });
+            if e.ts >= from && switch {
+                // Covered from here: nothing known from before explains later time.
+                self.before_window = None;
+                self.state = CpuState::On;
+                self.ctx.syscall = None;
+                self.ctx.fault = false;
+            } else if e.event.from_kernel() {
+                return;
+            }
+        }
         if self.uncovered && e.event.from_kernel() {
             return;
         }
@@ -381,7 +399,7 @@ impl<'a> ThreadWalk<'a> {
         let d = to - last;
         let acc = &mut self.acc;
         acc.wall += d;
-        if self.uncovered {
+        if self.uncovered || self.before_window.is_some() {
             acc.not_covered += d;
         } else {
             match self.state {
@@ -872,6 +890,52 @@ mod tests {
         let t = c.totals.unwrap();
         assert_eq!((t.breakdown.wall, t.breakdown.not_covered, t.anomalies), (500, 300, 0));
         assert!(t.breakdown.is_exact());
+    }
+
+    /// A ring recording's window (its oldest chunks deleted) begins at 200:
+    /// time before, and up to the thread's first switch record from 200 on,
+    /// is not covered, whatever the records before it say (a switch-out at
+    /// 100 is ignored, as is a wakeup at 210); from the switch-in at 250 the
+    /// thread is known to be on CPU. An invocation entered before the window
+    /// (restated by the chunk's prologue) keeps its wall, exactly split.
+    #[test]
+    fn time_before_a_ring_window_is_not_covered() {
+        let th = ThreadInfo {
+            tid: 1,
+            covered_from: Some(200),
+            ..Default::default()
+        };
+        let evs = vec![
+            ev(50, Event::Enter(0)),
+            ev(100, out(false)),
+            ev(
+                210,
+                Event::Wakeup {
+                    waker_tid: 9,
+                    waker_tgid: 9,
+                    new_task: false,
+                },
+            ),
+            ev(250, IN),
+            ev(300, out(false)),
+            ev(350, IN),
+            ev(
+                400,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&Trace::default(), &th, &evs, &mut c);
+        let b = c.invs[0].breakdown;
+        assert_eq!((b.wall, b.not_covered, b.cpu, b.off.total()), (350, 200, 100, 50));
+        assert!(b.is_exact());
+        assert_eq!(c.ivs.len(), 1);
+        assert_eq!((c.ivs[0].start, c.ivs[0].end), (300, 350));
+        let t = c.totals.unwrap();
+        assert_eq!(t.anomalies, 0);
     }
 
     /// A thread first seen after the kernel coverage end is not covered at all.

@@ -9,6 +9,7 @@
 mod jvm;
 mod kernel;
 pub(crate) mod records;
+pub(crate) mod streams;
 mod vthreads;
 
 use crate::cause::Cause;
@@ -17,10 +18,10 @@ use crate::meta::Meta;
 use crate::spill::Sorter;
 use crate::tid_map::TidMap;
 use crate::trace::Trace;
-use jtrace_format::{self as fmt, FileHeader};
-use records::{read_stream, records, RecordReader};
+use jtrace_format as fmt;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use streams::{Chain, StreamFiles};
 use vthreads::VirtualThreads;
 
 /// A trace being read: its tables, plus what the decoders keep between
@@ -55,6 +56,9 @@ pub(crate) struct TraceReader {
     kernel_max_ts: u64,
     /// Why the kernel stream was not read to its end, if it was not.
     kernel_cut: Option<String>,
+    /// Where the streams' coverage begins, when the oldest chunks of a ring
+    /// recording are gone: the latest first chunk's start of any stream.
+    window_from: Option<u64>,
     /// The virtual threads' mounts on carriers (empty without any).
     pub(crate) vthreads: VirtualThreads,
     /// A carrier's syscall copied to the virtual thread mounted then: the
@@ -71,23 +75,14 @@ impl Trace {
     /// bounded by a budget.
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
         let mut r = TraceReader::begin(dir)?;
-        r.add_virtual_threads(dir)?;
-        let kpath = dir.join(fmt::KERNEL_FILE);
-        if r.readable_stream(&kpath, true) {
-            let data = read_stream(&kpath, fmt::KERNEL_MAGIC)?;
-            r.read_kernel(&kpath, records(&data));
-        }
-        for p in jvm_files(dir)? {
-            if !r.readable_stream(&p, false) {
-                continue;
-            }
-            let data = read_stream(&p, fmt::JVM_MAGIC)?;
-            let header = FileHeader::parse(&data).expect("checked by read_stream");
-            r.read_jvm(&p, &header, records(&data));
-        }
+        let (kernel, jvms) = streams::list(dir)?;
+        r.add_virtual_threads(&jvms)?;
+        r.read_streams(&kernel, &jvms, |_| {})?;
+        let kpath = kernel.path;
         let kernel_until = r.kernel_coverage(&kpath);
         r.spread_windows();
         r.trace.stacks.finish();
+        let window_from = r.window_from;
         let mut t = r.trace;
         for (tid, evs) in t.events.iter_mut() {
             // Stable sort: records of one thread from one stream keep their
@@ -103,6 +98,7 @@ impl Trace {
             }
         }
         t.set_kernel_coverage(kernel_until);
+        t.set_window(window_from);
         Ok(t)
     }
 
@@ -115,25 +111,9 @@ impl Trace {
     pub fn scan(dir: &Path) -> anyhow::Result<Trace> {
         let mut r = TraceReader::begin(dir)?;
         r.scan = Some(TidMap::default());
-        let kpath = dir.join(fmt::KERNEL_FILE);
-        if r.readable_stream(&kpath, true) {
-            let (_, mut recs) = RecordReader::open(&kpath, fmt::KERNEL_MAGIC)?;
-            r.read_kernel(&kpath, &mut recs);
-            if let Some(e) = recs.error {
-                anyhow::bail!("cannot read {}: {e}", kpath.display());
-            }
-        }
-        for p in jvm_files(dir)? {
-            if !r.readable_stream(&p, false) {
-                continue;
-            }
-            let (header, mut recs) = RecordReader::open(&p, fmt::JVM_MAGIC)?;
-            r.read_jvm(&p, &header, &mut recs);
-            if let Some(e) = recs.error {
-                anyhow::bail!("cannot read {}: {e}", p.display());
-            }
-        }
-        let kernel_until = r.kernel_coverage(&kpath);
+        let (kernel, jvms) = streams::list(dir)?;
+        r.read_streams(&kernel, &jvms, |_| {})?;
+        let kernel_until = r.kernel_coverage(&kernel.path);
         for (pid, mut wins) in std::mem::take(&mut r.windows) {
             crate::windows::gc_safepoints(&mut wins);
             r.trace.jvm_stops.insert(pid, wins);
@@ -144,7 +124,18 @@ impl Trace {
             th.last_ts = last;
         }
         r.trace.set_kernel_coverage(kernel_until);
+        let window_from = r.window_from;
+        r.trace.set_window(window_from);
         Ok(r.trace)
+    }
+
+    /// Gives every thread the start of the streams' coverage (a ring
+    /// recording whose oldest chunks are gone): time before it is not covered.
+    pub(crate) fn set_window(&mut self, from: Option<u64>) {
+        self.losses.window_from = from;
+        for th in self.threads.values_mut() {
+            th.covered_from = from;
+        }
     }
 
     /// Gives every thread the kernel stream's coverage end.
@@ -154,21 +145,6 @@ impl Trace {
             th.kernel_until = until;
         }
     }
-}
-
-/// The JVM streams of a trace directory, in name order.
-pub(crate) fn jvm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut jvm_files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(fmt::JVM_FILE_PREFIX) && n.ends_with(".bin"))
-        })
-        .collect();
-    jvm_files.sort();
-    Ok(jvm_files)
 }
 
 /// Nanoseconds as milliseconds with three decimals, for messages.
@@ -213,11 +189,56 @@ impl TraceReader {
         })
     }
 
-    /// Whether the stream at `path` can be read: a missing or too short one
+    /// Reads the kernel stream, then every JVM stream, through the
+    /// decoders; `before_each` runs before each stream that is read.
+    pub(crate) fn read_streams(
+        &mut self,
+        kernel: &StreamFiles,
+        jvms: &[StreamFiles],
+        mut before_each: impl FnMut(&mut TraceReader),
+    ) -> anyhow::Result<()> {
+        if self.readable_stream(kernel, true) {
+            let mut recs = Chain::open(kernel, fmt::KERNEL_MAGIC)?;
+            before_each(self);
+            self.read_kernel(&kernel.path, &mut recs);
+            self.end_stream(&kernel.path, &mut recs)?;
+        }
+        for s in jvms {
+            if !self.readable_stream(s, false) {
+                continue;
+            }
+            let mut recs = Chain::open(s, fmt::JVM_MAGIC)?;
+            before_each(self);
+            let header = recs.header();
+            self.read_jvm(&s.path, &header, &mut recs);
+            self.end_stream(&s.path, &mut recs)?;
+        }
+        Ok(())
+    }
+
+    /// Where the streams' coverage begins (see [`TraceReader::window_from`]'s field).
+    pub(crate) fn window_from(&self) -> Option<u64> {
+        self.window_from
+    }
+
+    /// After a stream: an I/O error ends the reading; where its coverage
+    /// begins joins the trace's window.
+    fn end_stream(&mut self, path: &Path, recs: &mut Chain) -> anyhow::Result<()> {
+        if let Some(e) = recs.error.take() {
+            anyhow::bail!("cannot read {}: {e}", path.display());
+        }
+        if let Some(from) = recs.covered_from() {
+            self.window_from = Some(self.window_from.map_or(from, |w| w.max(from)));
+        }
+        Ok(())
+    }
+
+    /// Whether the stream `files` can be read: a missing or too short one
     /// is a problem of the trace, not a reason to give up on the others.
     /// A missing kernel stream (`kernel`) is reported, a missing JVM stream
     /// is not there to be listed.
-    pub(crate) fn readable_stream(&mut self, path: &Path, kernel: bool) -> bool {
+    pub(crate) fn readable_stream(&mut self, files: &StreamFiles, kernel: bool) -> bool {
+        let path = files.parts.first().unwrap_or(&files.path);
         let why = match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !kernel => return false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it is missing".to_string(),
@@ -311,8 +332,10 @@ impl TraceReader {
     /// The first pass over the JVM streams ([`VirtualThreads::scan`]): the
     /// virtual threads, their synthetic events and their carriers' mounts,
     /// before any other record is read.
-    pub(crate) fn add_virtual_threads(&mut self, dir: &Path) -> anyhow::Result<()> {
-        let (vthreads, synthetic) = VirtualThreads::scan(&jvm_files(dir)?);
+    pub(crate) fn add_virtual_threads(&mut self, jvms: &[StreamFiles]) -> anyhow::Result<()> {
+        // Ring recordings' chunked streams are not followed (docs/FORMAT.md).
+        let plain: Vec<_> = jvms.iter().filter(|s| s.is_plain()).map(|s| s.path.clone()).collect();
+        let (vthreads, synthetic) = VirtualThreads::scan(&plain);
         for s in synthetic {
             let tid = s.info.tid;
             self.trace.threads.insert(tid, s.info);
