@@ -63,6 +63,23 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
     writeln!(out, "methods    {} defined", t.methods.len())?;
     writeln!(out, "events     kernel {}  jvm {}", t.kernel_records, t.jvm_records)?;
     writeln!(out, "lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm)?;
+    if let Some(w) = jtrace_merge::window(&t) {
+        let ms = |ns: u64| jtrace_timeline::text::ms(ns);
+        writeln!(
+            out,
+            "window     +{} .. +{} ms covered; {} chunk(s), {} bytes fell out of the ring",
+            ms(w.from_ns),
+            ms(w.to_ns),
+            w.dropped_chunks,
+            w.dropped_bytes
+        )?;
+        if let Some(b) = w.max_size_bytes {
+            writeln!(out, "  ring     --max-size {b} bytes")?;
+        }
+        if let Some(a) = w.max_age_ns {
+            writeln!(out, "  ring     --max-age {} ms", ms(a))?;
+        }
+    }
     if m.kernel_inferred_switch_ins > 0 {
         writeln!(
             out,

@@ -105,6 +105,8 @@ pub(crate) struct Session {
     /// The metadata, rewritten by [`Session::finish`].
     pub(crate) meta: Meta,
     recorder: Option<KernelRecorder>,
+    /// A ring recording's keeper.
+    keeper: Option<crate::ring::Keeper>,
 }
 
 impl Session {
@@ -125,11 +127,24 @@ impl Session {
     ) -> anyhow::Result<Session> {
         let mut meta = meta;
         meta.cpu_sample_hz = kernel.cpu_sample_hz();
+        meta.max_size = disk.ring.as_ref().and_then(|r| r.max_size);
+        meta.max_age_ns = disk.ring.as_ref().and_then(|r| r.max_age_ns);
         let started = dir.store_meta(&meta).and_then(|()| {
-            let name = jtrace_format::KERNEL_FILE;
-            let mut cfg = RecorderConfig::new(dir.create_file(name)?, dir.path().join(name));
+            let name = crate::ring::first_stream_file(jtrace_format::KERNEL_STREAM, disk);
+            let mut cfg = RecorderConfig::new(dir.create_file(&name)?, dir.path().join(jtrace_format::KERNEL_FILE));
             cfg.on_write_error = Some(kernel_write_failed);
             cfg.min_free = disk.min_free;
+            if let Some(r) = &disk.ring {
+                let chunks_dir = dir.try_clone()?;
+                let user = recording_user.clone();
+                cfg.chunks = Some(jtrace_bpf::KernelChunks {
+                    bytes: r.chunk_bytes,
+                    max_ns: r.chunk_ns,
+                    create: Box::new(move |seq| {
+                        chunks_dir.create_file_for(&jtrace_format::chunk_file(jtrace_format::KERNEL_STREAM, seq), &user)
+                    }),
+                });
+            }
             kernel.apply(&mut cfg, with_safepoints(lib_calls, libjvm));
             match traced {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
@@ -146,10 +161,15 @@ impl Session {
         };
         dir.keep_room();
         dir.hand_over(recording_user)?;
+        let keeper = match &disk.ring {
+            Some(r) => Some(crate::ring::Keeper::start(dir.try_clone()?, r.clone())?),
+            None => None,
+        };
         Ok(Session {
             dir,
             meta,
             recorder: Some(recorder),
+            keeper,
         })
     }
 
@@ -190,6 +210,11 @@ impl Session {
         m.kernel_covered_until_ns = stats.unwritten_since;
         m.kernel_write_error = stats.write_error.clone();
         m.kernel_complete = Some(stats.write_error.is_none());
+        if let Some(k) = self.keeper.take() {
+            let d = k.stop();
+            self.meta.ring_dropped_chunks = d.chunks;
+            self.meta.ring_dropped_bytes = d.bytes;
+        }
         stats
     }
 
@@ -206,6 +231,9 @@ impl Session {
     pub(crate) fn abandon(mut self) {
         if let Some(r) = self.recorder.take() {
             let _ = r.stop();
+        }
+        if let Some(k) = self.keeper.take() {
+            k.stop();
         }
         self.dir.discard();
     }

@@ -78,6 +78,103 @@ impl TraceDir {
         Ok(File::from(fd))
     }
 
+    /// A second handle on the directory, for the recording's other threads
+    /// (the kernel chunks' creator, the ring's keeper).
+    pub(crate) fn try_clone(&self) -> anyhow::Result<TraceDir> {
+        Ok(TraceDir {
+            fd: self.fd.try_clone()?,
+            path: self.path.clone(),
+            creator: self.creator.clone(),
+        })
+    }
+
+    /// [`TraceDir::create_file`], then given to `user` (mode 0600) through
+    /// its descriptor: a chunk of kernel.bin begun while `user` owns the
+    /// trace.
+    pub(crate) fn create_file_for(&self, name: &str, user: &User) -> anyhow::Result<File> {
+        let f = self.create_file(name)?;
+        rustix::fs::fchown(&f, Some(user.uid), Some(user.gid)).with_context(|| {
+            format!(
+                "cannot hand {} to uid {}",
+                self.path.join(name).display(),
+                user.uid.as_raw()
+            )
+        })?;
+        Ok(f)
+    }
+
+    /// The chunk files of a ring recording in the directory: (name, stream,
+    /// number, size in bytes). Only regular files (a link or anything else
+    /// planted under a chunk's name is not one).
+    pub(crate) fn chunks(&self) -> anyhow::Result<Vec<(String, String, u64, u64)>> {
+        let mut out = Vec::new();
+        for name in self.entries()? {
+            let Ok(n) = name.to_str() else { continue };
+            let Some((stream, Some(seq))) = jtrace_format::parse_stream_file(n) else {
+                continue;
+            };
+            let Ok(st) = rustix::fs::statat(&self.fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                out.push((n.to_string(), stream.to_string(), seq, st.st_size as u64));
+            }
+        }
+        Ok(out)
+    }
+
+    /// When the chunk file `name` began: the time of its CHUNK record
+    /// (None if it has none yet, or is not a regular file).
+    pub(crate) fn chunk_start(&self, name: &str) -> Option<u64> {
+        let c = CString::new(name).ok()?;
+        let before = rustix::fs::statat(&self.fd, c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
+            return None;
+        }
+        let fd = rustix::fs::openat(
+            &self.fd,
+            c.as_c_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let mut b = [0u8; jtrace_format::FILE_HEADER_LEN + jtrace_format::CHUNK_RECORD_LEN];
+        let n = rustix::io::pread(&fd, &mut b, 0).ok()?;
+        let raw = jtrace_format::Decoder::new(b.get(jtrace_format::FILE_HEADER_LEN..n)?, 0)
+            .next_raw()?
+            .ok()?;
+        (raw.kind == jtrace_format::kind::CHUNK || raw.kind == jtrace_format::kind::JVM_CHUNK).then_some(raw.ts)
+    }
+
+    /// Removes the chunk file `name` (unlinked by name relative to the
+    /// directory: a link there is removed, never followed).
+    pub(crate) fn remove_chunk(&self, name: &str) -> anyhow::Result<()> {
+        if jtrace_format::parse_stream_file(name).is_none_or(|(_, seq)| seq.is_none()) {
+            bail!("{name} is not a chunk file");
+        }
+        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())
+            .with_context(|| format!("cannot remove {}", self.path.join(name).display()))
+    }
+
+    /// Holds the directory's lock (flock on its descriptor) while `f`
+    /// runs: exclusive for the ring's keeper deleting chunks, shared for
+    /// `jtrace dump` linking them, so that a snapshot never loses a chunk
+    /// halfway.
+    pub(crate) fn locked<T>(&self, exclusive: bool, f: impl FnOnce() -> T) -> T {
+        use rustix::fs::FlockOperation;
+        let op = if exclusive {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::LockShared
+        };
+        let held = rustix::fs::flock(&self.fd, op).is_ok();
+        let r = f();
+        if held {
+            let _ = rustix::fs::flock(&self.fd, FlockOperation::Unlock);
+        }
+        r
+    }
+
     /// Writes the new file `name` (see [`TraceDir::create_file`]).
     pub(crate) fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
         self.create_file(name)?

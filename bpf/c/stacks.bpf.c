@@ -16,6 +16,9 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 __u32 next_stack_id SEC(".data") = 1;
+/* Ids below this count as not written (user space raises it when it
+ * begins a new chunk of a ring recording, which must define its stacks). */
+__u32 stack_id_floor SEC(".data") = 0;
 
 /* The current process, in a register of its own: the verifier must see
  * the bound checked on the value that indexes the filter. */

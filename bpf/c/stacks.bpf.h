@@ -33,6 +33,9 @@ const volatile __u32 stack_mode __weak = 0;
 
 /* Next stack id (ids start at 1; 0 means no stack). Defined in stacks.bpf.c. */
 extern __u32 next_stack_id;
+/* Stack ids below this were written into an earlier chunk of a ring
+ * recording: their stacks are written again. Defined in stacks.bpf.c. */
+extern __u32 stack_id_floor;
 
 /* The agent's JVMs (by tgid) and their Java threads (tid -> JavaThread*). */
 struct {
@@ -128,7 +131,7 @@ static __always_inline __u32 stack_intern(struct stack_buf *b, __u32 tid, __u64 
 	bpf_loop(words, hash_step, &sh, 0);
 	h = sh.h;
 	known = bpf_map_lookup_elem(&stack_ids, &h);
-	if (known)
+	if (known && *known >= *(volatile __u32 *)&stack_id_floor)
 		return *known;
 	id = __sync_fetch_and_add(&next_stack_id, 1);
 	len = sizeof(struct stack_rec) + words * 8;

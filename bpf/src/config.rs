@@ -122,6 +122,10 @@ pub struct RecorderConfig {
     /// the records from then on are counted as not written, as on a full
     /// disk (0: write until the disk is full).
     pub min_free: u64,
+    /// A ring recording: the stream is written as chunk files, `out` being
+    /// chunk 0 (`kernel.000000.bin`), each beginning with a CHUNK record
+    /// and restating what its records refer to (docs/FORMAT.md). `None`: one file.
+    pub chunks: Option<crate::KernelChunks>,
 }
 
 /// Default CPU sampling rate: 99 Hz, as perf and async-profiler users
@@ -150,6 +154,7 @@ impl RecorderConfig {
             cpu_sample_hz: DEFAULT_CPU_SAMPLE_HZ,
             agent_library: None,
             min_free: 0,
+            chunks: None,
         }
     }
 

@@ -55,6 +55,7 @@
 
 #![deny(missing_docs)]
 
+mod chunks;
 mod config;
 mod features;
 mod floor;
@@ -69,6 +70,7 @@ mod sink;
 mod stack_names;
 mod stats;
 
+pub use chunks::KernelChunks;
 pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};
 pub use features::{required_kernel_features, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;

@@ -59,6 +59,11 @@ pub(crate) fn pump(
             sink.borrow_mut().flush();
             last_flush = Instant::now();
         }
+        let mut s = sink.borrow_mut();
+        s.maybe_rotate(crate::stack_names::now_ns());
+        if s.take_stack_floor() {
+            forget_stacks(sk);
+        }
     }
     // Detach first so that nothing arrives after the final drain. Each
     // uprobe link's release waits for an RCU grace period (≈0.1 s here):
@@ -71,6 +76,17 @@ pub(crate) fn pump(
     sk.links = Default::default();
     rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))?;
     flush_pending_wakeups(sk, &mut sink.borrow_mut())
+}
+
+/// Makes the BPF side write every stack again on its next use, under a
+/// new id (a new chunk of a ring recording must define the stacks it uses).
+fn forget_stacks(sk: &mut skel::JtraceSkel<'_>) {
+    if let Some(d) = sk.maps.data_data.as_deref_mut() {
+        // SAFETY: a plain u32 of the mapped .data section; the BPF side
+        // reads it with a volatile load, a torn read is impossible.
+        let next = unsafe { std::ptr::read_volatile(&d.next_stack_id) };
+        unsafe { std::ptr::write_volatile(&mut d.stack_id_floor, next) };
+    }
 }
 
 /// Offset of the WAKEUP record in a `struct switch_batch` value

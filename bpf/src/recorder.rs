@@ -52,7 +52,7 @@ impl KernelRecorder {
                 page_size()
             );
         }
-        let file = start_stream(&cfg, &probes)?;
+        let (file, probe_defs) = start_stream(&cfg, &probes)?;
 
         // The skeleton borrows its object and the ring buffer borrows the
         // skeleton, so all of them live on the consumer thread's stack; the
@@ -62,7 +62,7 @@ impl KernelRecorder {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jtrace-kernel".into())
-            .spawn(move || record(cfg, probes, file, &stop2, ready_tx))
+            .spawn(move || record(cfg, probes, (file, probe_defs), &stop2, ready_tx))
             .context("spawning the kernel consumer thread")?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(KernelRecorder {
@@ -102,10 +102,11 @@ impl Drop for KernelRecorder {
     }
 }
 
-/// Writes the stream's header to the configuration's open file, and the
-/// names of the library-call probe ids, before any LIB_CALL; returns the
-/// file for the consumer.
-fn start_stream(cfg: &RecorderConfig, probes: &[ResolvedLibCall]) -> Result<File> {
+/// Writes the stream's header to the configuration's open file (in a ring
+/// recording, then the CHUNK record of chunk 0), and the names of the
+/// library-call probe ids, before any LIB_CALL; returns the file for the
+/// consumer, and those names' records (what later chunks restate).
+fn start_stream(cfg: &RecorderConfig, probes: &[ResolvedLibCall]) -> Result<(File, Vec<u8>)> {
     let out = &cfg.out_name;
     let mut file = cfg
         .out
@@ -125,9 +126,17 @@ fn start_stream(cfg: &RecorderConfig, probes: &[ResolvedLibCall]) -> Result<File
             }),
         });
     }
+    if cfg.chunks.is_some() {
+        let chunk = jtrace_format::Chunk {
+            seq: 0,
+            prologue: probes.len() as u32,
+        };
+        file.write_all(&chunk.record(jtrace_format::kind::CHUNK, crate::stack_names::now_ns()))
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
     file.write_all(&enc.buf)
         .with_context(|| format!("writing {}", out.display()))?;
-    Ok(file)
+    Ok((file, enc.buf))
 }
 
 fn page_size() -> usize {
@@ -151,10 +160,12 @@ fn report_failure(ready: &mpsc::SyncSender<Result<()>>, e: anyhow::Error) -> any
 fn record(
     cfg: RecorderConfig,
     probes: Vec<ResolvedLibCall>,
-    file: File,
+    (file, probe_defs): (File, Vec<u8>),
     stop: &AtomicBool,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Result<KernelStats> {
+    let mut cfg = cfg;
+    let chunks = cfg.chunks.take();
     let mut object = MaybeUninit::uninit();
     let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     let written = file.metadata().map_or(0, |m| m.len());
@@ -167,6 +178,11 @@ fn record(
         cfg.stacks,
         cfg.min_free,
     ));
+    if let Some(plan) = chunks {
+        let started = crate::stack_names::now_ns();
+        sink.borrow_mut()
+            .set_rotation(crate::chunks::Rotation::new(plan, started, probe_defs));
+    }
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
     pump(&rb, &mut sk, &mut uprobes, &sink, stop)?;

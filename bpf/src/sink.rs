@@ -16,8 +16,9 @@ use std::io::Write;
 
 use jtrace_format::{kind, Encoder, RECORD_HEADER_LEN};
 
+use crate::chunks::Rotation;
 use crate::paths::PathResolver;
-use crate::stack_names::{exec_of, is_stack, StackNames};
+use crate::stack_names::{exec_of, is_stack, now_ns, StackNames};
 use crate::stats::{kind_name, ConsumerCounts};
 
 /// Records are written to the file in blocks of about this many bytes.
@@ -75,6 +76,8 @@ pub(crate) struct Sink {
     on_error: Option<fn(&str)>,
     /// The free-space floor (0: none).
     min_free: u64,
+    /// In a ring recording: the chunks.
+    rotation: Option<Rotation>,
 }
 
 impl Sink {
@@ -114,6 +117,53 @@ impl Sink {
             failure: None,
             on_error,
             min_free,
+            rotation: None,
+        }
+    }
+
+    /// Writes the stream as chunks (`rotation` says when a new one begins
+    /// and what it restates).
+    pub(crate) fn set_rotation(&mut self, rotation: Rotation) {
+        self.rotation = Some(rotation);
+    }
+
+    /// Begins a new chunk if the current one is old enough (the consumer
+    /// calls this between polls).
+    pub(crate) fn maybe_rotate(&mut self, now: u64) {
+        if self.rotation.as_ref().is_some_and(|r| r.due(self.written, now)) {
+            self.flush();
+            self.rotate(now);
+        }
+    }
+
+    /// Whether the BPF side is to forget which stacks it wrote (once per new chunk).
+    pub(crate) fn take_stack_floor(&mut self) -> bool {
+        self.rotation
+            .as_mut()
+            .is_some_and(|r| std::mem::take(&mut r.stack_floor))
+    }
+
+    /// Ends the current chunk and begins the next (the buffer is empty).
+    fn rotate(&mut self, now: u64) {
+        if self.failure.is_some() {
+            return;
+        }
+        let Some(r) = &mut self.rotation else { return };
+        let next = r.seq + 1;
+        let file = match (r.plan.create)(next) {
+            Ok(f) => f,
+            Err(e) => return self.fail(&std::io::Error::other(format!("cannot begin chunk {next}: {e:#}"))),
+        };
+        let (head, n) = r.begin_next(now);
+        self.file = file;
+        self.written = 0;
+        let floor = crate::floor::check(&self.file, head.len() as u64, self.min_free);
+        match floor.and_then(|()| self.file.write_all(&head)) {
+            Ok(()) => {
+                self.written = head.len() as u64;
+                self.records += n;
+            }
+            Err(e) => self.fail(&e),
         }
     }
 
@@ -147,6 +197,9 @@ impl Sink {
             f.count(data);
             return;
         }
+        if let Some(r) = &mut self.rotation {
+            self.buffered += r.note(data, &mut self.buf);
+        }
         self.buf.extend_from_slice(data);
         self.buffered += 1;
         if let Some((tgid, ts)) = exec_of(data) {
@@ -158,6 +211,7 @@ impl Sink {
             if !enc.buf.is_empty() {
                 self.buffered += jtrace_format::Decoder::new(&enc.buf, 0).count() as u64;
                 self.buf.extend_from_slice(&enc.buf);
+                self.note_made(&enc.buf);
             }
         } else if u16::from_le_bytes([data[0], data[1]]) == kind::SYSCALL {
             if let Some(rec) = self.paths.file_path(data) {
@@ -165,10 +219,23 @@ impl Sink {
                 enc.record(&rec);
                 self.buf.extend_from_slice(&enc.buf);
                 self.buffered += 1;
+                self.note_made(&enc.buf);
             }
         }
         if self.buf.len() >= BLOCK {
             self.flush();
+        }
+    }
+
+    /// Notes records the sink made itself (names of files, mappings and
+    /// symbols) for the chunks' prologues.
+    fn note_made(&mut self, recs: &[u8]) {
+        let Some(r) = &mut self.rotation else { return };
+        let mut rest = recs;
+        while rest.len() >= RECORD_HEADER_LEN {
+            let len = (u16::from_le_bytes([rest[2], rest[3]]) as usize).clamp(RECORD_HEADER_LEN, rest.len());
+            r.note(&rest[..len], &mut Vec::new());
+            rest = &rest[len..];
         }
     }
 
@@ -188,6 +255,9 @@ impl Sink {
         }
         self.buf.clear();
         self.buffered = 0;
+        if self.rotation.as_ref().is_some_and(|r| r.due(self.written, 0)) {
+            self.rotate(now_ns());
+        }
     }
 
     fn fail(&mut self, e: &std::io::Error) {

@@ -229,7 +229,8 @@ pub(crate) fn is_stack(data: &[u8]) -> bool {
     data.len() >= 2 && u16::from_le_bytes([data[0], data[1]]) == kind::STACK
 }
 
-fn now_ns() -> u64 {
+/// CLOCK_MONOTONIC now, in ns.
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

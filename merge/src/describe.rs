@@ -149,3 +149,37 @@ mod tests {
         );
     }
 }
+
+/// One line saying which window of time a ring recording covers and what
+/// fell out of it (`report` and `info` print it).
+pub fn describe_window(w: &crate::WindowJson) -> String {
+    let ms = |ns: u64| format!("{}.{:03}", ns / 1_000_000, ns / 1000 % 1000);
+    let mut bounds = Vec::new();
+    if let Some(b) = w.max_size_bytes {
+        bounds.push(format!("--max-size {} MiB", b >> 20));
+    }
+    if let Some(a) = w.max_age_ns {
+        bounds.push(format!("--max-age {} s", ms(a / 1000)));
+    }
+    let ring = if bounds.is_empty() {
+        "the trace".to_string()
+    } else {
+        format!("ring recording ({})", bounds.join(", "))
+    };
+    if w.from_ns == 0 {
+        return format!(
+            "NOTE: {ring}: covers the whole recording, +0 .. +{} ms; nothing fell out",
+            ms(w.to_ns)
+        );
+    }
+    format!(
+        "NOTE: {ring}: covers +{} .. +{} ms only; the first {} ms fell out ({} chunk(s), {} MiB deleted) and are \
+         not covered: no CPU time or cause is given for them, and a thread's time is covered from its first \
+         switch in the window",
+        ms(w.from_ns),
+        ms(w.to_ns),
+        ms(w.from_ns),
+        w.dropped_chunks,
+        w.dropped_bytes >> 20
+    )
+}

@@ -124,12 +124,12 @@ mod windows;
 
 pub use call_index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
-pub use describe::{describe_evidence, describe_syscall};
+pub use describe::{describe_evidence, describe_syscall, describe_window};
 pub use event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
 pub use jit::JitHistory;
 pub use meta::Meta;
 pub use percentile::WallDist;
-pub use report::{build_report, build_report_streaming, glob_match, Report, ReportFilter};
+pub use report::{build_report, build_report_streaming, glob_match, window, Report, ReportFilter, WindowJson};
 pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};
 pub use symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
 pub use syscall::{nr, syscall_cause, syscall_name};

@@ -65,9 +65,31 @@ pub struct Meta {
     /// sample stands for 1e9 / hz ns of CPU time.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_sample_hz: u32,
+    /// A ring recording (a flight recorder): the size it was kept within
+    /// (`--max-size`, bytes), if bounded by size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<u64>,
+    /// A ring recording: the age it was kept within (`--max-age`, ns), if
+    /// bounded by age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ns: Option<u64>,
+    /// A ring recording: chunk files deleted because they fell out of it.
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub ring_dropped_chunks: u64,
+    /// A ring recording: the bytes of those chunks.
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub ring_dropped_bytes: u64,
+    /// A snapshot (`jtrace dump`) of a recording that went on: when it was
+    /// taken (CLOCK_MONOTONIC ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_ns: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero64(n: &u64) -> bool {
     *n == 0
 }
 

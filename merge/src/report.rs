@@ -198,8 +198,53 @@ pub struct TraceJson {
     /// coverage ends, in ns after the start (later time is `not_covered_ns`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_covered_ns: Option<u64>,
+    /// A ring recording (`--max-size`, `--max-age`), or a trace whose
+    /// oldest part is gone: the window of time it covers and what fell out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowJson>,
     /// Streams cut off inside a record, agent errors.
     pub problems: Vec<String>,
+}
+
+/// The `trace.window` object of the report: what a ring recording covers.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WindowJson {
+    /// Where the covered window begins, in ns after the recording's start
+    /// (0: it covers the recording from its start). Earlier time is not
+    /// covered: no CPU time or cause is given for it.
+    pub from_ns: u64,
+    /// Where it ends, in ns after the start (the recording's duration).
+    pub to_ns: u64,
+    /// Chunk files deleted because they fell out of the ring.
+    pub dropped_chunks: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
+    /// `--max-size`, if the ring was bounded by size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_size_bytes: Option<u64>,
+    /// `--max-age`, if the ring was bounded by age.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_ns: Option<u64>,
+}
+
+/// The window a trace covers, if it is a ring recording or lost its start.
+pub fn window(trace: &Trace) -> Option<WindowJson> {
+    let m = &trace.meta;
+    let ring = m.max_size.is_some() || m.max_age_ns.is_some();
+    if !ring && trace.losses.window_from.is_none() {
+        return None;
+    }
+    Some(WindowJson {
+        from_ns: trace
+            .losses
+            .window_from
+            .map_or(0, |w| w.saturating_sub(m.start_monotonic_ns)),
+        to_ns: trace.duration_ns(),
+        dropped_chunks: m.ring_dropped_chunks,
+        dropped_bytes: m.ring_dropped_bytes,
+        max_size_bytes: m.max_size,
+        max_age_ns: m.max_age_ns,
+    })
 }
 
 /// The whole `jtrace.report.v1` document.
@@ -486,6 +531,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
                 .losses
                 .kernel_covered_until
                 .map(|t| t.saturating_sub(meta.start_monotonic_ns)),
+            window: window(trace),
             problems,
         },
         threads,

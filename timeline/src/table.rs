@@ -201,6 +201,9 @@ pub fn render_report(r: &Report, top: usize) -> String {
     for p in &t.problems {
         let _ = writeln!(s, "WARNING: {p}");
     }
+    if let Some(w) = &t.window {
+        let _ = writeln!(s, "{}", jtrace_merge::describe_window(w));
+    }
     if let Some(k) = t.kernel_covered_ns {
         let _ = writeln!(
             s,
