@@ -190,7 +190,12 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let stats = session.stop_kernel();
     // The agent's end record, and what it lost (its stream's last bytes).
     let mut warnings = jvm_stream_problems(&session.dir);
-    let unended = |w: &String| w.starts_with(&stream) && w.contains("no end record");
+    let unended = |w: &String| {
+        let ours =
+            jtrace_format::parse_stream_file(w.split_whitespace().next().unwrap_or_default().trim_end_matches(':'))
+                .is_some_and(|(s, _)| stream.starts_with(&format!("{s}.")));
+        ours && w.contains("no end record")
+    };
     if warnings.iter().any(unended) {
         problem.get_or_insert_with(|| "the agent's stream has no end record".into());
         warnings.retain(|w| !unended(w));

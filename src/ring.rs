@@ -15,7 +15,7 @@
 use crate::disk::{DiskPlan, Ring};
 use crate::session::clock_ns;
 use crate::trace_dir::TraceDir;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,12 +58,11 @@ impl Keeper {
         let dropped = Arc::new(Mutex::new(Dropped::default()));
         let (s, d) = (stop.clone(), dropped.clone());
         let thread = std::thread::Builder::new().name("jtrace-ring".into()).spawn(move || {
-            let mut starts = HashMap::new();
             while !s.load(Ordering::Acquire) {
-                keep(&dir, &ring, &mut starts, &d);
+                keep(&dir, &ring, &d);
                 std::thread::sleep(EVERY);
             }
-            keep(&dir, &ring, &mut starts, &d);
+            keep(&dir, &ring, &d);
         })?;
         Ok(Keeper {
             stop,
@@ -91,25 +90,23 @@ pub(crate) struct ChunkFile {
     pub(crate) start: Option<u64>,
     /// When it ended (the next chunk's start); None for the newest.
     pub(crate) end: Option<u64>,
+    /// Its writer finished it (truncated it to its data, marked it complete).
+    pub(crate) done: bool,
 }
 
 /// One pass: deletes what is out of bounds.
-fn keep(dir: &TraceDir, ring: &Ring, starts: &mut HashMap<String, u64>, dropped: &Mutex<Dropped>) {
+fn keep(dir: &TraceDir, ring: &Ring, dropped: &Mutex<Dropped>) {
     dir.locked(true, || {
         let Ok(list) = dir.chunks() else { return };
         let mut streams: BTreeMap<String, Vec<ChunkFile>> = BTreeMap::new();
         for (name, stream, seq, bytes) in list {
-            let start = match starts.get(&name) {
-                Some(&s) => Some(s),
-                None => dir.chunk_start(&name).inspect(|&s| {
-                    starts.insert(name.clone(), s);
-                }),
-            };
+            let start = dir.chunk_start(&name);
             streams.entry(stream).or_default().push(ChunkFile {
                 name: format!("{seq:020}\0{name}"),
                 bytes,
-                start,
+                start: start.map(|s| s.0),
                 end: None,
+                done: start.is_some_and(|s| s.1),
             });
         }
         let mut streams: Vec<Vec<ChunkFile>> = streams.into_values().collect();
@@ -128,7 +125,6 @@ fn keep(dir: &TraceDir, ring: &Ring, starts: &mut HashMap<String, u64>, dropped:
             };
             match dir.remove_chunk(&name) {
                 Ok(()) => {
-                    starts.remove(&name);
                     if let Ok(mut d) = dropped.lock() {
                         d.chunks += 1;
                         d.bytes += c.bytes;
@@ -148,7 +144,7 @@ pub(crate) fn to_delete(streams: &[Vec<ChunkFile>], ring: &Ring, now: u64) -> Ve
     let mut finished: Vec<(u64, usize, usize)> = Vec::new();
     for (i, s) in streams.iter().enumerate() {
         for (j, c) in s.iter().enumerate() {
-            if let (Some(end), true) = (c.end, j + 1 < s.len()) {
+            if let (Some(end), true) = (c.end, j + 1 < s.len() && c.done) {
                 finished.push((end, i, j));
             }
         }
@@ -197,6 +193,7 @@ mod tests {
                 bytes,
                 start: Some(start),
                 end: None,
+                done: true,
             })
             .collect();
         for i in 1..v.len() {

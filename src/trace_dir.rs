@@ -123,9 +123,10 @@ impl TraceDir {
         Ok(out)
     }
 
-    /// When the chunk file `name` began: the time of its CHUNK record
-    /// (None if it has none yet, or is not a regular file).
-    pub(crate) fn chunk_start(&self, name: &str) -> Option<u64> {
+    /// When the chunk file `name` began (the time of its CHUNK record) and
+    /// whether its writer finished it (STREAM_COMPLETE); None if it has no
+    /// CHUNK record yet, or is not a regular file.
+    pub(crate) fn chunk_start(&self, name: &str) -> Option<(u64, bool)> {
         let c = CString::new(name).ok()?;
         let before = rustix::fs::statat(&self.fd, c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
         if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
@@ -140,10 +141,11 @@ impl TraceDir {
         .ok()?;
         let mut b = [0u8; jtrace_format::FILE_HEADER_LEN + jtrace_format::CHUNK_RECORD_LEN];
         let n = rustix::io::pread(&fd, &mut b, 0).ok()?;
+        let done = jtrace_format::FileHeader::parse(&b[..n])?.flags & jtrace_format::STREAM_COMPLETE != 0;
         let raw = jtrace_format::Decoder::new(b.get(jtrace_format::FILE_HEADER_LEN..n)?, 0)
             .next_raw()?
             .ok()?;
-        (raw.kind == jtrace_format::kind::CHUNK || raw.kind == jtrace_format::kind::JVM_CHUNK).then_some(raw.ts)
+        (raw.kind == jtrace_format::kind::CHUNK || raw.kind == jtrace_format::kind::JVM_CHUNK).then_some((raw.ts, done))
     }
 
     /// Removes the chunk file `name` (unlinked by name relative to the
@@ -233,14 +235,24 @@ impl TraceDir {
         Ok(bytes)
     }
 
-    /// The names of the JVM streams (`jvm-<pid>.bin`) in the directory.
+    /// The last file of each JVM stream in the directory: `jvm-<pid>.bin`,
+    /// or its newest chunk in a ring recording (the one its end record is in).
     pub(crate) fn jvm_streams(&self) -> Vec<String> {
-        let mut names: Vec<String> = (self.entries().unwrap_or_default().into_iter())
-            .filter_map(|n| n.into_string().ok())
-            .filter(|n| n.starts_with(jtrace_format::JVM_FILE_PREFIX) && n.ends_with(".bin"))
-            .collect();
-        names.sort();
-        names
+        let mut last: std::collections::BTreeMap<String, (Option<u64>, String)> = Default::default();
+        for n in self.entries().unwrap_or_default() {
+            let Ok(n) = n.into_string() else { continue };
+            let Some((stream, seq)) = jtrace_format::parse_stream_file(&n) else {
+                continue;
+            };
+            if stream == jtrace_format::KERNEL_STREAM {
+                continue;
+            }
+            let e = last.entry(stream.to_string()).or_insert((seq, n.clone()));
+            if seq > e.0 {
+                *e = (seq, n);
+            }
+        }
+        last.into_values().map(|(_, n)| n).collect()
     }
 
     /// Hands every file jtrace or the agent wrote to `owner`, readable by

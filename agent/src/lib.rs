@@ -38,6 +38,7 @@
 //! | `vthread_markers` | the JDK methods marked to follow virtual threads, their probe events |
 //! | `state` | the session and per-thread state, the guard around every callback |
 //! | `recorder` | per-thread buffers, method definitions, lost events |
+//! | `chunks` | a ring recording's chunk files: when to begin one, what its prologue restates |
 //! | `stream_file` | the memory-mapped stream file and its grower |
 //! | `mutex` | locking that survives a poisoned mutex |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
@@ -47,6 +48,7 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod chunks;
 mod classes;
 mod config;
 mod demoter;

@@ -7,11 +7,14 @@ use std::sync::atomic::Ordering;
 
 use jtrace_format::{Payload, Record};
 
+use crate::chunks::ChunkPlan;
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::Recorder;
-use crate::state::{now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, NAMED, RECORDER, SESSION, SESSION_BUFS};
+use crate::state::{
+    guard, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, NAMED, RECORDER, SESSION, SESSION_BUFS,
+};
 use crate::sys::*;
 use crate::{classes, drain, events, existing_threads, hooks, session, virtual_threads};
 
@@ -68,14 +71,23 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
         report_untraced(&[format!("{path}: no `output` directive")], None);
         return Err(Failure::BadConfig);
     };
-    let file = match create_stream(&output) {
+    let chunks = (cfg.chunk_bytes > 0 || cfg.chunk_ms > 0).then(|| ChunkPlan {
+        bytes: cfg.chunk_bytes,
+        ns: cfg.chunk_ms.saturating_mul(1_000_000),
+        dir: output.clone().into(),
+    });
+    let file = match create_stream(&output, chunks.as_ref().map(|_| 0)) {
         Ok(f) => f,
         Err(e) => {
             report_untraced(&[e], None);
             return Err(Failure::BadConfig);
         }
     };
-    let rec = match Recorder::new(file, say, cfg.min_free_bytes) {
+    let made = match chunks.clone() {
+        Some(plan) => Recorder::chunked(file, say, cfg.min_free_bytes, plan, now_ns()),
+        None => Recorder::new(file, say, cfg.min_free_bytes),
+    };
+    let rec = match made {
         Ok(r) => r,
         Err(e) => {
             report_untraced(&[format!("cannot write the stream header: {e}")], None);
@@ -153,6 +165,9 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     CONFIG.set(cfg);
     RECORDER.set(rec);
     ENABLED.store(true, Ordering::SeqCst);
+    if chunks.is_some() {
+        start_rotation();
+    }
     if attach {
         // The VM is already live: no VMInit will come. Threads register
         // lazily, on their first event; the existing ones are named now.
@@ -193,8 +208,33 @@ fn config_path(options: *const c_char) -> Result<String, LoadError> {
     Ok(path)
 }
 
-/// Creates `<dir>/jvm-<pid>.bin` (mode 0600; the directory 0700 if missing).
-fn create_stream(dir: &str) -> Result<std::fs::File, String> {
+/// The thread that begins the chunks of a ring recording when due
+/// ([`Recorder::rotate_if_due`]); it ends with the recording. Guarded,
+/// so that a stopping attach session waits for it before freeing the recorder.
+fn start_rotation() {
+    let spawned = std::thread::Builder::new().name("jtrace-chunks".into()).spawn(|| loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut go_on = false;
+        guard("chunk rotation", || {
+            if let Some(rec) = RECORDER.get().filter(|r| !r.is_dead()) {
+                rec.rotate_if_due(now_ns());
+                go_on = true;
+            }
+        });
+        if !go_on {
+            return;
+        }
+    });
+    if let Err(e) = spawned {
+        say(&format!(
+            "cannot start the chunks' thread ({e}): the stream is one chunk"
+        ));
+    }
+}
+
+/// Creates `<dir>/jvm-<pid>.bin`, or chunk `chunk` of it in a ring
+/// recording (mode 0600; the directory 0700 if missing).
+fn create_stream(dir: &str, chunk: Option<u64>) -> Result<std::fs::File, String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = std::path::Path::new(dir);
     if !dir.is_dir() {
@@ -204,7 +244,11 @@ fn create_stream(dir: &str) -> Result<std::fs::File, String> {
             .create(dir)
             .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     }
-    let path = dir.join(format!("{}{}.bin", jtrace_format::JVM_FILE_PREFIX, std::process::id()));
+    let stream = format!("{}{}", jtrace_format::JVM_FILE_PREFIX, std::process::id());
+    let path = dir.join(match chunk {
+        Some(seq) => jtrace_format::chunk_file(&stream, seq),
+        None => format!("{stream}.bin"),
+    });
     // Read-write: the recorder maps it.
     std::fs::OpenOptions::new()
         .read(true)
@@ -224,7 +268,7 @@ fn report_untraced(messages: &[String], output: Option<&str>) {
     }
     say("not tracing this JVM");
     let Some(dir) = output else { return };
-    let Ok(file) = create_stream(dir) else { return };
+    let Ok(file) = create_stream(dir, None) else { return };
     if let Ok(rec) = Recorder::new(file, say, 0) {
         for m in messages {
             rec.write_direct(&Record {

@@ -10,6 +10,12 @@
 //! use in the file. At VM death every buffer is written out, then JVM_END
 //! with the loss count, and the file is closed complete.
 //!
+//! In a ring recording ([`crate::chunks`]) the stream is a run of chunk
+//! files: every append notes what it wrote in the chunks' ledger, under
+//! a shared lock that [`Recorder::rotate_if_due`] takes exclusively to
+//! begin the next chunk with its prologue, so that a prologue restates
+//! exactly what the chunks before it hold.
+//!
 //! When the stream file cannot grow (disk full), the recorder says so once,
 //! when it happens, and keeps counting, per thread, the events it could not
 //! write and the time of the first: at the end they become JVM_LOST records
@@ -19,10 +25,11 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use jtrace_format::{Encoder, JvmLost, MethodDef, Payload, Record, LOST_STREAM_FULL};
 
+use crate::chunks::{ChunkPlan, Ledger};
 use crate::mutex::lock;
 use crate::stream_file::StreamFile;
 
@@ -47,9 +54,22 @@ struct Methods {
     described: HashSet<usize>,
 }
 
+/// A ring recording's chunks: the plan, the current chunk, the ledger.
+struct Chunks {
+    plan: ChunkPlan,
+    min_free: u64,
+    seq: AtomicU64,
+    started: AtomicU64,
+    ledger: Mutex<Ledger>,
+    /// Told once that a new chunk could not be begun (the stream goes on in the current one).
+    failed: AtomicBool,
+}
+
 /// The writer of one `jvm-<pid>.bin` stream.
 pub struct Recorder {
-    out: Arc<StreamFile>,
+    /// The current stream file (chunk); see the module documentation for the lock.
+    out: RwLock<Arc<StreamFile>>,
+    chunks: Option<Chunks>,
     methods: Mutex<Methods>,
     buffers: Mutex<Vec<SharedBuf>>,
     lost: AtomicU64,
@@ -70,9 +90,34 @@ impl Recorder {
         Self::with_stream(StreamFile::create(file, min_free)?, on_full)
     }
 
+    /// [`Recorder::new`] for a ring recording: `file` is chunk 0 of `plan`
+    /// (begun at `now`), which starts with its JVM_CHUNK record.
+    pub fn chunked(
+        file: File,
+        on_full: fn(&str),
+        min_free: u64,
+        plan: ChunkPlan,
+        now: u64,
+    ) -> std::io::Result<Recorder> {
+        let step = plan.max_step();
+        let mut r = Self::with_stream(StreamFile::create_stepped(file, min_free, step)?, on_full)?;
+        r.chunks = Some(Chunks {
+            plan,
+            min_free,
+            seq: AtomicU64::new(0),
+            started: AtomicU64::new(now),
+            ledger: Mutex::new(Ledger::default()),
+            failed: AtomicBool::new(false),
+        });
+        let first = lock(&r.chunks.as_ref().expect("set").ledger).prologue(0, now);
+        r.append(&first);
+        Ok(r)
+    }
+
     fn with_stream(out: StreamFile, on_full: fn(&str)) -> std::io::Result<Recorder> {
         Ok(Recorder {
-            out: Arc::new(out),
+            out: RwLock::new(Arc::new(out)),
+            chunks: None,
             methods: Mutex::new(Methods::default()),
             buffers: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
@@ -149,9 +194,9 @@ impl Recorder {
         if b.enc.buf.is_empty() {
             return;
         }
-        if !self.out.append(&b.enc.buf) {
+        if !self.append(&b.enc.buf) {
             self.count_lost(b.records);
-            if self.out.is_full() {
+            if self.current().is_full() {
                 self.lost_by_thread_full(&b.enc.buf, b.records);
             }
         }
@@ -172,7 +217,7 @@ impl Recorder {
         if m.is_empty() {
             (self.on_full)(&format!(
                 "cannot grow the trace's JVM stream ({}): from now on its events are counted as lost, not written",
-                self.out.full_error().unwrap_or_default()
+                self.current().full_error().unwrap_or_default()
             ));
         }
         let e = m.entry(tid).or_insert((ts, 0));
@@ -184,11 +229,90 @@ impl Recorder {
     pub fn write_direct(&self, rec: &Record) -> bool {
         let mut enc = Encoder::new();
         enc.record(rec);
-        let ok = self.out.append(&enc.buf);
+        let ok = self.append(&enc.buf);
         if !ok {
             self.count_lost(1);
         }
         ok
+    }
+
+    /// The current stream file.
+    fn current(&self) -> Arc<StreamFile> {
+        self.reading().clone()
+    }
+
+    fn reading(&self) -> RwLockReadGuard<'_, Arc<StreamFile>> {
+        self.out.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn writing(&self) -> RwLockWriteGuard<'_, Arc<StreamFile>> {
+        self.out.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends whole records to the current stream file, noting them in
+    /// the chunks' ledger (under the shared lock: no new chunk begins in
+    /// between).
+    fn append(&self, bytes: &[u8]) -> bool {
+        let out = self.reading();
+        let ok = out.append(bytes);
+        if let (true, Some(c)) = (ok, &self.chunks) {
+            lock(&c.ledger).note(bytes);
+        }
+        ok
+    }
+
+    /// In a ring recording, begins the next chunk if the current one is
+    /// big or old enough (the chunks' thread calls this). A chunk that
+    /// cannot be begun (disk full, below the floor) is said once; the
+    /// stream goes on in the current one.
+    pub fn rotate_if_due(&self, now: u64) {
+        let Some(c) = &self.chunks else { return };
+        let cur = self.current();
+        if self.is_dead() || cur.is_full() || !c.plan.due(cur.used(), c.started.load(Ordering::Relaxed), now) {
+            return;
+        }
+        let seq = c.seq.load(Ordering::Relaxed) + 1;
+        let path = c.plan.file(seq);
+        let fail = |e: String| {
+            let _ = std::fs::remove_file(&path);
+            if !c.failed.swap(true, Ordering::SeqCst) {
+                (self.on_full)(&format!(
+                    "cannot begin chunk {} of the trace's JVM stream ({e}): it goes on in {}",
+                    path.display(),
+                    c.plan.file(seq - 1).display()
+                ));
+            }
+        };
+        let created = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|f| StreamFile::create_stepped(f, c.min_free, c.plan.max_step()));
+        let next = match created {
+            Ok(n) => Arc::new(n),
+            Err(e) => return fail(e.to_string()),
+        };
+        let old = {
+            let mut out = self.writing();
+            if self.is_dead() {
+                drop(out);
+                next.close(&[]);
+                return fail("the JVM is ending".into());
+            }
+            let prologue = lock(&c.ledger).prologue(seq, now);
+            if !next.append(&prologue) {
+                drop(out);
+                next.close(&[]);
+                return fail(next.full_error().unwrap_or_else(|| "no room for its prologue".into()));
+            }
+            c.seq.store(seq, Ordering::Relaxed);
+            c.started.store(now, Ordering::Relaxed);
+            c.failed.store(false, Ordering::SeqCst);
+            std::mem::replace(&mut *out, next)
+        };
+        // Finished: truncated and marked complete (no appender holds it).
+        old.close(&[]);
     }
 
     /// The global filter decision for `method`, if some thread made it already.
@@ -257,7 +381,7 @@ impl Recorder {
                 ts,
                 payload: Payload::AgentError(format!(
                     "the JVM stream could not grow ({}): {events} events of {} threads were not written",
-                    self.out.full_error().unwrap_or_default(),
+                    self.current().full_error().unwrap_or_default(),
                     by_thread.len()
                 )),
             });
@@ -288,13 +412,14 @@ impl Recorder {
             ts,
             payload: Payload::JvmEnd(jtrace_format::JvmEnd { lost_events: lost }),
         });
-        self.out.close(&last.buf);
+        // Under the exclusive lock: no new chunk begins meanwhile.
+        self.writing().close(&last.buf);
     }
 
     /// Bytes reserved in the stream so far (header included).
     #[cfg(test)]
     fn used(&self) -> u64 {
-        self.out.used()
+        self.current().used()
     }
 }
 

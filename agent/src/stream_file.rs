@@ -100,6 +100,9 @@ pub(crate) struct StreamFile {
     min_free: u64,
     /// Checks [`StreamFile::min_free`] (set once created).
     floor_on: AtomicBool,
+    /// The grower's largest step ([`GROW_STEP`], less for a ring
+    /// recording's chunks, whose allocation ahead counts against the ring's size).
+    max_step: u64,
 }
 
 // SAFETY: the mapping is only written through disjoint ranges reserved with
@@ -113,6 +116,14 @@ impl StreamFile {
     /// `min_free`: the free-space floor of its file system (0: none).
     pub(crate) fn create(file: File, min_free: u64) -> std::io::Result<StreamFile> {
         Self::create_mapped(file, &VIRTUAL_LENGTHS, min_free)
+    }
+
+    /// [`StreamFile::create`] whose grower steps at most `max_step` bytes
+    /// (at least [`CHUNK`]) ahead.
+    pub(crate) fn create_stepped(file: File, min_free: u64, max_step: u64) -> std::io::Result<StreamFile> {
+        let mut m = Self::create_mapped(file, &VIRTUAL_LENGTHS, min_free)?;
+        m.max_step = max_step.clamp(CHUNK, GROW_STEP);
+        Ok(m)
     }
 
     /// [`StreamFile::create`] with the first of `lengths` that can be mapped
@@ -153,6 +164,7 @@ impl StreamFile {
             prefill,
             min_free,
             floor_on: AtomicBool::new(false),
+            max_step: GROW_STEP,
         };
         if let Err(e) = m
             .allocate(0, RESERVE.min(cap))
@@ -246,7 +258,6 @@ impl StreamFile {
     }
 
     /// Bytes reserved in the stream so far (header included).
-    #[cfg(test)]
     pub(crate) fn used(&self) -> u64 {
         self.pos.load(Ordering::SeqCst)
     }
@@ -300,7 +311,7 @@ impl StreamFile {
             }
         }
         let ready = self.ready.load(Ordering::Relaxed);
-        if end + step_at(ready) > ready {
+        if end + self.step_at(ready) > ready {
             self.wake_grower();
         }
         // SAFETY: [start, end) is reserved for us alone and allocated.
@@ -448,10 +459,12 @@ fn is_tmpfs(file: &File) -> bool {
     st.f_type == libc::TMPFS_MAGIC || st.f_type == RAMFS_MAGIC
 }
 
-/// The next grow step when `ready` bytes are allocated: doubling, so a
-/// short run stays small, then [`GROW_STEP`].
-fn step_at(ready: u64) -> u64 {
-    ready.clamp(INITIAL, GROW_STEP)
+impl StreamFile {
+    /// The next grow step when `ready` bytes are allocated: doubling, so a
+    /// short run stays small, then [`StreamFile::max_step`].
+    fn step_at(&self, ready: u64) -> u64 {
+        ready.clamp(INITIAL.min(self.max_step), self.max_step)
+    }
 }
 
 /// The background grower: when woken, allocates the file three steps ahead of
@@ -467,7 +480,7 @@ fn grower(m: std::sync::Weak<StreamFile>) {
             continue;
         }
         let ready = m.ready.load(Ordering::Relaxed);
-        let target = (m.pos.load(Ordering::Relaxed) + 3 * step_at(ready)).min(m.cap - RESERVE);
+        let target = (m.pos.load(Ordering::Relaxed) + 3 * m.step_at(ready)).min(m.cap - RESERVE);
         loop {
             // One chunk per lock hold: an appender that caught up waits for
             // one chunk at most.

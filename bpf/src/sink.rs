@@ -155,6 +155,11 @@ impl Sink {
             Err(e) => return self.fail(&std::io::Error::other(format!("cannot begin chunk {next}: {e:#}"))),
         };
         let (head, n) = r.begin_next(now);
+        // The chunk is finished: its header says so (the ring's keeper
+        // deletes only finished chunks).
+        let mut done = jtrace_format::FileHeader::new(jtrace_format::KERNEL_MAGIC);
+        done.flags |= jtrace_format::STREAM_COMPLETE;
+        let _ = std::os::unix::fs::FileExt::write_all_at(&self.file, &done.to_bytes(), 0);
         self.file = file;
         self.written = 0;
         let floor = crate::floor::check(&self.file, head.len() as u64, self.min_free);

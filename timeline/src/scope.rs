@@ -56,10 +56,10 @@ pub fn events_upper_bound(dir: &Path) -> std::io::Result<u64> {
         let name = e.file_name();
         let name = name.to_string_lossy();
         let len = e.metadata()?.len();
-        if name == jtrace_format::KERNEL_FILE {
-            n += len / 32;
-        } else if name.starts_with(jtrace_format::JVM_FILE_PREFIX) && name.ends_with(".bin") {
-            n += len / 8;
+        match jtrace_format::parse_stream_file(&name) {
+            Some((jtrace_format::KERNEL_STREAM, _)) => n += len / 32,
+            Some(_) => n += len / 8,
+            None => {}
         }
     }
     Ok(n)
