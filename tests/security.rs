@@ -527,3 +527,49 @@ fn binaries_a_users_trace_names_are_read_with_that_users_rights() {
     assert!(collapsed().contains("secret_nap_4711"));
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Issue 17, ring recordings: the root recorder creates kernel.bin's
+/// chunks and deletes old chunks in the user's trace directory. The
+/// command (the user) plants a link at the name of a chunk to come (root
+/// must not write through it), a link and a file of its own under the
+/// names of another stream's chunks (root must neither follow, read nor
+/// delete them). Root's files stay as they were; the kernel stream stops at
+/// the planted name, which is said and counted; the planted entries stay;
+/// the trace reads.
+#[test]
+fn ring_chunks_follow_no_planted_link() {
+    let u = test_user();
+    let base = tempdir("sec-ring");
+    let secret = dir_of(base.join("secret"), 0, 0, 0o700);
+    let v1 = root_file(&secret, "victim1", "root file one\n");
+    let v2 = root_file(&secret, "victim2", "root file two\n");
+    let before = state(&secret);
+    let home = dir_of(base.join("home"), u.uid, u.gid, 0o700);
+    let out = home.join("t.jtrace");
+    let plant = format!(
+        "set -e; cd {o}; ln -s {v1} kernel.000002.bin; ln -s {v2} jvm-1.000000.bin; echo mine > jvm-1.000001.bin; \
+         echo junk > jvm-1.000002.bin; dd if=/dev/zero of=/dev/null bs=1 count=600000 2>/dev/null",
+        o = s(&out),
+        v1 = s(&v1),
+        v2 = s(&v2)
+    );
+    let o = jtrace_as(
+        u.uid,
+        u.gid,
+        &["run", "--syscalls", "all", "--max-size", "32M", "-o", s(&out), "--", "sh", "-c", &plant],
+    );
+    assert!(o.status.success(), "jtrace run failed");
+    assert_eq!(state(&secret), before, "root's files were changed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot begin chunk 2"), "{err}");
+    for link in ["kernel.000002.bin", "jvm-1.000000.bin"] {
+        let md = std::fs::symlink_metadata(out.join(link)).unwrap();
+        assert!(md.file_type().is_symlink(), "{link}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("jvm-1.000001.bin")).unwrap(), "mine\n");
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    assert_eq!(trace.meta.kernel_complete, Some(false));
+    assert!(trace.kernel_records > 0);
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -34,6 +34,10 @@ pub(crate) fn list(dir: &Path) -> anyhow::Result<(StreamFiles, Vec<StreamFiles>)
     let mut chunks: BTreeMap<String, BTreeMap<u64, PathBuf>> = BTreeMap::new();
     for e in std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))? {
         let Ok(e) = e else { continue };
+        // A link or anything else under a stream's name is not one of its files.
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let name = e.file_name();
         let Some((stream, seq)) = name.to_str().and_then(fmt::parse_stream_file) else {
             continue;
