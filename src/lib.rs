@@ -3,6 +3,7 @@
 //! `jtrace` and `trace` (a second name, for `sudo trace run -- java …`) call
 //! [`main`].
 //!
+//! `dump` snapshots a ring recording as it goes on ([`dump`]).
 //! Recording (`run`, `record`, `attach`) runs as root: a [`session`] of the
 //! kernel recorder and the JVM agent writing into a trace directory
 //! ([`trace_dir`]) that belongs to the traced user, touched only as
@@ -12,6 +13,7 @@
 mod agent_conf;
 mod attach;
 mod disk;
+mod dump;
 mod hotspot;
 mod info;
 mod memory;
@@ -53,6 +55,9 @@ enum Cmd {
     Attach(attach::AttachArgs),
     /// Record the kernel side of a running process (needs root).
     Record(record::RecordArgs),
+    /// Write a readable snapshot of a ring recording (`--max-size`,
+    /// `--max-age`) while it goes on, as the invoking user.
+    Dump(dump::DumpArgs),
     /// Print the merged per-thread text trace.
     Text(views::TextArgs),
     /// Print the gap-attribution report.
@@ -88,6 +93,7 @@ pub fn main() -> ExitCode {
         Cmd::Run(args) => return run::run(args),
         Cmd::Attach(args) => return attach::attach(args),
         Cmd::Record(args) => return record::record(args),
+        Cmd::Dump(args) => dump::dump(args),
         Cmd::Text(args) => views::text(args),
         Cmd::Report(args) => {
             let _p = progress::Progress::start("report");

@@ -263,6 +263,9 @@ impl TraceDir {
     pub(crate) fn hand_over(&self, owner: &User) -> anyhow::Result<()> {
         for name in self.entries()? {
             let shown = self.path.join(name.to_string_lossy().as_ref());
+            if self.is_handed(&name, owner) {
+                continue;
+            }
             match self.open_regular(&name) {
                 Ok(file) => {
                     rustix::fs::fchmod(&file, Mode::from_raw_mode(FILE_MODE))
@@ -275,6 +278,18 @@ impl TraceDir {
         rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(DIR_MODE))
             .and_then(|()| rustix::fs::fchown(&self.fd, Some(owner.uid), Some(owner.gid)))
             .with_context(|| format!("cannot hand {} to uid {}", self.path.display(), owner.uid.as_raw()))
+    }
+
+    /// Whether `name` is a regular file `owner` has already, mode 0600:
+    /// nothing to change, whatever its links (a chunk `jtrace dump` linked
+    /// into a snapshot has two).
+    fn is_handed(&self, name: &CStr, owner: &User) -> bool {
+        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && st.st_uid == owner.uid.as_raw()
+                && st.st_gid == owner.gid.as_raw()
+                && st.st_mode & 0o7777 == FILE_MODE
+        })
     }
 
     /// Removes the directory after a failed start: its entries (unlinked

@@ -127,3 +127,81 @@ fn a_ring_recording_reads_as_a_valid_trace_of_its_last_window() {
         std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
     }
 }
+
+/// `jtrace dump` while a ring recording runs: the snapshot is a readable
+/// trace of the window then (its newest chunks cut off there, said), and
+/// the recording goes on and finishes whole.
+#[test]
+fn a_snapshot_taken_mid_run_is_readable() {
+    let out = tempdir("ring-dump").join("t.jtrace");
+    let snap = out.parent().unwrap().join("snap.jtrace");
+    let classes = classes();
+    ensure_agent();
+    let mut child = Command::new(jtrace())
+        .args([
+            "run",
+            "--complete",
+            "--methods",
+            "RingWork.*",
+            "--max-size",
+            "48M",
+            "-o",
+            s(&out),
+            "--",
+        ])
+        .args([s(&java(JDK17)), "-cp", s(&classes), "RingWork", "7000", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let l = lines.next().expect("the JVM's pid").unwrap();
+    assert!(l.starts_with("pid "), "{l}");
+    // Several chunks in: the ring has dropped some.
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    let d = Command::new(jtrace())
+        .arg("dump")
+        .arg(&out)
+        .arg("-o")
+        .arg(&snap)
+        .output()
+        .unwrap();
+    let derr = String::from_utf8_lossy(&d.stderr);
+    assert!(d.status.success(), "{derr}");
+    assert!(derr.contains("chunk(s) linked"), "{derr}");
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && rest.iter().any(|l| l == "done"), "{err}");
+    assert!(!err.contains("as it is"), "{err}");
+    let t = Trace::open(&snap).unwrap();
+    assert!(!t.meta.complete);
+    let at = t.meta.snapshot_ns.expect("the snapshot's time");
+    assert!(at > t.meta.start_monotonic_ns + 3_000_000_000);
+    assert!(
+        t.losses
+            .truncated
+            .iter()
+            .any(|p| p.contains("a snapshot taken while the JVM ran")),
+        "{:?}",
+        t.losses.truncated
+    );
+    assert_exact(&t);
+    let from = t.losses.window_from.expect("a window");
+    assert!(from < at);
+    let invs = invocations(&t);
+    // The hot threads' calls in the window (a thread's buffer reaches the
+    // stream at 64 KiB: the sleeping thread's few events are not there yet).
+    let tiny = invs
+        .iter()
+        .filter(|(_, i)| t.methods[i.method as usize].name == "tiny" && i.entry > from && !i.unfinished)
+        .count();
+    assert!(tiny > 1000, "{tiny} calls of tiny in the snapshot's window");
+    let r = Command::new(jtrace()).arg("report").arg(&snap).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // The recording itself finished whole.
+    let full = Trace::open(&out).unwrap();
+    assert!(full.meta.complete);
+    check_window(&full, 2);
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+}

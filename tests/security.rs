@@ -556,7 +556,19 @@ fn ring_chunks_follow_no_planted_link() {
     let o = jtrace_as(
         u.uid,
         u.gid,
-        &["run", "--syscalls", "all", "--max-size", "32M", "-o", s(&out), "--", "sh", "-c", &plant],
+        &[
+            "run",
+            "--syscalls",
+            "all",
+            "--max-size",
+            "32M",
+            "-o",
+            s(&out),
+            "--",
+            "sh",
+            "-c",
+            &plant,
+        ],
     );
     assert!(o.status.success(), "jtrace run failed");
     assert_eq!(state(&secret), before, "root's files were changed");

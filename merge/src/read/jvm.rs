@@ -249,7 +249,10 @@ impl TraceReader {
             ));
         }
         if !finished && !cut {
-            let why = if header.flags & fmt::STREAM_COMPLETE != 0 {
+            let why = if self.trace.meta.snapshot_ns.is_some() {
+                "a snapshot taken while the JVM ran (`jtrace dump`): the stream is read up to its last \
+                 record then"
+            } else if header.flags & fmt::STREAM_COMPLETE != 0 {
                 "the JVM stream is marked complete but has no end record (JVM_END): it was cut short; \
                  read up to its last whole record"
             } else {

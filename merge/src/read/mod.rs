@@ -227,6 +227,9 @@ impl TraceReader {
         if let Some(e) = recs.error.take() {
             anyhow::bail!("cannot read {}: {e}", path.display());
         }
+        if let Some(p) = recs.problem.take() {
+            self.trace.losses.truncated.push(format!("{}: {p}", path.display()));
+        }
         if let Some(from) = recs.covered_from() {
             self.window_from = Some(self.window_from.map_or(from, |w| w.max(from)));
         }

@@ -104,6 +104,9 @@ pub(crate) struct Chain {
     chunks: u64,
     /// An I/O error that ended the reading early.
     pub(crate) error: Option<std::io::Error>,
+    /// A later chunk that could not be read (not yet a stream: its writer
+    /// was creating it when it was copied): the stream ends before it.
+    pub(crate) problem: Option<String>,
 }
 
 impl Chain {
@@ -121,6 +124,7 @@ impl Chain {
             covered_from: None,
             chunks: 0,
             error: None,
+            problem: None,
         };
         if let Some((chunk, ts)) = read_chunk(first)? {
             c.skip = 1;
@@ -162,7 +166,7 @@ impl Chain {
                 true
             }
             Err(e) => {
-                self.error = Some(std::io::Error::other(format!("{e:#}")));
+                self.problem = Some(format!("{e:#}; the stream is read up to the chunk before"));
                 false
             }
         }
