@@ -63,7 +63,7 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
     writeln!(out, "methods    {} defined", t.methods.len())?;
     writeln!(out, "events     kernel {}  jvm {}", t.kernel_records, t.jvm_records)?;
     writeln!(out, "lost       kernel {}  jvm {}", t.losses.kernel, t.losses.jvm)?;
-    if let Some(w) = jtrace_merge::window(&t) {
+    if let Some(w) = jtrace_merge::window(t) {
         let ms = |ns: u64| jtrace_timeline::text::ms(ns);
         writeln!(
             out,

@@ -197,7 +197,11 @@ impl Ledger {
         if let Some(g) = &self.gc {
             enc.buf.extend_from_slice(g);
         }
-        let n = jtrace_format::Decoder::new(&enc.buf, 0).count() as u32;
+        let mut n = 0u32;
+        let mut d = jtrace_format::Decoder::new(&enc.buf, 0);
+        while let Some(Ok(_)) = d.next_raw() {
+            n += 1;
+        }
         let mut out = Chunk { seq, prologue: n }.record(kind::JVM_CHUNK, ts).to_vec();
         out.extend_from_slice(&enc.buf);
         out

@@ -154,7 +154,11 @@ impl Rotation {
         for t in tids {
             prologue.extend_from_slice(&self.tasks[t]);
         }
-        let n = jtrace_format::Decoder::new(&prologue, 0).count() as u32;
+        let mut n = 0u32;
+        let mut d = jtrace_format::Decoder::new(&prologue, 0);
+        while let Some(Ok(_)) = d.next_raw() {
+            n += 1;
+        }
         let mut head = jtrace_format::FileHeader::new(jtrace_format::KERNEL_MAGIC)
             .to_bytes()
             .to_vec();
@@ -205,7 +209,7 @@ mod tests {
             rec(kind::COMM, 5, 1, &[5, 0, 0, 0, 0, 0]),
             rec(kind::COMM, 6, 2, &[5, 0, 0, 0, 0, 0]),
             rec(kind::EXIT, 6, 3, &[5, 0, 0, 0, 0, 0]),
-            rec(kind::KSYM, 0, 0, &[1, 2, 3, 4]),
+            rec(kind::KSYM, 0, 0, &[1, 0, 2, 0, 0]),
             rec(kind::STACK, 5, 4, &[7, 5, 1, 0]),
         ] {
             r.note(&x, &mut out);

@@ -126,30 +126,6 @@ pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn futex_address_and_op_are_unpacked() {
-        let rec = jtrace_format::Syscall {
-            exit_ts: 0,
-            nr: nr::FUTEX,
-            fd_kind: 0,
-            ret: 0,
-            fd: -1,
-            flags: jtrace_format::SYSCALL_AT_SWITCH,
-            arg: 0x7ff9_6004_39f8 | (9 | 128) << 48,
-            ..Default::default()
-        };
-        let sc = SyscallInfo { tid: 1, enter: 0, rec };
-        assert_eq!(
-            describe_syscall(&Trace::default(), &sc),
-            "futex(uaddr 0x7ff9600439f8, FUTEX_WAIT_BITSET_PRIVATE)"
-        );
-    }
-}
-
 /// One line saying which window of time a ring recording covers and what
 /// fell out of it (`report` and `info` print it).
 pub fn describe_window(w: &crate::WindowJson) -> String {
@@ -182,4 +158,28 @@ pub fn describe_window(w: &crate::WindowJson) -> String {
         w.dropped_chunks,
         w.dropped_bytes >> 20
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn futex_address_and_op_are_unpacked() {
+        let rec = jtrace_format::Syscall {
+            exit_ts: 0,
+            nr: nr::FUTEX,
+            fd_kind: 0,
+            ret: 0,
+            fd: -1,
+            flags: jtrace_format::SYSCALL_AT_SWITCH,
+            arg: 0x7ff9_6004_39f8 | (9 | 128) << 48,
+            ..Default::default()
+        };
+        let sc = SyscallInfo { tid: 1, enter: 0, rec };
+        assert_eq!(
+            describe_syscall(&Trace::default(), &sc),
+            "futex(uaddr 0x7ff9600439f8, FUTEX_WAIT_BITSET_PRIVATE)"
+        );
+    }
 }
