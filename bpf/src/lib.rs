@@ -45,7 +45,8 @@
 //! finds the library functions), `recorder.rs` runs the session on its
 //! consumer thread, `pump.rs` moves the ring buffer's records to
 //! `sink.rs`, which writes them to the file (and counts what a full disk,
-//! or the free-space floor of `floor.rs`, keeps out of it), `paths.rs` names the files they refer to, `stack_names.rs` stores
+//! or the free-space floor of `floor.rs`, keeps out of it), `chunks.rs` says
+//! when a ring recording's next chunk begins and what it restates, `paths.rs` names the files they refer to, `stack_names.rs` stores
 //! what names the stacks' addresses, `sampling.rs` opens the CPU clocks,
 //! and `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
