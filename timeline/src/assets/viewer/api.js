@@ -54,10 +54,12 @@ window.jtrace = {
   },
   // Page coordinates of the widest visible off-CPU interval whose
   // evidence text (or cause name) contains q, or null.
-  locateOff(q) {
+  // The widest visible off-CPU interval whose evidence contains q (or of
+  // cause q), on the lane of thread `name` if given.
+  locateOff(q, name) {
     let best = null;
     for (const l of lanes) {
-      if (!l.th) continue;
+      if (!l.th || (name !== undefined && l.th.name !== name)) continue;
       const of = l.th.offs;
       for (let j = 0; j < of.s.length; j++) {
         const c = mainCause(of, j);
