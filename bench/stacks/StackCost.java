@@ -3,10 +3,13 @@ import java.util.concurrent.locks.LockSupport;
 /**
  * Workloads for bench/stacks_cost.sh. Prints "MS <elapsed ms>" (measured
  * inside the JVM, start-up excluded).
- *   java StackCost pingpong <round trips> <work per hop>
+ *   java StackCost pingpong <round trips> <work per hop> [pause ms]
  *     two platform threads hand a token back and forth with park/unpark
  *     (run on one CPU: two context switches per round trip), each doing
- *     <work> multiply-adds per hop, a few Java frames deep;
+ *     <work> multiply-adds per hop, a few Java frames deep; with a pause,
+ *     prints "READY" and sleeps that long before the run, and again after
+ *     "MS" (bench/stacks_bpf_time.sh reads the BPF programs' run time
+ *     around the run);
  *   java StackCost compute <iterations>
  *     a CPU-bound call tree (the cost of -XX:+PreserveFramePointer).
  */
@@ -46,6 +49,12 @@ public final class StackCost {
             Thread b = new Thread(() -> side(n, 1, 0, false, w), "pong");
             ping = a;
             pong = b;
+            long pause = args.length > 3 ? Long.parseLong(args[3]) : 0;
+            if (pause > 0) {
+                System.out.println("READY");
+                System.out.flush();
+                Thread.sleep(pause);
+            }
             t0 = System.nanoTime();
             a.start();
             b.start();
@@ -56,5 +65,7 @@ public final class StackCost {
             for (int i = 0; i < n; i++) sink += fib(27);
         }
         System.out.printf("MS %.1f%n", (System.nanoTime() - t0) / 1e6);
+        System.out.flush();
+        if (args[0].equals("pingpong") && args.length > 3) Thread.sleep(Long.parseLong(args[3]));
     }
 }

@@ -19,6 +19,7 @@ __u32 next_stack_id SEC(".data") = 1;
 /* Ids below this count as not written (user space raises it when it
  * begins a new chunk of a ring recording, which must define its stacks). */
 __u32 stack_id_floor SEC(".data") = 0;
+__u32 kstack_written[KSTACK_IDS] SEC(".bss");
 
 /* The current process, in a register of its own: the verifier must see
  * the bound checked on the value that indexes the filter. */

@@ -62,6 +62,36 @@ struct {
 } stack_ids __weak SEC(".maps");
 
 /*
+ * Kernel stacks, deduplicated by the kernel itself (bpf_get_stackid): it
+ * hashes the frames it unwound and compares them with the bucket's, in
+ * native code, so a known kernel stack costs its unwinding and no BPF
+ * loop. Without BPF_F_REUSE_STACKID a bucket, once filled, keeps its stack
+ * for the session and an id names one stack only; a different stack that
+ * hashes to a taken bucket gets -EEXIST and takes the path of the user
+ * stacks (bpf_get_stack, hash, stack_ids). Its ids in records are
+ * KSTACK_MAP_ID | bucket, apart from the counter's.
+ */
+#define KSTACK_IDS 16384
+#define KSTACK_MAP_ID 0x80000000u
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, KSTACK_IDS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, KSTACK_MAX * sizeof(__u64));
+} kstack_map __weak SEC(".maps");
+
+/* Buckets of kstack_map whose STACK record was written, by bucket: the
+ * stack-id floor at the time plus 1, so that a new chunk of a ring
+ * recording (a new floor) writes them again. Defined in stacks.bpf.c. */
+extern __u32 kstack_written[KSTACK_IDS];
+
+/* Bytes of user stack read at once: the frames of a walk come out of
+ * this window, one bpf_probe_read_user for many frames. */
+#define UWIN 1024
+#define UWIN_WORDS (UWIN / 8)
+
+/*
  * State of a user frame-pointer walk. It lives in the per-CPU buffer, not
  * on the BPF stack: the verifier then knows none of its values exactly,
  * so it checks the bpf_loop callback once instead of once per frame.
@@ -72,6 +102,9 @@ struct uwalk {
 	__u64 stop_at;		/* the Java anchor's sp: the native part ends below it */
 	__u64 carry_fp;		/* a frame pointer at or above stop_at, found on the way */
 	__u64 ilo, ihi;		/* the interpreter */
+	__u64 code_lo, code_hi;	/* the JVM's code */
+	__u64 win_lo, win_hi;	/* user addresses the window holds (empty: equal) */
+	__u64 hash;		/* of the frames pushed so far */
 	__u32 n;
 	__u32 flags;
 };
@@ -84,8 +117,7 @@ struct stack_buf {
 	struct stack_rec h;
 	__u64 w[2 * USTACK_MAX];
 	struct uwalk st;
-	__u64 scan[WRAPPER_SCAN];
-	__u64 code_lo, code_hi;
+	__u64 win[UWIN_WORDS];
 };
 
 /* bpf_loop callback context: the buffer. */
@@ -102,40 +134,30 @@ struct {
 	__type(value, struct stack_buf);
 } stack_bufs __weak SEC(".maps");
 
-/* FNV-1a over the words of a stack (bpf_loop callback context). */
-struct stack_hash {
-	struct stack_buf *b;
-	__u64 h;
-};
-
-static long hash_step(__u64 i, void *ctx)
+/* One step of the stacks' hash (a multiply and an xor-shift, so that
+ * every bit of a word reaches the low bits too). */
+static __always_inline __u64 hash_word(__u64 h, __u64 x)
 {
-	struct stack_hash *sh = ctx;
-
-	sh->h = (sh->h ^ sh->b->w[i & (2 * USTACK_MAX - 1)]) * 0x100000001b3ULL;
-	return 0;
+	h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
 }
 
 /*
- * The id of the `words` words of `b` (their STACK record written if they
- * are new), or 0 if the record was lost.
+ * The id of the `words` words of `b`, whose hash is `h` (their STACK
+ * record written if they are new), or 0 if the record was lost.
  */
-static __always_inline __u32 stack_intern(struct stack_buf *b, __u32 tid, __u64 ts, __u32 words, __u64 salt)
+static __always_inline __u32 stack_intern(struct stack_buf *b, __u32 tid, __u64 ts, __u32 words, __u64 h)
 {
-	struct stack_hash sh = { b, (0xcbf29ce484222325ULL ^ salt ^ ((__u64)b->h.flags << 56)) * 0x100000001b3ULL };
 	__u32 *known, id, len;
-	__u64 h;
 
 	if (words > 2 * USTACK_MAX)
 		return 0;
-	bpf_loop(words, hash_step, &sh, 0);
-	h = sh.h;
 	known = bpf_map_lookup_elem(&stack_ids, &h);
 	if (known && *known >= *(volatile __u32 *)&stack_id_floor)
 		return *known;
 	id = __sync_fetch_and_add(&next_stack_id, 1);
 	len = sizeof(struct stack_rec) + words * 8;
-	if (len > sizeof(*b))
+	if (len > sizeof(b->h) + sizeof(b->w))
 		return 0;
 	rec_hdr_fill(b, K_STACK, len, tid, ts);
 	b->h.id = id;
@@ -150,21 +172,110 @@ static __always_inline __u32 stack_intern(struct stack_buf *b, __u32 tid, __u64 
 	return id;
 }
 
+/*
+ * The kernel stack of the current task into `b` (at most KSTACK_MAX
+ * frames: bpf_get_stack's, or the same walk's as bpf_get_stackid's), its
+ * STACK record header filled; false if there is none.
+ */
+static __always_inline bool kernel_frames(void *ctx, struct stack_buf *b)
+{
+	long bytes = bpf_get_stack(ctx, b->w, KSTACK_MAX * 8, 0);
+
+	if (bytes <= 0)
+		return false;
+	b->h.tgid = 0;
+	b->h.n = bytes / 8;
+	b->h.flags = STACK_KERNEL | (b->h.n >= KSTACK_MAX ? STACK_TRUNCATED : 0);
+	return true;
+}
+
 /* The kernel stack of the current task, interned. */
 static __always_inline __u32 kernel_stack(void *ctx, __u32 slot, __u32 tid, __u64 ts)
 {
 	struct stack_buf *b = bpf_map_lookup_elem(&stack_bufs, &slot);
-	long bytes;
+	__u64 h = 0xcbf29ce484222325ULL ^ 1;
+	long id;
+	__u32 i, n, len, epoch;
 
 	if (!b || !(stack_mode & STACKS_KERNEL))
 		return 0;
-	bytes = bpf_get_stack(ctx, b->w, KSTACK_MAX * 8, 0);
-	if (bytes <= 0)
+	id = bpf_get_stackid(ctx, &kstack_map, 0);
+	if (id >= 0 && id < KSTACK_IDS) {
+		epoch = *(volatile __u32 *)&stack_id_floor + 1;
+		if (kstack_written[id] == epoch)
+			return KSTACK_MAP_ID | id;
+		/*
+		 * First use of the bucket: its STACK record, from a second
+		 * walk. The task has not run since, so it is the same stack;
+		 * its innermost frame is this program's own pc, as in every
+		 * stack taken in a tracepoint (readers drop the tracing frames).
+		 */
+		if (!kernel_frames(ctx, b))
+			return 0;
+		len = sizeof(struct stack_rec) + b->h.n * 8;
+		if (len > sizeof(b->h) + sizeof(b->w))
+			return 0;
+		rec_hdr_fill(b, K_STACK, len, tid, ts);
+		b->h.id = KSTACK_MAP_ID | id;
+		if (bpf_ringbuf_output(&events, b, len, wake_flags(false))) {
+			count(&dropped, K_STACK);
+			return 0;
+		}
+		count(&emitted, K_STACK);
+		kstack_written[id] = epoch;
+		return KSTACK_MAP_ID | id;
+	}
+	/* The bucket holds another stack (or the map is full). */
+	if (!kernel_frames(ctx, b))
 		return 0;
-	b->h.tgid = 0;
-	b->h.n = bytes / 8;
-	b->h.flags = STACK_KERNEL | (b->h.n >= KSTACK_MAX ? STACK_TRUNCATED : 0);
-	return stack_intern(b, tid, ts, b->h.n, 1);
+	n = b->h.n;
+	for (i = 0; i < KSTACK_MAX; i++) {
+		if (i >= n)
+			break;
+		h = hash_word(h, b->w[i]);
+	}
+	return stack_intern(b, tid, ts, n, hash_word(h, b->h.flags));
+}
+
+/*
+ * The user stack's window: a read of UWIN bytes at `addr`, or, when that
+ * crosses into memory that is not there (the top of a stack), up to the
+ * end of addr's page. 0 if addr holds a word.
+ */
+static __always_inline int uwin_fill(struct stack_buf *b, __u64 addr)
+{
+	struct uwalk *w = &b->st;
+	__u64 len;
+
+	if (!bpf_probe_read_user(b->win, UWIN, (void *)addr)) {
+		w->win_lo = addr;
+		w->win_hi = addr + UWIN;
+		return 0;
+	}
+	w->win_lo = w->win_hi = 0;
+	len = 4096 - (addr & 4095);
+	if (len >= UWIN)
+		return -1;
+	if (len < 8)
+		len = 8;
+	if (bpf_probe_read_user(b->win, len, (void *)addr))
+		return -1;
+	w->win_lo = addr;
+	w->win_hi = addr + len;
+	return 0;
+}
+
+/* The user word at `addr` (8-aligned), through the window. */
+static __always_inline int uread(struct stack_buf *b, __u64 addr, __u64 *out)
+{
+	struct uwalk *w = &b->st;
+
+	if (addr & 7)
+		return -1;
+	if ((addr < w->win_lo || addr + 8 > w->win_hi) && uwin_fill(b, addr))
+		return -1;
+	*out = b->win[((addr - w->win_lo) >> 3) & (UWIN_WORDS - 1)];
+	return 0;
 }
 
 /* Appends a frame: `pc`, in a function whose frame pointer is `fp`. */
@@ -178,10 +289,11 @@ static __always_inline void uwalk_push(struct stack_buf *b, __u64 pc, __u64 fp)
 		w->flags |= STACK_TRUNCATED;
 		return;
 	}
-	if (pc >= w->ilo && pc < w->ihi && fp > INTERP_METHOD_SLOT)
-		bpf_probe_read_user(&method, 8, (void *)(fp - INTERP_METHOD_SLOT));
+	if (pc >= w->ilo && pc < w->ihi && fp > INTERP_METHOD_SLOT && uread(b, fp - INTERP_METHOD_SLOT, &method))
+		method = 0;
 	b->w[(2 * i) & (2 * USTACK_MAX - 1)] = pc;
 	b->w[(2 * i + 1) & (2 * USTACK_MAX - 1)] = method;
+	w->hash = hash_word(hash_word(w->hash, pc), method);
 	w->n = i + 1;
 }
 
@@ -189,8 +301,7 @@ static long uwalk_step(__u64 idx, void *ctx)
 {
 	struct stack_buf *b = ((struct walk_ctx *)ctx)->b;
 	struct uwalk *w = &b->st;
-	__u64 fr[2];	/* the caller's frame pointer, the return address */
-	__u64 fp = w->fp;
+	__u64 fp = w->fp, next_fp, ret;
 
 	if (w->n >= USTACK_MAX) {
 		w->flags |= STACK_TRUNCATED;
@@ -202,31 +313,32 @@ static long uwalk_step(__u64 idx, void *ctx)
 		/* The frame that returns into the anchor's pc, or one beyond it. */
 		if (fp >= w->stop_at)
 			w->carry_fp = fp;
-		else if (fp + 16 == w->stop_at && !bpf_probe_read_user(fr, 8, (void *)fp))
-			w->carry_fp = fr[0];
+		else if (fp + 16 == w->stop_at && !uread(b, fp, &next_fp))
+			w->carry_fp = next_fp;
 		return 1;
 	}
-	if (bpf_probe_read_user(fr, 16, (void *)fp))
+	/* The caller's frame pointer, the return address. */
+	if (uread(b, fp, &next_fp) || uread(b, fp + 8, &ret))
 		return 1;
 	/* Not a user code address: rbp held something else. */
-	if (fr[1] < 4096 || fr[1] >= (1ULL << 47))
+	if (ret < 4096 || ret >= (1ULL << 47))
 		return 1;
-	uwalk_push(b, fr[1], fr[0]);
+	uwalk_push(b, ret, next_fp);
 	w->floor = fp + 16;
-	w->fp = fr[0];
+	w->fp = next_fp;
 	return 0;
 }
 
-/* The fp saved at sp - 16 if its frame returns into [lo, hi), else 0. */
-static __always_inline __u64 wrapper_fp(__u64 sp, __u64 lo, __u64 hi)
+/* The fp saved at sp - 16 if its frame returns into the JVM's code, else 0. */
+static __always_inline __u64 wrapper_fp(struct stack_buf *b, __u64 sp)
 {
-	__u64 fp = 0, fr[2];
+	__u64 fp = 0, ret;
 
-	if (bpf_probe_read_user(&fp, 8, (void *)(sp - 16)))
+	if (uread(b, sp - 16, &fp))
 		return 0;
-	if (fp < sp || fp - sp > 65536 || (fp & 7) || bpf_probe_read_user(fr, 16, (void *)fp))
+	if (fp < sp || fp - sp > 65536 || uread(b, fp + 8, &ret))
 		return 0;
-	return fr[1] >= lo && fr[1] < hi ? fp : 0;
+	return ret >= b->st.code_lo && ret < b->st.code_hi ? fp : 0;
 }
 
 /*
@@ -237,16 +349,41 @@ static __always_inline __u64 wrapper_fp(__u64 sp, __u64 lo, __u64 hi)
 static long scan_step(__u64 i, void *ctx)
 {
 	struct stack_buf *b = ((struct walk_ctx *)ctx)->b;
-	__u64 fp = b->scan[i & (WRAPPER_SCAN - 1)], ret = b->scan[(i + 1) & (WRAPPER_SCAN - 1)];
-	__u64 at = b->st.stop_at + 8 * i;
+	__u64 at = b->st.stop_at + 8 * i, fp, ret;
 
-	if (i + 1 >= WRAPPER_SCAN)
+	if (i + 1 >= WRAPPER_SCAN || uread(b, at, &fp) || uread(b, at + 8, &ret))
 		return 1;
-	if (ret >= b->code_lo && ret < b->code_hi && fp > at && fp - at < 65536 && !(fp & 7)) {
+	if (ret >= b->st.code_lo && ret < b->st.code_hi && fp > at && fp - at < 65536 && !(fp & 7)) {
 		b->st.carry_fp = at;
 		return 1;
 	}
 	return 0;
+}
+
+/* Where a Java thread keeps its last Java frame: sp, fp, pc. */
+static __always_inline void java_anchor(__u64 jt, struct hotspot_layout *jvm, __u64 anchor[3])
+{
+	__u32 lo = jvm->anchor_sp, hi = jvm->anchor_sp;
+	__u64 all[4] = {};
+
+	if (jvm->anchor_fp < lo)
+		lo = jvm->anchor_fp;
+	if (jvm->anchor_pc < lo)
+		lo = jvm->anchor_pc;
+	if (jvm->anchor_fp > hi)
+		hi = jvm->anchor_fp;
+	if (jvm->anchor_pc > hi)
+		hi = jvm->anchor_pc;
+	/* HotSpot keeps the three together (JavaFrameAnchor): one read. */
+	if (hi - lo <= 16 && !((hi - lo) & 7) && !bpf_probe_read_user(all, 24, (void *)(jt + lo))) {
+		anchor[0] = all[((jvm->anchor_sp - lo) / 8) & 3];
+		anchor[1] = all[((jvm->anchor_fp - lo) / 8) & 3];
+		anchor[2] = all[((jvm->anchor_pc - lo) / 8) & 3];
+		return;
+	}
+	bpf_probe_read_user(&anchor[0], 8, (void *)(jt + jvm->anchor_sp));
+	bpf_probe_read_user(&anchor[1], 8, (void *)(jt + jvm->anchor_fp));
+	bpf_probe_read_user(&anchor[2], 8, (void *)(jt + jvm->anchor_pc));
 }
 
 /*
@@ -266,16 +403,16 @@ static __always_inline __u32 user_stack(__u32 slot, __u32 tid, __u32 tgid, __u64
 	ctx.b = b;
 	w = &b->st;
 	__builtin_memset(w, 0, sizeof(*w));
+	w->hash = 0xcbf29ce484222325ULL ^ ((__u64)tgid << 32) ^ 2;
 	jvm = bpf_map_lookup_elem(&jvms, &tgid);
 	if (jvm) {
 		w->ilo = jvm->interp_lo;
 		w->ihi = jvm->interp_hi;
+		w->code_lo = jvm->code_lo;
+		w->code_hi = jvm->code_hi;
 		jt = bpf_map_lookup_elem(&java_threads, &tid);
-		if (jt && *jt) {
-			bpf_probe_read_user(&anchor[0], 8, (void *)(*jt + jvm->anchor_sp));
-			bpf_probe_read_user(&anchor[1], 8, (void *)(*jt + jvm->anchor_fp));
-			bpf_probe_read_user(&anchor[2], 8, (void *)(*jt + jvm->anchor_pc));
-		}
+		if (jt && *jt)
+			java_anchor(*jt, jvm, anchor);
 	}
 	/* The native part (all of it for a thread with no Java anchor). */
 	uwalk_push(b, ip, bp);
@@ -288,7 +425,7 @@ static __always_inline __u32 user_stack(__u32 slot, __u32 tid, __u32 tgid, __u64
 		w->flags |= STACK_JAVA_ANCHOR;
 		pc = anchor[2];
 		if (!pc)
-			bpf_probe_read_user(&pc, 8, (void *)(w->stop_at - 8));
+			uread(b, w->stop_at - 8, &pc);
 		/*
 		 * Only the interpreter sets the anchor's fp; compiled code and
 		 * its stubs leave whatever an earlier transition put there.
@@ -304,16 +441,13 @@ static __always_inline __u32 user_stack(__u32 slot, __u32 tid, __u32 tgid, __u64
 		 * that frame returns into the code cache.
 		 */
 		if (!w->fp && jvm)
-			w->fp = wrapper_fp(w->stop_at, jvm->code_lo, jvm->code_hi);
+			w->fp = wrapper_fp(b, w->stop_at);
 		/*
 		 * Else the wrapper's callee kept no frame pointer: the wrapper's
 		 * own frame is the first pair above the anchor's sp that looks
 		 * like a frame returning into the code cache.
 		 */
-		if (!w->fp && jvm && jvm->code_hi &&
-		    !bpf_probe_read_user(b->scan, sizeof(b->scan), (void *)w->stop_at)) {
-			b->code_lo = jvm->code_lo;
-			b->code_hi = jvm->code_hi;
+		if (!w->fp && jvm && w->code_hi) {
 			w->carry_fp = 0;
 			bpf_loop(WRAPPER_SCAN - 1, scan_step, &ctx, 0);
 			w->fp = w->carry_fp;
@@ -328,7 +462,8 @@ static __always_inline __u32 user_stack(__u32 slot, __u32 tid, __u32 tgid, __u64
 	b->h.tgid = tgid;
 	b->h.n = w->n;
 	b->h.flags = STACK_USER | w->flags;
-	return stack_intern(b, tid, ts, w->n > USTACK_MAX ? 2 * USTACK_MAX : 2 * w->n, ((__u64)tgid << 32) | 2);
+	return stack_intern(b, tid, ts, w->n > USTACK_MAX ? 2 * USTACK_MAX : 2 * w->n,
+			    hash_word(w->hash, ((__u64)b->h.flags << 32) | w->n));
 }
 
 #endif /* JTRACE_STACKS_BPF_H */
