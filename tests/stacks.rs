@@ -198,6 +198,24 @@ fn compiled_and_inlined_frames_are_named() {
     }
 }
 
+/// With C1 only (`-XX:TieredStopAtLevel=1`), the same code is C1 code:
+/// named `_[1]` from the nmethod's level the agent read. (Native methods'
+/// wrappers are neither C1's nor C2's: level 0, `_[j]`.)
+#[test]
+fn c1_frames_are_named_as_c1() {
+    for jdk in JDKS {
+        let (_dir, trace) = record(jdk, &["-XX:TieredStopAtLevel=1"]);
+        let by_thread = blocks(&trace);
+        compiled_frames(jdk, &by_thread, FrameKind::C1);
+        let c2 = by_thread
+            .values()
+            .flatten()
+            .flat_map(|(_, f)| f)
+            .find(|f| f.kind == FrameKind::Jit && f.name.starts_with("StackScenarios."));
+        assert!(c2.is_none(), "{jdk}: a frame named as C2 code with C1 only: {c2:?}");
+    }
+}
+
 #[test]
 fn interpreted_frames_are_named_as_interpreted() {
     let (_dir, trace) = record(JDKS[0], &["-Xint"]);

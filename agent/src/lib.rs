@@ -42,6 +42,7 @@
 //! | `stream_file` | the memory-mapped stream file and its grower |
 //! | `mutex` | locking that survives a poisoned mutex |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
+//! | `comp_level` | a compiled method's compilation level, from HotSpot's `nmethod` |
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
 //! | `jvm`, `sys` | JVMTI/JNI handles, call macros and checked wrappers; the bindings |
 //! | `config` | the configuration file |
@@ -50,6 +51,7 @@
 mod batch;
 mod chunks;
 mod classes;
+mod comp_level;
 mod config;
 mod demoter;
 mod demotion;

@@ -305,3 +305,36 @@ unsafe fn offsets_in(lib: *mut c_void, wanted: &[(&str, &str)]) -> Option<Vec<Op
 pub(crate) fn read_word(addr: usize) -> Option<usize> {
     read(addr)
 }
+
+/// Reads `N` bytes of our own memory; `None` if they are not mapped.
+pub(crate) fn read_bytes<const N: usize>(addr: usize) -> Option<[u8; N]> {
+    let mut v = [0u8; N];
+    copy_in(addr, &mut v).then_some(v)
+}
+
+/// Reads `n` words of our own memory; `None` if any is not mapped.
+pub(crate) fn read_words(addr: usize, n: usize) -> Option<Vec<u64>> {
+    let mut v = vec![0u64; n];
+    // SAFETY: the bytes of `v`, which any bit pattern fills validly.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), n * 8) };
+    copy_in(addr, bytes).then_some(v)
+}
+
+/// Copies `out.len()` bytes at `addr` of our own memory into `out`.
+fn copy_in(addr: usize, out: &mut [u8]) -> bool {
+    if addr == 0 {
+        return false;
+    }
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: out.len(),
+    };
+    // SAFETY: copies from our own address space into `out`; an unmapped
+    // source is an error (EFAULT), not a fault.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n == out.len() as isize
+}

@@ -17,6 +17,7 @@ use jtrace_format::{CodeBlob, CompiledInline, MethodAddrs, Payload, PcInline, Re
 
 use super::jit::code_method_id;
 use crate::classes;
+use crate::comp_level::CompLevels;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::Recorder;
@@ -91,6 +92,9 @@ static LAYOUT: Mutex<Option<HotspotLayout>> = Mutex::new(None);
 /// How to read a Java thread's `JavaThread*` (None: this VM does not say).
 static THREADS: OnceLock<Option<TidReader>> = OnceLock::new();
 
+/// How to read a compiled method's level (None: this VM does not say).
+static LEVELS: OnceLock<Option<CompLevels>> = OnceLock::new();
+
 /// Installs the callbacks (their events are enabled at start).
 pub(super) fn install(cb: &mut jvmtiEventCallbacks) {
     cb.DynamicCodeGenerated = Some(on_dynamic_code);
@@ -109,6 +113,11 @@ pub(super) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Vec<String> 
     let jni = jvm::jni_env(jni);
     anchor_offsets(jni, &mut notes);
     let _ = THREADS.set(TidReader::new(jni));
+    if LEVELS.get_or_init(|| CompLevels::new(jni)).is_none() {
+        notes.push(
+            "stacks: this JVM does not describe its nmethods' compilation level: C1 frames are named _[j]".into(),
+        );
+    }
     for e in [JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_CLASS_PREPARE] {
         let err = jvm::set_event(env, e, true);
         if err != JVMTI_ERROR_NONE {
@@ -332,14 +341,16 @@ const JVMTI_CLASS_STATUS_PREPARED: jint = 2;
 /// `jvmtiCMLRKind` of inline records.
 const JVMTI_CMLR_INLINE_INFO: c_int = 2;
 
-/// COMPILED_INLINE for the code at `code_addr` from CompiledMethodLoad's
-/// `compile_info`, after its COMPILED_METHOD_LOAD.
+/// COMPILED_INLINE for the code at `code_addr` of `method` from
+/// CompiledMethodLoad's `compile_info`, after its COMPILED_METHOD_LOAD:
+/// the code's compilation level and its inlining.
 ///
 /// # Safety
 /// In the CompiledMethodLoad callback, with its `compile_info`.
 pub(super) unsafe fn compiled_inline(
     rec: &Recorder,
     env: *mut jvmtiEnv,
+    method: jmethodID,
     code_addr: u64,
     code_size: u32,
     info: *const c_void,
@@ -349,6 +360,10 @@ pub(super) unsafe fn compiled_inline(
         return;
     }
     code_seen(code_addr, code_addr + u64::from(code_size));
+    let tier = LEVELS
+        .get()
+        .and_then(Option::as_ref)
+        .map_or(0, |l| l.level(method, code_addr));
     let mut pcs = Vec::new();
     let mut h = info as *const CmlrHeader;
     while !h.is_null() {
@@ -377,24 +392,21 @@ pub(super) unsafe fn compiled_inline(
         bytes += 16 + 8 * p.methods.len();
         chunk.push(p);
         if bytes > 48 * 1024 {
-            write_inline(rec, code_addr, std::mem::take(&mut chunk), ts);
+            write_inline(rec, code_addr, tier, std::mem::take(&mut chunk), ts);
             bytes = 0;
         }
     }
-    if !chunk.is_empty() {
-        write_inline(rec, code_addr, chunk, ts);
+    // Code without inline records still says its level.
+    if !chunk.is_empty() || tier != 0 {
+        write_inline(rec, code_addr, tier, chunk, ts);
     }
 }
 
-fn write_inline(rec: &Recorder, code_addr: u64, pcs: Vec<PcInline>, ts: u64) {
+fn write_inline(rec: &Recorder, code_addr: u64, tier: u32, pcs: Vec<PcInline>, ts: u64) {
     write(
         rec,
         ts,
-        Payload::CompiledInline(CompiledInline {
-            code_addr,
-            tier: 0,
-            pcs,
-        }),
+        Payload::CompiledInline(CompiledInline { code_addr, tier, pcs }),
     );
 }
 

@@ -96,7 +96,7 @@ unsafe extern "C" fn on_compiled_method_load(
         record_java(env, std::ptr::null_mut(), std::ptr::null_mut(), ts, || {
             Payload::Compiled(true, cm)
         });
-        super::code::compiled_inline(rec, env, code_addr as u64, size, compile_info, ts);
+        super::code::compiled_inline(rec, env, method, code_addr as u64, size, compile_info, ts);
     });
 }
 
