@@ -216,6 +216,108 @@ fn c1_frames_are_named_as_c1() {
     }
 }
 
+/// JIT code of classes since unloaded (tests/java/CodeReuse.java): thread
+/// round-k only runs ReuseRk's compiled code, which is freed when its class
+/// is unloaded, after which a later round's code may take its addresses.
+/// Every frame is named from the code live at its stack's time: a round's
+/// parks show its own class's method, never another round's (a frame no
+/// live code covers would be labelled). Returns how many rounds' code
+/// took addresses an earlier round's had held (the case this is about).
+fn code_of_unloaded_classes(jdk: &str) -> usize {
+    let out = tempdir("stacks-reuse");
+    let cp = classes();
+    let java = java(jdk);
+    let cmd = [
+        java.to_str().unwrap(),
+        "-Xbatch",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        cp.to_str().unwrap(),
+        "CodeReuse",
+    ];
+    let o = jtrace_run(&out, &[], &cmd);
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("DONE"),
+        "{jdk}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let trace = Trace::open(&out).unwrap();
+    let by_thread = blocks(&trace);
+    let mut named_rounds = 0;
+    for k in 0..10 {
+        let own = format!("ReuseR{k}.run");
+        let parks: Vec<&Vec<Frame>> = by_thread[&format!("round-{k}")]
+            .iter()
+            .filter(|(iv, _)| iv.split.off.get(Cause::Park) >= 10_000_000)
+            .map(|(_, f)| f)
+            .collect();
+        let named = parks
+            .iter()
+            .filter(|f| {
+                f.iter()
+                    .any(|f| f.name == own && matches!(f.kind, FrameKind::C1 | FrameKind::Inlined))
+            })
+            .count();
+        // A stack id whose pcs held two rounds' code while in use (the
+        // same raw stack in both): labelled, not named.
+        let labelled = parks
+            .iter()
+            .filter(|f| f.iter().any(|f| f.name == "[JIT code replaced while in use]"))
+            .count();
+        assert!(
+            named + labelled >= 8,
+            "{jdk}: round-{k}: {named} of {} parks under {own} in C1 code, {labelled} labelled; e.g. {:?}",
+            parks.len(),
+            parks
+                .first()
+                .map(|f| f.iter().map(Frame::flame_name).collect::<Vec<_>>())
+        );
+        named_rounds += usize::from(named >= 8);
+        for f in parks.iter().flat_map(|f| f.iter()) {
+            assert!(
+                !f.name.starts_with("ReuseR") || f.name == own,
+                "{jdk}: round-{k} has a frame named {}",
+                f.flame_name()
+            );
+        }
+    }
+    assert!(named_rounds >= 5, "{jdk}: only {named_rounds} of 10 rounds named");
+    // Which round's compiled code (a ReuseR* method, or code inlining one)
+    // held which addresses, and from when.
+    let class = |m: &Option<u32>| m.map(|m| trace.methods[m as usize].class.as_str());
+    let ranges: Vec<(u64, u64, u64, &str)> = trace
+        .stacks
+        .jvms
+        .values()
+        .flat_map(|j| j.compiled.ranges())
+        .filter_map(|(start, end, loaded, _, c)| {
+            std::iter::once(&c.method)
+                .chain(c.inline.iter().flat_map(|(_, chain)| chain))
+                .filter_map(class)
+                .find(|n| n.starts_with("ReuseR"))
+                .map(|n| (start, end, loaded, n))
+        })
+        .collect();
+    let rounds: std::collections::HashSet<&str> = ranges
+        .iter()
+        .filter(|a| ranges.iter().any(|b| b.3 != a.3 && b.2 < a.2 && b.0 < a.1 && a.0 < b.1))
+        .map(|a| a.3)
+        .collect();
+    rounds.len()
+}
+
+#[test]
+fn frames_of_unloaded_code_are_named_by_the_code_of_their_time() {
+    let reused: Vec<usize> = JDKS.iter().map(|jdk| code_of_unloaded_classes(jdk)).collect();
+    // The JVMs put a later round's code where an earlier one's was, at
+    // least on some JDKs: otherwise this would test nothing.
+    assert!(
+        reused.iter().sum::<usize>() > 0,
+        "no code address was reused: {reused:?}"
+    );
+    eprintln!("rounds whose code reused an unloaded round's addresses, per JDK: {reused:?}");
+}
+
 #[test]
 fn interpreted_frames_are_named_as_interpreted() {
     let (_dir, trace) = record(JDKS[0], &["-Xint"]);

@@ -116,6 +116,10 @@ pub struct Stacks {
     pub jvms: HashMap<u32, JvmCode>,
     /// CPU samples by (thread, pair index).
     pub cpu_samples: BTreeMap<(u32, u32), u64>,
+    /// The last use of each user stack id (its first is its STACK
+    /// record's time): a JIT frame is named only if the same code was at
+    /// its pc over all of the stack's uses.
+    pub user_last_use: HashMap<u32, u64>,
 }
 
 impl Stacks {
@@ -128,6 +132,14 @@ impl Stacks {
         let i = (self.pairs.len() - 1) as u32;
         self.pair_ids.insert(p, i);
         i
+    }
+
+    /// User stack `id` used at `ts`.
+    pub(crate) fn use_user(&mut self, id: u32, ts: u64) {
+        if id != 0 {
+            let last = self.user_last_use.entry(id).or_insert(ts);
+            *last = (*last).max(ts);
+        }
     }
 
     /// A STACK record at `ts`.

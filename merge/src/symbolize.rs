@@ -89,7 +89,9 @@ pub struct SymbolProblems {
     pub stripped_binaries: BTreeSet<String>,
     /// Frames labelled unresolved.
     pub unresolved_frames: u64,
-    /// Of those, frames in JIT code that was unloaded (or never reported).
+    /// Of those, frames in JIT code that was unloaded (or never reported),
+    /// or whose addresses other code took while the stack was in use (one
+    /// stack id then stood for frames of two methods).
     pub unloaded_jit_frames: u64,
     /// Stacks cut at the walk's depth limit.
     pub truncated_stacks: u64,
@@ -284,7 +286,15 @@ impl<'t> Symbolizer<'t> {
                 }
                 return;
             }
+            let last = self.stacks().user_last_use.get(&s.stack.id).copied().unwrap_or(ts);
             match j.compiled.lookup(f.pc, ts) {
+                CodeAt::Live(_) if !j.compiled.stable(f.pc, ts, last.max(ts)) => {
+                    let mut p = self.problems.borrow_mut();
+                    p.unresolved_frames += 1;
+                    p.unloaded_jit_frames += 1;
+                    out.push(Frame::unresolved("[JIT code replaced while in use]".into()));
+                    return;
+                }
                 CodeAt::Live(c) => {
                     let outer = if (1..=3).contains(&c.tier) {
                         FrameKind::C1

@@ -56,13 +56,14 @@ impl<T> CodeMap<T> {
         });
     }
 
-    /// The code at `start` that is live is gone from `ts`.
+    /// The code at `start` that is live is gone from `ts` (the last one
+    /// loaded before: code loaded at `start` since took freed addresses).
     pub fn unload(&mut self, start: u64, ts: u64) {
         if let Some(r) = self
             .ranges
             .iter_mut()
             .rev()
-            .find(|r| r.start == start && r.unloaded == u64::MAX)
+            .find(|r| r.start == start && r.unloaded == u64::MAX && r.loaded <= ts)
         {
             r.unloaded = ts;
         }
@@ -79,41 +80,89 @@ impl<T> CodeMap<T> {
         self.ranges.len()
     }
 
+    /// Every range: (start, end, loaded, unloaded or `u64::MAX`, value).
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, u64, u64, &T)> {
+        self.ranges
+            .iter()
+            .map(|r| (r.start, r.end, r.loaded, r.unloaded, &r.value))
+    }
+
     /// Whether no range was loaded.
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
     /// The code at `pc` at time `ts`. A range is live from its load to its
-    /// unload; a pc seen before its code's load record (the record of code
-    /// compiled just before is written a little after) counts if no other
-    /// range held it.
+    /// unload; of two live ranges at one address (an unload record may come
+    /// after the load of the code that took the freed addresses), the one
+    /// loaded last is there. A pc seen before its code's load record (the
+    /// record of code compiled just before is written a little after)
+    /// counts if no other range held it.
     pub fn lookup(&self, pc: u64, ts: u64) -> CodeAt<'_, T> {
-        debug_assert!(self.sorted, "CodeMap::finish not called");
-        let hi = self.ranges.partition_point(|r| r.start <= pc);
-        let mut stale = false;
-        let mut later: Option<&Range<T>> = None;
-        for r in self.ranges[..hi].iter().rev() {
-            if pc - r.start >= self.longest {
-                break;
-            }
-            if pc >= r.end {
-                continue;
-            }
-            if r.loaded <= ts && ts < r.unloaded {
-                return CodeAt::Live(&r.value);
-            }
-            if r.loaded > ts && r.unloaded == u64::MAX {
-                later = Some(later.map_or(r, |l| if r.loaded < l.loaded { r } else { l }));
-            }
-            stale = true;
-        }
-        match later {
-            Some(r) => CodeAt::Live(&r.value),
-            None if stale => CodeAt::Stale,
-            None => CodeAt::None,
+        match self.find(pc, ts) {
+            Found::Live(i) => CodeAt::Live(&self.ranges[i].value),
+            Found::Stale => CodeAt::Stale,
+            Found::None => CodeAt::None,
         }
     }
+
+    /// Whether [`CodeMap::lookup`] gives the same live code for `pc` at
+    /// every time from `t0` to `t1`: a stack seen over that span names
+    /// that pc the same at each of its uses.
+    pub fn stable(&self, pc: u64, t0: u64, t1: u64) -> bool {
+        let Found::Live(first) = self.find(pc, t0) else {
+            return false;
+        };
+        // The answer changes only where a range at pc loads or unloads.
+        self.covering(pc)
+            .flat_map(|i| [self.ranges[i].loaded, self.ranges[i].unloaded])
+            .filter(|&t| t > t0 && t <= t1)
+            .all(|t| self.find(pc, t) == Found::Live(first))
+    }
+
+    /// Indexes of the ranges that hold `pc`.
+    fn covering(&self, pc: u64) -> impl Iterator<Item = usize> + '_ {
+        debug_assert!(self.sorted, "CodeMap::finish not called");
+        let hi = self.ranges.partition_point(|r| r.start <= pc);
+        (0..hi)
+            .rev()
+            .take_while(move |&i| pc - self.ranges[i].start < self.longest)
+            .filter(move |&i| pc < self.ranges[i].end)
+    }
+
+    fn find(&self, pc: u64, ts: u64) -> Found {
+        let mut stale = false;
+        let mut live: Option<usize> = None;
+        let mut later: Option<usize> = None;
+        for i in self.covering(pc) {
+            let r = &self.ranges[i];
+            if r.loaded <= ts && ts < r.unloaded {
+                if live.is_none_or(|l| r.loaded > self.ranges[l].loaded) {
+                    live = Some(i);
+                }
+            } else if r.loaded > ts && r.unloaded == u64::MAX {
+                if later.is_none_or(|l| r.loaded < self.ranges[l].loaded) {
+                    later = Some(i);
+                }
+                stale = true;
+            } else {
+                stale = true;
+            }
+        }
+        match (live, later) {
+            (Some(i), _) | (None, Some(i)) => Found::Live(i),
+            (None, None) if stale => Found::Stale,
+            (None, None) => Found::None,
+        }
+    }
+}
+
+/// What [`CodeMap::find`] found: a range by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    Live(usize),
+    Stale,
+    None,
 }
 
 #[cfg(test)]
@@ -136,5 +185,38 @@ mod tests {
         assert_eq!(m.lookup(0x10f0, 70), CodeAt::Stale);
         assert_eq!(m.lookup(0x2010, 20), CodeAt::None);
         assert_eq!(m.lookup(0x500, 20), CodeAt::None);
+    }
+
+    #[test]
+    fn the_code_loaded_last_at_an_address_is_there() {
+        let mut m = CodeMap::default();
+        // a's unload record comes after b took its addresses.
+        m.load(0x1000, 0x100, 10, "a");
+        m.load(0x1000, 0x100, 40, "b");
+        m.unload(0x1000, 30);
+        m.finish();
+        assert_eq!(m.lookup(0x1010, 20), CodeAt::Live(&"a"));
+        assert_eq!(m.lookup(0x1010, 50), CodeAt::Live(&"b"));
+        let mut m = CodeMap::default();
+        m.load(0x1000, 0x100, 10, "a");
+        m.load(0x1000, 0x100, 40, "b");
+        m.finish();
+        assert_eq!(m.lookup(0x1010, 50), CodeAt::Live(&"b"));
+    }
+
+    #[test]
+    fn a_pc_is_stable_while_the_same_code_is_there() {
+        let mut m = CodeMap::default();
+        m.load(0x1000, 0x100, 10, "a");
+        m.unload(0x1000, 30);
+        m.load(0x1000, 0x100, 40, "b");
+        m.load(0x3000, 0x100, 100, "c");
+        m.finish();
+        assert!(m.stable(0x1010, 12, 25));
+        assert!(!m.stable(0x1010, 12, 45), "a, then b");
+        assert!(m.stable(0x1010, 41, 1000));
+        // Seen just before c's load record, and after it: c throughout.
+        assert!(m.stable(0x3010, 90, 200));
+        assert!(!m.stable(0x5000, 0, 10));
     }
 }

@@ -219,7 +219,7 @@ impl TraceReader {
                     code.compiled.push((ts, load, c));
                 }
                 Payload::CodeBlob(b) => code.blobs.push(b),
-                Payload::CompiledInline(c) => code.inline.push(c),
+                Payload::CompiledInline(c) => code.inline.push((ts, c)),
                 Payload::MethodAddrs(m) => code.methods.extend(m.methods.into_iter().map(|(a, id)| (a, id, ts))),
                 Payload::Alloc(a) => allocs.push((tid, a)),
                 Payload::Jvm(k, b) => {
@@ -327,7 +327,7 @@ impl TraceReader {
 #[derive(Default)]
 struct CodeRecords {
     compiled: Vec<(u64, bool, fmt::CompiledMethod)>,
-    inline: Vec<fmt::CompiledInline>,
+    inline: Vec<(u64, fmt::CompiledInline)>,
     blobs: Vec<fmt::CodeBlob>,
     /// (`Method*`, method id, when described).
     methods: Vec<(u64, u64, u64)>,
@@ -343,10 +343,13 @@ impl CodeRecords {
 
     /// Into the JVM's code tables, naming methods with `method`.
     fn resolve(self, jvm: &mut JvmCode, method: impl Fn(u64) -> Option<MethodIdx>) {
-        // COMPILED_INLINE follows its COMPILED_METHOD_LOAD: by code address.
-        let mut inline: HashMap<u64, TierAndInlining> = HashMap::new();
-        for c in self.inline {
-            let e = inline.entry(c.code_addr).or_default();
+        // COMPILED_INLINE goes with the COMPILED_METHOD_LOAD of the same
+        // code address and time (one callback writes both): by address
+        // alone, code put where unloaded code was would take the old
+        // code's inlining too.
+        let mut inline: HashMap<(u64, u64), TierAndInlining> = HashMap::new();
+        for (ts, c) in self.inline {
+            let e = inline.entry((c.code_addr, ts)).or_default();
             e.0 = c.tier;
             e.1.extend(c.pcs.into_iter().map(|p| {
                 let chain = p.methods.iter().map(|&m| method(m)).collect();
@@ -355,7 +358,7 @@ impl CodeRecords {
         }
         for (ts, load, c) in self.compiled {
             if load {
-                let (tier, mut pcs) = inline.remove(&c.code_addr).unwrap_or_default();
+                let (tier, mut pcs) = inline.remove(&(c.code_addr, ts)).unwrap_or_default();
                 pcs.sort_by_key(|p| p.0);
                 let code = CompiledCode {
                     method: method(c.method),

@@ -110,6 +110,7 @@ impl TraceReader {
                 Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
                 Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
                 Payload::CpuSample(c) => {
+                    self.trace.stacks.use_user(c.ustack, ts);
                     let pair = self.trace.stacks.pair(StackPair {
                         tgid: c.tgid,
                         kstack: c.kstack,
@@ -246,6 +247,7 @@ impl TraceReader {
         if st.kstack == 0 && st.ustack == 0 {
             return;
         }
+        self.trace.stacks.use_user(st.ustack, ts);
         let pair = self.trace.stacks.pair(StackPair {
             tgid,
             kstack: st.kstack,
