@@ -7,7 +7,8 @@ this script sets for its run and restores), as root:
 
 A CONFIG is a name and jtrace options, `name:opt,opt` (default: nostacks
 with --no-stacks, stacks with the defaults); an option `+VAR=value` is an
-environment variable of that jtrace instead. Each repeat runs the configs
+environment variable of that jtrace instead, and `@path` another jtrace
+binary (an older build, to compare in the same run). Each repeat runs the configs
 interleaved on bench/stacks/StackCost.java's ping-pong (two platform
 threads, park/unpark, pinned to CPU 0), reads the run time and run count
 of the jtrace process's own sched_switch and cpu_sample programs (found
@@ -71,7 +72,10 @@ def one(name, opts, d):
         if o.startswith("+"):
             k, _, v = o[1:].partition("=")
             env[k] = v
-    cmd = [c for c in cmd if not c.startswith("+")]
+    for o in opts:
+        if o.startswith("@"):
+            cmd[0] = o[1:]
+    cmd = [c for c in cmd if not c.startswith(("+", "@"))]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     before = after = None
     ms = None

@@ -11,6 +11,8 @@
 #    and kernel.bin bytes per switch with and without stacks.
 # 2. -XX:+PreserveFramePointer (what `run` adds) on a CPU-bound call tree,
 #    untraced: min/median ms with and without the flag.
+# 3. CPU samples: the CPU-bound call tree (StackCost compute 3000, few
+#    switches) under jtrace run --cpu-samples 0 and --cpu-samples 99.
 set -euo pipefail
 reps=${1:-5}
 work=${2:-45000}
@@ -34,6 +36,10 @@ for r in $(seq "$reps"); do
     for fp in -XX:-PreserveFramePointer -XX:+PreserveFramePointer; do
         echo "compute$fp $("$java" "$fp" -cp "$d" StackCost compute 400 | ms)"
     done
+    for hz in 0 99; do
+        rm -rf "$d/t"
+        echo "samples$hz $("$J" run --cpu-samples $hz -o "$d/t" -- "$java" -cp "$d" StackCost compute 3000 2>/dev/null | ms)"
+    done
 done >"$d/runs"
 cat "$d/runs"
 python3 - "$d/runs" "$trips" <<'PY'
@@ -56,5 +62,6 @@ print(f"switch rate untraced: {switches / med['untraced'] * 1e3:,.0f}/s")
 print(f"stacks vs --no-stacks: x{med['stacks'] / med['nostacks']:.3f}, "
       f"{(med['stacks'] - med['nostacks']) * 1e6 / switches:+.0f} ns per switch")
 print(f"PreserveFramePointer: x{med['compute-XX:+PreserveFramePointer'] / med['compute-XX:-PreserveFramePointer']:.3f}")
+print(f"99 Hz CPU samples vs none (CPU-bound): x{med['samples99'] / med['samples0']:.4f}")
 PY
 echo "load after: $(uptime | sed 's/.*load average: //')"
