@@ -57,6 +57,12 @@ fn check_window(t: &Trace, hot_threads: usize) -> u64 {
         assert!(!i.unfinished && i.entry < from, "{}: {i:?}", th.display_name());
         assert!(i.breakdown.cpu > 0 && i.breakdown.not_covered >= from - i.entry);
     }
+    // Every chunk defines the stacks it uses (user stacks, and kernel
+    // stacks the kernel deduplicates, which are written again per chunk).
+    let symbols = jtrace_merge::Symbolizer::new(t);
+    symbols.name_all();
+    assert_eq!(symbols.problems().missing_stacks, 0, "stacks used but not defined in the window");
+    assert!(!t.stacks.kernel.is_empty() && !t.stacks.user.is_empty());
     let outer: Vec<_> = invs.iter().filter(|(_, i)| name(i) == "outer").collect();
     assert_eq!(outer.len(), 1);
     assert!(!outer[0].1.unfinished && outer[0].1.entry < from);

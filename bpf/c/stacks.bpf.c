@@ -19,6 +19,9 @@ __u32 next_stack_id SEC(".data") = 1;
 /* Ids below this count as not written (user space raises it when it
  * begins a new chunk of a ring recording, which must define its stacks). */
 __u32 stack_id_floor SEC(".data") = 0;
+/* Raised by user space with the floor, at each new chunk (the floor alone
+ * may not move: no new stack id since the last chunk). */
+__u32 kstack_epoch SEC(".data") = 0;
 __u32 kstack_written[KSTACK_IDS] SEC(".bss");
 
 /* The current process, in a register of its own: the verifier must see

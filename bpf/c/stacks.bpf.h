@@ -81,9 +81,10 @@ struct {
 	__uint(value_size, KSTACK_MAX * sizeof(__u64));
 } kstack_map __weak SEC(".maps");
 
-/* Buckets of kstack_map whose STACK record was written, by bucket: the
- * stack-id floor at the time plus 1, so that a new chunk of a ring
- * recording (a new floor) writes them again. Defined in stacks.bpf.c. */
+/* Buckets of kstack_map whose STACK record was written, by bucket:
+ * kstack_epoch at the time plus 1, so that a new chunk of a ring
+ * recording (a new epoch) writes them again. Defined in stacks.bpf.c. */
+extern __u32 kstack_epoch;
 extern __u32 kstack_written[KSTACK_IDS];
 
 /* Bytes of user stack read at once: the frames of a walk come out of
@@ -201,7 +202,7 @@ static __always_inline __u32 kernel_stack(void *ctx, __u32 slot, __u32 tid, __u6
 		return 0;
 	id = bpf_get_stackid(ctx, &kstack_map, 0);
 	if (id >= 0 && id < KSTACK_IDS) {
-		epoch = *(volatile __u32 *)&stack_id_floor + 1;
+		epoch = *(volatile __u32 *)&kstack_epoch + 1;
 		if (kstack_written[id] == epoch)
 			return KSTACK_MAP_ID | id;
 		/*

@@ -86,6 +86,10 @@ fn forget_stacks(sk: &mut skel::JtraceSkel<'_>) {
         // reads it with a volatile load, a torn read is impossible.
         let next = unsafe { std::ptr::read_volatile(&d.next_stack_id) };
         unsafe { std::ptr::write_volatile(&mut d.stack_id_floor, next) };
+        // The kernel stacks the kernel deduplicates (ids of its stack map)
+        // go by an epoch: only this thread writes it.
+        let epoch = unsafe { std::ptr::read_volatile(&d.kstack_epoch) };
+        unsafe { std::ptr::write_volatile(&mut d.kstack_epoch, epoch.wrapping_add(1)) };
     }
 }
 
