@@ -61,7 +61,11 @@ fn check_window(t: &Trace, hot_threads: usize) -> u64 {
     // stacks the kernel deduplicates, which are written again per chunk).
     let symbols = jtrace_merge::Symbolizer::new(t);
     symbols.name_all();
-    assert_eq!(symbols.problems().missing_stacks, 0, "stacks used but not defined in the window");
+    assert_eq!(
+        symbols.problems().missing_stacks,
+        0,
+        "stacks used but not defined in the window"
+    );
     assert!(!t.stacks.kernel.is_empty() && !t.stacks.user.is_empty());
     let outer: Vec<_> = invs.iter().filter(|(_, i)| name(i) == "outer").collect();
     assert_eq!(outer.len(), 1);
