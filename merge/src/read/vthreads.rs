@@ -28,6 +28,7 @@
 //! read them ([`VirtualThreads::copies`]).
 
 use super::jvm::pid_from_name;
+use super::records::{RawRecords, RecordReader};
 use crate::cause::Cause;
 use crate::event::{Event, ThreadInfo};
 use crate::tid_map::TidMap;
@@ -187,14 +188,15 @@ impl VirtualThreads {
         let mut synthetic = Vec::new();
         let mut used: std::collections::HashSet<u32> = Default::default();
         for path in files {
-            let Ok(data) = super::records::read_stream(path, fmt::JVM_MAGIC) else {
+            // Record by record, released behind the reader: never the
+            // whole stream in memory (it is as large as the trace).
+            let Ok((_, mut recs)) = RecordReader::open(path, fmt::JVM_MAGIC) else {
                 continue;
             };
             let mut pid = pid_from_name(path).unwrap_or(0);
             let mut lives: HashMap<u64, Life> = HashMap::new();
             // (ts, the unparking thread's tid, the unparked one's id).
             let mut unparks: Vec<(u64, u32, u64)> = Vec::new();
-            let mut recs = super::records::records(&data);
             while let Some(Ok(raw)) = recs.next_raw() {
                 if let Some(id) = fmt::virtual_thread_id(raw.tid) {
                     let l = lives.entry(id).or_default();
