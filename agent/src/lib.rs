@@ -40,6 +40,7 @@
 //! | `recorder` | per-thread buffers, method definitions, lost events |
 //! | `chunks` | a ring recording's chunk files: when to begin one, what its prologue restates |
 //! | `stream_file` | the memory-mapped stream file and its grower |
+//! | `stream_limits` | the sizes that bound the stream file's mapping |
 //! | `mutex` | locking that survives a poisoned mutex |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
 //! | `comp_level` | a compiled method's compilation level, from HotSpot's `nmethod` |
@@ -69,6 +70,7 @@ mod rewrite;
 mod session;
 mod state;
 mod stream_file;
+mod stream_limits;
 mod sys;
 mod thread;
 mod virtual_threads;

@@ -37,25 +37,12 @@ use jtrace_format::{FileHeader, FILE_HEADER_LEN, JVM_MAGIC, STREAM_COMPLETE};
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::mutex::lock;
+pub(crate) use crate::stream_limits::{CHUNK, INITIAL, RESERVE};
+use crate::stream_limits::{GROW_STEP, KEEP_MAPPED, STEPS_AHEAD};
 
-/// The file is grown in steps that double from [`INITIAL`] up to this size.
-const GROW_STEP: u64 = 32 << 20;
-/// Allocated at creation (a short run never waits for the grower).
-pub(crate) const INITIAL: u64 = 4 << 20;
-/// Growing allocates and faults in this much at a time and publishes it at
-/// once, so an appender that has to wait for the grower waits for little.
-pub(crate) const CHUNK: u64 = 2 << 20;
 /// Virtual lengths tried for the mapping, largest first (only the pages
 /// written cost memory; a smaller one is tried if the address space is limited).
 const VIRTUAL_LENGTHS: [u64; 4] = [256 << 30, 16 << 30, 1 << 30, 64 << 20];
-/// Bytes of the file kept allocated beyond what appenders may use: room for
-/// the last records ([`StreamFile::close`]) on a full disk.
-pub(crate) const RESERVE: u64 = 1 << 20;
-/// Bytes of the mapping left mapped behind the last append; before that,
-/// written pages are unmapped (MADV_DONTNEED: a shared file mapping keeps
-/// their data in the page cache, and an appender still writing there only
-/// faults them back in) and their writeback started.
-pub(crate) const KEEP_MAPPED: u64 = 64 << 20;
 
 /// The mapped stream file and its counters.
 pub(crate) struct StreamFile {
@@ -467,7 +454,7 @@ impl StreamFile {
     }
 }
 
-/// The background grower: when woken, allocates the file three steps ahead of
+/// The background grower: when woken, allocates the file [`STEPS_AHEAD`] steps ahead of
 /// the position; exits when the stream is closed.
 fn grower(m: std::sync::Weak<StreamFile>) {
     loop {
@@ -480,7 +467,7 @@ fn grower(m: std::sync::Weak<StreamFile>) {
             continue;
         }
         let ready = m.ready.load(Ordering::Relaxed);
-        let target = (m.pos.load(Ordering::Relaxed) + 3 * m.step_at(ready)).min(m.cap - RESERVE);
+        let target = (m.pos.load(Ordering::Relaxed) + STEPS_AHEAD * m.step_at(ready)).min(m.cap - RESERVE);
         loop {
             // One chunk per lock hold: an appender that caught up waits for
             // one chunk at most.
