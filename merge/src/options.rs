@@ -18,6 +18,18 @@ pub struct StreamOptions {
     /// (the waker's method of every wakeup): each wakeup is sent to its
     /// waker's stream as a query.
     pub waker_methods: bool,
+    /// Only the method calls that overlap this time window (CLOCK_MONOTONIC
+    /// ns, both ends included) are wanted: calls wholly outside it may be
+    /// left out of the walk, which then reports them to no visitor
+    /// ([`Visitor::enter`](crate::Visitor::enter)/[`exit`](crate::Visitor::exit)).
+    /// Every other figure — invocations and off-CPU intervals overlapping the
+    /// window, with their depths and breakdowns, every off-CPU interval and
+    /// wakeup, the threads' totals — is exactly what the full walk reports;
+    /// anomalies of the method stacks count in the totals only if the
+    /// events behind them are kept, which they are (docs in
+    /// `merge/src/read/cut.rs`). For views of a window (`jtrace timeline
+    /// --window`).
+    pub calls_within: Option<(u64, u64)>,
 }
 
 impl Default for StreamOptions {
@@ -26,6 +38,7 @@ impl Default for StreamOptions {
             memory_budget: DEFAULT_BUDGET,
             temp_dir: None,
             waker_methods: false,
+            calls_within: None,
         }
     }
 }

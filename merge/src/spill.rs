@@ -379,6 +379,7 @@ pub(crate) fn small(opts: &StreamOptions) -> StreamOptions {
         memory_budget: (opts.memory_budget / 4).max(64 << 10),
         temp_dir: opts.temp_dir.clone(),
         waker_methods: false,
+        calls_within: None,
     }
 }
 

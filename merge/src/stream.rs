@@ -46,6 +46,7 @@
 //! println!("slowest invocation: {} ns", v.0);
 //! ```
 
+use crate::read::cut::CallCut;
 use crate::read::{streams, TraceReader};
 use crate::spill::Sorter;
 use crate::trace::Trace;
@@ -65,9 +66,32 @@ pub use crate::wakers::analyze_with_wakers;
 pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEvents)> {
     let mut r = TraceReader::begin(dir)?;
     r.sorter = Some(Box::new(Sorter::new(opts)));
+    // Library calls held for the cut: 16 bytes each, a quarter of the
+    // budget, at least 16 MiB.
+    let lib_cap = (opts.memory_budget / 64).max(1 << 20);
+    r.cut = opts
+        .calls_within
+        .map(|(from, to)| Box::new(CallCut::new(from, to, lib_cap)));
     let (kernel, jvms) = streams::list(dir)?;
     r.add_virtual_threads(&jvms)?;
     r.read_streams(&kernel, &jvms, |r| r.sorter.as_mut().expect("set above").begin_stream())?;
+    if let Some(cut) = r.cut.take() {
+        // A ring recording's window changes how the walk starts each
+        // thread (kernel events before it are ignored): not cut (yet).
+        let ring = r.window_from().is_some() && cut.left_out > 0;
+        if ring || !cut.sound(r.trace.threads.values()) {
+            // Rare (see read/cut.rs): read it all.
+            drop(r);
+            return open(
+                dir,
+                &StreamOptions {
+                    calls_within: None,
+                    ..opts.clone()
+                },
+            );
+        }
+        r.trace.calls_left_out = cut.left_out;
+    }
     let kernel_until = r.kernel_coverage(&kernel.path);
     r.trace.stacks.finish();
     let sorter = r.sorter.take().expect("set above");

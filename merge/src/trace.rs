@@ -78,6 +78,11 @@ pub struct Trace {
     pub jvm_stops: BTreeMap<u32, Vec<(u64, crate::Cause, bool)>>,
     /// Stacks of switch-outs and CPU samples, and what names them.
     pub stacks: Stacks,
+    /// Method events a streamed read for a time window left out of the
+    /// walk: calls wholly outside
+    /// [`StreamOptions::calls_within`](crate::stream::StreamOptions::calls_within)
+    /// (0 for any other read).
+    pub calls_left_out: u64,
 }
 
 /// A method the agent demoted (its probes removed past the overhead budget).

@@ -79,6 +79,11 @@ pub type ScopedModel = (Trace, Vec<crate::ThreadData>, Vec<JvmWindow>, Scope);
 /// name glob or a tid) into a model, streaming the walk within
 /// `stream_opts`' budget: what it keeps is bounded by `max_items`
 /// invocations and intervals (an error past it, saying so).
+///
+/// With a window, the calls wholly outside it are left out of the sort and
+/// the walk ([`StreamOptions::calls_within`]): the trace is read once, but
+/// only the window is sorted and walked. The model is exactly
+/// [`collect_scoped_full`]'s.
 pub fn collect_scoped(
     dir: &Path,
     window: Option<(u64, u64)>,
@@ -86,7 +91,48 @@ pub fn collect_scoped(
     stream_opts: &StreamOptions,
     max_items: usize,
 ) -> anyhow::Result<ScopedModel> {
-    let (trace, events) = crate::open_streamed(dir, stream_opts)?;
+    // The window is relative to the trace's origin, known once the trace
+    // is read: assume the recording's start (the origin unless an event
+    // is earlier), and read again in full if it was not.
+    let start = jtrace_merge::Meta::load(dir).map_or(0, |m| m.start_monotonic_ns);
+    if let (Some((from, to)), true) = (window, start > 0) {
+        let opts = StreamOptions {
+            calls_within: Some((start.saturating_add(from), start.saturating_add(to))),
+            ..stream_opts.clone()
+        };
+        let (trace, events) = crate::open_streamed(dir, &opts)?;
+        if crate::time_origin(&trace) == start {
+            return collect(trace, events, window, thread, max_items);
+        }
+    }
+    collect_scoped_full(dir, window, thread, stream_opts, max_items)
+}
+
+/// [`collect_scoped`] from a walk of every event of the trace (what the
+/// windowed read must equal; for comparisons).
+pub fn collect_scoped_full(
+    dir: &Path,
+    window: Option<(u64, u64)>,
+    thread: Option<String>,
+    stream_opts: &StreamOptions,
+    max_items: usize,
+) -> anyhow::Result<ScopedModel> {
+    let opts = StreamOptions {
+        calls_within: None,
+        ..stream_opts.clone()
+    };
+    let (trace, events) = crate::open_streamed(dir, &opts)?;
+    collect(trace, events, window, thread, max_items)
+}
+
+/// The model of the part of a streamed trace `window` and `thread` select.
+fn collect(
+    trace: Trace,
+    events: stream::SortedEvents,
+    window: Option<(u64, u64)>,
+    thread: Option<String>,
+    max_items: usize,
+) -> anyhow::Result<ScopedModel> {
     let t0 = crate::time_origin(&trace);
     let scope = Scope {
         window: window.map(|(a, b)| (t0 + a, t0 + b)),

@@ -82,6 +82,26 @@ impl TraceReader {
                 kind::METHOD_BATCH => {
                     if let Some(events) = fmt::batch_events(ts, raw.payload) {
                         self.trace.jvm_records += events.len() as u64;
+                        if let (Some(cut), true) = (&mut self.cut, self.vthreads.is_empty()) {
+                            // A windowed read: the batch's thread looked
+                            // up once, what the cut keeps pushed after it.
+                            let mut out = std::mem::take(&mut self.cut_out);
+                            let mut t = cut.thread(tid);
+                            for e in events {
+                                max_ts = max_ts.max(e.ts);
+                                let Some(&method) = ids.get(&(e.method as u64)) else {
+                                    undefined.0 += 1;
+                                    undefined.1.get_or_insert(e.method as u64);
+                                    continue;
+                                };
+                                t.event(e.ts, method_event(method, e.kind), &mut out);
+                            }
+                            for (ts, e) in out.drain(..) {
+                                self.push_own(tid, ts, e);
+                            }
+                            self.cut_out = out;
+                            continue;
+                        }
                         for e in events {
                             max_ts = max_ts.max(e.ts);
                             let Some(&method) = ids.get(&(e.method as u64)) else {
@@ -89,14 +109,7 @@ impl TraceReader {
                                 undefined.1.get_or_insert(e.method as u64);
                                 continue;
                             };
-                            let event = match e.kind {
-                                fmt::BatchedKind::Entry => Event::Enter(method),
-                                k => Event::Exit {
-                                    method,
-                                    exception: k == fmt::BatchedKind::ExitByException,
-                                },
-                            };
-                            self.push(tid, e.ts, event);
+                            self.push(tid, e.ts, method_event(method, e.kind));
                         }
                         continue;
                     }
@@ -383,6 +396,18 @@ impl CodeRecords {
                 jvm.methods.describe(addr, ts, m);
             }
         }
+    }
+}
+
+/// A batched method event as the walk's event.
+#[inline]
+fn method_event(method: MethodIdx, kind: fmt::BatchedKind) -> Event {
+    match kind {
+        fmt::BatchedKind::Entry => Event::Enter(method),
+        k => Event::Exit {
+            method,
+            exception: k == fmt::BatchedKind::ExitByException,
+        },
     }
 }
 

@@ -6,6 +6,7 @@
 //! ([`Sorter`]) instead. Both read the streams with the same decoders
 //! ([`kernel`], [`jvm`]), so both see the same events in the same order.
 
+pub(crate) mod cut;
 mod jvm;
 mod kernel;
 pub(crate) mod records;
@@ -66,6 +67,10 @@ pub(crate) struct TraceReader {
     vsyscalls: TidMap<(u32, u32)>,
     /// A block's detail -> the detail of its copy on a pinned virtual thread.
     pinned_details: TidMap<u32>,
+    /// Streaming reads for a time window: the calls left out ([`cut`]).
+    pub(crate) cut: Option<Box<cut::CallCut>>,
+    /// The events the cut passes on for one method event or batch (reused).
+    pub(crate) cut_out: Vec<(u64, Event)>,
 }
 
 impl Trace {
@@ -208,11 +213,13 @@ impl TraceReader {
                 continue;
             }
             let mut recs = Chain::open(s, fmt::JVM_MAGIC)?;
+            self.cut_stream(true);
             before_each(self);
             let header = recs.header();
             self.read_jvm(&s.path, &header, &mut recs);
             self.end_stream(&s.path, &mut recs)?;
         }
+        self.cut_stream(false);
         Ok(())
     }
 
@@ -398,7 +405,36 @@ impl TraceReader {
                 }
             }
         }
+        if let (Some(cut), Event::Enter(_) | Event::Exit { .. }) = (&mut self.cut, event) {
+            if !cut.jvm_stage() {
+                cut.library_call(tid, ts, event);
+                self.push_own(tid, ts, event);
+                return;
+            }
+            let mut out = std::mem::take(&mut self.cut_out);
+            cut.method_event(tid, ts, event, &mut out);
+            for (ts, e) in out.drain(..) {
+                self.push_own(tid, ts, e);
+            }
+            self.cut_out = out;
+            return;
+        }
         self.push_own(tid, ts, event);
+    }
+
+    /// A JVM stream begins (`first`) or the last one ended: the entries the
+    /// cut still held back go to the sort.
+    pub(crate) fn cut_stream(&mut self, first: bool) {
+        let Some(cut) = &mut self.cut else { return };
+        let mut pending = Vec::new();
+        if first {
+            cut.begin_stream(&mut pending);
+        } else {
+            cut.end_stream(&mut pending);
+        }
+        for (tid, ts, e) in pending {
+            self.push_own(tid, ts, e);
+        }
     }
 
     /// The detail of a carrier's JVM block as its mounted virtual thread
@@ -426,7 +462,10 @@ impl TraceReader {
     }
 
     /// Adds an event of thread `tid` only.
-    fn push_own(&mut self, tid: u32, ts: u64, event: Event) {
+    pub(crate) fn push_own(&mut self, tid: u32, ts: u64, event: Event) {
+        if let Some(c) = &mut self.cut {
+            c.kernel_event(tid, ts, &event);
+        }
         if let Some(s) = &mut self.sorter {
             s.push(tid, ts, event);
             return;
