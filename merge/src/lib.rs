@@ -75,7 +75,8 @@
 //! 4. The reader, `read/`: `records` (a stream file's records, mapped or
 //!    read in chunks), `kernel` and `jvm` (their decoders), with
 //!    `vthreads` (virtual threads: the first pass over the JVM streams,
-//!    their carriers' events copied to them), feeding
+//!    their carriers' events copied to them) and `cut` (a streamed read
+//!    for a time window leaves out the calls wholly outside it), feeding
 //!    [`Trace::open`]'s memory or, streaming, `spill`.
 //! 5. `kway`: the per-thread k-way merge of the runs
 //!    ([`stream::SortedEvents`]).
