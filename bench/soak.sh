@@ -34,6 +34,6 @@ size=$(du -sb "$t" | cut -f1)
 echo "jtrace peak RSS ${jtrace_hwm} KiB; JVM peak RSS ${jvm_hwm} KiB; stream mapping resident max ${max_map} KiB"
 echo "trace $((size >> 20)) MiB in ${secs} s: $((size / secs >> 20)) MiB/s"
 for cmd in "info $t" "report $t" "timeline $t -o $out/w.html --window 10s..11s"; do
-    /usr/bin/time -f "%M KiB peak, %e s" "$J" $cmd >/dev/null 2>"$out/time.err" || true
+    /usr/bin/time -f "%M KiB peak, %e s, %U s user" "$J" $cmd >/dev/null 2>"$out/time.err" || true
     echo "jtrace ${cmd%% *}: $(tail -1 "$out/time.err")"
 done
