@@ -1,6 +1,6 @@
-//! The records of one stream file, undecoded: from the whole file in memory
-//! ([`Decoder`]) or read record by record ([`RecordReader`]: mapped and
-//! released behind the reader when the file is finished, else in chunks).
+//! The records of one stream file, undecoded, read record by record
+//! ([`RecordReader`]: mapped and released behind the reader when the file
+//! is finished, else in chunks); nothing reads a whole stream into memory.
 
 use crate::file_io::{map_file, read_full, release_behind};
 use crate::shrink_guard::ShrinkGuard;
@@ -27,18 +27,6 @@ impl<R: RawRecords + ?Sized> RawRecords for &mut R {
     fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, DecodeError>> {
         (**self).next_raw()
     }
-}
-
-/// Records of a stream held whole in memory.
-pub(crate) fn records(data: &[u8]) -> Decoder<'_> {
-    Decoder::new(&data[fmt::FILE_HEADER_LEN..], fmt::FILE_HEADER_LEN)
-}
-
-/// A whole stream file, read into memory, if its header is right.
-pub(crate) fn read_stream(path: &Path, magic: [u8; 8]) -> anyhow::Result<Vec<u8>> {
-    let data = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    check_header(path, &data, magic)?;
-    Ok(data)
 }
 
 /// The file header at the start of `bytes`, if it is a stream of the kind
