@@ -34,25 +34,10 @@ fn thread_dumps_stop_a_computing_worker_at_safepoints() {
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
 
-        let worker = trace
-            .threads
-            .values()
-            .find(|t| t.java_name.as_deref() == Some("worker"))
-            .expect("worker thread");
+        let worker = worker(&trace);
         // Each dump is one safepoint, seen by every Java thread of the JVM
         // (one that contains a GC counts as a GC stop).
-        let windows = trace.events[&worker.tid]
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.event,
-                    Event::Window {
-                        cause: Cause::Safepoint | Cause::Gc,
-                        begin: true
-                    }
-                )
-            })
-            .count();
+        let windows = windows(&trace, worker.tid);
         assert!(windows >= DUMPS, "{jdk}: {windows} safepoint windows for {DUMPS} dumps");
 
         // The worker's compute() is stopped at those safepoints: that is
@@ -87,6 +72,56 @@ fn thread_dumps_stop_a_computing_worker_at_safepoints() {
                 .iter()
                 .any(|(_, inv)| trace.methods[inv.method as usize].name.contains("SafepointSynchronize")),
             "{jdk}: safepoint probes became library-call invocations"
+        );
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
+
+fn worker(trace: &Trace) -> &jtrace_merge::ThreadInfo {
+    trace
+        .threads
+        .values()
+        .find(|t| t.java_name.as_deref() == Some("worker"))
+        .expect("worker thread")
+}
+
+/// The safepoint (or GC) windows thread `tid` saw.
+fn windows(trace: &Trace, tid: u32) -> usize {
+    trace.events[&tid]
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                Event::Window {
+                    cause: Cause::Safepoint | Cause::Gc,
+                    begin: true
+                }
+            )
+        })
+        .count()
+}
+
+/// A JVM that a script starts from a JDK outside the system's JVM
+/// directory (JDK 11 and 21 of target/jdks): jtrace cannot tell its
+/// libjvm.so at start; the JVM's announcement to the stack walk gets its
+/// safepoints probed while it runs.
+#[test]
+fn a_jvm_a_script_starts_gets_its_safepoints_probed() {
+    let dumps = 200;
+    for jdk in [JDKS[1], JDK21] {
+        let out = tempdir("safepoints-script");
+        let cp = classes();
+        let java = java(jdk);
+        let cmd = format!("{} -cp {} Safepoints {dumps}", java.display(), cp.display());
+        let o = jtrace_run(&out, &["--methods", "Safepoints.compute"], &["sh", "-c", &cmd]);
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let windows = windows(&trace, worker(&trace).tid);
+        // The first safepoints may come before the probes: most dumps.
+        assert!(
+            windows * 10 >= dumps * 9,
+            "{jdk}: {windows} safepoint windows for {dumps} dumps"
         );
         std::fs::remove_dir_all(&out).ok();
     }

@@ -107,6 +107,8 @@ impl Rotation {
                 self.tasks.remove(&tid);
             }
             kind::MAPPING | kind::KSYM | kind::FILE_PATH => self.names.extend_from_slice(rec),
+            // A probe added while recording (late_safepoints.rs).
+            kind::PROBE_DEF => self.probe_defs.extend_from_slice(rec),
             kind::STACK => {
                 if let Some(id) = u32_at(rec, 16) {
                     self.defined.insert(id);

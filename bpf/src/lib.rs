@@ -60,6 +60,7 @@ mod chunks;
 mod config;
 mod features;
 mod floor;
+mod late_safepoints;
 mod libcalls;
 mod paths;
 mod pump;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 
+use crate::late_safepoints::LateSafepoints;
 use crate::sink::Sink;
 use crate::skel;
 
@@ -44,6 +45,7 @@ pub(crate) fn pump(
     uprobes: &mut Vec<Link>,
     sink: &RefCell<Sink>,
     stop: &AtomicBool,
+    late: &mut LateSafepoints,
 ) -> Result<()> {
     let mut last_flush = Instant::now();
     while !stop.load(Ordering::Acquire) {
@@ -64,6 +66,7 @@ pub(crate) fn pump(
         if s.take_stack_floor() {
             forget_stacks(sk);
         }
+        late.poll(sk, uprobes, &mut s);
     }
     // Detach first so that nothing arrives after the final drain. Each
     // uprobe link's release waits for an RCU grace period (≈0.1 s here):

@@ -185,7 +185,8 @@ fn record(
     }
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
-    pump(&rb, &mut sk, &mut uprobes, &sink, stop)?;
+    let mut late = crate::late_safepoints::LateSafepoints::new(&probes);
+    pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
     drop(rb);
 
     sink.borrow_mut().flush();

@@ -99,12 +99,15 @@ pub(crate) fn setup<'o>(
     // Multi links detach in one RCU grace period per link instead of one
     // per uprobe (≈0.1 s each here); they need Linux 6.6. The environment
     // variable lets the tests run the older path on a new kernel.
-    let multi = kernel_older_than(6, 6).is_none() && std::env::var_os("JTRACE_NO_UPROBE_MULTI").is_none();
-    p.lib_enter.set_autoload(!probes.is_empty() && !multi);
-    p.lib_exit.set_autoload(!probes.is_empty() && !multi);
-    p.lib_enter_multi.set_autoload(!probes.is_empty() && multi);
-    p.lib_exit_multi.set_autoload(!probes.is_empty() && multi);
+    let multi = uprobe_multi();
     let agent_hooks = cfg.stacks && cfg.agent_library.is_some();
+    // JVMs announced to the agent hooks may get safepoint probes later
+    // (late_safepoints.rs).
+    let lib_calls = !probes.is_empty() || agent_hooks;
+    p.lib_enter.set_autoload(lib_calls && !multi);
+    p.lib_exit.set_autoload(lib_calls && !multi);
+    p.lib_enter_multi.set_autoload(lib_calls && multi);
+    p.lib_exit_multi.set_autoload(lib_calls && multi);
     p.hotspot_layout.set_autoload(agent_hooks);
     p.java_thread.set_autoload(agent_hooks);
     p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
@@ -164,9 +167,9 @@ pub(crate) fn setup<'o>(
     }
     sk.attach().map_err(|e| load_error("attaching BPF programs", e))?;
     let mut links = if multi {
-        attach_lib_calls_multi(&sk, probes)?
+        attach_lib_calls_multi(&sk, probes, 0)?
     } else {
-        attach_lib_calls(&sk, probes)?
+        attach_lib_calls(&sk, probes, 0)?
     };
     let mut clocks = Vec::new();
     if agent_hooks {
@@ -211,9 +214,31 @@ fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path) -> Result<Vec<Link>
     Ok(links)
 }
 
+/// Whether library calls are probed with uprobe.multi links: they detach
+/// in one RCU grace period per link instead of one per uprobe (≈0.1 s
+/// each here); they need Linux 6.6. The environment variable lets the
+/// tests run the older path on a new kernel.
+fn uprobe_multi() -> bool {
+    kernel_older_than(6, 6).is_none() && std::env::var_os("JTRACE_NO_UPROBE_MULTI").is_none()
+}
+
+/// Probes `probes` while recording, their ids (cookies) from `first_id` on.
+pub(crate) fn attach_lib_calls_from(
+    sk: &skel::JtraceSkel<'_>,
+    probes: &[ResolvedLibCall],
+    first_id: u32,
+) -> Result<Vec<Link>> {
+    if uprobe_multi() {
+        attach_lib_calls_multi(sk, probes, first_id)
+    } else {
+        attach_lib_calls(sk, probes, first_id)
+    }
+}
+
 /// One uprobe.multi and one uretprobe.multi link per library, for all of
-/// its functions; the probe id (index in `probes`) is each one's cookie.
-fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall]) -> Result<Vec<Link>> {
+/// its functions; the probe id (`first_id` + index in `probes`) is each
+/// one's cookie.
+fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall], first_id: u32) -> Result<Vec<Link>> {
     let mut by_library: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
     for (id, p) in probes.iter().enumerate() {
         by_library.entry(&p.path).or_default().push(id);
@@ -223,7 +248,7 @@ fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall])
         for (prog, retprobe) in [(&sk.progs.lib_enter_multi, false), (&sk.progs.lib_exit_multi, true)] {
             let opts = UprobeMultiOpts {
                 offsets: ids.iter().map(|&id| probes[id].offset as usize).collect(),
-                cookies: ids.iter().map(|&id| id as u64).collect(),
+                cookies: ids.iter().map(|&id| u64::from(first_id) + id as u64).collect(),
                 retprobe,
                 ..Default::default()
             };
@@ -247,12 +272,12 @@ fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall])
 }
 
 /// One uprobe / uretprobe pair per library call (kernels before 6.6).
-fn attach_lib_calls(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall]) -> Result<Vec<Link>> {
+fn attach_lib_calls(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall], first_id: u32) -> Result<Vec<Link>> {
     let mut links = Vec::new();
     for (id, p) in probes.iter().enumerate() {
         for (prog, retprobe) in [(&sk.progs.lib_enter, false), (&sk.progs.lib_exit, true)] {
             let opts = UprobeOpts {
-                cookie: id as u64,
+                cookie: u64::from(first_id) + id as u64,
                 retprobe,
                 ..Default::default()
             };
