@@ -17,33 +17,38 @@
 //! * per JVM, a track "JVM stops" with the GC and safepoint windows.
 //!
 //! It streams (a [`Visitor`] of [`stream::analyze`]): packets go out as the
-//! walk produces them, sched events in bundles of at most [`BUNDLE`] per
-//! CPU; Perfetto sorts by time on import. Event names, argument names and
-//! evidence strings are interned on one packet sequence.
+//! walk produces them, sched events in per-CPU bundles (`sched`);
+//! Perfetto sorts by time on import. Each thread is a packet sequence with
+//! its own incremental clock and interned names (`sequence`); packets are
+//! written by an append-only encoder (`wire`) with the field numbers of
+//! `fields`. Its size and speed: BENCHMARKS.md, "Exports against report".
 
-mod proto;
+mod fields;
+mod sched;
+mod sequence;
+mod wire;
 
 use crate::export::Exporter;
 use crate::model::pid_of;
 use crate::windows::{pair_windows, window_name, WindowMarks};
+use fields::{event, track, tree, TRACE_PACKET};
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
     describe_evidence, describe_syscall, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval, SyscallInfo,
     ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };
-use proto::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use sched::{Sched, Switch};
+use sequence::{arg_string, arg_true, arg_uint, Interner, Packets};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-/// Sched events buffered per CPU before they go out as one bundle.
-pub const BUNDLE: usize = 512;
-
-/// The one packet sequence every packet is on.
-const SEQ: u32 = 1;
+/// The sequence of the track descriptors; threads' sequences follow.
+const HEADER_SEQ: u32 = 1;
 
 /// Track uuids: the tid or pid, then the kind in the low 3 bits (small
-/// numbers: every event names its track in a varint).
+/// numbers: an event on another track than its sequence's names it in a
+/// varint).
 fn thread_track(tid: u32) -> u64 {
     (tid as u64) << 3 | 1
 }
@@ -57,7 +62,7 @@ fn stops_track(pid: u32) -> u64 {
     (pid as u64) << 3 | 4
 }
 
-/// Argument names, interned once in the first packet (iid = index + 1).
+/// Argument names; iid = index + 1, then `<cause>_ns` ([`cause_arg`]).
 const ARG_NAMES: &[&str] = &[
     "signature",
     "cpu_ns",
@@ -71,37 +76,34 @@ const ARG_NAMES: &[&str] = &[
     "seq",
     "open",
 ];
-fn arg_iid(name: &str) -> u64 {
-    ARG_NAMES
-        .iter()
-        .position(|n| *n == name)
-        .expect("an argument name of ARG_NAMES") as u64
-        + 1
-}
-/// iid of the argument `<cause>_ns`, after [`ARG_NAMES`].
-fn cause_arg_iid(c: Cause) -> u64 {
-    (ARG_NAMES.len() + c as usize) as u64 + 1
-}
+const SIGNATURE: usize = 0;
+const CPU_NS: usize = 1;
+const VOLUNTARY: usize = 2;
+const INVOLUNTARY: usize = 3;
+const EXCEPTION: usize = 4;
+const UNFINISHED: usize = 5;
+const NOT_COVERED: usize = 6;
+const EVIDENCE: usize = 7;
+const WAKER_TID: usize = 8;
+const SEQ: usize = 9;
+const OPEN: usize = 10;
 
 /// Writes the Perfetto trace as a [`Visitor`] of a walk.
 struct PerfettoWriter<'a, W: Write> {
     trace: &'a Trace,
-    out: W,
-    error: Option<std::io::Error>,
-    /// Interned event names and evidence strings (each its own iid space).
-    names: HashMap<String, u64>,
-    strings: HashMap<String, u64>,
-    /// Event names of methods by index (0: not interned yet).
-    method_iids: Vec<u64>,
-    /// Their signatures' string iids (0: not interned yet).
-    signature_iids: Vec<u64>,
-    /// The encoding buffer, reused.
-    buf: Vec<u8>,
-    /// Sched events per CPU not yet written.
-    sched: BTreeMap<u32, Vec<FtraceEvent>>,
+    packets: Packets<W>,
+    intern: Interner,
+    /// The track event being built, and an off-CPU interval's begin.
+    ev: Vec<u8>,
+    begin: Vec<u8>,
+    sched: Sched,
+    /// The last sequence started.
+    seq: u32,
     /// The thread's wakeup waiting for the CPU it will run on: (ts, waker).
     pending_wake: Option<(u64, u32)>,
     last_cpu: u32,
+    /// The CPU the thread's recorded switch-in put it on, while it runs.
+    on_cpu: Option<u32>,
     /// The thread's latest syscalls (what a block's evidence names).
     syscalls: Vec<(u32, SyscallInfo)>,
     flow_id: u64,
@@ -109,35 +111,19 @@ struct PerfettoWriter<'a, W: Write> {
     window_last: HashMap<u32, u64>,
 }
 
-fn arg_u(name: u64, v: u64) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(name),
-        uint_value: Some(v),
-        ..Default::default()
-    }
-}
-fn arg_b(name: u64, v: bool) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(name),
-        bool_value: Some(v),
-        ..Default::default()
-    }
-}
-
 impl<'a, W: Write> PerfettoWriter<'a, W> {
     fn new(trace: &'a Trace, out: W) -> Self {
         PerfettoWriter {
             trace,
-            out,
-            error: None,
-            names: HashMap::new(),
-            strings: HashMap::new(),
-            method_iids: vec![0; trace.methods.len()],
-            signature_iids: vec![0; trace.methods.len()],
-            buf: Vec::new(),
-            sched: BTreeMap::new(),
+            packets: Packets::new(out),
+            intern: Interner::new(trace.methods.len(), ARG_NAMES.len() + Cause::ALL.len()),
+            ev: Vec::new(),
+            begin: Vec::new(),
+            sched: Sched::default(),
+            seq: HEADER_SEQ,
             pending_wake: None,
             last_cpu: 0,
+            on_cpu: None,
             syscalls: Vec::new(),
             flow_id: 0,
             windows: WindowMarks::new(),
@@ -145,270 +131,169 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
         }
     }
 
-    /// Writes one packet as a `Trace.packet` field (the file is a `Trace`).
-    fn packet(&mut self, p: TracePacket) {
-        if self.error.is_some() {
-            return;
-        }
-        use prost::Message;
-        let len = p.encoded_len();
-        let buf = &mut self.buf;
-        buf.clear();
-        buf.push(0x0a); // field 1, length-delimited
-        prost::encoding::encode_varint(len as u64, buf);
-        p.encode(buf).expect("a Vec grows");
-        if let Err(e) = self.out.write_all(buf) {
-            self.error = Some(e);
-        }
+    /// The iid of argument `i` of [`ARG_NAMES`], defined on first use.
+    fn arg(&mut self, i: usize) -> u64 {
+        self.intern.arg(i as u64 + 1, || ARG_NAMES[i].to_string())
     }
 
-    /// A track event on the sequence, with whatever it interned.
-    fn event(&mut self, ts: u64, ev: TrackEvent, interned: InternedData) {
-        let has_interned = !interned.event_names.is_empty() || !interned.debug_annotation_string_values.is_empty();
-        self.packet(TracePacket {
-            timestamp: Some(ts),
-            trusted_packet_sequence_id: Some(SEQ),
-            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
-            track_event: Some(ev),
-            interned_data: has_interned.then_some(interned),
-            ..Default::default()
-        });
+    /// The iid of the argument `<cause>_ns`.
+    fn cause_arg(&mut self, c: Cause) -> u64 {
+        let iid = (ARG_NAMES.len() + c as usize) as u64 + 1;
+        self.intern.arg(iid, || format!("{}_ns", c.name()))
     }
 
-    fn name_iid(&mut self, name: &str, interned: &mut InternedData) -> u64 {
-        if let Some(&i) = self.names.get(name) {
-            return i;
-        }
-        let i = self.names.len() as u64 + 1;
-        self.names.insert(name.to_string(), i);
-        interned.event_names.push(EventName {
-            iid: Some(i),
-            name: Some(name.to_string()),
-        });
-        i
+    /// Writes the track event built in `ev` at `ts` on the current sequence.
+    fn event(&mut self, ts: u64) {
+        emit(&mut self.packets, &mut self.intern.pending, ts, &self.ev);
     }
 
-    fn method_iid(&mut self, m: MethodIdx, interned: &mut InternedData) -> u64 {
-        match self.method_iids.get(m as usize) {
-            Some(&i) if i != 0 => i,
-            _ => {
-                let name = self
-                    .trace
-                    .methods
-                    .get(m as usize)
-                    .map(|m| m.qualified())
-                    .unwrap_or_default();
-                let i = self.name_iid(&name, interned);
-                if let Some(slot) = self.method_iids.get_mut(m as usize) {
-                    *slot = i;
-                }
-                i
-            }
-        }
-    }
-
-    fn string_arg(&mut self, name: &str, s: String, interned: &mut InternedData) -> DebugAnnotation {
-        let next = self.strings.len() as u64 + 1;
-        let iid = *self.strings.entry(s).or_insert_with_key(|s| {
-            interned.debug_annotation_string_values.push(InternedString {
-                iid: Some(next),
-                str: Some(s.as_bytes().to_vec()),
-            });
-            next
-        });
-        DebugAnnotation {
-            name_iid: Some(arg_iid(name)),
-            string_value_iid: Some(iid),
-            ..Default::default()
-        }
-    }
-
-    /// The first packets: interned argument names, process tree, tracks.
+    /// The first packets: process tree and tracks.
     fn header(&mut self) {
-        let mut names: Vec<EventName> = ARG_NAMES
-            .iter()
-            .map(|n| n.to_string())
-            .chain(Cause::ALL.iter().map(|c| format!("{}_ns", c.name())))
-            .enumerate()
-            .map(|(i, n)| EventName {
-                iid: Some(i as u64 + 1),
-                name: Some(n),
-            })
-            .collect();
-        names.shrink_to_fit();
-        self.packet(TracePacket {
-            trusted_packet_sequence_id: Some(SEQ),
-            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
-            interned_data: Some(InternedData {
-                debug_annotation_names: names,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
         let trace = self.trace;
         let mut pids = BTreeSet::new();
-        let mut tree = ProcessTree::default();
-        for t in trace.threads.values() {
-            let pid = pid_of(trace, t);
+        let b = &mut self.packets.buf;
+        let p = wire::open(b, TRACE_PACKET);
+        let t = wire::open(b, fields::packet::PROCESS_TREE);
+        for th in trace.threads.values() {
+            let pid = pid_of(trace, th);
             pids.insert(pid);
-            tree.threads.push(Thread {
-                tid: Some(t.tid as i32),
-                name: Some(t.display_name().to_string()),
-                tgid: Some(pid as i32),
-            });
+            let m = wire::open(b, tree::THREADS);
+            wire::uint(b, tree::ID, th.tid as i32 as u64);
+            wire::bytes(b, tree::THREAD_NAME, th.display_name().as_bytes());
+            wire::uint(b, tree::TGID, pid as i32 as u64);
+            wire::close(b, m);
         }
         for &pid in &pids {
-            let cmdline = if pid == trace.meta.pid {
-                trace.meta.command.clone()
-            } else {
-                Vec::new()
-            };
-            tree.processes.push(Process {
-                pid: Some(pid as i32),
-                ppid: Some(0),
-                cmdline,
-            });
+            let m = wire::open(b, tree::PROCESSES);
+            wire::uint(b, tree::ID, pid as i32 as u64);
+            wire::uint(b, tree::PPID, 0);
+            if pid == trace.meta.pid {
+                for arg in &trace.meta.command {
+                    wire::bytes(b, tree::CMDLINE, arg.as_bytes());
+                }
+            }
+            wire::close(b, m);
         }
-        self.packet(TracePacket {
-            process_tree: Some(tree),
-            ..Default::default()
-        });
+        wire::close(b, t);
+        wire::close(b, p);
         for &pid in &pids {
             let name = if pid == trace.meta.pid && !trace.meta.command.is_empty() {
                 trace.meta.command.join(" ")
             } else {
                 format!("process {pid}")
             };
-            self.track(TrackDescriptor {
-                uuid: Some(process_track(pid)),
-                process: Some(ProcessDescriptor {
-                    pid: Some(pid as i32),
-                    process_name: Some(name),
-                }),
-                ..Default::default()
+            self.track(process_track(pid), None, |b| {
+                let m = wire::open(b, track::PROCESS);
+                wire::uint(b, track::PID, pid as i32 as u64);
+                wire::bytes(b, track::PROCESS_NAME, name.as_bytes());
+                wire::close(b, m);
             });
         }
         for t in trace.threads.values() {
             let pid = pid_of(trace, t);
-            self.track(TrackDescriptor {
-                uuid: Some(thread_track(t.tid)),
-                thread: Some(ThreadDescriptor {
-                    pid: Some(pid as i32),
-                    tid: Some(t.tid as i32),
-                    thread_name: Some(t.display_name().to_string()),
-                }),
-                ..Default::default()
+            self.track(thread_track(t.tid), None, |b| {
+                let m = wire::open(b, track::THREAD);
+                wire::uint(b, track::PID, pid as i32 as u64);
+                wire::uint(b, track::TID, t.tid as i32 as u64);
+                wire::bytes(b, track::THREAD_NAME, t.display_name().as_bytes());
+                wire::close(b, m);
             });
-            self.track(TrackDescriptor {
-                uuid: Some(state_track(t.tid)),
-                parent_uuid: Some(thread_track(t.tid)),
-                name: Some(format!("{} [{}] off-CPU", t.display_name(), t.tid)),
-                ..Default::default()
+            let name = format!("{} [{}] off-CPU", t.display_name(), t.tid);
+            self.track(state_track(t.tid), Some(thread_track(t.tid)), |b| {
+                wire::bytes(b, track::NAME, name.as_bytes())
             });
         }
     }
 
-    fn track(&mut self, d: TrackDescriptor) {
-        self.packet(TracePacket {
-            track_descriptor: Some(d),
-            trusted_packet_sequence_id: Some(SEQ),
-            ..Default::default()
-        });
+    /// A track descriptor `uuid` under `parent`, with what `body` writes.
+    fn track(&mut self, uuid: u64, parent: Option<u64>, body: impl FnOnce(&mut Vec<u8>)) {
+        let b = &mut self.packets.buf;
+        let p = wire::open(b, TRACE_PACKET);
+        wire::uint(b, fields::packet::SEQUENCE_ID, self.seq as u64);
+        let d = wire::open(b, fields::packet::TRACK_DESCRIPTOR);
+        wire::uint(b, track::UUID, uuid);
+        body(b);
+        if let Some(parent) = parent {
+            wire::uint(b, track::PARENT_UUID, parent);
+        }
+        wire::close(b, d);
+        self.packets.end(p);
     }
 
-    fn comm(&self, tid: u32) -> String {
+    fn comm(&self, tid: u32) -> &'a str {
         match self.trace.threads.get(&tid) {
-            Some(t) => t.comm.clone(),
-            None if tid == 0 => "swapper".into(),
-            None => String::new(),
+            Some(t) => &t.comm,
+            None if tid == 0 => "swapper",
+            None => "",
         }
     }
 
-    fn sched_event(&mut self, cpu: u32, e: FtraceEvent) {
-        let buf = self.sched.entry(cpu).or_default();
-        buf.push(e);
-        if buf.len() >= BUNDLE {
-            self.flush_cpu(cpu);
-        }
-    }
-
-    fn flush_cpu(&mut self, cpu: u32) {
-        let event = self.sched.get_mut(&cpu).map(std::mem::take).unwrap_or_default();
-        if !event.is_empty() {
-            self.packet(TracePacket {
-                ftrace_events: Some(FtraceEventBundle { cpu: Some(cpu), event }),
-                ..Default::default()
-            });
+    /// Writes `cpu`'s sched bundle if it is full.
+    fn sched_written(&mut self, cpu: u32) {
+        if self.sched.full(cpu) {
+            self.sched.flush(cpu, &mut self.packets.buf);
+            self.packets.end_raw();
         }
     }
 
     /// The wakeup waiting for its CPU, on `cpu`.
     fn waking(&mut self, wakee: &ThreadInfo, cpu: u32) {
         if let Some((ts, waker)) = self.pending_wake.take() {
-            let e = FtraceEvent {
-                timestamp: Some(ts),
-                pid: Some(waker),
-                sched_waking: Some(SchedWaking {
-                    comm: Some(wakee.comm.clone()),
-                    pid: Some(wakee.tid as i32),
-                    success: Some(1),
-                    target_cpu: Some(cpu as i32),
-                }),
-                ..Default::default()
-            };
-            self.sched_event(cpu, e);
+            self.sched.waking(cpu, ts, waker, (wakee.tid, &wakee.comm));
+            self.sched_written(cpu);
         }
     }
 
-    /// The JVM stops tracks, after the walk.
+    /// The JVM stops tracks, after the walk, on a sequence of their own.
     fn finish(&mut self) {
-        let cpus: Vec<u32> = self.sched.keys().copied().collect();
-        for cpu in cpus {
-            self.flush_cpu(cpu);
-        }
         let windows = pair_windows(std::mem::take(&mut self.windows), &self.window_last);
+        self.seq += 1;
+        self.packets.start_sequence(self.seq, 0, None);
+        self.intern.start_sequence(self.seq);
         let mut named = BTreeSet::new();
         for w in windows {
+            let track = stops_track(w.pid);
             if named.insert(w.pid) {
-                self.track(TrackDescriptor {
-                    uuid: Some(stops_track(w.pid)),
-                    parent_uuid: Some(process_track(w.pid)),
-                    name: Some("JVM stops (GC, safepoints)".into()),
-                    ..Default::default()
+                self.track(track, Some(process_track(w.pid)), |b| {
+                    wire::bytes(b, track::NAME, b"JVM stops (GC, safepoints)")
                 });
             }
-            let mut interned = InternedData::default();
-            let name = self.name_iid(&format!("{} #{}", window_name(w.cause), w.seq), &mut interned);
-            let mut args = vec![arg_u(arg_iid("seq"), w.seq as u64)];
+            let name = self.intern.name(&format!("{} #{}", window_name(w.cause), w.seq));
+            let (seq, open) = (self.arg(SEQ), self.arg(OPEN));
+            self.ev.clear();
+            let ev = &mut self.ev;
+            wire::uint(ev, event::TYPE, event::SLICE_BEGIN);
+            wire::uint(ev, event::NAME_IID, name);
+            wire::uint(ev, event::TRACK_UUID, track);
+            arg_uint(ev, event::DEBUG_ANNOTATIONS, seq, w.seq as u64);
             if w.open {
-                args.push(arg_b(arg_iid("open"), true));
+                arg_true(ev, event::DEBUG_ANNOTATIONS, open);
             }
-            let ev = TrackEvent {
-                r#type: Some(SLICE_BEGIN),
-                name_iid: Some(name),
-                track_uuid: Some(stops_track(w.pid)),
-                debug_annotations: args,
-                ..Default::default()
-            };
-            self.event(w.start, ev, interned);
-            let end = TrackEvent {
-                r#type: Some(SLICE_END),
-                track_uuid: Some(stops_track(w.pid)),
-                ..Default::default()
-            };
-            self.event(w.end, end, InternedData::default());
+            self.event(w.start);
+            self.ev.clear();
+            wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
+            wire::uint(&mut self.ev, event::TRACK_UUID, track);
+            self.event(w.end);
         }
     }
 }
 
 impl<W: Write> Visitor for PerfettoWriter<'_, W> {
-    fn thread_begin(&mut self, _t: &ThreadInfo) {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
+        self.seq += 1;
+        self.packets
+            .start_sequence(self.seq, t.first_ts, Some(thread_track(t.tid)));
+        self.intern.start_sequence(self.seq);
         self.pending_wake = None;
+        self.on_cpu = None;
         self.syscalls.clear();
     }
 
     fn event(&mut self, t: &ThreadInfo, e: &Timed) {
         match e.event {
+            // A virtual thread's switches and wakeups are its mounts on
+            // carriers, not the kernel's: its tracks show them.
+            Event::SwitchOut { .. } | Event::SwitchIn { .. } | Event::Wakeup { .. } if t.virtual_id.is_some() => {}
             Event::SwitchOut {
                 prev_state,
                 cpu,
@@ -416,38 +301,33 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
                 ..
             } => {
                 self.last_cpu = cpu;
-                let ev = FtraceEvent {
-                    timestamp: Some(e.ts),
-                    pid: Some(t.tid),
-                    sched_switch: Some(SchedSwitch {
-                        prev_comm: Some(t.comm.clone()),
-                        prev_pid: Some(t.tid as i32),
-                        prev_state: Some(prev_state as i64),
-                        next_comm: Some(self.comm(next_tid)),
-                        next_pid: Some(next_tid as i32),
-                    }),
-                    ..Default::default()
-                };
-                self.sched_event(cpu, ev);
+                let next = (next_tid, self.comm(next_tid));
+                let chained = self.on_cpu.take() == Some(cpu);
+                if !(chained && self.sched.compact_switch(cpu, e.ts, prev_state, next)) {
+                    let s = Switch {
+                        ts: e.ts,
+                        prev: (t.tid, &t.comm),
+                        prev_state,
+                        next,
+                    };
+                    self.sched.switch(cpu, &s);
+                }
+                self.sched_written(cpu);
             }
             Event::SwitchIn { cpu, prev_tid } => {
                 self.last_cpu = cpu;
+                self.on_cpu = Some(cpu);
                 self.waking(t, cpu);
                 // A traced thread's own switch-out wrote this switch already.
                 if !self.trace.threads.contains_key(&prev_tid) {
-                    let ev = FtraceEvent {
-                        timestamp: Some(e.ts),
-                        pid: Some(prev_tid),
-                        sched_switch: Some(SchedSwitch {
-                            prev_comm: Some(self.comm(prev_tid)),
-                            prev_pid: Some(prev_tid as i32),
-                            prev_state: Some(0),
-                            next_comm: Some(t.comm.clone()),
-                            next_pid: Some(t.tid as i32),
-                        }),
-                        ..Default::default()
+                    let s = Switch {
+                        ts: e.ts,
+                        prev: (prev_tid, self.comm(prev_tid)),
+                        prev_state: 0,
+                        next: (t.tid, &t.comm),
                     };
-                    self.sched_event(cpu, ev);
+                    self.sched.switch(cpu, &s);
+                    self.sched_written(cpu);
                 }
             }
             Event::Wakeup { waker_tid, .. } => {
@@ -468,68 +348,50 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
         }
     }
 
-    fn enter(&mut self, t: &ThreadInfo, ts: u64, _depth: usize, m: MethodIdx) {
-        let mut interned = InternedData::default();
-        let name = self.method_iid(m, &mut interned);
-        let ev = TrackEvent {
-            r#type: Some(SLICE_BEGIN),
-            name_iid: Some(name),
-            track_uuid: Some(thread_track(t.tid)),
-            ..Default::default()
-        };
-        self.event(ts, ev, interned);
+    fn enter(&mut self, _t: &ThreadInfo, ts: u64, _depth: usize, m: MethodIdx) {
+        let trace = self.trace;
+        let name = self.intern.method(m as usize, || {
+            trace.methods.get(m as usize).map(|m| m.qualified()).unwrap_or_default()
+        });
+        self.ev.clear();
+        wire::uint(&mut self.ev, event::TYPE, event::SLICE_BEGIN);
+        wire::uint(&mut self.ev, event::NAME_IID, name);
+        self.event(ts);
     }
 
-    fn exit(&mut self, t: &ThreadInfo, _depth: usize, inv: &Invocation) {
-        let mut interned = InternedData::default();
+    fn exit(&mut self, _t: &ThreadInfo, _depth: usize, inv: &Invocation) {
+        let trace = self.trace;
         let b = &inv.breakdown;
-        // The signature's string iid, per method (no lookup by string per call).
-        let signature = match self.signature_iids.get(inv.method as usize) {
-            Some(&i) if i != 0 => DebugAnnotation {
-                name_iid: Some(arg_iid("signature")),
-                string_value_iid: Some(i),
-                ..Default::default()
-            },
-            _ => {
-                let trace = self.trace;
-                let sig = trace
-                    .methods
-                    .get(inv.method as usize)
-                    .map(|m| m.signature.clone())
-                    .unwrap_or_default();
-                let a = self.string_arg("signature", sig, &mut interned);
-                if let Some(slot) = self.signature_iids.get_mut(inv.method as usize) {
-                    *slot = a.string_value_iid.unwrap_or(0);
-                }
-                a
-            }
-        };
-        let mut args = vec![signature, arg_u(arg_iid("cpu_ns"), b.cpu)];
-        args.extend(b.off.nonzero().map(|(c, ns)| arg_u(cause_arg_iid(c), ns)));
-        for (name, n) in [
-            ("voluntary_switches", b.voluntary),
-            ("involuntary_switches", b.involuntary),
+        let m = inv.method as usize;
+        let sig = self.intern.signature(m, || {
+            trace.methods.get(m).map(|m| m.signature.clone()).unwrap_or_default()
+        });
+        let (sig_arg, cpu_arg) = (self.arg(SIGNATURE), self.arg(CPU_NS));
+        self.ev.clear();
+        wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
+        arg_string(&mut self.ev, event::DEBUG_ANNOTATIONS, sig_arg, sig);
+        arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, cpu_arg, b.cpu);
+        for (c, ns) in b.off.nonzero() {
+            let a = self.cause_arg(c);
+            arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, a, ns);
+        }
+        for (i, n) in [
+            (VOLUNTARY, b.voluntary),
+            (INVOLUNTARY, b.involuntary),
+            (NOT_COVERED, b.not_covered),
         ] {
             if n > 0 {
-                args.push(arg_u(arg_iid(name), n));
+                let a = self.arg(i);
+                arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, a, n);
             }
         }
-        if b.not_covered > 0 {
-            args.push(arg_u(arg_iid("not_covered_ns"), b.not_covered));
+        for (i, on) in [(EXCEPTION, inv.exception), (UNFINISHED, inv.unfinished)] {
+            if on {
+                let a = self.arg(i);
+                arg_true(&mut self.ev, event::DEBUG_ANNOTATIONS, a);
+            }
         }
-        if inv.exception {
-            args.push(arg_b(arg_iid("exception"), true));
-        }
-        if inv.unfinished {
-            args.push(arg_b(arg_iid("unfinished"), true));
-        }
-        let ev = TrackEvent {
-            r#type: Some(SLICE_END),
-            track_uuid: Some(thread_track(t.tid)),
-            debug_annotations: args,
-            ..Default::default()
-        };
-        self.event(inv.exit, ev, interned);
+        self.event(inv.exit);
     }
 
     fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
@@ -540,15 +402,8 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
     }
 
     fn off_cpu(&mut self, t: &ThreadInfo, _depth: usize, o: &OffCpuInterval) {
-        let mut interned = InternedData::default();
         let main = o.split.off.nonzero().max_by_key(|&(_, ns)| ns).map(|(c, _)| c);
-        let name = self.name_iid(main.map_or("off-CPU", |c| c.name()), &mut interned);
-        let mut args: Vec<DebugAnnotation> = o
-            .split
-            .off
-            .nonzero()
-            .map(|(c, ns)| arg_u(cause_arg_iid(c), ns))
-            .collect();
+        let name = self.intern.name(main.map_or("off-CPU", |c| c.name()));
         let evidence = match o.evidence {
             Evidence::None | Evidence::Preempted => None,
             Evidence::Syscall(i) => Some(match self.syscalls.iter().rev().find(|(idx, _)| *idx == i) {
@@ -557,47 +412,60 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
             }),
             e => Some(describe_evidence(self.trace, &e)),
         };
-        if let Some(s) = evidence {
-            args.push(self.string_arg("evidence", s, &mut interned));
+        let mut ev = std::mem::take(&mut self.begin);
+        ev.clear();
+        wire::uint(&mut ev, event::TYPE, event::SLICE_BEGIN);
+        wire::uint(&mut ev, event::NAME_IID, name);
+        wire::uint(&mut ev, event::TRACK_UUID, state_track(t.tid));
+        for (c, ns) in o.split.off.nonzero() {
+            let a = self.cause_arg(c);
+            arg_uint(&mut ev, event::DEBUG_ANNOTATIONS, a, ns);
         }
-        let mut flow = Vec::new();
+        if let Some(s) = evidence {
+            let (a, iid) = (self.arg(EVIDENCE), self.intern.string(&s));
+            arg_string(&mut ev, event::DEBUG_ANNOTATIONS, a, iid);
+        }
+        // The waker's instant, with a flow to this interval.
+        let mut flow = None;
         if let Some(w) = o.wake {
-            args.push(arg_u(arg_iid("waker_tid"), w.waker_tid as u64));
+            let a = self.arg(WAKER_TID);
+            arg_uint(&mut ev, event::DEBUG_ANNOTATIONS, a, w.waker_tid as u64);
             if w.waker_tid != 0 && w.waker_tid != t.tid && self.trace.threads.contains_key(&w.waker_tid) {
                 self.flow_id += 1;
-                flow.push(self.flow_id);
-                let mut wi = InternedData::default();
-                let wname = self.name_iid("wakes", &mut wi);
-                let instant = TrackEvent {
-                    r#type: Some(INSTANT),
-                    name_iid: Some(wname),
-                    track_uuid: Some(state_track(w.waker_tid)),
-                    flow_ids: vec![self.flow_id],
-                    ..Default::default()
-                };
-                self.event(w.ts, instant, wi);
+                wire::fixed64(&mut ev, event::TERMINATING_FLOW_IDS, self.flow_id);
+                flow = Some((w.ts, w.waker_tid, self.flow_id));
             }
         }
-        let begin = TrackEvent {
-            r#type: Some(SLICE_BEGIN),
-            name_iid: Some(name),
-            track_uuid: Some(state_track(t.tid)),
-            debug_annotations: args,
-            terminating_flow_ids: flow,
-            ..Default::default()
-        };
-        self.event(o.start, begin, interned);
-        let end = TrackEvent {
-            r#type: Some(SLICE_END),
-            track_uuid: Some(state_track(t.tid)),
-            ..Default::default()
-        };
-        self.event(o.end, end, InternedData::default());
+        // Packets in time order where they can be (shorter timestamps).
+        let instant_first = flow.is_some_and(|(ts, _, _)| ts < o.start);
+        if !instant_first {
+            emit(&mut self.packets, &mut self.intern.pending, o.start, &ev);
+        }
+        if let Some((ts, waker, id)) = flow {
+            let wname = self.intern.name("wakes");
+            self.ev.clear();
+            wire::uint(&mut self.ev, event::TYPE, event::INSTANT);
+            wire::uint(&mut self.ev, event::NAME_IID, wname);
+            wire::uint(&mut self.ev, event::TRACK_UUID, state_track(waker));
+            wire::fixed64(&mut self.ev, event::FLOW_IDS, id);
+            self.event(ts);
+        }
+        if instant_first {
+            emit(&mut self.packets, &mut self.intern.pending, o.start, &ev);
+        }
+        self.begin = ev;
+        self.ev.clear();
+        wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
+        wire::uint(&mut self.ev, event::TRACK_UUID, state_track(t.tid));
+        self.event(o.end);
     }
 
     fn thread_end(&mut self, t: &ThreadInfo, _totals: &ThreadTotals) {
         let cpu = self.last_cpu;
         self.waking(t, cpu);
+        // A bundle's compact switches are one thread's, in time order.
+        self.sched.flush_all(&mut self.packets.buf);
+        self.packets.end_raw();
     }
 }
 
@@ -621,11 +489,16 @@ pub fn write_perfetto_streaming(dir: &Path, out: impl Write, opts: &StreamOption
 
 fn finish<W: Write>(mut w: PerfettoWriter<'_, W>) -> anyhow::Result<()> {
     w.finish();
-    if let Some(e) = w.error.take() {
-        return Err(e.into());
-    }
-    w.out.flush()?;
+    w.packets.finish()?;
     Ok(())
+}
+
+/// Writes track event `body` at `ts` on the current sequence, with the
+/// definitions `pending` holds.
+fn emit<W: Write>(packets: &mut Packets<W>, pending: &mut Vec<u8>, ts: u64, body: &[u8]) {
+    let p = packets.begin(ts, pending);
+    wire::bytes(&mut packets.buf, fields::packet::TRACK_EVENT, body);
+    packets.end(p);
 }
 
 /// The Perfetto format as an [`Exporter`]; it streams.
