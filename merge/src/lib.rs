@@ -69,7 +69,8 @@
 //!    is not a SIGBUS).
 //! 2. The data model: `event` (events, threads, methods), `jit`, `trace`
 //!    ([`Trace`]), `syscall` (syscall numbers and their causes), `windows`
-//!    (which GC/safepoint windows a thread sees).
+//!    (which GC/safepoint windows a thread sees), `sched_chain` (which
+//!    switch-outs their CPU's previous switch explains).
 //! 3. The external sort: `run` (the run file encoding and reader), `spill`
 //!    (the per-thread buffers that write sorted runs).
 //! 4. The reader, `read/`: `records` (a stream file's records, mapped or
@@ -109,6 +110,7 @@ mod read;
 pub mod report;
 pub mod report_stacks;
 mod run;
+mod sched_chain;
 mod shrink_guard;
 mod spill;
 mod stacks;
@@ -131,6 +133,7 @@ pub use jit::JitHistory;
 pub use meta::Meta;
 pub use percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, window, Report, ReportFilter, WindowJson};
+pub use sched_chain::SchedChain;
 pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};
 pub use symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
 pub use syscall::{nr, syscall_cause, syscall_name};

@@ -83,6 +83,8 @@ pub struct Trace {
     /// [`StreamOptions::calls_within`](crate::stream::StreamOptions::calls_within)
     /// (0 for any other read).
     pub calls_left_out: u64,
+    /// Which switch-outs chain on their CPU (read with the kernel stream).
+    pub sched_chain: crate::SchedChain,
 }
 
 /// A method the agent demoted (its probes removed past the overhead budget).

@@ -32,6 +32,7 @@ impl TraceReader {
                 kind::SWITCH_OUT => {
                     if let Some([tgid, prev_state, cpu, next_tid]) = words(raw.payload) {
                         self.trace.kernel_records += 1;
+                        self.trace.sched_chain.switch_out(cpu, ts, tid, next_tid);
                         self.set_tgid(tid, tgid);
                         self.push(
                             tid,
@@ -52,6 +53,7 @@ impl TraceReader {
                 kind::SWITCH_IN => {
                     if let Some([tgid, cpu, prev_tid, _]) = words(raw.payload) {
                         self.trace.kernel_records += 1;
+                        self.trace.sched_chain.switch_in(cpu, tid);
                         self.set_tgid(tid, tgid);
                         self.end_block(tid, ts);
                         self.push(tid, ts, Event::SwitchIn { cpu, prev_tid });
@@ -80,6 +82,7 @@ impl TraceReader {
             self.trace.kernel_records += 1;
             match rec.payload {
                 Payload::SwitchOut(p) => {
+                    self.trace.sched_chain.switch_out(p.cpu, ts, tid, p.next_tid);
                     self.set_tgid(tid, p.tgid);
                     self.push(
                         tid,
@@ -93,6 +96,7 @@ impl TraceReader {
                     );
                 }
                 Payload::SwitchOutStacks(p, st) => {
+                    self.trace.sched_chain.switch_out(p.cpu, ts, tid, p.next_tid);
                     self.set_tgid(tid, p.tgid);
                     self.push(
                         tid,
@@ -119,6 +123,7 @@ impl TraceReader {
                     *self.trace.stacks.cpu_samples.entry((tid, pair)).or_default() += 1;
                 }
                 Payload::SwitchIn(p) => {
+                    self.trace.sched_chain.switch_in(p.cpu, tid);
                     self.set_tgid(tid, p.tgid);
                     self.end_block(tid, ts);
                     self.push(

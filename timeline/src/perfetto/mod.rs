@@ -38,10 +38,11 @@ use jtrace_merge::{
     ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };
 use sched::{Sched, Switch};
-use sequence::{arg_string, arg_true, arg_uint, Interner, Packets};
-use std::collections::{BTreeSet, HashMap};
+use sequence::{arg_string, arg_true, arg_uint, Interner, Packets, StringKey, ARG_ROOM};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::Write;
 use std::path::Path;
+use wire::Cursor;
 
 /// The sequence of the track descriptors; threads' sequences follow.
 const HEADER_SEQ: u32 = 1;
@@ -88,14 +89,56 @@ const WAKER_TID: usize = 8;
 const SEQ: usize = 9;
 const OPEN: usize = 10;
 
+/// The iid of the argument `<cause>_ns`, after [`ARG_NAMES`].
+fn cause_arg_iid(c: Cause) -> u64 {
+    (ARG_NAMES.len() + c as usize) as u64 + 1
+}
+
+/// Event names every thread may use: "off-CPU", a cause's name, "wakes".
+const OFF_CPU_NAME: usize = 0;
+const WAKES_NAME: usize = 1 + Cause::ALL.len();
+fn cause_name(c: Cause) -> usize {
+    1 + c as usize
+}
+
+/// The key of an off-CPU interval's evidence string: its kind, then what
+/// the string says (for a syscall: the record without its times).
+fn evidence_key(e: &Evidence, sc: Option<&SyscallInfo>) -> StringKey {
+    let mut k = [0u64; 12];
+    match (*e, sc) {
+        (Evidence::Syscall(_), Some(sc)) => {
+            let r = &sc.rec;
+            let word = |b: &[u8; 16], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            k = [
+                1,
+                (r.nr as u64) << 32 | r.fd_kind as u64,
+                r.ret as u64,
+                (r.fd as u32 as u64) << 32 | (r.flags & jtrace_format::SYSCALL_AT_SWITCH) as u64,
+                r.arg,
+                (r.family as u64) << 48 | (r.protocol as u64) << 32 | (r.sport as u64) << 16 | r.dport as u64,
+                word(&r.saddr, 0),
+                word(&r.saddr, 8),
+                word(&r.daddr, 0),
+                word(&r.daddr, 8),
+                r.dev,
+                r.ino,
+            ];
+        }
+        (Evidence::Syscall(i), None) => k[..2].copy_from_slice(&[2, i as u64]),
+        (Evidence::Jvm { cause, detail }, _) => k[..3].copy_from_slice(&[3, cause as u64, detail as u64]),
+        (Evidence::Window(c), _) => k[..2].copy_from_slice(&[4, c as u64]),
+        (Evidence::PageFault, _) => k[0] = 5,
+        (Evidence::None, _) => k[0] = 6,
+        (Evidence::Preempted, _) => k[0] = 7,
+    }
+    k
+}
+
 /// Writes the Perfetto trace as a [`Visitor`] of a walk.
 struct PerfettoWriter<'a, W: Write> {
     trace: &'a Trace,
     packets: Packets<W>,
     intern: Interner,
-    /// The track event being built, and an off-CPU interval's begin.
-    ev: Vec<u8>,
-    begin: Vec<u8>,
     sched: Sched,
     /// The last sequence started.
     seq: u32,
@@ -105,26 +148,27 @@ struct PerfettoWriter<'a, W: Write> {
     /// The CPU the thread's recorded switch-in put it on, while it runs.
     on_cpu: Option<u32>,
     /// The thread's latest syscalls (what a block's evidence names).
-    syscalls: Vec<(u32, SyscallInfo)>,
+    syscalls: VecDeque<(u32, SyscallInfo)>,
     flow_id: u64,
     windows: WindowMarks,
     window_last: HashMap<u32, u64>,
 }
+
+/// Room for a track event's own fields (type, name, track, flow).
+const EVENT_ROOM: usize = 48;
 
 impl<'a, W: Write> PerfettoWriter<'a, W> {
     fn new(trace: &'a Trace, out: W) -> Self {
         PerfettoWriter {
             trace,
             packets: Packets::new(out),
-            intern: Interner::new(trace.methods.len(), ARG_NAMES.len() + Cause::ALL.len()),
-            ev: Vec::new(),
-            begin: Vec::new(),
+            intern: Interner::new(trace.methods.len(), ARG_NAMES.len() + Cause::ALL.len(), WAKES_NAME + 1),
             sched: Sched::default(),
             seq: HEADER_SEQ,
             pending_wake: None,
             last_cpu: 0,
             on_cpu: None,
-            syscalls: Vec::new(),
+            syscalls: VecDeque::new(),
             flow_id: 0,
             windows: WindowMarks::new(),
             window_last: HashMap::new(),
@@ -136,88 +180,95 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
         self.intern.arg(i as u64 + 1, || ARG_NAMES[i].to_string())
     }
 
-    /// The iid of the argument `<cause>_ns`.
+    /// The iid of the argument `<cause>_ns`, defined on first use.
     fn cause_arg(&mut self, c: Cause) -> u64 {
-        let iid = (ARG_NAMES.len() + c as usize) as u64 + 1;
+        let iid = cause_arg_iid(c);
         self.intern.arg(iid, || format!("{}_ns", c.name()))
     }
 
-    /// Writes the track event built in `ev` at `ts` on the current sequence.
-    fn event(&mut self, ts: u64) {
-        emit(&mut self.packets, &mut self.intern.pending, ts, &self.ev);
+    /// Writes a track event at `ts` on the current sequence; `body` writes
+    /// its fields into at most `room` bytes.
+    fn event(&mut self, ts: u64, room: usize, body: impl FnOnce(&mut Cursor)) {
+        self.packets.track_event(ts, &mut self.intern.pending, room, body);
     }
 
     /// The first packets: process tree and tracks.
     fn header(&mut self) {
         let trace = self.trace;
-        let mut pids = BTreeSet::new();
-        let b = &mut self.packets.buf;
-        let p = wire::open(b, TRACE_PACKET);
-        let t = wire::open(b, fields::packet::PROCESS_TREE);
+        let pids: BTreeSet<u32> = trace.threads.values().map(|t| pid_of(trace, t)).collect();
+        let room = 64 * (trace.threads.len() + pids.len())
+            + trace.threads.values().map(|t| t.display_name().len()).sum::<usize>()
+            + trace.meta.command.iter().map(|a| a.len() + 8).sum::<usize>();
+        let mut b = self.packets.buf.cursor(room);
+        let p = b.open(TRACE_PACKET);
+        let t = b.open(fields::packet::PROCESS_TREE);
         for th in trace.threads.values() {
-            let pid = pid_of(trace, th);
-            pids.insert(pid);
-            let m = wire::open(b, tree::THREADS);
-            wire::uint(b, tree::ID, th.tid as i32 as u64);
-            wire::bytes(b, tree::THREAD_NAME, th.display_name().as_bytes());
-            wire::uint(b, tree::TGID, pid as i32 as u64);
-            wire::close(b, m);
+            let m = b.open(tree::THREADS);
+            b.uint(tree::ID, th.tid as i32 as u64);
+            b.bytes(tree::THREAD_NAME, th.display_name().as_bytes());
+            b.uint(tree::TGID, pid_of(trace, th) as i32 as u64);
+            b.close(m);
         }
         for &pid in &pids {
-            let m = wire::open(b, tree::PROCESSES);
-            wire::uint(b, tree::ID, pid as i32 as u64);
-            wire::uint(b, tree::PPID, 0);
+            let m = b.open(tree::PROCESSES);
+            b.uint(tree::ID, pid as i32 as u64);
+            b.uint(tree::PPID, 0);
             if pid == trace.meta.pid {
                 for arg in &trace.meta.command {
-                    wire::bytes(b, tree::CMDLINE, arg.as_bytes());
+                    b.bytes(tree::CMDLINE, arg.as_bytes());
                 }
             }
-            wire::close(b, m);
+            b.close(m);
         }
-        wire::close(b, t);
-        wire::close(b, p);
+        b.close(t);
+        b.close(p);
+        drop(b);
         for &pid in &pids {
             let name = if pid == trace.meta.pid && !trace.meta.command.is_empty() {
                 trace.meta.command.join(" ")
             } else {
                 format!("process {pid}")
             };
-            self.track(process_track(pid), None, |b| {
-                let m = wire::open(b, track::PROCESS);
-                wire::uint(b, track::PID, pid as i32 as u64);
-                wire::bytes(b, track::PROCESS_NAME, name.as_bytes());
-                wire::close(b, m);
+            self.track(process_track(pid), None, name.len(), |b| {
+                let m = b.open(track::PROCESS);
+                b.uint(track::PID, pid as i32 as u64);
+                b.bytes(track::PROCESS_NAME, name.as_bytes());
+                b.close(m);
             });
         }
         for t in trace.threads.values() {
             let pid = pid_of(trace, t);
-            self.track(thread_track(t.tid), None, |b| {
-                let m = wire::open(b, track::THREAD);
-                wire::uint(b, track::PID, pid as i32 as u64);
-                wire::uint(b, track::TID, t.tid as i32 as u64);
-                wire::bytes(b, track::THREAD_NAME, t.display_name().as_bytes());
-                wire::close(b, m);
+            let name = t.display_name();
+            self.track(thread_track(t.tid), None, name.len(), |b| {
+                let m = b.open(track::THREAD);
+                b.uint(track::PID, pid as i32 as u64);
+                b.uint(track::TID, t.tid as i32 as u64);
+                b.bytes(track::THREAD_NAME, name.as_bytes());
+                b.close(m);
             });
-            let name = format!("{} [{}] off-CPU", t.display_name(), t.tid);
-            self.track(state_track(t.tid), Some(thread_track(t.tid)), |b| {
-                wire::bytes(b, track::NAME, name.as_bytes())
+            let name = format!("{name} [{}] off-CPU", t.tid);
+            self.track(state_track(t.tid), Some(thread_track(t.tid)), name.len(), |b| {
+                b.bytes(track::NAME, name.as_bytes())
             });
         }
     }
 
-    /// A track descriptor `uuid` under `parent`, with what `body` writes.
-    fn track(&mut self, uuid: u64, parent: Option<u64>, body: impl FnOnce(&mut Vec<u8>)) {
-        let b = &mut self.packets.buf;
-        let p = wire::open(b, TRACE_PACKET);
-        wire::uint(b, fields::packet::SEQUENCE_ID, self.seq as u64);
-        let d = wire::open(b, fields::packet::TRACK_DESCRIPTOR);
-        wire::uint(b, track::UUID, uuid);
-        body(b);
+    /// A track descriptor `uuid` under `parent`, with what `body` writes
+    /// (a name of `len` bytes and a few fields).
+    fn track(&mut self, uuid: u64, parent: Option<u64>, len: usize, body: impl FnOnce(&mut Cursor)) {
+        let mut b = self.packets.buf.cursor(128 + len);
+        let p = b.open(TRACE_PACKET);
+        b.uint(fields::packet::SEQUENCE_ID, self.seq as u64);
+        let d = b.open(fields::packet::TRACK_DESCRIPTOR);
+        b.uint(track::UUID, uuid);
+        body(&mut b);
         if let Some(parent) = parent {
-            wire::uint(b, track::PARENT_UUID, parent);
+            b.uint(track::PARENT_UUID, parent);
         }
-        wire::close(b, d);
-        self.packets.end(p);
+        b.close(d);
+        b.close(p);
+        drop(b);
+        self.packets.written();
     }
 
     fn comm(&self, tid: u32) -> &'a str {
@@ -232,7 +283,7 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
     fn sched_written(&mut self, cpu: u32) {
         if self.sched.full(cpu) {
             self.sched.flush(cpu, &mut self.packets.buf);
-            self.packets.end_raw();
+            self.packets.written();
         }
     }
 
@@ -254,26 +305,26 @@ impl<'a, W: Write> PerfettoWriter<'a, W> {
         for w in windows {
             let track = stops_track(w.pid);
             if named.insert(w.pid) {
-                self.track(track, Some(process_track(w.pid)), |b| {
-                    wire::bytes(b, track::NAME, b"JVM stops (GC, safepoints)")
+                const NAME: &str = "JVM stops (GC, safepoints)";
+                self.track(track, Some(process_track(w.pid)), NAME.len(), |b| {
+                    b.bytes(track::NAME, NAME.as_bytes())
                 });
             }
             let name = self.intern.name(&format!("{} #{}", window_name(w.cause), w.seq));
             let (seq, open) = (self.arg(SEQ), self.arg(OPEN));
-            self.ev.clear();
-            let ev = &mut self.ev;
-            wire::uint(ev, event::TYPE, event::SLICE_BEGIN);
-            wire::uint(ev, event::NAME_IID, name);
-            wire::uint(ev, event::TRACK_UUID, track);
-            arg_uint(ev, event::DEBUG_ANNOTATIONS, seq, w.seq as u64);
-            if w.open {
-                arg_true(ev, event::DEBUG_ANNOTATIONS, open);
-            }
-            self.event(w.start);
-            self.ev.clear();
-            wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
-            wire::uint(&mut self.ev, event::TRACK_UUID, track);
-            self.event(w.end);
+            self.event(w.start, EVENT_ROOM + 2 * ARG_ROOM, |ev| {
+                ev.uint(event::TYPE, event::SLICE_BEGIN);
+                ev.uint(event::NAME_IID, name);
+                ev.uint(event::TRACK_UUID, track);
+                arg_uint(ev, seq, w.seq as u64);
+                if w.open {
+                    arg_true(ev, open);
+                }
+            });
+            self.event(w.end, EVENT_ROOM, |ev| {
+                ev.uint(event::TYPE, event::SLICE_END);
+                ev.uint(event::TRACK_UUID, track);
+            });
         }
     }
 }
@@ -302,7 +353,9 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
             } => {
                 self.last_cpu = cpu;
                 let next = (next_tid, self.comm(next_tid));
-                let chained = self.on_cpu.take() == Some(cpu);
+                // Only if the CPU's previous switch (any thread's) put it
+                // there, as the reader infers; lost records break chains.
+                let chained = self.on_cpu.take() == Some(cpu) && self.trace.sched_chain.chains(t.tid, e.ts);
                 if !(chained && self.sched.compact_switch(cpu, e.ts, prev_state, next)) {
                     let s = Switch {
                         ts: e.ts,
@@ -353,111 +406,160 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
         let name = self.intern.method(m as usize, || {
             trace.methods.get(m as usize).map(|m| m.qualified()).unwrap_or_default()
         });
-        self.ev.clear();
-        wire::uint(&mut self.ev, event::TYPE, event::SLICE_BEGIN);
-        wire::uint(&mut self.ev, event::NAME_IID, name);
-        self.event(ts);
+        self.event(ts, EVENT_ROOM, |ev| {
+            ev.uint(event::TYPE, event::SLICE_BEGIN);
+            ev.uint(event::NAME_IID, name);
+        });
     }
 
     fn exit(&mut self, _t: &ThreadInfo, _depth: usize, inv: &Invocation) {
         let trace = self.trace;
-        let b = &inv.breakdown;
+        let b = inv.breakdown;
         let m = inv.method as usize;
         let sig = self.intern.signature(m, || {
             trace.methods.get(m).map(|m| m.signature.clone()).unwrap_or_default()
         });
+        // Every argument name defined before the packet that uses it.
         let (sig_arg, cpu_arg) = (self.arg(SIGNATURE), self.arg(CPU_NS));
-        self.ev.clear();
-        wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
-        arg_string(&mut self.ev, event::DEBUG_ANNOTATIONS, sig_arg, sig);
-        arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, cpu_arg, b.cpu);
-        for (c, ns) in b.off.nonzero() {
-            let a = self.cause_arg(c);
-            arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, a, ns);
+        let mut args = 2;
+        for c in Cause::ALL {
+            if b.off.get(c) > 0 {
+                self.cause_arg(c);
+                args += 1;
+            }
         }
-        for (i, n) in [
+        let counts = [
             (VOLUNTARY, b.voluntary),
             (INVOLUNTARY, b.involuntary),
             (NOT_COVERED, b.not_covered),
-        ] {
-            if n > 0 {
-                let a = self.arg(i);
-                arg_uint(&mut self.ev, event::DEBUG_ANNOTATIONS, a, n);
-            }
+        ];
+        let flags = [(EXCEPTION, inv.exception), (UNFINISHED, inv.unfinished)];
+        for (i, _) in counts.iter().filter(|(_, n)| *n > 0) {
+            self.arg(*i);
+            args += 1;
         }
-        for (i, on) in [(EXCEPTION, inv.exception), (UNFINISHED, inv.unfinished)] {
-            if on {
-                let a = self.arg(i);
-                arg_true(&mut self.ev, event::DEBUG_ANNOTATIONS, a);
-            }
+        for (i, _) in flags.iter().filter(|(_, on)| *on) {
+            self.arg(*i);
+            args += 1;
         }
-        self.event(inv.exit);
+        self.event(inv.exit, EVENT_ROOM + args * ARG_ROOM, |ev| {
+            ev.uint(event::TYPE, event::SLICE_END);
+            arg_string(ev, sig_arg, sig);
+            arg_uint(ev, cpu_arg, b.cpu);
+            for c in Cause::ALL {
+                let ns = b.off.get(c);
+                if ns > 0 {
+                    arg_uint(ev, cause_arg_iid(c), ns);
+                }
+            }
+            for (i, n) in counts {
+                if n > 0 {
+                    arg_uint(ev, i as u64 + 1, n);
+                }
+            }
+            for (i, on) in flags {
+                if on {
+                    arg_true(ev, i as u64 + 1);
+                }
+            }
+        });
     }
 
     fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
         if self.syscalls.len() >= 8 {
-            self.syscalls.remove(0);
+            self.syscalls.pop_front();
         }
-        self.syscalls.push((idx, *sc));
+        self.syscalls.push_back((idx, *sc));
     }
 
     fn off_cpu(&mut self, t: &ThreadInfo, _depth: usize, o: &OffCpuInterval) {
-        let main = o.split.off.nonzero().max_by_key(|&(_, ns)| ns).map(|(c, _)| c);
-        let name = self.intern.name(main.map_or("off-CPU", |c| c.name()));
-        let evidence = match o.evidence {
-            Evidence::None | Evidence::Preempted => None,
-            Evidence::Syscall(i) => Some(match self.syscalls.iter().rev().find(|(idx, _)| *idx == i) {
-                Some((_, sc)) => format!("in {}", describe_syscall(self.trace, sc)),
-                None => describe_evidence(self.trace, &o.evidence),
-            }),
-            e => Some(describe_evidence(self.trace, &e)),
-        };
-        let mut ev = std::mem::take(&mut self.begin);
-        ev.clear();
-        wire::uint(&mut ev, event::TYPE, event::SLICE_BEGIN);
-        wire::uint(&mut ev, event::NAME_IID, name);
-        wire::uint(&mut ev, event::TRACK_UUID, state_track(t.tid));
-        for (c, ns) in o.split.off.nonzero() {
-            let a = self.cause_arg(c);
-            arg_uint(&mut ev, event::DEBUG_ANNOTATIONS, a, ns);
-        }
-        if let Some(s) = evidence {
-            let (a, iid) = (self.arg(EVIDENCE), self.intern.string(&s));
-            arg_string(&mut ev, event::DEBUG_ANNOTATIONS, a, iid);
-        }
-        // The waker's instant, with a flow to this interval.
-        let mut flow = None;
-        if let Some(w) = o.wake {
-            let a = self.arg(WAKER_TID);
-            arg_uint(&mut ev, event::DEBUG_ANNOTATIONS, a, w.waker_tid as u64);
-            if w.waker_tid != 0 && w.waker_tid != t.tid && self.trace.threads.contains_key(&w.waker_tid) {
-                self.flow_id += 1;
-                wire::fixed64(&mut ev, event::TERMINATING_FLOW_IDS, self.flow_id);
-                flow = Some((w.ts, w.waker_tid, self.flow_id));
+        // The main cause (the last of the largest, as max_by_key).
+        let mut main = None;
+        let mut most = 0;
+        let mut args = 0;
+        for c in Cause::ALL {
+            let ns = o.split.off.get(c);
+            if ns > 0 {
+                self.cause_arg(c);
+                args += 1;
+                if ns >= most {
+                    (main, most) = (Some(c), ns);
+                }
             }
         }
+        let name = match main {
+            Some(c) => self.intern.fixed(cause_name(c), c.name()),
+            None => self.intern.fixed(OFF_CPU_NAME, "off-CPU"),
+        };
+        let trace = self.trace;
+        let evidence = match o.evidence {
+            Evidence::None | Evidence::Preempted => None,
+            Evidence::Syscall(i) => {
+                let sc = self.syscalls.iter().rev().find(|(idx, _)| *idx == i).map(|(_, sc)| sc);
+                let key = evidence_key(&o.evidence, sc);
+                Some(self.intern.string(key, || match sc {
+                    Some(sc) => format!("in {}", describe_syscall(trace, sc)),
+                    None => describe_evidence(trace, &o.evidence),
+                }))
+            }
+            e => Some(
+                self.intern
+                    .string(evidence_key(&e, None), || describe_evidence(trace, &e)),
+            ),
+        };
+        let evidence_arg = evidence.map(|iid| (self.arg(EVIDENCE), iid));
+        // The waker, and its instant with a flow to this interval.
+        let waker_arg = o.wake.map(|w| (self.arg(WAKER_TID), w.waker_tid));
+        let flow = o.wake.and_then(|w| {
+            (w.waker_tid != 0 && w.waker_tid != t.tid && trace.threads.contains_key(&w.waker_tid)).then(|| {
+                self.flow_id += 1;
+                (w.ts, w.waker_tid, self.flow_id)
+            })
+        });
+        let wakes = flow.map(|_| self.intern.fixed(WAKES_NAME, "wakes"));
+        let split = o.split.off;
+        let begin = |ev: &mut Cursor| {
+            ev.uint(event::TYPE, event::SLICE_BEGIN);
+            ev.uint(event::NAME_IID, name);
+            ev.uint(event::TRACK_UUID, state_track(t.tid));
+            for c in Cause::ALL {
+                let ns = split.get(c);
+                if ns > 0 {
+                    arg_uint(ev, cause_arg_iid(c), ns);
+                }
+            }
+            if let Some((a, iid)) = evidence_arg {
+                arg_string(ev, a, iid);
+            }
+            if let Some((a, tid)) = waker_arg {
+                arg_uint(ev, a, tid as u64);
+            }
+            if let Some((_, _, id)) = flow {
+                ev.fixed64(event::TERMINATING_FLOW_IDS, id);
+            }
+        };
+        let room = EVENT_ROOM + (args + 2) * ARG_ROOM;
         // Packets in time order where they can be (shorter timestamps).
-        let instant_first = flow.is_some_and(|(ts, _, _)| ts < o.start);
-        if !instant_first {
-            emit(&mut self.packets, &mut self.intern.pending, o.start, &ev);
-        }
+        let mut begin = Some(begin);
         if let Some((ts, waker, id)) = flow {
-            let wname = self.intern.name("wakes");
-            self.ev.clear();
-            wire::uint(&mut self.ev, event::TYPE, event::INSTANT);
-            wire::uint(&mut self.ev, event::NAME_IID, wname);
-            wire::uint(&mut self.ev, event::TRACK_UUID, state_track(waker));
-            wire::fixed64(&mut self.ev, event::FLOW_IDS, id);
-            self.event(ts);
+            if ts >= o.start {
+                self.event(o.start, room, begin.take().expect("not written yet"));
+            }
+            let wakes = wakes.expect("named with the flow");
+            self.event(ts, EVENT_ROOM, |ev| {
+                ev.uint(event::TYPE, event::INSTANT);
+                ev.uint(event::NAME_IID, wakes);
+                ev.uint(event::TRACK_UUID, state_track(waker));
+                ev.fixed64(event::FLOW_IDS, id);
+            });
         }
-        if instant_first {
-            emit(&mut self.packets, &mut self.intern.pending, o.start, &ev);
+        if let Some(begin) = begin {
+            self.event(o.start, room, begin);
         }
-        self.begin = ev;
-        self.ev.clear();
-        wire::uint(&mut self.ev, event::TYPE, event::SLICE_END);
-        wire::uint(&mut self.ev, event::TRACK_UUID, state_track(t.tid));
-        self.event(o.end);
+        self.event(o.end, EVENT_ROOM, |ev| {
+            ev.uint(event::TYPE, event::SLICE_END);
+            ev.uint(event::TRACK_UUID, state_track(t.tid));
+        });
     }
 
     fn thread_end(&mut self, t: &ThreadInfo, _totals: &ThreadTotals) {
@@ -465,7 +567,7 @@ impl<W: Write> Visitor for PerfettoWriter<'_, W> {
         self.waking(t, cpu);
         // A bundle's compact switches are one thread's, in time order.
         self.sched.flush_all(&mut self.packets.buf);
-        self.packets.end_raw();
+        self.packets.written();
     }
 }
 
@@ -491,14 +593,6 @@ fn finish<W: Write>(mut w: PerfettoWriter<'_, W>) -> anyhow::Result<()> {
     w.finish();
     w.packets.finish()?;
     Ok(())
-}
-
-/// Writes track event `body` at `ts` on the current sequence, with the
-/// definitions `pending` holds.
-fn emit<W: Write>(packets: &mut Packets<W>, pending: &mut Vec<u8>, ts: u64, body: &[u8]) {
-    let p = packets.begin(ts, pending);
-    wire::bytes(&mut packets.buf, fields::packet::TRACK_EVENT, body);
-    packets.end(p);
 }
 
 /// The Perfetto format as an [`Exporter`]; it streams.

@@ -12,8 +12,9 @@
 //! Names, argument names and evidence strings are interned per sequence:
 //! defined in the packet that first uses them, referred to by a small id.
 
-use super::fields::{annotation, clock, defaults, interned, packet, TRACE_PACKET};
-use super::wire;
+use super::fields::{annotation, clock, defaults, event, interned, packet, TRACE_PACKET};
+use super::wire::{Buf, Cursor};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -24,11 +25,15 @@ const CHUNK: usize = 256 << 10;
 /// starts again (new ids; an id is never defined twice).
 const MAX_STRINGS: usize = 1 << 16;
 
+/// What determines an interned annotation string (words of the caller's
+/// choosing: equal keys, equal strings).
+pub type StringKey = [u64; 12];
+
 /// The packets written so far, and the current sequence's clock.
 pub struct Packets<W: Write> {
     out: W,
     /// Whole packets not yet written.
-    pub buf: Vec<u8>,
+    pub buf: Buf,
     /// The first write error; nothing is written after it.
     pub error: Option<std::io::Error>,
     /// The current sequence.
@@ -37,12 +42,15 @@ pub struct Packets<W: Write> {
     last_ts: u64,
 }
 
+/// Room for a packet's own fields around what it carries.
+const PACKET_ROOM: usize = 64;
+
 impl<W: Write> Packets<W> {
     /// Packets to `out`.
     pub fn new(out: W) -> Self {
         Packets {
             out,
-            buf: Vec::with_capacity(CHUNK + (64 << 10)),
+            buf: Buf::default(),
             error: None,
             seq: 0,
             last_ts: 0,
@@ -55,64 +63,62 @@ impl<W: Write> Packets<W> {
     pub fn start_sequence(&mut self, seq: u32, t0: u64, track: Option<u64>) {
         self.seq = seq;
         self.last_ts = t0;
-        let b = &mut self.buf;
-        let p = wire::open(b, TRACE_PACKET);
-        wire::uint(b, packet::SEQUENCE_ID, seq as u64);
-        wire::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_INCREMENTAL_STATE_CLEARED);
-        let d = wire::open(b, packet::DEFAULTS);
-        wire::uint(b, defaults::TIMESTAMP_CLOCK_ID, clock::SEQUENCE_INCREMENTAL);
+        let mut b = self.buf.cursor(256);
+        let p = b.open(TRACE_PACKET);
+        b.uint(packet::SEQUENCE_ID, seq as u64);
+        b.uint(packet::SEQUENCE_FLAGS, packet::SEQ_INCREMENTAL_STATE_CLEARED);
+        let d = b.open(packet::DEFAULTS);
+        b.uint(defaults::TIMESTAMP_CLOCK_ID, clock::SEQUENCE_INCREMENTAL);
         if let Some(track) = track {
-            let e = wire::open(b, defaults::TRACK_EVENT_DEFAULTS);
-            wire::uint(b, defaults::TRACK_UUID, track);
-            wire::close(b, e);
+            let e = b.open(defaults::TRACK_EVENT_DEFAULTS);
+            b.uint(defaults::TRACK_UUID, track);
+            b.close(e);
         }
-        wire::close(b, d);
-        let s = wire::open(b, packet::CLOCK_SNAPSHOT);
+        b.close(d);
+        let s = b.open(packet::CLOCK_SNAPSHOT);
         for (id, incremental) in [(clock::SEQUENCE_INCREMENTAL, true), (clock::BOOTTIME, false)] {
-            let c = wire::open(b, clock::CLOCKS);
-            wire::uint(b, clock::CLOCK_ID, id);
-            wire::uint(b, clock::TIMESTAMP, t0);
+            let c = b.open(clock::CLOCKS);
+            b.uint(clock::CLOCK_ID, id);
+            b.uint(clock::TIMESTAMP, t0);
             if incremental {
-                wire::uint(b, clock::IS_INCREMENTAL, 1);
+                b.uint(clock::IS_INCREMENTAL, 1);
             }
-            wire::close(b, c);
+            b.close(c);
         }
-        wire::close(b, s);
-        wire::close(b, p);
+        b.close(s);
+        b.close(p);
     }
 
-    /// Opens a packet of the current sequence at `ts`, defining what
-    /// `interned` holds; [`Packets::end`] closes it.
-    #[must_use]
-    pub fn begin(&mut self, ts: u64, interned: &mut Vec<u8>) -> usize {
-        let b = &mut self.buf;
-        let p = wire::open(b, TRACE_PACKET);
+    /// Writes a track event of the current sequence at `ts`, defining what
+    /// `interned` holds; `body` writes the event's fields into at most
+    /// `room` bytes.
+    #[inline]
+    pub fn track_event(&mut self, ts: u64, interned: &mut Vec<u8>, room: usize, body: impl FnOnce(&mut Cursor)) {
+        let mut b = self.buf.cursor(PACKET_ROOM + room + interned.len());
+        let p = b.open(TRACE_PACKET);
         if ts >= self.last_ts {
-            wire::uint(b, packet::TIMESTAMP, ts - self.last_ts);
+            b.uint(packet::TIMESTAMP, ts - self.last_ts);
             self.last_ts = ts;
         } else {
-            wire::uint(b, packet::TIMESTAMP, ts);
-            wire::uint(b, packet::TIMESTAMP_CLOCK_ID, clock::BOOTTIME);
+            b.uint(packet::TIMESTAMP, ts);
+            b.uint(packet::TIMESTAMP_CLOCK_ID, clock::BOOTTIME);
         }
-        wire::uint(b, packet::SEQUENCE_ID, self.seq as u64);
+        b.uint(packet::SEQUENCE_ID, self.seq as u64);
         if !interned.is_empty() {
-            wire::bytes(b, packet::INTERNED_DATA, interned);
+            b.bytes(packet::INTERNED_DATA, interned);
             interned.clear();
         }
-        p
-    }
-
-    /// Closes the packet opened at `mark`.
-    pub fn end(&mut self, mark: usize) {
-        wire::close(&mut self.buf, mark);
-        if self.buf.len() >= CHUNK {
-            self.flush();
-        }
+        let e = b.open(packet::TRACK_EVENT);
+        body(&mut b);
+        b.close(e);
+        b.close(p);
+        drop(b);
+        self.written();
     }
 
     /// After packets appended to `buf` directly: writes out what is
     /// gathered if it is enough.
-    pub fn end_raw(&mut self) {
+    pub fn written(&mut self) {
         if self.buf.len() >= CHUNK {
             self.flush();
         }
@@ -121,7 +127,7 @@ impl<W: Write> Packets<W> {
     /// Writes out what is gathered.
     pub fn flush(&mut self) {
         if self.error.is_none() {
-            if let Err(e) = self.out.write_all(&self.buf) {
+            if let Err(e) = self.out.write_all(self.buf.bytes()) {
                 self.error = Some(e);
             }
         }
@@ -144,31 +150,34 @@ pub struct Interner {
     seq: u32,
     /// `InternedData` entries for the next packet.
     pub pending: Vec<u8>,
-    /// Event names: per method, (sequence, iid); others by name.
+    /// Event names: per method, (sequence, iid); the fixed ones by index;
+    /// others by name.
     methods: Vec<(u32, u64)>,
+    fixed: Vec<(u32, u64)>,
     names: HashMap<String, u64>,
     next_name: u64,
     /// Argument names by their fixed iid: the sequence that defined it.
     args: Vec<u32>,
     /// Annotation strings: per method signature, (sequence, iid); others
-    /// (evidence) by value.
+    /// (evidence) by their key.
     signatures: Vec<(u32, u64)>,
-    strings: HashMap<String, u64>,
+    strings: FxHashMap<StringKey, u64>,
     next_string: u64,
 }
 
 impl Interner {
     /// For a trace of `methods` methods and `args` argument names.
-    pub fn new(methods: usize, args: usize) -> Self {
+    pub fn new(methods: usize, args: usize, fixed: usize) -> Self {
         Interner {
             seq: 0,
             pending: Vec::new(),
             methods: vec![(0, 0); methods],
+            fixed: vec![(0, 0); fixed],
             names: HashMap::new(),
             next_name: 1,
             args: vec![0; args + 1],
             signatures: vec![(0, 0); methods],
-            strings: HashMap::new(),
+            strings: FxHashMap::default(),
             next_string: 1,
         }
     }
@@ -184,10 +193,15 @@ impl Interner {
     }
 
     fn define(&mut self, field: u32, iid: u64, value: &[u8]) {
-        let m = wire::open(&mut self.pending, field);
-        wire::uint(&mut self.pending, interned::IID, iid);
-        wire::bytes(&mut self.pending, interned::VALUE, value);
-        wire::close(&mut self.pending, m);
+        // Rare (once per name and sequence): through a buffer of its own.
+        let mut b = Buf::default();
+        let mut c = b.cursor(32 + value.len());
+        let m = c.open(field);
+        c.uint(interned::IID, iid);
+        c.bytes(interned::VALUE, value);
+        c.close(m);
+        drop(c);
+        self.pending.extend_from_slice(b.bytes());
     }
 
     /// The event name iid of method `m`, named by `name` the first time.
@@ -199,6 +213,18 @@ impl Interner {
                 if let Some(slot) = self.methods.get_mut(m) {
                     *slot = (self.seq, iid);
                 }
+                iid
+            }
+        }
+    }
+
+    /// The event name iid of fixed name `i`, `name`.
+    pub fn fixed(&mut self, i: usize, name: &str) -> u64 {
+        match self.fixed[i] {
+            (s, iid) if s == self.seq => iid,
+            _ => {
+                let iid = self.new_name(name);
+                self.fixed[i] = (self.seq, iid);
                 iid
             }
         }
@@ -247,16 +273,17 @@ impl Interner {
         }
     }
 
-    /// The string iid of `s`.
-    pub fn string(&mut self, s: &str) -> u64 {
-        if let Some(&iid) = self.strings.get(s) {
+    /// The string iid of the string `key` stands for, made by `value`
+    /// the first time (the key spares making and hashing the string).
+    pub fn string(&mut self, key: StringKey, value: impl FnOnce() -> String) -> u64 {
+        if let Some(&iid) = self.strings.get(&key) {
             return iid;
         }
         if self.strings.len() >= MAX_STRINGS {
             self.strings.clear();
         }
-        let iid = self.new_string(s.as_bytes());
-        self.strings.insert(s.to_string(), iid);
+        let iid = self.new_string(value().as_bytes());
+        self.strings.insert(key, iid);
         iid
     }
 
@@ -268,26 +295,33 @@ impl Interner {
     }
 }
 
+/// Room for one annotation.
+pub const ARG_ROOM: usize = 24;
+
+/// Appends annotation `name_iid` = `v` to a track event; `value_field` is
+/// the value's kind (a varint in all three).
+#[inline]
+fn arg(ev: &mut Cursor, name_iid: u64, value_field: u32, v: u64) {
+    let m = ev.open(event::DEBUG_ANNOTATIONS);
+    ev.uint(annotation::NAME_IID, name_iid);
+    ev.uint(value_field, v);
+    ev.close(m);
+}
+
 /// Appends an annotation `name_iid` = `v` (unsigned) to a track event.
-pub fn arg_uint(ev: &mut Vec<u8>, field: u32, name_iid: u64, v: u64) {
-    let m = wire::open(ev, field);
-    wire::uint(ev, annotation::NAME_IID, name_iid);
-    wire::uint(ev, annotation::UINT_VALUE, v);
-    wire::close(ev, m);
+#[inline]
+pub fn arg_uint(ev: &mut Cursor, name_iid: u64, v: u64) {
+    arg(ev, name_iid, annotation::UINT_VALUE, v);
 }
 
 /// Appends an annotation `name_iid` = `true`.
-pub fn arg_true(ev: &mut Vec<u8>, field: u32, name_iid: u64) {
-    let m = wire::open(ev, field);
-    wire::uint(ev, annotation::NAME_IID, name_iid);
-    wire::uint(ev, annotation::BOOL_VALUE, 1);
-    wire::close(ev, m);
+#[inline]
+pub fn arg_true(ev: &mut Cursor, name_iid: u64) {
+    arg(ev, name_iid, annotation::BOOL_VALUE, 1);
 }
 
 /// Appends an annotation `name_iid` = interned string `iid`.
-pub fn arg_string(ev: &mut Vec<u8>, field: u32, name_iid: u64, iid: u64) {
-    let m = wire::open(ev, field);
-    wire::uint(ev, annotation::NAME_IID, name_iid);
-    wire::uint(ev, annotation::STRING_VALUE_IID, iid);
-    wire::close(ev, m);
+#[inline]
+pub fn arg_string(ev: &mut Cursor, name_iid: u64, iid: u64) {
+    arg(ev, name_iid, annotation::STRING_VALUE_IID, iid);
 }

@@ -23,6 +23,7 @@ import sys
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 BOOTTIME = 6
+U32 = 0xFFFFFFFF  # tids as the kernel's unsigned values (int32 in the schema)
 full = "--full" in sys.argv[2:]
 
 trace = pb.Trace()
@@ -121,10 +122,10 @@ for p in trace.packet:
             if e.HasField("sched_switch"):
                 s = e.sched_switch
                 assert e.pid == s.prev_pid & 0xFFFFFFFF
-                switches.append([cpu, e.timestamp, s.prev_pid, s.prev_state, s.next_pid])
+                switches.append([cpu, e.timestamp, s.prev_pid & U32, s.prev_state, s.next_pid & U32])
             elif e.HasField("sched_waking"):
                 w = e.sched_waking
-                wakings.append([e.timestamp, e.pid, w.pid, w.target_cpu])
+                wakings.append([e.timestamp, e.pid, w.pid & U32, w.target_cpu])
         c = b.compact_sched
         n = len(c.switch_timestamp)
         assert n == len(c.switch_prev_state) == len(c.switch_next_pid) == len(c.switch_next_prio)
@@ -133,7 +134,7 @@ for p in trace.packet:
         for i in range(n):
             acc += c.switch_timestamp[i]
             assert c.switch_next_comm_index[i] < len(c.intern_table)
-            switches.append([cpu, acc, None, c.switch_prev_state[i], c.switch_next_pid[i]])
+            switches.append([cpu, acc, None, c.switch_prev_state[i], c.switch_next_pid[i] & U32])
         out["compact_switches"] += n
         assert not c.waking_timestamp
     if p.HasField("track_event"):
@@ -222,7 +223,7 @@ if full:
         {
             "slices": sorted(slices, key=lambda s: (s[0], s[1], s[3], -s[4], s[2])),
             "instant_list": sorted(instants),
-            "switches": sorted(switches, key=lambda s: (s[0], s[1], s[2])),
+            "switches": sorted(switches, key=lambda s: (s[0], s[1], -1 if s[2] is None else s[2])),
             "wakings": sorted(wakings),
         }
     )
