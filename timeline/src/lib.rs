@@ -9,7 +9,9 @@
 //!   [`Scope`] selects), `scope.rs` (a part read in bounded memory, and the
 //!   memory a view needs), `windows.rs` (GC and
 //!   safepoint windows), `segments.rs` (where each cause of an interval lies
-//!   in time: the one layout rule the Chrome export and the HTML page use);
+//!   in time: the one layout rule the Chrome export and the HTML page use),
+//!   `evidence.rs` (what determines an evidence string, so exports make
+//!   each once);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
 //!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof.rs`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
@@ -26,6 +28,7 @@ mod chrome;
 mod chromium;
 mod collapsed;
 mod csv;
+mod evidence;
 pub mod export;
 mod highlight;
 pub mod html;

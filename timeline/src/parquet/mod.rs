@@ -11,6 +11,7 @@
 
 mod table;
 
+use crate::evidence::{evidence_key, EvidenceKey};
 use crate::windows::{pair_windows, window_name, WindowMarks};
 use anyhow::Context;
 use jtrace_merge::stream::{self, StreamOptions};
@@ -18,7 +19,9 @@ use jtrace_merge::{
     describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval,
     SyscallInfo, ThreadInfo, ThreadTotals, Timed, Trace, Visitor, Wake,
 };
-use std::collections::HashMap;
+use parquet::data_type::ByteArray;
+use rustc_hash::FxHashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use table::{Kind, Table};
 
@@ -146,7 +149,11 @@ struct Writer<'a> {
     error: Option<anyhow::Error>,
     /// The thread's open methods.
     stack: Vec<MethodIdx>,
-    syscalls: Vec<(u32, SyscallInfo)>,
+    syscalls: VecDeque<(u32, SyscallInfo)>,
+    /// The `cause` column's values: "none", then each cause's name.
+    cause_names: Vec<ByteArray>,
+    /// Evidence strings made so far.
+    evidence: EvidenceStrings,
     /// The waker's method of the thread's latest wakeup: (its time, method).
     last_waker_method: Option<(u64, Option<MethodIdx>)>,
     windows: WindowMarks,
@@ -220,9 +227,9 @@ impl Visitor for Writer<'_> {
     }
     fn syscall(&mut self, _t: &ThreadInfo, idx: u32, sc: &SyscallInfo) {
         if self.syscalls.len() >= 8 {
-            self.syscalls.remove(0);
+            self.syscalls.pop_front();
         }
-        self.syscalls.push((idx, *sc));
+        self.syscalls.push_back((idx, *sc));
     }
     fn waker_method(&mut self, t: &ThreadInfo, _depth: usize, w: &Wake, m: Option<MethodIdx>) {
         self.last_waker_method = Some((w.ts, m));
@@ -236,19 +243,26 @@ impl Visitor for Writer<'_> {
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, o: &OffCpuInterval) {
         let trace = self.trace;
-        let cause = o
-            .split
-            .off
-            .nonzero()
-            .max_by_key(|&(_, ns)| ns)
-            .map_or("none", |(c, _)| c.name());
+        // The main cause (the last of the largest, as max_by_key).
+        let mut main = None;
+        let mut most = 0;
+        for c in Cause::ALL {
+            let ns = o.split.off.get(c);
+            if ns > 0 && ns >= most {
+                (main, most) = (Some(c), ns);
+            }
+        }
+        let cause = self.cause_names[main.map_or(0, |c| c as usize + 1)].clone();
         let evidence = match o.evidence {
             Evidence::None | Evidence::Preempted => None,
-            Evidence::Syscall(i) => Some(match self.syscalls.iter().rev().find(|(idx, _)| *idx == i) {
-                Some((_, sc)) => format!("in {}", describe_syscall(trace, sc)),
-                None => describe_evidence(trace, &o.evidence),
-            }),
-            e => Some(describe_evidence(trace, &e)),
+            Evidence::Syscall(i) => {
+                let sc = self.syscalls.iter().rev().find(|(idx, _)| *idx == i).map(|(_, sc)| sc);
+                Some(self.evidence.get(&o.evidence, sc, || match sc {
+                    Some(sc) => format!("in {}", describe_syscall(trace, sc)),
+                    None => describe_evidence(trace, &o.evidence),
+                }))
+            }
+            e => Some(self.evidence.get(&e, None, || describe_evidence(trace, &e))),
         };
         let method = depth.checked_sub(1).and_then(|d| self.stack.get(d)).copied();
         let waker_method = match (o.wake, self.last_waker_method) {
@@ -263,9 +277,12 @@ impl Visitor for Writer<'_> {
                 .u64(depth as u64)
                 .bool(o.preempted)
                 .u64(o.prev_state as u64)
-                .str(cause)
-                .opt_str(evidence.as_deref())
-                .opt_u64(o.wake.map(|w| w.waker_tid as u64))
+                .bytes(cause);
+            match evidence {
+                Some(e) => r.bytes(e),
+                None => r.null(),
+            };
+            r.opt_u64(o.wake.map(|w| w.waker_tid as u64))
                 .opt_u64(o.wake.map(|w| w.waker_tgid as u64))
                 .opt_u64(waker_method.map(u64::from))
                 .opt_u64(o.wake.map(|w| w.ts));
@@ -290,6 +307,30 @@ impl Visitor for Writer<'_> {
             put_breakdown(r, &totals.breakdown);
             r.u64(totals.anomalies);
         });
+    }
+}
+
+/// Evidence strings made so far, by what determines them (at most
+/// [`MAX_EVIDENCE`]; past it the table starts again).
+#[derive(Default)]
+struct EvidenceStrings(FxHashMap<EvidenceKey, ByteArray>);
+
+const MAX_EVIDENCE: usize = 1 << 16;
+
+impl EvidenceStrings {
+    /// The string of evidence `e` (with its syscall record, if kept), made
+    /// by `make` the first time.
+    fn get(&mut self, e: &Evidence, sc: Option<&SyscallInfo>, make: impl FnOnce() -> String) -> ByteArray {
+        let key = evidence_key(e, sc);
+        if let Some(b) = self.0.get(&key) {
+            return b.clone();
+        }
+        if self.0.len() >= MAX_EVIDENCE {
+            self.0.clear();
+        }
+        let b = ByteArray::from(make().into_bytes());
+        self.0.insert(key, b.clone());
+        b
     }
 }
 
@@ -339,7 +380,12 @@ pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyh
             tables,
             error: None,
             stack: Vec::new(),
-            syscalls: Vec::new(),
+            syscalls: VecDeque::new(),
+            cause_names: std::iter::once("none")
+                .chain(Cause::ALL.iter().map(|c| c.name()))
+                .map(|n| ByteArray::from(n.as_bytes().to_vec()))
+                .collect(),
+            evidence: EvidenceStrings::default(),
             last_waker_method: None,
             windows: WindowMarks::new(),
             window_last: HashMap::new(),

@@ -5,14 +5,28 @@
 use anyhow::Context;
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Rows per row group.
 pub const ROW_GROUP: usize = 64 * 1024;
+
+/// Integer columns of few distinct values, dictionary-encoded.
+const DICTIONARY_INTS: &[&str] = &[
+    "tid",
+    "pid",
+    "method_id",
+    "depth",
+    "prev_state",
+    "waker_tid",
+    "waker_pid",
+    "waker_method_id",
+    "carrier_tid",
+];
 
 /// A column's type: every integer is INT64 (signed, which every engine
 /// reads; the values are below 2^63), strings are UTF-8 BYTE_ARRAY.
@@ -48,7 +62,8 @@ impl Kind {
     }
 }
 
-/// A column's buffered values (present ones only) and definition levels.
+/// A column's buffered values (present ones only) and definition levels
+/// (nullable columns only).
 #[derive(Default)]
 struct Buf {
     ints: Vec<i64>,
@@ -90,12 +105,21 @@ impl Table {
         let schema = Arc::new(parquet::schema::parser::parse_message_type(&message_type(
             name, &columns,
         ))?);
-        let props = Arc::new(
-            WriterProperties::builder()
-                .set_compression(Compression::SNAPPY)
-                .set_created_by(format!("jtrace {}", env!("CARGO_PKG_VERSION")))
-                .build(),
-        );
+        // Dictionaries where values repeat (strings, ids); times and
+        // durations, nearly all distinct, are written plain (a dictionary
+        // would hash every value to give up). Statistics per column chunk
+        // (row group): what engines prune with.
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_created_by(format!("jtrace {}", env!("CARGO_PKG_VERSION")))
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::Chunk);
+        for (c, k) in &columns {
+            if matches!(k, Kind::Str | Kind::OptStr) || DICTIONARY_INTS.contains(&c.as_str()) {
+                props = props.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), true);
+            }
+        }
+        let props = Arc::new(props.build());
         let writer = SerializedFileWriter::new(file, schema, props)?;
         Ok(Table {
             bufs: columns.iter().map(|_| Buf::default()).collect(),
@@ -107,18 +131,24 @@ impl Table {
         })
     }
 
-    fn slot(&mut self, want: &[Kind]) -> &mut Buf {
+    /// The next column's buffer, and whether it is nullable.
+    #[inline]
+    fn slot(&mut self, want: &[Kind]) -> (&mut Buf, bool) {
         let (name, kind) = &self.columns[self.next];
         debug_assert!(want.contains(kind), "column {name} is {kind:?}");
+        let nullable = kind.nullable();
         self.next += 1;
-        &mut self.bufs[self.next - 1]
+        (&mut self.bufs[self.next - 1], nullable)
     }
 
     /// The next column's value: an integer.
+    #[inline]
     pub fn i64(&mut self, v: i64) -> &mut Self {
-        let b = self.slot(&[Kind::I64, Kind::OptI64]);
+        let (b, nullable) = self.slot(&[Kind::I64, Kind::OptI64]);
         b.ints.push(v);
-        b.defs.push(1);
+        if nullable {
+            b.defs.push(1);
+        }
         self
     }
     /// The next column's value: an unsigned integer (below 2^63).
@@ -134,9 +164,11 @@ impl Table {
     }
     /// The next column's value: a boolean.
     pub fn bool(&mut self, v: bool) -> &mut Self {
-        let b = self.slot(&[Kind::Bool, Kind::OptBool]);
+        let (b, nullable) = self.slot(&[Kind::Bool, Kind::OptBool]);
         b.bools.push(v);
-        b.defs.push(1);
+        if nullable {
+            b.defs.push(1);
+        }
         self
     }
     /// The next column's value: a nullable boolean.
@@ -148,9 +180,16 @@ impl Table {
     }
     /// The next column's value: a string.
     pub fn str(&mut self, v: &str) -> &mut Self {
-        let b = self.slot(&[Kind::Str, Kind::OptStr]);
-        b.strs.push(ByteArray::from(v.as_bytes().to_vec()));
-        b.defs.push(1);
+        self.bytes(ByteArray::from(v.as_bytes().to_vec()))
+    }
+    /// The next column's value: a string already made (a clone of a kept
+    /// one shares its bytes: no copy per row).
+    pub fn bytes(&mut self, v: ByteArray) -> &mut Self {
+        let (b, nullable) = self.slot(&[Kind::Str, Kind::OptStr]);
+        b.strs.push(v);
+        if nullable {
+            b.defs.push(1);
+        }
         self
     }
     /// The next column's value: a nullable string.
@@ -162,7 +201,7 @@ impl Table {
     }
     /// The next column's value: null.
     pub fn null(&mut self) -> &mut Self {
-        let b = self.slot(&[Kind::OptI64, Kind::OptBool, Kind::OptStr]);
+        let (b, _) = self.slot(&[Kind::OptI64, Kind::OptBool, Kind::OptStr]);
         b.defs.push(0);
         self
     }

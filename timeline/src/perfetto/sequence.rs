@@ -27,7 +27,7 @@ const MAX_STRINGS: usize = 1 << 16;
 
 /// What determines an interned annotation string (words of the caller's
 /// choosing: equal keys, equal strings).
-pub type StringKey = [u64; 12];
+pub type StringKey = crate::evidence::EvidenceKey;
 
 /// The packets written so far, and the current sequence's clock.
 pub struct Packets<W: Write> {
