@@ -3,6 +3,7 @@
 # interleaved (report, then each export, REPEATS rounds), with peak RSS.
 # Usage: bench/export_vs_report.sh TRACE [BUDGET]   (BUDGET default 256M)
 #   REPEATS=3; FORMATS="perfetto parquet pprof csv collapsed"; JTRACE=target/release/jtrace
+#   BASELINE=path/to/older/jtrace: its exports run too, interleaved, as FORMAT@base
 # Prints per command: min and median wall and user CPU seconds, max RSS (MB),
 # and the median user-CPU ratio to report's.
 set -euo pipefail
@@ -14,14 +15,23 @@ formats=${FORMATS:-perfetto parquet pprof csv collapsed}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'); load: $(uptime | sed 's/.*load average: //')"
+runs="report"
+for f in $formats; do
+    runs="$runs $f"
+    [ -n "${BASELINE:-}" ] && runs="$runs $f@base"
+done
 for r in $(seq "$repeats"); do
-    for f in report $formats; do
+    for run in $runs; do
+        f=${run%@base}
+        bin=$J
+        [ "$f" != "$run" ] && bin=$BASELINE
         case $f in
-        report) cmd=("$J" report --json --memory-budget "$budget" "$trace") dest=$out/report.json ;;
-        parquet) rm -rf "$out/pq"; cmd=("$J" export --format parquet --memory-budget "$budget" -o "$out/pq" "$trace") dest=/dev/null ;;
-        *) cmd=("$J" export --format "$f" --memory-budget "$budget" "$trace") dest=$out/$f ;;
+        report) cmd=("$bin" report --json --memory-budget "$budget" "$trace") dest=$out/report.json ;;
+        parquet) rm -rf "$out/pq"; cmd=("$bin" export --format parquet --memory-budget "$budget" -o "$out/pq" "$trace") dest=/dev/null ;;
+        *) cmd=("$bin" export --format "$f" --memory-budget "$budget" "$trace") dest=$out/$run ;;
         esac
-        /usr/bin/time -f "$f %e %U %M" -a -o "$out/times" "${cmd[@]}" >"$dest" 2>/dev/null
+        /usr/bin/time -f "$run %e %U %M" -a -o "$out/times" "${cmd[@]}" >"$dest" 2>/dev/null
+        [ "$f" = parquet ] && du -sb "$out/pq" | sed "s|$out/pq|$run (dir)|" >>"$out/pqsizes"
     done
     ls -l "$out" >"$out/sizes.$r"
 done
@@ -38,5 +48,6 @@ for f, v in t.items():
           f"med {statistics.median(u):6.2f}  rss {max(x[2] for x in v) / 1024:6.0f} MB  "
           f"user/report {statistics.median(u) / base:4.2f}x")
 PY
-du -sh "$out"/* 2>/dev/null | sed 's/^/size /'
+ls -l "$out" | awk 'NR > 1 && !/times|sizes|pq/ {print "size", $5, $9}'
+sort -u "$out/pqsizes" 2>/dev/null | sed 's/^/size /'
 echo "load after: $(uptime | sed 's/.*load average: //')"

@@ -153,11 +153,15 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
     queries.rewind()?;
     for info in trace.threads.values() {
         let mut qs = queries.thread(info)?;
+        // Queries carry no syscall record: keep just the event.
+        let mut q = qs.next()?.map(|(qe, _)| qe);
+        if q.is_none() {
+            // It woke no one: nothing to answer, no need to walk it.
+            continue;
+        }
         let mut evs = events.thread(info)?;
         let mut st = StackAt::default();
         let mut walk = ThreadWalk::new(info, &mut st);
-        // Queries carry no syscall record: keep just the event.
-        let mut q = qs.next()?.map(|(qe, _)| qe);
         let mut error = None;
         evs.for_each(|e, sc| {
             while let Some(qe) = q.filter(|qe| qe.ts < e.ts && error.is_none()) {
@@ -167,7 +171,10 @@ pub fn analyze_with_wakers(trace: &Trace, mut events: SortedEvents, v: &mut dyn 
                     Err(err) => error = Some(err),
                 }
             }
-            walk.event(e, sc, &mut st);
+            // Past its last query the rest of the thread answers nothing.
+            if q.is_some() {
+                walk.event(e, sc, &mut st);
+            }
         })?;
         if let Some(e) = error {
             return Err(e);
