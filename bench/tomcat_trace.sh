@@ -6,7 +6,7 @@
 #   FORMATS="perfetto chrome parquet" bench/export_vs_report.sh DIR
 # Usage: sudo bench/tomcat_trace.sh DIR [SECONDS]   (default 14)
 #   METHODS='org.apache.catalina.core.*,org.h2.command.dml.*,TomcatH2*'
-#   JAVA=java; JTRACE=target/release/jtrace
+#   JAVA=java; JTRACE=target/release/jtrace; JTRACE_RUN_ARGS="--max-size 32M" (a ring recording)
 # Needs: apt install libtomcat10-embed-java libjakarta-annotation-api-java libh2-java wrk
 set -euo pipefail
 dir=${1:?trace directory to write}
@@ -26,7 +26,7 @@ port=$((20000 + RANDOM % 20000))
 rm -rf "$dir"
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'); load: $(uptime | sed 's/.*load average: //')"
 # The server lives 6 s longer than the load: start-up and a quiet end.
-"$J" run --methods "$methods" -o "$dir" -- \
+"$J" run ${JTRACE_RUN_ARGS:-} --methods "$methods" -o "$dir" -- \
     "$java" -cp "$jars:$classes" TomcatH2 "$port" $((secs + 6)) >"$classes/server.out" 2>&1 &
 run=$!
 for _ in $(seq 100); do grep -q READY "$classes/server.out" 2>/dev/null && break; sleep 0.1; done
