@@ -38,7 +38,7 @@ fn duckdb_reproduces_the_report_from_the_parquet_tables() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(names.len(), 6, "{names:?}: one file per table, no temporary left");
+    assert_eq!(names.len(), 7, "{names:?}: one file per table, no temporary left");
     let report = Command::new(jtrace())
         .args(["report", "--json"])
         .arg(&trace)

@@ -16,8 +16,8 @@ use crate::windows::{pair_windows, window_name, WindowMarks};
 use anyhow::Context;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, Invocation, MethodIdx, OffCpuInterval,
-    SyscallInfo, ThreadInfo, ThreadTotals, Timed, Trace, Visitor, Wake,
+    describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, FrameKind, Invocation, MethodIdx,
+    OffCpuInterval, Symbolizer, SyscallInfo, ThreadInfo, ThreadTotals, Timed, Trace, Visitor, Wake,
 };
 use parquet::data_type::ByteArray;
 use rustc_hash::FxHashMap;
@@ -33,6 +33,7 @@ pub const TABLES: &[&str] = &[
     "off_cpu_intervals",
     "wakeups",
     "windows",
+    "stacks",
 ];
 
 fn cols(fixed: &[(&str, Kind)]) -> Vec<(String, Kind)> {
@@ -121,6 +122,7 @@ fn table_columns(name: &str) -> Vec<(String, Kind)> {
                 ("wake_ns", OptI64),
             ]);
             v.extend(Cause::ALL.iter().map(|c| (format!("{}_ns", c.name()), I64)));
+            v.extend(cols(&[("stack_id", OptI64)]));
             v
         }
         "wakeups" => cols(&[
@@ -138,6 +140,7 @@ fn table_columns(name: &str) -> Vec<(String, Kind)> {
             ("end_ns", I64),
             ("open", Bool),
         ]),
+        "stacks" => cols(&[("stack_id", I64), ("frame", I64), ("name", Str), ("kind", Str)]),
         _ => unreachable!("a table of TABLES"),
     }
 }
@@ -166,6 +169,21 @@ const INVOCATIONS: usize = 2;
 const OFF_CPU: usize = 3;
 const WAKEUPS: usize = 4;
 const WINDOWS: usize = 5;
+const STACKS: usize = 6;
+
+/// The `kind` column of the stacks table.
+fn frame_kind(k: FrameKind) -> &'static str {
+    match k {
+        FrameKind::Kernel => "kernel",
+        FrameKind::Native => "native",
+        FrameKind::Jit => "jit",
+        FrameKind::Inlined => "inlined",
+        FrameKind::Interpreted => "interpreted",
+        FrameKind::C1 => "c1",
+        FrameKind::Stub => "stub",
+        FrameKind::Unresolved => "unresolved",
+    }
+}
 
 impl Writer<'_> {
     fn row(&mut self, table: usize, fill: impl FnOnce(&mut Table)) {
@@ -289,6 +307,7 @@ impl Visitor for Writer<'_> {
             for c in Cause::ALL {
                 r.u64(o.split.off.get(c));
             }
+            r.opt_u64(o.stack.map(u64::from));
         });
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
@@ -414,6 +433,19 @@ pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyh
                 .u64(win.end)
                 .bool(win.open);
             t.end_row()?;
+        }
+        // Every recorded stack (switch-outs' and CPU samples'), its frames
+        // named as the collapsed export names them, innermost first.
+        let symbols = Symbolizer::new(&trace);
+        for id in 0..trace.stacks.pairs.len() as u32 {
+            for (i, f) in symbols.frames(id).iter().enumerate() {
+                let t = &mut tables[STACKS];
+                t.u64(id as u64)
+                    .u64(i as u64)
+                    .str(&f.flame_name())
+                    .str(frame_kind(f.kind));
+                t.end_row()?;
+            }
         }
         for t in tables {
             t.finish()?;
