@@ -112,7 +112,9 @@ fn a_jvm_a_script_starts_gets_its_safepoints_probed() {
         let out = tempdir("safepoints-script");
         let cp = classes();
         let java = java(jdk);
-        let cmd = format!("{} -cp {} Safepoints {dumps}", java.display(), cp.display());
+        // The dumps begin 1 s in: the probes come within 250 ms of the
+        // agent's start.
+        let cmd = format!("{} -cp {} Safepoints {dumps} 1000", java.display(), cp.display());
         let o = jtrace_run(&out, &["--methods", "Safepoints.compute"], &["sh", "-c", &cmd]);
         assert!(o.status.success(), "{jdk}: jtrace run failed");
         let trace = Trace::open(&out).unwrap();

@@ -13,13 +13,17 @@ public class RingWork {
         return x * 31 + 7;
     }
 
-    static void hot(long end) {
+    static void hot(long end) throws InterruptedException {
         long n = 0;
         while (System.nanoTime() < end) {
             for (int i = 0; i < 1000; i++) {
                 n += tiny(i);
             }
             sink += n;
+            // About 25 MB/s of trace whatever the CPU: fast enough to go
+            // through many chunks, slow enough that the last window holds
+            // many steps.
+            Thread.sleep(1);
         }
     }
 
@@ -57,7 +61,13 @@ public class RingWork {
         o.start();
         Thread[] ts = new Thread[hot];
         for (int i = 0; i < hot; i++) {
-            ts[i] = new Thread(() -> hot(end), "ring-hot-" + i);
+            ts[i] = new Thread(() -> {
+                try {
+                    hot(end);
+                } catch (InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            }, "ring-hot-" + i);
             ts[i].start();
         }
         for (Thread t : ts) {

@@ -20,6 +20,8 @@ public class Safepoints {
 
     public static void main(String[] args) throws Exception {
         int dumps = Integer.parseInt(args[0]);
+        // Optional: a pause before the dumps (ms), for probes that come late.
+        long pause = args.length > 1 ? Long.parseLong(args[1]) : 0;
         // The worker computes until every dump is done (however long they
         // take on a loaded machine), so it sees every safepoint.
         Thread w = new Thread(() -> {
@@ -27,6 +29,11 @@ public class Safepoints {
         }, "worker");
         w.start();
         Thread d = new Thread(() -> {
+            try {
+                Thread.sleep(pause);
+            } catch (InterruptedException e) {
+                // Dump now.
+            }
             dumps(dumps);
             dumped = true;
         }, "dumper");
