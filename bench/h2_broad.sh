@@ -10,6 +10,8 @@
 # untraced run of the same repetition (min / median; elapsed and CPU) and the agreement of
 # the top-10 methods by off-CPU time between the last default and
 # --complete traces. Run as root from the repository (jtrace built).
+# BASELINE=<another jtrace binary> adds its default run (label
+# budget_base), interleaved, for before/after ratios taken in one run.
 # Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,6 +49,10 @@ for r in $(seq "$reps"); do
     one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
     one budget "$jtrace" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/b.jtrace"; mv "$tmp/t.jtrace" "$tmp/b.jtrace"
+    if [ -n "${BASELINE:-}" ]; then
+        one budget_base "$BASELINE" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+        rm -rf "$tmp/t.jtrace"
+    fi
     one complete "$jtrace" run --complete -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/c.jtrace"; mv "$tmp/t.jtrace" "$tmp/c.jtrace"
     if [ -x "$jdk25/bin/java" ]; then
@@ -76,7 +82,8 @@ def ratios(label, base):
     c = [r[label][2] / r[base][2] for r in by["reps"] if label in r and base in r]
     return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x; "
                   f"CPU min {min(c):.2f}x median {statistics.median(c):.2f}x ({len(v)} runs)")
-for label, base in [("budget", "untraced"), ("complete", "untraced"), ("jfr25", "untraced25")]:
+for label, base in [("budget", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
+                    ("complete", "untraced"), ("jfr25", "untraced25")]:
     s = ratios(label, base)
     if s:
         print(s)
