@@ -38,7 +38,7 @@ impl TraceReader {
         // JVM_LOST: threads, the events they lost and the earliest time.
         let mut lost: (u64, u64, Option<u64>) = (0, 0, None);
         // Method events whose id had no definition: count, first id.
-        let mut undefined: (u64, Option<u64>) = (0, None);
+        let mut undefined = Undefined::default();
         // JIT records name methods by raw id, possibly before their
         // METHOD_DEF: resolved at the end of the stream.
         let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
@@ -65,16 +65,13 @@ impl TraceReader {
                     if let Some([lo, hi, flags, _]) = words(raw.payload) {
                         self.trace.jvm_records += 1;
                         let id = (hi as u64) << 32 | lo as u64;
-                        match ids.get(&id) {
-                            Some(&method) if raw.kind == kind::METHOD_ENTRY => self.push(tid, ts, Event::Enter(method)),
-                            Some(&method) => {
+                        match undefined.method(&ids, id) {
+                            Some(method) if raw.kind == kind::METHOD_ENTRY => self.push(tid, ts, Event::Enter(method)),
+                            Some(method) => {
                                 let exception = flags & fmt::EXIT_BY_EXCEPTION != 0;
                                 self.push(tid, ts, Event::Exit { method, exception })
                             }
-                            None => {
-                                undefined.0 += 1;
-                                undefined.1.get_or_insert(id);
-                            }
+                            None => {}
                         }
                         continue;
                     }
@@ -89,9 +86,7 @@ impl TraceReader {
                             let mut t = cut.thread(tid);
                             for e in events {
                                 max_ts = max_ts.max(e.ts);
-                                let Some(&method) = ids.get(&(e.method as u64)) else {
-                                    undefined.0 += 1;
-                                    undefined.1.get_or_insert(e.method as u64);
+                                let Some(method) = undefined.method(&ids, e.method as u64) else {
                                     continue;
                                 };
                                 t.event(e.ts, method_event(method, e.kind), &mut out);
@@ -104,9 +99,7 @@ impl TraceReader {
                         }
                         for e in events {
                             max_ts = max_ts.max(e.ts);
-                            let Some(&method) = ids.get(&(e.method as u64)) else {
-                                undefined.0 += 1;
-                                undefined.1.get_or_insert(e.method as u64);
+                            let Some(method) = undefined.method(&ids, e.method as u64) else {
                                 continue;
                             };
                             self.push(tid, e.ts, method_event(method, e.kind));
@@ -182,17 +175,13 @@ impl TraceReader {
                 }
                 Payload::MethodEntry(e) | Payload::MethodExit(e) => {
                     let entry = matches!(rec.payload, Payload::MethodEntry(_));
-                    match ids.get(&e.method) {
-                        Some(&method) if entry => self.push(tid, ts, Event::Enter(method)),
-                        Some(&method) => {
+                    match undefined.method(&ids, e.method) {
+                        Some(method) if entry => self.push(tid, ts, Event::Enter(method)),
+                        Some(method) => {
                             let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
                             self.push(tid, ts, Event::Exit { method, exception })
                         }
-                        None => {
-                            // One message per stream, not one per event.
-                            undefined.0 += 1;
-                            undefined.1.get_or_insert(e.method);
-                        }
+                        None => {}
                     }
                 }
                 Payload::JvmEnd(p) => {
@@ -255,7 +244,11 @@ impl TraceReader {
                 _ => {}
             }
         }
-        if let (n, Some(first)) = undefined {
+        if let Undefined {
+            events: n,
+            first: Some(first),
+        } = undefined
+        {
             self.trace.losses.truncated.push(format!(
                 "{}: {n} method event(s) used a method id before its definition (first: {first:#x})",
                 path.display()
@@ -396,6 +389,28 @@ impl CodeRecords {
                 jvm.methods.describe(addr, ts, m);
             }
         }
+    }
+}
+
+/// Method events whose id had no definition (one message per stream, not
+/// one per event).
+#[derive(Default)]
+struct Undefined {
+    events: u64,
+    first: Option<u64>,
+}
+
+impl Undefined {
+    /// The method recorded as `id`, or `None`, counted, if it has no
+    /// definition.
+    #[inline]
+    fn method(&mut self, ids: &TidMap<MethodIdx, u64>, id: u64) -> Option<MethodIdx> {
+        let m = ids.get(&id).copied();
+        if m.is_none() {
+            self.events += 1;
+            self.first.get_or_insert(id);
+        }
+        m
     }
 }
 
