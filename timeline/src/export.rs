@@ -11,8 +11,9 @@
 //!   protobuf trace (track events plus the kernel's scheduling), streamed;
 //! * [`write_parquet`] (`parquet/`): a directory of Parquet tables, streamed
 //!   (not an [`Exporter`]: it writes files, not one stream);
-//! * [`Pprof`] (`pprof.rs`): off-CPU time as a gzipped pprof profile
-//!   with `cause` and `thread` labels, streamed;
+//! * [`Pprof`] (`pprof/`): off-CPU time by cause and the CPU samples as
+//!   one gzipped pprof profile, with their recorded stacks and `cause` and
+//!   `thread` labels, streamed;
 //! * [`Text`] ([`crate::write_text`], `text.rs`): the merged text trace.
 //!
 //! A new format is one more module with

@@ -14,7 +14,7 @@
 //!   each once);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
-//!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof.rs`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
+//!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
 //!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
 //!   `jtrace why` as text.
 //!
