@@ -1,8 +1,11 @@
 """Decodes a gzipped pprof profile with the schema of github.com/google/pprof
 proto/profile.proto (Apache-2.0), declared here field for field as a
-FileDescriptorProto (no protoc needed), and prints JSON: nanoseconds by
-cause and tid, by leaf function, and the sample type."""
-import collections
+FileDescriptorProto (no protoc needed), checks what pprof's CheckValid
+checks (ids non-zero and unique, every reference defined, one value per
+sample type) and that string indexes are in the table, and prints JSON:
+the sample types, period, comments and every sample with its labels,
+values and locations (leaf first; each location its lines' function
+names, inlined ones first, the caller they were inlined into last)."""
 import gzip
 import json
 import sys
@@ -51,19 +54,50 @@ assert data[:2] == b"\x1f\x8b", "not gzipped"
 p = Profile()
 p.ParseFromString(gzip.decompress(data))
 st = p.string_table
-assert st[0] == ""
-funcs = {f.id: st[f.name] for f in p.function}
-locs = {l.id: funcs[l.line[0].function_id] for l in p.location}
-by_cause_tid = collections.Counter()
-by_leaf = collections.Counter()
-for s in p.sample:
-    labels = {st[l.key]: (st[l.str] if l.str else l.num) for l in s.label}
-    by_cause_tid[f"{labels['cause']} {labels['tid']}"] += s.value[0]
-    by_leaf[locs[s.location_id[0]]] += s.value[0]
-    assert labels["thread"].endswith(f"[{labels['tid']}]")
+assert st[0] == "", "string_table[0] must be empty"
+
+
+def s(i):
+    assert 0 <= i < len(st), f"string index {i} out of the table"
+    return st[i]
+
+
+def unique(ids, what):
+    assert all(i != 0 for i in ids), f"a {what} has id 0"
+    assert len(set(ids)) == len(ids), f"{what} ids repeat"
+
+
+unique([f.id for f in p.function], "function")
+unique([l.id for l in p.location], "location")
+funcs = {f.id: (s(f.name), s(f.system_name), s(f.filename)) for f in p.function}
+locs = {}
+for l in p.location:
+    assert l.line, f"location {l.id} has no line"
+    for ln in l.line:
+        assert ln.function_id in funcs, f"location {l.id}: no function {ln.function_id}"
+    locs[l.id] = [funcs[ln.function_id][0] for ln in l.line]
+types = [[s(t.type), s(t.unit)] for t in p.sample_type]
+samples = []
+for x in p.sample:
+    assert len(x.value) == len(types), "a sample's values do not match the sample types"
+    assert x.location_id, "a sample without a location"
+    for i in x.location_id:
+        assert i in locs, f"sample refers to no location {i}"
+    labels = {}
+    for l in x.label:
+        key = s(l.key)
+        assert key not in labels, f"label {key} twice"
+        labels[key] = s(l.str) if l.str else l.num
+    if "thread" in labels:
+        assert labels["thread"].endswith(f"[{labels['tid']}]"), labels
+    samples.append({"labels": labels, "values": list(x.value),
+                    "locations": [locs[i] for i in x.location_id]})
 json.dump({
-    "sample_type": [st[p.sample_type[0].type], st[p.sample_type[0].unit]],
-    "samples": len(p.sample),
-    "by_cause_tid": by_cause_tid,
-    "by_leaf": by_leaf,
+    "sample_type": types,
+    "default_sample_type": s(p.default_sample_type),
+    "period_type": [s(p.period_type.type), s(p.period_type.unit)],
+    "period": p.period,
+    "comments": [s(c) for c in p.comment],
+    "functions": {str(k): list(v) for k, v in funcs.items()},
+    "samples": samples,
 }, sys.stdout)
