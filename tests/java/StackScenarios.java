@@ -11,11 +11,14 @@ import java.util.concurrent.locks.LockSupport;
  * One thread per way of blocking, each blocking inside a method of its own
  * (tests/stacks.rs: with no method traced, the blocked time must land
  * under stacks that contain that method). Usage: java StackScenarios <ms>
+ * [spin]; with "spin", a thread "spin" also burns CPU in spinHere half of
+ * the time (tests/pprof_export.rs: the CPU samples name it).
  */
 public class StackScenarios {
     static final Object LOCK = new Object();
     static final Object WAITED = new Object();
     static volatile boolean done;
+    static volatile long sink;
 
     static void sleepHere() throws Exception {
         Thread.sleep(20);
@@ -50,6 +53,16 @@ public class StackScenarios {
     static void fileHere(FileOutputStream out) throws Exception {
         out.write(new byte[4096]);
         out.getFD().sync();
+    }
+
+    /** CPU-bound for `nanos` of wall time. */
+    static long spinHere(long nanos) {
+        long end = System.nanoTime() + nanos;
+        long x = 0;
+        while (System.nanoTime() < end) {
+            for (int i = 0; i < 1000; i++) x += i ^ (x << 1);
+        }
+        return x;
     }
 
     /** Compiled once warm (C2, or C1 with -XX:TieredStopAtLevel=1), with jitMiddle inlined. */
@@ -111,6 +124,12 @@ public class StackScenarios {
         });
         start("file", () -> fileHere(fos));
         start("jit", StackScenarios::warmThenPark);
+        if (args.length > 1 && args[1].equals("spin")) {
+            start("spin", () -> {
+                sink += spinHere(10_000_000L);
+                Thread.sleep(10);
+            });
+        }
         Thread.sleep(ms);
         done = true;
         fos.close();

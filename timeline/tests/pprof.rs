@@ -163,7 +163,10 @@ fn pprof_off_cpu_profile_decodes_and_adds_up() {
     assert_eq!(by_cause_tid, exp.by_cause_tid);
     // Per innermost traced method: the intervals' time, plus the tails.
     let extra: u64 = by_leaf.iter().map(|(k, v)| v - exp.by_leaf.get(k).unwrap_or(&0)).sum();
-    assert!(exp.by_leaf.iter().all(|(k, v)| by_leaf.get(k) >= Some(v)), "{by_leaf:?}");
+    assert!(
+        exp.by_leaf.iter().all(|(k, v)| by_leaf.get(k) >= Some(v)),
+        "{by_leaf:?}"
+    );
     assert_eq!(extra, exp.tails);
     std::fs::remove_dir_all(&base).unwrap();
 }
@@ -218,7 +221,10 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
     let mut off: Vec<(String, String, i64, Vec<&str>)> = Vec::new();
     let mut cpu: Vec<(String, i64, Vec<&str>)> = Vec::new();
     for s in &got.samples {
-        assert_eq!(s.label("tid"), s.label("thread").rsplit_once('[').unwrap().1.trim_end_matches(']'));
+        assert_eq!(
+            s.label("tid"),
+            s.label("thread").rsplit_once('[').unwrap().1.trim_end_matches(']')
+        );
         match s.values[..] {
             [o, 0] if o > 0 => off.push((s.label("thread"), s.label("cause"), o, s.frames())),
             [0, c] if c > 0 => {

@@ -96,7 +96,9 @@ impl Tables {
         let mut i = 0;
         while i < frames.len() {
             let run = frames[i..].iter().take_while(|f| f.kind == FrameKind::Inlined).count();
-            let closer = frames.get(i + run).filter(|f| matches!(f.kind, FrameKind::Jit | FrameKind::C1));
+            let closer = frames
+                .get(i + run)
+                .filter(|f| matches!(f.kind, FrameKind::Jit | FrameKind::C1));
             let end = match (run, closer) {
                 (1.., Some(_)) => i + run + 1,
                 (1.., None) => {

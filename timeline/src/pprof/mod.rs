@@ -173,9 +173,8 @@ fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Resul
         default_sample_type: off_cpu,
         ..Default::default()
     };
-    p.comment.push(t.string(
-        "off_cpu: exact nanoseconds off CPU from the scheduler's switches, by cause (label cause)",
-    ));
+    p.comment
+        .push(t.string("off_cpu: exact nanoseconds off CPU from the scheduler's switches, by cause (label cause)"));
     if period > 0 {
         let cpu = t.string("cpu");
         p.sample_type.push(ValueType { r#type: cpu, unit: ns });
