@@ -107,8 +107,8 @@ pub enum ExportFormat {
     /// A directory of Parquet tables (threads, methods, invocations, off_cpu_intervals,
     /// wakeups, windows; docs/EXPORTS.md), for DuckDB, Spark, DataFusion: needs -o DIR.
     Parquet,
-    /// Off-CPU time as a gzipped pprof profile (profile.proto) with `cause` and `thread`
-    /// labels, for go tool pprof, Pyroscope, Grafana.
+    /// A gzipped pprof profile (profile.proto) for go tool pprof, Pyroscope, Grafana: off-CPU
+    /// time (labels `cause`, `thread`) and the CPU samples (`-sample_index=cpu`), with stacks.
     Pprof,
     /// Chrome trace-event JSON, for chrome://tracing (Perfetto reads it too, but prefer
     /// `perfetto`; embeds every event, so it reads the whole trace into memory; the others stream).

@@ -118,9 +118,12 @@ fn export(trace: &Path) -> Decoded {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Off-CPU ns per (tid, cause).
+type OffByTidCause = BTreeMap<(u64, String), u64>;
+
 /// `report --json`'s off-CPU ns per (tid, cause), and each thread's tid
 /// and CPU ns by name.
-fn report(trace: &Path) -> (BTreeMap<(u64, String), u64>, BTreeMap<String, (u64, u64)>) {
+fn report(trace: &Path) -> (OffByTidCause, BTreeMap<String, (u64, u64)>) {
     let o = Command::new(jtrace())
         .args(["report", "--json"])
         .arg(trace)
@@ -148,7 +151,7 @@ fn cleanup(trace: &Path) {
 }
 
 /// The profile's off-CPU ns per (tid, cause).
-fn off_by_tid_cause(p: &Decoded) -> BTreeMap<(u64, String), u64> {
+fn off_by_tid_cause(p: &Decoded) -> OffByTidCause {
     let mut m = BTreeMap::new();
     for s in p.samples.iter().filter(|s| s.values[0] > 0) {
         *m.entry((s.tid(), s.label("cause"))).or_default() += s.values[0] as u64;
