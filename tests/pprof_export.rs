@@ -11,7 +11,8 @@
 //! * the CPU samples are the `cpu` type, samples × period, and name the
 //!   CPU-bound method;
 //! * a trace recorded without stacks exports as before: the off-CPU type
-//!   only, under the traced methods, and the same totals.
+//!   only, under the traced methods, and the same totals;
+//! * a missing trace is a clear error, and no file is written.
 
 mod common;
 
@@ -73,10 +74,10 @@ impl DecodedSample {
     }
 }
 
-fn record(args: &[&str], ms: &str) -> PathBuf {
+fn record(jdk: &str, args: &[&str], ms: &str) -> PathBuf {
     let out = tempdir("pprof");
     let cp = classes();
-    let java = java(JDK17);
+    let java = java(jdk);
     let cmd = [
         java.to_str().unwrap(),
         "-cp",
@@ -86,7 +87,11 @@ fn record(args: &[&str], ms: &str) -> PathBuf {
         "spin",
     ];
     let o = jtrace_run(&out, args, &cmd);
-    assert!(o.status.success(), "jtrace run: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{jdk}: jtrace run: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains("DONE"));
     out
 }
@@ -145,6 +150,26 @@ fn report(trace: &Path) -> (OffByTidCause, BTreeMap<String, (u64, u64)>) {
     (off, threads)
 }
 
+#[test]
+fn a_missing_trace_is_an_error_and_writes_nothing() {
+    let dir = tempdir("pprof-bad");
+    let out = dir.join("prof.pb.gz");
+    for trace in [dir.join("missing"), dir.clone()] {
+        let o = Command::new(jtrace())
+            .args(["export", "--format", "pprof", "-o"])
+            .arg(&out)
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("cannot open trace"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn cleanup(trace: &Path) {
     std::fs::remove_dir_all(trace).unwrap();
     std::fs::remove_file(trace.with_extension("pb.gz")).unwrap();
@@ -161,7 +186,14 @@ fn off_by_tid_cause(p: &Decoded) -> OffByTidCause {
 
 #[test]
 fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
-    let trace = record(&[], "2000");
+    for jdk in [JDK17, JDK25] {
+        recorded_stacks_and_cpu_samples(jdk);
+    }
+}
+
+fn recorded_stacks_and_cpu_samples(jdk: &str) {
+    let jdk_name = jdk_name(jdk);
+    let trace = record(jdk, &[], "2000");
     let p = export(&trace);
     let (report_off, threads) = report(&trace);
     let period = 1_000_000_000 / 99;
@@ -173,7 +205,7 @@ fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
     assert_eq!((&p.period_type, p.period), (&["cpu".to_string(), ns], period));
 
     // Every thread's off-CPU time by cause: the report's, exactly.
-    assert_eq!(off_by_tid_cause(&p), report_off);
+    assert_eq!(off_by_tid_cause(&p), report_off, "{jdk_name}");
 
     // Each scenario's blocked time under its own method.
     for (thread, cause, method) in SCENARIOS {
@@ -183,12 +215,12 @@ fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
             .filter(|s| s.tid() == tid && s.label("cause") == cause && s.has_java(method))
             .map(|s| s.values[0] as u64)
             .sum();
-        assert!(all > 100_000_000, "{thread}: only {all} ns of {cause}");
+        assert!(all > 100_000_000, "{jdk_name}: {thread}: only {all} ns of {cause}");
         assert!(
             under * 100 >= all * 95,
-            "{thread}: {under} of {all} ns of {cause} under {method}"
+            "{jdk_name}: {thread}: {under} of {all} ns of {cause} under {method}"
         );
-        eprintln!("{thread}: {under} of {all} ns of {cause} under {method}");
+        eprintln!("{jdk_name}: {thread}: {under} of {all} ns of {cause} under {method}");
     }
     // The socket's under the kernel's receive path.
     let socket = threads["socket"].0;
@@ -200,10 +232,10 @@ fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
             let ns = s.values[0] as u64;
             (a + ns, k + if s.has("tcp_recvmsg_[k]") { ns } else { 0 })
         });
-    eprintln!("socket: {kernel} of {all} ns under tcp_recvmsg_[k]");
+    eprintln!("{jdk_name}: socket: {kernel} of {all} ns under tcp_recvmsg_[k]");
     assert!(
         kernel * 100 >= all * 90,
-        "socket: {kernel} of {all} ns under tcp_recvmsg_[k]"
+        "{jdk_name}: socket: {kernel} of {all} ns under tcp_recvmsg_[k]"
     );
     // Inlining: jitMiddle_[i] is a line of its compiled caller's location.
     let jit = threads["jit"].0;
@@ -221,9 +253,12 @@ fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
             });
             (a + ns, i + if ok { ns } else { 0 })
         });
-    eprintln!("jit: {inlined} of {parked} ns parked with jitMiddle_[i] inlined in a location");
+    eprintln!("{jdk_name}: jit: {inlined} of {parked} ns parked with jitMiddle_[i] inlined in a location");
     let example = p.samples.iter().filter(|s| s.tid() == jit).max_by_key(|s| s.values[0]);
-    assert!(inlined * 2 >= parked, "jit: {inlined} of {parked} ns; e.g. {example:?}");
+    assert!(
+        inlined * 2 >= parked,
+        "{jdk_name}: jit: {inlined} of {parked} ns; e.g. {example:?}"
+    );
 
     // CPU samples: samples × period, and the spinning thread's name spinHere.
     let t = Trace::open(&trace).unwrap();
@@ -238,20 +273,26 @@ fn pprof_has_the_recorded_stacks_and_the_cpu_samples() {
         let v = s.values[1] as u64;
         (a + v, n + if s.has_java("StackScenarios.spinHere") { v } else { 0 })
     });
-    eprintln!("spin: {named} of {mine} sampled CPU ns under spinHere; its CPU time {spin_cpu} ns");
-    assert!(named >= 20 * period as u64, "spin: {named} ns sampled under spinHere");
-    assert!(named * 100 >= mine * 80, "spin: {named} of {mine} ns under spinHere");
+    eprintln!("{jdk_name}: spin: {named} of {mine} sampled CPU ns under spinHere; its CPU time {spin_cpu} ns");
+    assert!(
+        named >= 20 * period as u64,
+        "{jdk_name}: spin: {named} ns sampled under spinHere"
+    );
+    assert!(
+        named * 100 >= mine * 80,
+        "{jdk_name}: spin: {named} of {mine} ns under spinHere"
+    );
     // Sampling at 99 Hz estimates the exact CPU time (loosely: a loaded machine).
     assert!(
         mine * 2 >= spin_cpu && mine <= spin_cpu * 2,
-        "spin: {mine} sampled, {spin_cpu} exact"
+        "{jdk_name}: spin: {mine} sampled, {spin_cpu} exact"
     );
     cleanup(&trace);
 }
 
 #[test]
 fn a_trace_without_stacks_exports_its_traced_methods() {
-    let trace = record(&["--no-stacks", "--methods", "StackScenarios.*"], "1000");
+    let trace = record(JDK17, &["--no-stacks", "--methods", "StackScenarios.*"], "1000");
     let p = export(&trace);
     let (report_off, threads) = report(&trace);
     assert_eq!(p.sample_type, [["off_cpu".to_string(), "nanoseconds".to_string()]]);
