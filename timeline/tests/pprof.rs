@@ -7,8 +7,9 @@
 //!   no CPU sample type;
 //! * a hand-made trace with kernel stacks and CPU samples: each interval
 //!   under its recorded stack or, without one, its traced methods; the
-//!   time after the last switch-out under that switch-out's stack; the
-//!   CPU samples as `cpu` nanoseconds, samples × period.
+//!   time after the last switch-out under that switch-out's stack; a
+//!   lost stack labelled, and counted in a comment; the CPU samples as
+//!   `cpu` nanoseconds, samples × period.
 
 #[path = "../../merge/examples/synth.rs"]
 #[allow(dead_code)]
@@ -198,6 +199,8 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
     b.switch_in(MAIN, 5500);
     b.switch_out(MAIN, 6000, false); // no stack recorded: A.run
     b.switch_in(MAIN, 7000);
+    b.switch_out_with_stack(MAIN, 7200, 0, 9); // stack 9 was lost: labelled
+    b.switch_in(MAIN, 7300);
     b.exit(MAIN, 8000, 1);
     // Off CPU until the end: the tail, under this switch-out's stack.
     b.switch_out_with_stack(MAIN, 8500, 0, 8);
@@ -241,11 +244,19 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
         off,
         vec![
             (main.clone(), "runqueue".into(), 500, k7.clone()),
+            (main.clone(), "unknown".into(), 100, vec!["[kernel stack lost]"]),
             (main.clone(), "unknown".into(), 300, k8.clone()),
             (main.clone(), "unknown".into(), 1000, vec!["A.run"]),
             (main.clone(), "unknown".into(), 2000, k7.clone()),
         ]
     );
+    // What could not be named is said, not only labelled.
+    assert!(
+        got.comments.iter().any(|c| c.contains("1 stack ids lost")),
+        "{:?}",
+        got.comments
+    );
+    assert!(!got.comments.iter().any(|c| c.contains("lost events")));
     cpu.sort();
     let period = 1_000_000_000 / 99;
     assert_eq!(

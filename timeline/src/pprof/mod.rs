@@ -154,6 +154,29 @@ fn cpu_period(trace: &Trace) -> u64 {
     }
 }
 
+/// What the profile lacks, as comments (`go tool pprof -comments`): lost
+/// events, damaged streams, and frames that could not be named (they
+/// are labelled in the stacks; this counts them).
+fn problems(trace: &Trace, symbols: &Symbolizer) -> Vec<String> {
+    let mut out = Vec::new();
+    let l = &trace.losses;
+    if l.kernel > 0 || l.jvm > 0 {
+        out.push(format!("lost events: kernel {}, jvm {} (jtrace info)", l.kernel, l.jvm));
+    }
+    out.extend(l.truncated.iter().map(|t| format!("stream problem: {t}")));
+    if !trace.meta.complete {
+        out.push("recording did not finish cleanly: this is a readable prefix".into());
+    }
+    let p = symbols.problems();
+    if p.unresolved_frames + p.truncated_stacks + p.missing_stacks > 0 {
+        out.push(format!(
+            "stacks: {} frames unresolved ({} in unloaded JIT code), {} stacks truncated, {} stack ids lost",
+            p.unresolved_frames, p.unloaded_jit_frames, p.truncated_stacks, p.missing_stacks
+        ));
+    }
+    out
+}
+
 fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut t = Tables::new();
     let period = cpu_period(trace);
@@ -243,6 +266,9 @@ fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Resul
                 label: labels(&mut t, tid),
             });
         }
+    }
+    for c in problems(trace, &symbols) {
+        p.comment.push(t.string(&c));
     }
     p.string_table = t.strings;
     p.function = t.functions;
