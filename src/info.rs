@@ -13,17 +13,21 @@ use std::path::PathBuf;
 pub(crate) struct InfoArgs {
     /// Trace directory.
     trace: PathBuf,
+    /// Also look up the source lines of native frames (DWARF), and list the
+    /// binaries without them and the frames no line covers.
+    #[arg(long)]
+    lines: bool,
 }
 
 /// `jtrace info TRACE`.
 pub(crate) fn info(args: InfoArgs) -> anyhow::Result<()> {
     let t = Trace::scan(&args.trace).with_context(|| format!("cannot open trace {}", args.trace.display()))?;
-    Ok(print_info(&t)?)
+    Ok(print_info(&t, args.lines)?)
 }
 
 /// Written in one go, so that a closed pipe (`| head`) is an error to
 /// ignore, not a panic of println!.
-fn print_info(t: &Trace) -> std::io::Result<()> {
+fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let m = &t.meta;
     writeln!(out, "trace      {}", t.dir.display())?;
@@ -107,7 +111,7 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
         )?;
     }
     if !t.stacks.is_empty() {
-        print_stacks(&mut out, t)?;
+        print_stacks(&mut out, t, lines)?;
     }
     for p in &t.losses.truncated {
         writeln!(out, "problem    {p}")?;
@@ -119,8 +123,8 @@ fn print_info(t: &Trace) -> std::io::Result<()> {
 }
 
 /// The stacks' counts, and what could not be named (every stack is named
-/// once to count it).
-fn print_stacks(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
+/// once to count it; with `lines`, with their source lines).
+fn print_stacks(out: &mut impl Write, t: &Trace, lines: bool) -> std::io::Result<()> {
     let s = &t.stacks;
     let samples: u64 = s.cpu_samples.values().sum();
     writeln!(
@@ -133,6 +137,7 @@ fn print_stacks(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
         t.meta.cpu_sample_hz
     )?;
     let sym = jtrace_merge::Symbolizer::new(t);
+    let sym = if lines { sym.with_lines() } else { sym };
     sym.name_all();
     let p = sym.problems();
     writeln!(
@@ -151,6 +156,18 @@ fn print_stacks(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
             out,
             "  binary   {b}: stripped (no function symbols; its frames are unresolved)"
         )?;
+    }
+    if lines {
+        let l = &p.lines;
+        writeln!(
+            out,
+            "  lines    {} binaries without source lines; {} native frames without a line",
+            l.binaries_without_lines.len(),
+            l.frames_without_line
+        )?;
+        for (b, why) in &l.binaries_without_lines {
+            writeln!(out, "  binary   {b}: no source lines: {why}")?;
+        }
     }
     Ok(())
 }

@@ -53,6 +53,11 @@ pub struct TextArgs {
     /// their stack too.
     #[arg(long, default_value_t = 3)]
     pub stack_depth: usize,
+    /// Native frames with their source line (` (file.c:123)`, from DWARF in
+    /// the binary or its debug file), functions inlined there as frames of
+    /// their own.
+    #[arg(long)]
+    pub lines: bool,
     #[command(flatten)]
     pub stream: StreamArgs,
 }
@@ -144,6 +149,10 @@ pub struct ExportArgs {
     /// text: frames of each block's stack to show (innermost first; 0: none).
     #[arg(long, default_value_t = 3)]
     pub stack_depth: usize,
+    /// collapsed, text: native frames with their source line (` (file.c:123)`,
+    /// from DWARF), functions inlined there as frames of their own.
+    #[arg(long)]
+    pub lines: bool,
     // collapsed, csv, text; chrome reads the whole trace, or the part
     // `--window`/`--thread` select, streamed.
     #[command(flatten)]
@@ -199,18 +208,24 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
 /// `jtrace text TRACE [--all]`: streamed unless `--in-memory`.
 pub fn text(args: TextArgs) -> anyhow::Result<()> {
     let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    write_text(&args.trace, args.all, args.stack_depth, &args.stream, out)
+    let opts = jtrace_timeline::TextOptions {
+        all_events: args.all,
+        stack_depth: args.stack_depth,
+        lines: args.lines,
+    };
+    write_text(&args.trace, &opts, &args.stream, out)
 }
 
-fn write_text(dir: &Path, all: bool, stack_depth: usize, stream: &StreamArgs, out: impl Write) -> anyhow::Result<()> {
-    let opts = jtrace_timeline::TextOptions {
-        all_events: all,
-        stack_depth,
-    };
+fn write_text(
+    dir: &Path,
+    opts: &jtrace_timeline::TextOptions,
+    stream: &StreamArgs,
+    out: impl Write,
+) -> anyhow::Result<()> {
     if stream.in_memory {
-        jtrace_timeline::write_text(&open(dir)?, out, &opts)?;
+        jtrace_timeline::write_text(&open(dir)?, out, opts)?;
     } else {
-        jtrace_timeline::write_text_streaming(dir, out, &opts, &stream.options())?;
+        jtrace_timeline::write_text_streaming(dir, out, opts, &stream.options())?;
     }
     Ok(())
 }
@@ -266,6 +281,11 @@ fn write_export(
     mut out: Box<dyn Write + '_>,
 ) -> anyhow::Result<()> {
     let (dir, stream) = (&args.trace, args.stream.options());
+    let text_opts = jtrace_timeline::TextOptions {
+        all_events: args.all,
+        stack_depth: args.stack_depth,
+        lines: args.lines,
+    };
     if let Some(plan) = chrome {
         return Ok(plan.draw(|view| export::write_chrome_view(view, out))?);
     }
@@ -275,6 +295,7 @@ fn write_export(
                 thread: args.per_thread,
                 all: args.all,
                 cpu: args.cpu,
+                lines: args.lines,
             };
             match whole {
                 Some(trace) => export::write_collapsed(trace, &opts, out)?,
@@ -285,15 +306,8 @@ fn write_export(
         (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream)?,
         (ExportFormat::Perfetto, Some(trace)) => export::write_perfetto(trace, out)?,
         (ExportFormat::Perfetto, None) => export::write_perfetto_streaming(dir, out, &stream)?,
-        (ExportFormat::Text, Some(trace)) => jtrace_timeline::write_text(
-            trace,
-            out,
-            &jtrace_timeline::TextOptions {
-                all_events: args.all,
-                stack_depth: args.stack_depth,
-            },
-        )?,
-        (ExportFormat::Text, None) => write_text(dir, args.all, args.stack_depth, &args.stream, out)?,
+        (ExportFormat::Text, Some(trace)) => jtrace_timeline::write_text(trace, out, &text_opts)?,
+        (ExportFormat::Text, None) => write_text(dir, &text_opts, &args.stream, out)?,
         (ExportFormat::Chrome, _) => unreachable!("chrome is drawn from its plan"),
         (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
         (ExportFormat::Pprof, Some(trace)) => export::Pprof.write_trace(trace, &mut out)?,

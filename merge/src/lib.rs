@@ -91,7 +91,8 @@
 //!
 //! Stacks (issue 16): `stacks` holds what the trace recorded of them (read
 //! with the rest, in layer 2), `symbolize` names their frames
-//! ([`Symbolizer`], layer 6).
+//! ([`Symbolizer`], layer 6), with `source_lines` (DWARF source lines of
+//! native frames, read only when a view asks for them).
 
 #![deny(missing_docs)]
 
@@ -112,6 +113,7 @@ pub mod report_stacks;
 mod run;
 mod sched_chain;
 mod shrink_guard;
+mod source_lines;
 mod spill;
 mod stacks;
 pub mod stream;
@@ -135,7 +137,9 @@ pub use percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, window, Report, ReportFilter, WindowJson};
 pub use sched_chain::SchedChain;
 pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};
+pub use source_lines::LineProblems;
 pub use symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
+pub use jtrace_symbols::lines::SourceLine;
 pub use syscall::{nr, syscall_cause, syscall_name};
 pub use trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
 pub use visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};

@@ -3,14 +3,19 @@
 //! the JVMs' code), so it works after the processes are gone and on
 //! another machine whose binaries have the same build ids. Frames are named
 //! as async-profiler and FlameGraph name them (docs/REPORT.md "Stacks"); a
-//! frame that cannot be named is labelled as such, never guessed.
+//! frame that cannot be named is labelled as such, never guessed. With
+//! [`Symbolizer::with_lines`], native frames also carry their source line
+//! from DWARF, and functions inlined there are frames of their own
+//! (`source_lines`).
 
+use crate::source_lines::{LineProblems, SourceLines};
 use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
 use crate::trace::Trace;
 use jtrace_format as fmt;
 use jtrace_symbols::access::BinaryAccess;
 use jtrace_symbols::codemap::CodeAt;
 use jtrace_symbols::elf::{demangle, SymbolTable};
+use jtrace_symbols::lines::SourceLine;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -45,6 +50,9 @@ pub struct Frame {
     pub name: String,
     /// What it is.
     pub kind: FrameKind,
+    /// Its source line (native frames, only when asked for:
+    /// [`Symbolizer::with_lines`]).
+    pub line: Option<SourceLine>,
 }
 
 impl Frame {
@@ -61,6 +69,18 @@ impl Frame {
         format!("{}{suffix}", self.name)
     }
 
+    /// [`Frame::flame_name`], then ` (file.c:123)` if it has a source line.
+    pub fn name_with_line(&self) -> String {
+        match &self.line {
+            Some(l) => format!("{} ({})", self.flame_name(), l.short()),
+            None => self.flame_name(),
+        }
+    }
+
+    fn new(name: String, kind: FrameKind) -> Frame {
+        Frame { name, kind, line: None }
+    }
+
     /// Whether it is a Java method.
     pub fn is_java(&self) -> bool {
         matches!(
@@ -70,10 +90,7 @@ impl Frame {
     }
 
     fn unresolved(name: String) -> Frame {
-        Frame {
-            name,
-            kind: FrameKind::Unresolved,
-        }
+        Frame::new(name, FrameKind::Unresolved)
     }
 }
 
@@ -97,16 +114,28 @@ pub struct SymbolProblems {
     pub truncated_stacks: u64,
     /// Switch-outs or samples whose stack id has no STACK record (lost).
     pub missing_stacks: u64,
+    /// What had no source lines (only looked up with
+    /// [`Symbolizer::with_lines`]).
+    pub lines: LineProblems,
+}
+
+/// A binary found with the recorded build id, and its symbols.
+struct Found {
+    table: SymbolTable,
+    /// Where it was found (its DWARF is read from there).
+    path: PathBuf,
 }
 
 /// A binary's symbols, looked up once.
-type Symbols = Option<Rc<SymbolTable>>;
+type Symbols = Option<Rc<Found>>;
 
 /// Names the frames of a trace's stacks, with caches.
 pub struct Symbolizer<'t> {
     trace: &'t Trace,
     binaries: RefCell<HashMap<(String, Vec<u8>), Symbols>>,
-    user: RefCell<HashMap<u32, Rc<[Frame]>>>,
+    /// By user stack id and whether its innermost pc is exact (not a
+    /// return address: a CPU sample taken in user mode).
+    user: RefCell<HashMap<(u32, bool), Rc<[Frame]>>>,
     kernel: RefCell<HashMap<u32, Rc<[Frame]>>>,
     problems: RefCell<SymbolProblems>,
     /// Where binaries are looked for besides their recorded paths: the
@@ -116,6 +145,8 @@ pub struct Symbolizer<'t> {
     /// Whose rights binaries are opened with: the trace owner's when root
     /// reads another user's trace.
     access: BinaryAccess,
+    /// Source lines of native frames, when asked for.
+    lines: Option<RefCell<SourceLines>>,
 }
 
 impl<'t> Symbolizer<'t> {
@@ -133,7 +164,19 @@ impl<'t> Symbolizer<'t> {
             problems: Default::default(),
             sysroot: std::env::var_os("JTRACE_SYSROOT").map(PathBuf::from),
             access: BinaryAccess::for_trace(&trace.dir),
+            lines: None,
         }
+    }
+
+    /// Also gives native frames their source line, with the functions DWARF
+    /// says were inlined there as frames of their own (innermost first,
+    /// named by DWARF; the outermost keeps its symbol's name). DWARF is
+    /// read from each binary, or its separate debug file (by build id or
+    /// `.gnu_debuglink`, under `/usr/lib/debug` and the sysroot's), on its
+    /// first frame.
+    pub fn with_lines(mut self) -> Self {
+        self.lines = Some(RefCell::new(SourceLines::new(self.sysroot.as_deref())));
+        self
     }
 
     fn stacks(&self) -> &'t Stacks {
@@ -156,14 +199,20 @@ impl<'t> Symbolizer<'t> {
             out.extend(self.kernel_frames(p.kstack).iter().cloned());
         }
         if p.ustack != 0 {
-            out.extend(self.user_frames(p.tgid, p.ustack).iter().cloned());
+            // No kernel stack: a sample in user mode, at an exact pc.
+            let exact_leaf = self.lines.is_some() && p.kstack == 0;
+            out.extend(self.user_frames(p.tgid, p.ustack, exact_leaf).iter().cloned());
         }
         out
     }
 
     /// What could not be named so far.
     pub fn problems(&self) -> SymbolProblems {
-        self.problems.borrow().clone()
+        let mut p = self.problems.borrow().clone();
+        if let Some(l) = &self.lines {
+            p.lines = l.borrow().problems.clone();
+        }
+        p
     }
 
     /// Names every stack of the trace (for `jtrace info`'s counts).
@@ -218,22 +267,16 @@ impl<'t> Symbolizer<'t> {
         let k = &self.stacks().ksyms;
         let i = k.partition_point(|s| s.start <= pc);
         match i.checked_sub(1).map(|i| &k[i]).filter(|s| pc < s.end) {
-            Some(s) => Frame {
-                name: s.name.clone(),
-                kind: FrameKind::Kernel,
-            },
+            Some(s) => Frame::new(s.name.clone(), FrameKind::Kernel),
             None => {
                 self.problems.borrow_mut().unresolved_frames += 1;
-                Frame {
-                    name: format!("[unknown kernel {pc:#x}]"),
-                    kind: FrameKind::Unresolved,
-                }
+                Frame::unresolved(format!("[unknown kernel {pc:#x}]"))
             }
         }
     }
 
-    fn user_frames(&self, tgid: u32, id: u32) -> Rc<[Frame]> {
-        if let Some(f) = self.user.borrow().get(&id) {
+    fn user_frames(&self, tgid: u32, id: u32, exact_leaf: bool) -> Rc<[Frame]> {
+        if let Some(f) = self.user.borrow().get(&(id, exact_leaf)) {
             return f.clone();
         }
         let frames: Rc<[Frame]> = match self.stacks().user.get(&id) {
@@ -244,8 +287,8 @@ impl<'t> Symbolizer<'t> {
                     .get(&s.stack.tgid)
                     .or_else(|| self.stacks().jvms.get(&tgid));
                 let mut v = Vec::new();
-                for f in &s.stack.frames {
-                    self.user_frame(jvm, f, s, &mut v);
+                for (i, f) in s.stack.frames.iter().enumerate() {
+                    self.user_frame(jvm, f, s, exact_leaf && i == 0, &mut v);
                 }
                 self.close(s, &mut v);
                 v.into()
@@ -255,12 +298,13 @@ impl<'t> Symbolizer<'t> {
                 vec![Frame::unresolved("[user stack lost]".into())].into()
             }
         };
-        self.user.borrow_mut().insert(id, frames.clone());
+        self.user.borrow_mut().insert((id, exact_leaf), frames.clone());
         frames
     }
 
-    /// The frames at one user pc (several for inlined code), innermost first.
-    fn user_frame(&self, jvm: Option<&JvmCode>, f: &fmt::StackFrame, s: &RawStack, out: &mut Vec<Frame>) {
+    /// The frames at one user pc (several for inlined code), innermost
+    /// first; `exact`: the pc is not a return address.
+    fn user_frame(&self, jvm: Option<&JvmCode>, f: &fmt::StackFrame, s: &RawStack, exact: bool, out: &mut Vec<Frame>) {
         let ts = s.ts;
         let methods = &self.trace.methods;
         let java = |m: u32| methods.get(m as usize).map(|m| m.qualified());
@@ -269,20 +313,14 @@ impl<'t> Symbolizer<'t> {
             if let Some(b) = i.checked_sub(1).map(|i| &j.blobs[i]).filter(|b| f.pc < b.end) {
                 if b.interpreter {
                     match j.methods.at(f.method, ts).and_then(java) {
-                        Some(name) => out.push(Frame {
-                            name,
-                            kind: FrameKind::Interpreted,
-                        }),
+                        Some(name) => out.push(Frame::new(name, FrameKind::Interpreted)),
                         None => {
                             self.problems.borrow_mut().unresolved_frames += 1;
                             out.push(Frame::unresolved("[interpreted: unknown method]".into()));
                         }
                     }
                 } else {
-                    out.push(Frame {
-                        name: b.name.clone(),
-                        kind: FrameKind::Stub,
-                    });
+                    out.push(Frame::new(b.name.clone(), FrameKind::Stub));
                 }
                 return;
             }
@@ -312,7 +350,7 @@ impl<'t> Symbolizer<'t> {
                                     FrameKind::Inlined
                                 };
                                 match m.and_then(java) {
-                                    Some(name) => out.push(Frame { name, kind }),
+                                    Some(name) => out.push(Frame::new(name, kind)),
                                     None => {
                                         self.problems.borrow_mut().unresolved_frames += 1;
                                         out.push(Frame::unresolved("[compiled: unknown method]".into()));
@@ -321,7 +359,7 @@ impl<'t> Symbolizer<'t> {
                             }
                         }
                         None => match c.method.and_then(java) {
-                            Some(name) => out.push(Frame { name, kind: outer }),
+                            Some(name) => out.push(Frame::new(name, outer)),
                             None => {
                                 self.problems.borrow_mut().unresolved_frames += 1;
                                 out.push(Frame::unresolved("[compiled: unknown method]".into()));
@@ -340,13 +378,53 @@ impl<'t> Symbolizer<'t> {
                 CodeAt::None => {}
             }
         }
-        out.push(self.native_frame(s.stack.tgid, ts, f.pc));
+        self.native_frame(s.stack.tgid, ts, f.pc, exact, out);
     }
 
-    /// A pc in a mapping of the process: its ELF symbol.
-    fn native_frame(&self, tgid: u32, ts: u64, pc: u64) -> Frame {
-        let maps = self.stacks().mappings.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
-        let execs = self.stacks().execs.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
+    /// A pc in a mapping of the process: its ELF symbol, and with lines
+    /// the functions inlined there before it.
+    fn native_frame(&self, tgid: u32, ts: u64, pc: u64, exact: bool, out: &mut Vec<Frame>) {
+        let (frame, at) = self.native_symbol(tgid, ts, pc);
+        match (at, &self.lines) {
+            (Some((m, found, off)), Some(lines)) => {
+                let dwarf = lines
+                    .borrow_mut()
+                    .frames(&self.access, &m.path, &m.build_id, &found, off, !exact);
+                self.with_inlined(frame, dwarf, out);
+            }
+            _ => out.push(frame),
+        }
+    }
+
+    /// `frame` with the line of DWARF's outermost frame, after the frames
+    /// inlined into it (innermost first).
+    fn with_inlined(&self, mut frame: Frame, dwarf: Vec<jtrace_symbols::lines::LineFrame>, out: &mut Vec<Frame>) {
+        let Some((outer, inlined)) = dwarf.split_last() else {
+            out.push(frame);
+            return;
+        };
+        for f in inlined {
+            let mut inl = match &f.function {
+                Some(name) => Frame::new(demangle(name), FrameKind::Native),
+                None => {
+                    self.problems.borrow_mut().unresolved_frames += 1;
+                    Frame::unresolved("[inlined: unknown function]".into())
+                }
+            };
+            inl.line = f.line.clone();
+            out.push(inl);
+        }
+        frame.line = outer.line.clone();
+        out.push(frame);
+    }
+
+    /// A pc's ELF symbol, and where it is for DWARF: its mapping, the file
+    /// found with the mapping's build id, the file offset (none if
+    /// unresolved).
+    fn native_symbol(&self, tgid: u32, ts: u64, pc: u64) -> (Frame, Option<(&'t fmt::Mapping, PathBuf, u64)>) {
+        let stacks = self.stacks();
+        let maps = stacks.mappings.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let execs = stacks.execs.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
         // The latest mapping that holds it, read with no exec since the stack.
         let Some(m) = maps
             .iter()
@@ -356,35 +434,33 @@ impl<'t> Symbolizer<'t> {
             .find(|m| m.start <= pc && pc < m.end)
         else {
             self.problems.borrow_mut().unresolved_frames += 1;
-            return Frame::unresolved("[unknown]".into());
+            return (Frame::unresolved("[unknown]".into()), None);
         };
         if m.path.is_empty() {
             // Anonymous executable memory: JIT code the JVM did not report.
             self.problems.borrow_mut().unresolved_frames += 1;
-            return Frame::unresolved("[unknown JIT code]".into());
+            return (Frame::unresolved("[unknown JIT code]".into()), None);
         }
         if m.path.starts_with('[') {
-            return Frame {
-                name: m.path.clone(),
-                kind: FrameKind::Native,
-            };
+            return (Frame::new(m.path.clone(), FrameKind::Native), None);
         }
         let file = Path::new(&m.path)
             .file_name()
             .map_or(m.path.clone(), |n| n.to_string_lossy().into_owned());
         let off = pc - m.start + m.offset;
-        let Some(syms) = self.binary(&m.path, &m.build_id) else {
+        let Some(bin) = self.binary(&m.path, &m.build_id) else {
             self.problems.borrow_mut().unresolved_frames += 1;
-            return Frame::unresolved(format!("[{file}+{off:#x}]"));
+            return (Frame::unresolved(format!("[{file}+{off:#x}]")), None);
         };
+        let syms = &bin.table;
         match syms.vaddr_of_offset(off).and_then(|va| syms.lookup(va)) {
-            Some((name, _)) => Frame {
-                name: demangle(name),
-                kind: FrameKind::Native,
-            },
+            Some((name, _)) => (
+                Frame::new(demangle(name), FrameKind::Native),
+                Some((m, bin.path.clone(), off)),
+            ),
             None => {
                 self.problems.borrow_mut().unresolved_frames += 1;
-                Frame::unresolved(format!("[{file}+{off:#x}]"))
+                (Frame::unresolved(format!("[{file}+{off:#x}]")), None)
             }
         }
     }
@@ -413,14 +489,17 @@ impl<'t> Symbolizer<'t> {
         let found = candidates.iter().find_map(|c| {
             let t = SymbolTable::load_file(&self.access.open(c).ok()?, c).ok()?;
             let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
-            same.then_some(t)
+            same.then(|| Found {
+                table: t,
+                path: c.clone(),
+            })
         });
         let result = match found {
-            Some(t) if t.is_empty() => {
+            Some(f) if f.table.is_empty() => {
                 self.problems.borrow_mut().stripped_binaries.insert(path.to_string());
                 None
             }
-            Some(t) => Some(Rc::new(t)),
+            Some(f) => Some(Rc::new(f)),
             None => {
                 self.problems.borrow_mut().missing_binaries.insert(path.to_string());
                 None

@@ -4,6 +4,9 @@
 //! * [`elf`]: ELF files — build ids, function symbols (`.symtab`,
 //!   `.dynsym`, `.gnu_debugdata`), file offsets of named functions (for
 //!   uprobes), C++ demangling.
+//! * [`lines`]: DWARF line info — the source file and line of an address,
+//!   and the functions inlined there — from the binary or its separate
+//!   debug file (by build id or `.gnu_debuglink`).
 //! * [`kallsyms`]: kernel symbols, read at record time.
 //! * [`codemap`]: code ranges over time (the JVM's JIT-compiled methods
 //!   and generated code).
@@ -16,7 +19,17 @@
 //! crate, so a trace reads the same after its processes are gone and on
 //! another machine that has binaries with the same build ids.
 //!
-//! Line numbers (DWARF) are not read yet: frames are named by function.
+//! Line numbers are read only when a view asks for them (`--lines`), with
+//! the `addr2line` crate (gimli). It was chosen over blazesym on measured
+//! figures (BENCHMARKS.md, "DWARF line info", `bench/lines.sh`): on 4000
+//! return addresses of libbpf.so (-g -O2) and of libc (its compressed
+//! separate debug file) both gave the same file:line and inline chain as
+//! llvm-symbolizer for every address; addr2line looked up 1.7-1.9 times
+//! faster on first use and 4.5-6.5 times faster again (blazesym loads
+//! lazier: 2 times faster to its first lookup). And addr2line reads
+//! sections that this crate maps itself with `object`, so binaries stay
+//! opened with the trace owner's rights ([`access`]); blazesym opens paths
+//! on its own.
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
@@ -26,3 +39,4 @@ pub mod codemap;
 pub mod elf;
 pub mod hotspot;
 pub mod kallsyms;
+pub mod lines;

@@ -23,6 +23,9 @@ pub struct CollapsedOptions {
     /// Also write the CPU samples, under the root `cpu`
     /// (`cpu;root;…;leaf ns`, ns = samples × the sampling period).
     pub cpu: bool,
+    /// Native frames with their source line (` (file.c:123)`, from DWARF)
+    /// and the functions inlined there as frames of their own.
+    pub lines: bool,
 }
 
 /// Frame standing for "no traced method open" in the collapsed output.
@@ -61,7 +64,7 @@ impl Folder<'_> {
         }
         for f in self.symbols.frames(pair).iter().rev() {
             frames.push(';');
-            frames.push_str(&frame(&f.flame_name()));
+            frames.push_str(&frame(&f.name_with_line()));
         }
         frames
     }
@@ -190,7 +193,11 @@ impl<'a> Folder<'a> {
     fn new(trace: &'a Trace, opts: &'a CollapsedOptions) -> Self {
         Folder {
             trace,
-            symbols: Symbolizer::new(trace),
+            symbols: if opts.lines {
+                Symbolizer::new(trace).with_lines()
+            } else {
+                Symbolizer::new(trace)
+            },
             opts,
             stack: Vec::new(),
             tail_stack: None,

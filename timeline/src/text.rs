@@ -24,6 +24,9 @@ pub struct TextOptions {
     /// voluntary block of at least [`STACK_BLOCK_MIN_NS`]) are listed too,
     /// so that a trace without `--methods` says where its threads blocked.
     pub stack_depth: usize,
+    /// Native frames with their source line (` (file.c:123)`, from DWARF)
+    /// and the functions inlined there as frames of their own.
+    pub lines: bool,
 }
 
 /// Shortest voluntary block listed for its stack alone (outside traced methods).
@@ -296,7 +299,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         if let (Some(pair), n @ 1..) = (iv.stack, self.opts.stack_depth) {
             let frames = self.symbols.frames(pair);
             let user = frames.iter().filter(|f| f.kind != FrameKind::Kernel);
-            let mut at: Vec<String> = user.clone().take(n).map(|f| f.flame_name()).collect();
+            let mut at: Vec<String> = user.clone().take(n).map(|f| f.name_with_line()).collect();
             if user.count() > at.len() {
                 at.push("…".into());
             }
@@ -485,7 +488,11 @@ fn run<W: Write>(
 ) -> anyhow::Result<()> {
     let mut w = TextWriter {
         trace,
-        symbols: Symbolizer::new(trace),
+        symbols: if opts.lines {
+            Symbolizer::new(trace).with_lines()
+        } else {
+            Symbolizer::new(trace)
+        },
         lookup,
         out,
         opts: opts.clone(),
