@@ -129,13 +129,16 @@ struct Found {
 /// A binary's symbols, looked up once.
 type Symbols = Option<Rc<Found>>;
 
+/// Named frames of stacks, by key.
+type FrameCache<K> = HashMap<K, Rc<[Frame]>>;
+
 /// Names the frames of a trace's stacks, with caches.
 pub struct Symbolizer<'t> {
     trace: &'t Trace,
     binaries: RefCell<HashMap<(String, Vec<u8>), Symbols>>,
     /// By user stack id and whether its innermost pc is exact (not a
     /// return address: a CPU sample taken in user mode).
-    user: RefCell<HashMap<(u32, bool), Rc<[Frame]>>>,
+    user: RefCell<FrameCache<(u32, bool)>>,
     kernel: RefCell<HashMap<u32, Rc<[Frame]>>>,
     problems: RefCell<SymbolProblems>,
     /// Where binaries are looked for besides their recorded paths: the

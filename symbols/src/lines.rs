@@ -151,7 +151,8 @@ impl Mapped {
             map: Rc::new(Buf::Map(m)),
             path: path.to_path_buf(),
         };
-        m.elf().map_err(|e| anyhow!("{}: not an ELF file: {e}", path.display()))?;
+        m.elf()
+            .map_err(|e| anyhow!("{}: not an ELF file: {e}", path.display()))?;
         Ok(m)
     }
 
@@ -239,7 +240,11 @@ pub fn build_id_path(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
         return None;
     }
     let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    Some(root.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..])))
+    Some(
+        root.join(".build-id")
+            .join(&hex[..2])
+            .join(format!("{}.debug", &hex[2..])),
+    )
 }
 
 /// `root` + `dir` (an absolute directory, made relative to `root`).
@@ -260,7 +265,10 @@ impl DebugLines {
         let bin = Mapped::new(binary.file, binary.path)?;
         // The file may have changed since it was checked: its lines would be another's.
         if !binary.build_id.is_empty() && bin.build_id().as_deref() != Some(binary.build_id) {
-            return Err(anyhow!("{}: not the build id the trace recorded", binary.path.display()));
+            return Err(anyhow!(
+                "{}: not the build id the trace recorded",
+                binary.path.display()
+            ));
         }
         let elf = bin.elf()?;
         let segments = elf
@@ -278,8 +286,8 @@ impl DebugLines {
             let endian = sup.endian()?;
             dwarf.load_sup(|id| -> Result<Reader> { Ok(Reader::new(sup.section(id.name())?, endian)) })?;
         }
-        let ctx = addr2line::Context::from_dwarf(dwarf)
-            .map_err(|e| anyhow!("{}: DWARF: {e}", dwarf_file.path.display()))?;
+        let ctx =
+            addr2line::Context::from_dwarf(dwarf).map_err(|e| anyhow!("{}: DWARF: {e}", dwarf_file.path.display()))?;
         Ok(Some(DebugLines {
             ctx,
             segments,

@@ -1,0 +1,163 @@
+//! Source lines of native frames (issue 16 item 3), end to end: a C
+//! program (symbols/tests/data/napper.c) compiled `-g -O2` runs under
+//! `jtrace run` and blocks in nanosleep below a function inlined into
+//! another. Read after it exited, `--lines` gives its own frames their
+//! file:line (from the source's marker comments) and the inlined function
+//! a frame of its own, in the collapsed export and in `jtrace text`; the
+//! default outputs do not change. A binary without DWARF, or another
+//! binary at the recorded path (another build id), gives no line, and
+//! `jtrace info --lines` says which.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SRC: &str = include_str!("../symbols/tests/data/napper.c");
+
+/// `napper.c:N` of the line holding `marker`.
+fn at(marker: &str) -> String {
+    let tag = format!("/* @{marker} */");
+    let n = SRC
+        .lines()
+        .position(|l| l.contains(&tag))
+        .unwrap_or_else(|| panic!("no marker {marker}"))
+        + 1;
+    format!("napper.c:{n}")
+}
+
+fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join("napper.c");
+    std::fs::write(&src, SRC).unwrap();
+    let bin = dir.join(name);
+    let st = Command::new("cc")
+        .args(flags)
+        .args(["-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    bin
+}
+
+/// `jtrace <args>`'s standard output.
+fn jtrace_out(args: &[&str], trace: &Path) -> String {
+    let o = Command::new(jtrace())
+        .args(&args[..1])
+        .arg(trace)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Nanoseconds of the collapsed lines whose stack contains `part`.
+fn ns_under(collapsed: &str, part: &str) -> u64 {
+    collapsed
+        .lines()
+        .filter(|l| l.contains(part))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn blocked_stacks_show_the_programs_source_lines() {
+    let dir = tempdir("lines");
+    let bin = compile(&dir, "napper", &["-g", "-O2"]);
+    let trace = dir.join("t");
+    let o = jtrace_run(&trace, &[], &[bin.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // Root to leaf, each native frame of the program with its line, the
+    // inlined function a frame of its own between its caller and libc.
+    let chain = format!(
+        "main ({});nap_caller ({});nap_outer ({});nap_inlined ({});",
+        at("caller-call"),
+        at("outer-call"),
+        at("inline-site"),
+        at("inlined-call")
+    );
+    let collapsed = jtrace_out(&["export", "--format", "collapsed", "--lines"], &trace);
+    let ns = ns_under(&collapsed, &chain);
+    // Ten naps of 20 ms.
+    assert!(ns >= 150_000_000, "{ns} ns under {chain}:\n{collapsed}");
+    assert!(
+        collapsed.lines().any(|l| l.starts_with("sleep;") && l.contains(&chain)),
+        "{collapsed}"
+    );
+
+    // By default: frame names only, no inlined frames (names are identities).
+    let plain = jtrace_out(&["export", "--format", "collapsed"], &trace);
+    assert!(ns_under(&plain, "main;nap_caller;nap_outer;") >= 150_000_000, "{plain}");
+    assert!(!plain.contains("napper.c") && !plain.contains("nap_inlined"), "{plain}");
+
+    // The text trace: the block's innermost frames.
+    let text = jtrace_out(&["text", "--lines", "--stack-depth", "8"], &trace);
+    let frames = format!(
+        "nap_inlined ({}) < nap_outer ({}) < nap_caller ({})",
+        at("inlined-call"),
+        at("inline-site"),
+        at("outer-call")
+    );
+    assert!(text.contains(&frames), "no `{frames}` in:\n{text}");
+    let text = jtrace_out(&["text", "--stack-depth", "8"], &trace);
+    assert!(
+        text.contains("nap_outer < nap_caller < main") && !text.contains("napper.c"),
+        "{text}"
+    );
+
+    // info --lines: the program's binary has lines.
+    let info = jtrace_out(&["info", "--lines"], &trace);
+    assert!(info.contains("native frames without a line"), "{info}");
+    assert!(!info.contains(&format!("{}: no source lines", bin.display())), "{info}");
+
+    // Symbols but no DWARF (strip --strip-debug keeps the build id and
+    // .symtab): frames named, no line, counted.
+    let full = dir.join("napper.full");
+    std::fs::rename(&bin, &full).unwrap();
+    let st = Command::new("strip")
+        .args(["--strip-debug", "-o"])
+        .arg(&bin)
+        .arg(&full)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let collapsed = jtrace_out(&["export", "--format", "collapsed", "--lines"], &trace);
+    assert!(
+        ns_under(&collapsed, "main;nap_caller;nap_outer;") >= 150_000_000,
+        "{collapsed}"
+    );
+    assert!(
+        !collapsed.contains("napper.c") && !collapsed.contains("nap_inlined"),
+        "{collapsed}"
+    );
+    let info = jtrace_out(&["info", "--lines"], &trace);
+    assert!(
+        info.contains(&format!("{}: no source lines: no DWARF", bin.display())),
+        "{info}"
+    );
+    let count = info
+        .lines()
+        .find(|l| l.contains("binaries without source lines"))
+        .unwrap_or_else(|| panic!("no line counts in info:\n{info}"));
+    assert!(!count.contains(" 0 binaries without"), "{count}");
+
+    // Another build of the program at its path (another build id): no
+    // symbol and no line from it.
+    std::fs::remove_file(&bin).unwrap();
+    compile(&dir, "napper", &["-g", "-O1", "-DREBUILT"]);
+    let collapsed = jtrace_out(&["export", "--format", "collapsed", "--lines"], &trace);
+    assert!(
+        !collapsed.contains("napper.c") && !collapsed.contains("nap_outer"),
+        "{collapsed}"
+    );
+    assert!(collapsed.contains("[napper+0x"), "{collapsed}");
+    let info = jtrace_out(&["info", "--lines"], &trace);
+    assert!(
+        info.contains(&format!("{}: not found with the recorded build id", bin.display())),
+        "{info}"
+    );
+}
