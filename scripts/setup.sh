@@ -4,13 +4,15 @@
 # native programs of the stacks tests (cc, strip), libclang for bindgen,
 # bpftool for vmlinux.h, taskset, chromium and GNU time (peak memory) for
 # the tests, perf and bpftrace for the comparison benchmark
-# (bpf/bench/run.sh), and the
+# (bpf/bench/run.sh), libc6-dbg (libc's separate debug file: source lines
+# of libc frames, and bench/lines.sh; llvm's llvm-symbolizer is its
+# reference), and the
 # unprivileged account of the security tests (scripts/test-user.sh), and
 # the JDK 11 and 21 runtimes the tests run on besides the system's JDK 17
 # and Temurin 25 (scripts/test-jdks.sh, into target/jdks/).
 # Idempotent; needs root for the packages.
 set -euo pipefail
-pkgs=(clang llvm gcc binutils libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace time)
+pkgs=(clang llvm gcc binutils libclang-dev libelf-dev zlib1g-dev pkg-config bpftool util-linux make chromium linux-perf bpftrace time libc6-dbg)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
