@@ -29,6 +29,10 @@ pub(crate) struct ReportArgs {
     /// Rows in the method tables.
     #[arg(long, default_value_t = 25)]
     top: usize,
+    /// Top stacks: native frames with their source line (DWARF; JSON:
+    /// `frame_lines`), functions inlined there as frames of their own.
+    #[arg(long)]
+    lines: bool,
     #[command(flatten)]
     stream: StreamArgs,
 }
@@ -46,6 +50,7 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
         thread: args.thread,
         method: args.method,
         cause: args.cause,
+        lines: args.lines,
     };
     let trace = &args.trace;
     let report = if args.stream.in_memory {

@@ -109,6 +109,46 @@ fn blocked_stacks_show_the_programs_source_lines() {
         "{text}"
     );
 
+    // report --json --lines: the top stacks' frames with their lines
+    // (`frame_lines`, one per frame); without it, no such field.
+    let report: serde_json::Value =
+        serde_json::from_str(&jtrace_out(&["report", "--json", "--lines"], &trace)).unwrap();
+    let stacks = report["stacks"]["by_cause"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["stacks"].as_array().unwrap().iter());
+    let lines_of = |st: &serde_json::Value| -> Vec<(String, String)> {
+        let frames = st["frames"].as_array().unwrap();
+        let lines = st["frame_lines"].as_array().expect("frame_lines with --lines");
+        assert_eq!(frames.len(), lines.len());
+        frames
+            .iter()
+            .zip(lines)
+            .filter(|(_, l)| !l.is_null())
+            .map(|(f, l)| {
+                let file = l["file"].as_str().unwrap();
+                let base = file.rsplit('/').next().unwrap();
+                (f.as_str().unwrap().to_string(), format!("{base}:{}", l["line"]))
+            })
+            .collect()
+    };
+    let want = vec![
+        ("nap_inlined".to_string(), at("inlined-call")),
+        ("nap_outer".to_string(), at("inline-site")),
+        ("nap_caller".to_string(), at("outer-call")),
+        ("main".to_string(), at("caller-call")),
+    ];
+    assert!(
+        stacks
+            .clone()
+            .any(|st| lines_of(st).windows(4).any(|w| w == want.as_slice())),
+        "no stack with {want:?} in {}",
+        report["stacks"]
+    );
+    let plain = jtrace_out(&["report", "--json"], &trace);
+    assert!(!plain.contains("frame_lines") && !plain.contains("nap_inlined"));
+
     // info --lines: the program's binary has lines.
     let info = jtrace_out(&["info", "--lines"], &trace);
     assert!(info.contains("native frames without a line"), "{info}");

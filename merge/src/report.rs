@@ -304,6 +304,9 @@ pub struct ReportFilter {
     pub method: Option<String>,
     /// Keep methods with time off CPU for this cause, sorted by it.
     pub cause: Option<Cause>,
+    /// Give the top stacks' native frames their source lines (DWARF:
+    /// `frame_lines`), with the functions inlined there as frames.
+    pub lines: bool,
 }
 
 /// Glob match: `*` any run, `?` one character.
@@ -539,7 +542,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         allocations: allocations(trace, filter, &keep_thread),
         demoted: left_out::demoted(trace, &|m| all.get(&m).map_or(0, |s| s.calls), &keep_method),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
-        stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread),
+        stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, filter.lines),
     }
 }
 

@@ -43,6 +43,19 @@ pub struct StackJson {
     /// Its frames, innermost first, named as in `export --format
     /// collapsed` (`_[k]`, `_[j]`, `_[i]`, `_[0]`, `_[1]` suffixes).
     pub frames: Vec<String>,
+    /// With `report --lines` only: one entry per frame, its source line
+    /// (native frames whose binary has DWARF) or null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_lines: Option<Vec<Option<LineJson>>>,
+}
+
+/// A frame's source line.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineJson {
+    /// The source file's path as DWARF composes it.
+    pub file: String,
+    /// The line (1-based).
+    pub line: u32,
 }
 
 /// The top stacks of one cause, thread or method.
@@ -80,10 +93,25 @@ fn ranked(groups: HashMap<String, HashMap<u32, OffCpu>>, names: &mut Names, top:
             let stacks = stacks
                 .into_iter()
                 .take(top)
-                .map(|(pair, off_cpu_ns)| StackJson {
-                    ns: off_cpu_ns.total(),
-                    off_cpu_ns,
-                    frames: names.of(pair).iter().map(Frame::flame_name).collect(),
+                .map(|(pair, off_cpu_ns)| {
+                    let frames = names.of(pair);
+                    let frame_lines = names.lines.then(|| {
+                        frames
+                            .iter()
+                            .map(|f| {
+                                f.line.as_ref().map(|l| LineJson {
+                                    file: l.file.clone(),
+                                    line: l.line,
+                                })
+                            })
+                            .collect()
+                    });
+                    StackJson {
+                        ns: off_cpu_ns.total(),
+                        off_cpu_ns,
+                        frames: frames.iter().map(Frame::flame_name).collect(),
+                        frame_lines,
+                    }
                 })
                 .collect();
             StackGroupJson { key, ns, stacks }
@@ -97,6 +125,8 @@ fn ranked(groups: HashMap<String, HashMap<u32, OffCpu>>, names: &mut Names, top:
 /// Frames of stack pairs, named once.
 struct Names<'t> {
     symbols: Symbolizer<'t>,
+    /// Whether frames carry source lines.
+    lines: bool,
 }
 
 impl Names<'_> {
@@ -115,13 +145,20 @@ impl Names<'_> {
 }
 
 /// The `stacks` object of the threads `keep` keeps, `None` if the trace
-/// recorded no stacks.
-pub(crate) fn stacks_json(trace: &Trace, time: &StackTime, keep: &dyn Fn(&ThreadInfo) -> bool) -> Option<StacksJson> {
+/// recorded no stacks; with `lines`, native frames with their source lines.
+pub(crate) fn stacks_json(
+    trace: &Trace,
+    time: &StackTime,
+    keep: &dyn Fn(&ThreadInfo) -> bool,
+    lines: bool,
+) -> Option<StacksJson> {
     if trace.stacks.is_empty() {
         return None;
     }
+    let symbols = Symbolizer::new(trace);
     let mut names = Names {
-        symbols: Symbolizer::new(trace),
+        symbols: if lines { symbols.with_lines() } else { symbols },
+        lines,
     };
     let mut by_cause: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();

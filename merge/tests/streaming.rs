@@ -187,6 +187,7 @@ fn filters_apply_the_same() {
             thread: Some("worker-1".into()),
             method: Some("com.example.C3.*".into()),
             cause: Some(Cause::Monitor),
+            ..Default::default()
         },
     ] {
         let a = serde_json::to_string(&build_report(&t, &filter)).unwrap();

@@ -2,19 +2,27 @@
 //! per thread and per method, each stack shortened to its user frames.
 
 use crate::text::ms;
-use jtrace_merge::report_stacks::{StackGroupJson, StacksJson};
+use jtrace_merge::report_stacks::{StackGroupJson, StackJson, StacksJson};
 use std::fmt::Write as _;
 
 /// User frames shown per stack (innermost first; kernel frames are in the JSON).
 const FRAMES_SHOWN: usize = 6;
 
-/// A stack's innermost user frames, `inner < outer`.
-fn short(frames: &[String]) -> String {
-    let user: Vec<&str> = frames
+/// A stack's innermost user frames, `inner < outer`, with their source
+/// lines when the report has them (`report --lines`).
+fn short(st: &StackJson) -> String {
+    let frames = &st.frames;
+    let line = |i: usize| {
+        let l = st.frame_lines.as_ref()?.get(i)?.as_ref()?;
+        let base = l.file.rsplit('/').next().unwrap_or(&l.file);
+        Some(format!(" ({base}:{})", l.line))
+    };
+    let user: Vec<String> = frames
         .iter()
-        .filter(|f| !f.ends_with("_[k]"))
+        .enumerate()
+        .filter(|(_, f)| !f.ends_with("_[k]"))
         .take(FRAMES_SHOWN)
-        .map(String::as_str)
+        .map(|(i, f)| format!("{f}{}", line(i).unwrap_or_default()))
         .collect();
     if user.is_empty() {
         frames.first().cloned().unwrap_or_default()
@@ -34,7 +42,7 @@ fn groups(s: &mut String, title: &str, groups: &[StackGroupJson], top: usize, st
     for g in groups.iter().take(top) {
         let _ = writeln!(s, "{:>11}  {}", ms(g.ns), g.key);
         for st in g.stacks.iter().take(stacks_each) {
-            let _ = writeln!(s, "{:>11}    {}", ms(st.ns), short(&st.frames));
+            let _ = writeln!(s, "{:>11}    {}", ms(st.ns), short(st));
         }
     }
 }
