@@ -282,6 +282,13 @@ impl<'t> Symbolizer<'t> {
         if let Some(f) = self.user.borrow().get(&(id, exact_leaf)) {
             return f.clone();
         }
+        // Named before with its leaf as a return address: its problems are
+        // counted already (only the leaf's line may differ).
+        let counted = self
+            .user
+            .borrow()
+            .contains_key(&(id, !exact_leaf))
+            .then(|| self.problems.borrow().clone());
         let frames: Rc<[Frame]> = match self.stacks().user.get(&id) {
             Some(s) => {
                 let jvm = self
@@ -301,6 +308,9 @@ impl<'t> Symbolizer<'t> {
                 vec![Frame::unresolved("[user stack lost]".into())].into()
             }
         };
+        if let Some(p) = counted {
+            *self.problems.borrow_mut() = p;
+        }
         self.user.borrow_mut().insert((id, exact_leaf), frames.clone());
         frames
     }
