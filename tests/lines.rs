@@ -201,3 +201,71 @@ fn blocked_stacks_show_the_programs_source_lines() {
         "{info}"
     );
 }
+
+/// Root reading a user's trace with `--lines` (docs/ARCHITECTURE.md
+/// invariant 6; the other attacks are in tests/security.rs): the user's
+/// binary names its debug file by `.gnu_debuglink`, and the user plants a
+/// link there to a root-only debug file (the real one: its CRC matches).
+/// Debug files are opened with the trace owner's rights, so no line comes
+/// from it; the same file readable by the user gives lines, and so does
+/// the link when root owns the trace.
+#[test]
+fn debug_files_a_users_trace_names_are_read_with_that_users_rights() {
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = test_user_ids();
+    let base = tempdir("lines-sec");
+    let dir_of = |p: PathBuf, uid: u32, gid: u32| {
+        std::fs::create_dir_all(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        p
+    };
+    let home = dir_of(base.join("home"), uid, gid);
+    let rootdir = dir_of(base.join("rootdir"), 0, 0);
+    let full = compile(&base, "napper.full", &["-g", "-O2"]);
+    let secret = rootdir.join("napper.debug");
+    let run = |cmd: &mut Command| assert!(cmd.status().unwrap().success(), "{cmd:?}");
+    run(Command::new("objcopy").arg("--only-keep-debug").arg(&full).arg(&secret));
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let bin = home.join("napper");
+    run(Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(format!("--add-gnu-debuglink={}", secret.display()))
+        .arg(&full)
+        .arg(&bin));
+    std::os::unix::fs::chown(&bin, Some(uid), Some(gid)).unwrap();
+    let trace = home.join("t");
+    let o = Command::new(jtrace())
+        .args(["run", "-o", trace.to_str().unwrap(), "--", bin.to_str().unwrap()])
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let collapsed = || jtrace_out(&["export", "--format", "collapsed", "--lines"], &trace);
+    let site = format!("nap_outer ({})", at("inline-site"));
+
+    // The attack: the debug link leads to the root-only debug file.
+    let planted = home.join("napper.debug");
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    let c = collapsed();
+    assert!(
+        c.contains("nap_outer") && !c.contains("napper.c"),
+        "root read a root-only debug file:\n{c}"
+    );
+    let info = jtrace_out(&["info", "--lines"], &trace);
+    assert!(info.contains(&format!("{}: no source lines", bin.display())), "{info}");
+
+    // Control: the same debug file, the user's to read.
+    std::fs::remove_file(&planted).unwrap();
+    std::fs::copy(&secret, &planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(uid), Some(gid)).unwrap();
+    assert!(collapsed().contains(&site), "{}", collapsed());
+
+    // A trace root owns is read with root's rights: the link is followed.
+    std::fs::remove_file(&planted).unwrap();
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    std::os::unix::fs::chown(&trace, Some(0), Some(0)).unwrap();
+    assert!(collapsed().contains(&site), "{}", collapsed());
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -2,7 +2,8 @@
 //! control (issue 15, items 1–4; docs/ARCHITECTURE.md invariant 6). Each runs for real,
 //! as root, with the unprivileged account `jtrace-test` (supplementary group
 //! `jtrace-test-extra`; scripts/test-user.sh creates both) as the attacker,
-//! and checks that the files it aimed at are exactly as before.
+//! and checks that the files it aimed at are exactly as before. The debug
+//! files `--lines` reads: tests/lines.rs.
 
 mod common;
 
