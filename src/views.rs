@@ -92,6 +92,10 @@ pub struct TimelineArgs {
     /// How many of the slowest invocations --why offers.
     #[arg(long, default_value_t = 5, requires = "why")]
     pub why_slowest: usize,
+    /// Stack tooltips: native frames with their source line (` (file.c:123)`,
+    /// DWARF), functions inlined there as frames of their own.
+    #[arg(long)]
+    pub lines: bool,
     /// How a part (`--window`, `--thread`) is read: streamed, within a budget.
     #[command(flatten)]
     pub stream: StreamArgs,
@@ -191,6 +195,7 @@ pub fn timeline(args: TimelineArgs) -> anyhow::Result<()> {
     let opts = html::HtmlOptions {
         title: args.title,
         paths,
+        lines: args.lines,
     };
     let mut out = OutputFile::create(&args.output)?;
     plan.draw(|view| html::write_html_view(view, &opts, &mut out))

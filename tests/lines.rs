@@ -3,8 +3,9 @@
 //! `jtrace run` and blocks in nanosleep below a function inlined into
 //! another. Read after it exited, `--lines` gives its own frames their
 //! file:line (from the source's marker comments) and the inlined function
-//! a frame of its own, in the collapsed export and in `jtrace text`; the
-//! default outputs do not change. A binary without DWARF, or another
+//! a frame of its own, in the collapsed export, `jtrace text`, the report
+//! (`frame_lines`) and the timeline's tooltips; the default outputs do not
+//! change. A binary without DWARF, or another
 //! binary at the recorded path (another build id), gives no line, and
 //! `jtrace info --lines` says which.
 
@@ -108,6 +109,17 @@ fn blocked_stacks_show_the_programs_source_lines() {
         text.contains("nap_outer < nap_caller < main") && !text.contains("napper.c"),
         "{text}"
     );
+
+    // The timeline's stack tooltips (one frame a line, in the page's JSON).
+    let page = dir.join("t.html");
+    jtrace_out(&["timeline", "--lines", "-o", page.to_str().unwrap()], &trace);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let tip = format!(
+        "nap_inlined ({})\\nnap_outer ({})",
+        at("inlined-call"),
+        at("inline-site")
+    );
+    assert!(html.contains(&tip), "no {tip} in the timeline page");
 
     // report --json --lines: the top stacks' frames with their lines
     // (`frame_lines`, one per frame); without it, no such field.

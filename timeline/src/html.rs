@@ -41,6 +41,9 @@ pub struct HtmlOptions {
     pub title: Option<String>,
     /// Critical paths to highlight across lanes (`--why`), slowest first.
     pub paths: Vec<HighlightPath>,
+    /// Stack tooltips: native frames with their source line (DWARF), the
+    /// functions inlined there as frames of their own.
+    pub lines: bool,
 }
 
 /// Sparse off-CPU split: `[cause index, ns, cause index, ns, …]`, or `0` when
@@ -129,7 +132,7 @@ const TIP_FRAMES: usize = 12;
 fn stack_text(frames: &[Frame]) -> String {
     let kernel = frames.iter().filter(|f| f.kind == FrameKind::Kernel).count();
     let user: Vec<&Frame> = frames.iter().filter(|f| f.kind != FrameKind::Kernel).collect();
-    let mut lines: Vec<String> = user.iter().take(TIP_FRAMES).map(|f| f.flame_name()).collect();
+    let mut lines: Vec<String> = user.iter().take(TIP_FRAMES).map(|f| f.name_with_line()).collect();
     if user.len() > TIP_FRAMES {
         lines.push(format!("… {} more", user.len() - TIP_FRAMES));
     }
@@ -146,9 +149,17 @@ struct StackTexts<'t> {
 }
 
 impl<'t> StackTexts<'t> {
-    fn new(trace: &'t Trace) -> Self {
+    fn new(trace: &'t Trace, lines: bool) -> Self {
+        let symbols = |trace| {
+            let s = Symbolizer::new(trace);
+            if lines {
+                s.with_lines()
+            } else {
+                s
+            }
+        };
         StackTexts {
-            symbols: (!trace.stacks.is_empty()).then(|| Symbolizer::new(trace)),
+            symbols: (!trace.stacks.is_empty()).then(|| symbols(trace)),
             by_pair: HashMap::new(),
         }
     }
@@ -420,7 +431,7 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
     }
     let command = m.command.join(" ");
     let mut strings = Interner::new();
-    let mut stacks = StackTexts::new(trace);
+    let mut stacks = StackTexts::new(trace, opts.lines);
     let index = WindowIndex::new(&windows);
     let kind_of: std::collections::HashMap<u32, u8> = threads.iter().map(|t| (t.info.tid, t.category())).collect();
     let (processes, order) = process_order(trace, threads);
