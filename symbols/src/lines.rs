@@ -63,7 +63,7 @@ pub struct LineFrame {
 /// The bytes of a DWARF section: a range of a mapped file, or a
 /// decompressed copy. Cloning shares them.
 #[derive(Debug, Clone)]
-pub struct Bytes {
+struct Bytes {
     buf: Rc<Buf>,
     start: usize,
     len: usize,
