@@ -77,7 +77,8 @@ impl Frame {
         }
     }
 
-    fn new(name: String, kind: FrameKind) -> Frame {
+    /// A frame without a source line.
+    pub fn new(name: String, kind: FrameKind) -> Frame {
         Frame { name, kind, line: None }
     }
 

@@ -143,10 +143,7 @@ mod tests {
     use super::*;
 
     fn frame(name: &str, kind: FrameKind) -> Frame {
-        Frame {
-            name: name.into(),
-            kind,
-        }
+        Frame::new(name.into(), kind)
     }
 
     fn lines(t: &Tables, loc: u64) -> Vec<String> {
