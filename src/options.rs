@@ -36,7 +36,10 @@ pub(crate) struct TraceArgs {
     /// with their calls).
     #[arg(long, value_name = "PERCENT", default_value = "2%", value_parser = parse_percent)]
     pub(crate) overhead_budget: f64,
-    /// Keep every probe: no adaptive demotion, whatever it costs.
+    /// Keep every probe, whatever it costs: no adaptive demotion, and
+    /// trivial methods (getters, setters: no call, loop, allocation or
+    /// lock in at most 64 bytes of bytecode), which are otherwise not
+    /// instrumented, are instrumented too.
     #[arg(long)]
     pub(crate) complete: bool,
     /// Leave out calls shorter than this (`5us`, `1ms`) that have no traced

@@ -7,7 +7,7 @@
 //! The [`Ledger`] notes every record appended to the stream, as the
 //! recorder appends it: the JVM's start, the method definitions, the JVM's
 //! code (generated code, compiled methods still loaded with their
-//! inlining, `Method*` addresses), the demoted methods, and per thread its
+//! inlining, `Method*` addresses), the demoted and trivial methods, and per thread its
 //! THREAD_START, the frames it has open (each entry with its own time, so
 //! that exits in the new chunk pair with them) and the JVM-level blocks it
 //! is in; and a GC in progress. [`Ledger::prologue`] restates them.
@@ -120,7 +120,7 @@ impl Ledger {
                     self.compiled.remove(&addr);
                 }
             }
-            kind::METHOD_DEMOTED => self.demoted.extend_from_slice(rec),
+            kind::METHOD_DEMOTED | kind::METHOD_TRIVIAL => self.demoted.extend_from_slice(rec),
             kind::GC_START => self.gc = Some(rec.to_vec()),
             kind::GC_END => self.gc = None,
             kind::THREAD_START => self.threads.entry(tid).or_default().start = Some(rec.to_vec()),

@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{MethodDef, BATCH_METHOD_LIMIT};
+use jtrace_format::{kind, MethodDef, MethodTally, Payload, Record, BATCH_METHOD_LIMIT};
 
 use crate::config::Config;
 use crate::demotion;
@@ -56,6 +56,12 @@ static METHODS_REWRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Selected methods left untraced because they could not be rewritten.
 static METHODS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 static CLASSES_UNPARSABLE: AtomicU64 = AtomicU64::new(0);
+/// Selected methods left without probes as trivial.
+static METHODS_TRIVIAL: AtomicU64 = AtomicU64::new(0);
+/// The ids whose METHOD_TRIVIAL the current session wrote (a class
+/// retransformed again, or loaded twice, states its trivial methods once),
+/// with that session's number.
+static TRIVIAL_WRITTEN: Mutex<(u64, Option<HashSet<u32>>)> = Mutex::new((0, None));
 
 /// The method ids given so far, by (internal class name, name, descriptor).
 #[derive(Default)]
@@ -232,7 +238,10 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         }
         method_id(class, name, desc)
     };
-    let res = match crate::rewrite::instrument_class(data, &mut select) {
+    let opts = crate::rewrite::Options {
+        skip_trivial: cfg.skip_trivial,
+    };
+    let res = match crate::rewrite::instrument_class(data, &mut select, opts) {
         Ok(r) => r,
         Err(e) => {
             CLASSES_UNPARSABLE.fetch_add(1, Ordering::Relaxed);
@@ -244,9 +253,12 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         METHODS_SKIPPED.fetch_add(1, Ordering::Relaxed);
         debug(&format!("not tracing {}.{}{}: {}", res.class, s.name, s.desc, s.reason));
     }
-    let bytes = res.bytes?;
     let dotted = res.class.replace('/', ".");
     let (t, ts) = (tid(), now_ns());
+    if !res.trivial.is_empty() {
+        record_trivial(rec, &dotted, &res.trivial, t, ts);
+    }
+    let bytes = res.bytes?;
     for m in res.methods.iter().filter(|m| m.id < crate::rewrite::MARKER_MIN) {
         let def = MethodDef {
             method: m.id as u64,
@@ -259,6 +271,39 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     CLASSES_REWRITTEN.fetch_add(1, Ordering::Relaxed);
     METHODS_REWRITTEN.fetch_add(res.methods.len() as u64, Ordering::Relaxed);
     Some(bytes)
+}
+
+/// Writes a METHOD_DEF and a METHOD_TRIVIAL for each method of `class`
+/// (dotted) left without probes as trivial, once per session and method:
+/// nothing selected goes untraced without the trace saying so.
+fn record_trivial(rec: &Recorder, class: &str, methods: &[crate::rewrite::Instrumented], t: u32, ts: u64) {
+    let session = crate::state::SESSION.load(Ordering::SeqCst);
+    let mut written = lock(&TRIVIAL_WRITTEN);
+    if written.0 != session {
+        *written = (session, None);
+    }
+    let set = written.1.get_or_insert_with(HashSet::new);
+    for m in methods.iter().filter(|m| set.insert(m.id)) {
+        let def = MethodDef {
+            method: m.id as u64,
+            class: class.to_string(),
+            name: m.name.clone(),
+            signature: m.desc.clone(),
+        };
+        rec.describe_method(t, ts, def);
+        let tally = MethodTally {
+            method: m.id as u64,
+            calls: 0,
+            rate_per_s: 0,
+            mean_ns: 0,
+        };
+        rec.write_direct(&Record {
+            tid: t,
+            ts,
+            payload: Payload::MethodTally(kind::METHOD_TRIVIAL, tally),
+        });
+        METHODS_TRIVIAL.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// JVMTI ClassFileLoadHook: rewrites classes with selected methods.
@@ -420,10 +465,11 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
 /// Prints the rewriting counters (at VM death) when JTRACE_AGENT_DEBUG is set.
 pub(crate) fn report_counters() {
     debug(&format!(
-        "classes rewritten {}, methods rewritten {}, methods skipped {}, unparsable classes {}",
+        "classes rewritten {}, methods rewritten {}, methods skipped {}, trivial {}, unparsable classes {}",
         CLASSES_REWRITTEN.load(Ordering::Relaxed),
         METHODS_REWRITTEN.load(Ordering::Relaxed),
         METHODS_SKIPPED.load(Ordering::Relaxed),
+        METHODS_TRIVIAL.load(Ordering::Relaxed),
         CLASSES_UNPARSABLE.load(Ordering::Relaxed)
     ));
 }

@@ -8,6 +8,7 @@
 //! | `include_method`, `exclude_method` | `<class.method glob>` or `<class glob> <method glob>` |
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
 //! | `overhead_budget` | percent of each thread's time its probes may cost before hot, short methods are demoted (`2`, `0.5%`), or `off` (the default) |
+//! | `skip_trivial` | `on`: selected methods trivial by `jtrace_format::TRIVIAL_RULE` get no probes (listed in the trace); `off` (the default) |
 //! | `min_duration_ns` | calls shorter than this many ns with no traced child, no exception and no block are left out (default 0: none) |
 //! | `min_free_bytes` | the stream stops growing (its later events counted as lost) when its file system would keep fewer free bytes than this (default 0: until the disk is full) |
 //! | `chunk_bytes`, `chunk_ms` | a ring recording: the stream is written as numbered chunk files, a new one begun when the current one holds this many bytes or is this old (default 0: one file) |
@@ -169,6 +170,9 @@ pub struct Config {
     pub overhead_budget: u32,
     /// `min_duration_ns` (0: off): shorter leaf calls are left out ([`crate::watch`]).
     pub min_duration_ns: u64,
+    /// `skip_trivial` (default off): selected methods trivial by
+    /// [`jtrace_format::TRIVIAL_RULE`] are not instrumented.
+    pub skip_trivial: bool,
     /// `min_free_bytes` (0: none): the free-space floor of the stream's
     /// file system ([`crate::stream_file`]).
     pub min_free_bytes: u64,
@@ -200,6 +204,7 @@ impl Default for Config {
             lt_process_scheduling: false,
             overhead_budget: 0,
             min_duration_ns: 0,
+            skip_trivial: false,
             min_free_bytes: 0,
             chunk_bytes: 0,
             chunk_ms: 0,
@@ -323,6 +328,7 @@ impl Config {
             | "sleep"
             | "jit"
             | "virtual_threads"
+            | "skip_trivial"
             | "stacks" => {
                 let on = match args.as_slice() {
                     ["on"] => true,
@@ -341,6 +347,7 @@ impl Config {
                     "jit" => &mut self.jit,
                     "virtual_threads" => &mut self.virtual_threads,
                     "stacks" => &mut self.stacks,
+                    "skip_trivial" => &mut self.skip_trivial,
                     _ => &mut self.lt_process_scheduling,
                 };
                 *slot = on;
@@ -456,6 +463,9 @@ object_allocation on
         let (cfg, errs) = Config::parse("overhead_budget 2%\nmin_duration_ns 5000\n");
         assert!(errs.is_empty(), "{errs:?}");
         assert_eq!((cfg.overhead_budget, cfg.min_duration_ns), (200, 5000));
+        assert!(!cfg.skip_trivial);
+        let (cfg, errs) = Config::parse("skip_trivial on\n");
+        assert!(errs.is_empty() && cfg.skip_trivial, "{errs:?}");
         let (cfg, _) = Config::parse("overhead_budget 0.25\n");
         assert_eq!(cfg.overhead_budget, 25);
         let (cfg, _) = Config::parse("overhead_budget off\n");

@@ -157,7 +157,7 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
             reason: c.u32()?,
             reserved: c.u32()?,
         }),
-        kind::METHOD_DEMOTED | kind::METHOD_SHORT_DROPPED => Payload::MethodTally(
+        kind::METHOD_DEMOTED | kind::METHOD_SHORT_DROPPED | kind::METHOD_TRIVIAL => Payload::MethodTally(
             kind,
             MethodTally {
                 method: c.u64()?,
@@ -569,6 +569,15 @@ mod tests {
                     calls: 7,
                     rate_per_s: 0,
                     mean_ns: 900,
+                },
+            ),
+            Payload::MethodTally(
+                kind::METHOD_TRIVIAL,
+                MethodTally {
+                    method: 6,
+                    calls: 0,
+                    rate_per_s: 0,
+                    mean_ns: 0,
                 },
             ),
             Payload::Syscall(Syscall {

@@ -135,9 +135,10 @@ pub struct JvmLost {
     pub reserved: u32,
 }
 
-/// JVM payload of [`kind::METHOD_DEMOTED`](crate::kind::METHOD_DEMOTED) and
-/// [`kind::METHOD_SHORT_DROPPED`](crate::kind::METHOD_SHORT_DROPPED): a count
-/// of calls of one method (the kind says which calls).
+/// JVM payload of [`kind::METHOD_DEMOTED`](crate::kind::METHOD_DEMOTED),
+/// [`kind::METHOD_SHORT_DROPPED`](crate::kind::METHOD_SHORT_DROPPED) and
+/// [`kind::METHOD_TRIVIAL`](crate::kind::METHOD_TRIVIAL): a count of calls
+/// of one method (the kind says which calls; none for METHOD_TRIVIAL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MethodTally {
     /// Method id, defined by an earlier [`MethodDef`].
@@ -149,6 +150,21 @@ pub struct MethodTally {
     /// Their mean wall in ns.
     pub mean_ns: u64,
 }
+
+/// Longest bytecode (bytes) of a method [`TRIVIAL_RULE`] skips.
+pub const TRIVIAL_MAX_CODE_LEN: usize = 64;
+
+/// The rule by which the agent leaves a selected method uninstrumented as
+/// trivial ([`kind::METHOD_TRIVIAL`](crate::kind::METHOD_TRIVIAL)): code
+/// that runs each instruction at most once, calls nothing, allocates
+/// nothing, takes no lock and has no `athrow`, so it cannot block or take
+/// time of its own worth a probe pair (a getter, a setter, a flag test).
+/// What a first execution may trigger once (class loading, constant
+/// resolution, a `<clinit>`, which is traced if selected) and an implicit
+/// exception (a null receiver) are the caller's, as all of its time is.
+pub const TRIVIAL_RULE: &str = "bytecode of at most 64 bytes with no invoke*, new/newarray/anewarray/multianewarray, \
+monitorenter/monitorexit, athrow, jsr/ret/wide or backward branch, no exception handler, \
+not synchronized, not native, not a constructor or static initialiser";
 
 /// JVM payload of [`kind::JVM_END`](crate::kind::JVM_END).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

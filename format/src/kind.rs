@@ -157,6 +157,13 @@ pub const METHOD_DEMOTED: u16 = 160;
 /// [`crate::MethodTally`] (`calls` = calls dropped, `rate_per_s` = 0,
 /// `mean_ns` = their mean wall).
 pub const METHOD_SHORT_DROPPED: u16 = 161;
+/// JVM: a method the method filter selected that the agent did not
+/// instrument at load time because its bytecode is trivial by
+/// [`crate::TRIVIAL_RULE`] (`--complete` instruments it); its calls are
+/// never recorded and their time is the caller's own. Written once per
+/// method, after its METHOD_DEF. Payload: [`crate::MethodTally`] (`method`
+/// set, the other fields 0).
+pub const METHOD_TRIVIAL: u16 = 162;
 /// JVM: code the JVM generated that is not a compiled method (the
 /// interpreter, stubs). Payload: [`crate::CodeBlob`].
 pub const CODE_BLOB: u16 = 130;

@@ -50,8 +50,8 @@ pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL}
 pub use encode::Encoder;
 pub use jvm::{
     virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmStart, MethodDef,
-    MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, LOST_STREAM_FULL, UNMOUNT_MONITOR, UNMOUNT_PARK,
-    UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT, UNMOUNT_YIELD, VIRTUAL_THREAD_TID,
+    MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, LOST_STREAM_FULL, TRIVIAL_MAX_CODE_LEN, TRIVIAL_RULE,
+    UNMOUNT_MONITOR, UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT, UNMOUNT_YIELD, VIRTUAL_THREAD_TID,
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, FilePath, Fork, LibCall, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,

@@ -46,7 +46,8 @@ pub enum Payload {
     AgentError(String),
     /// See [`kind::JVM_LOST`].
     JvmLost(JvmLost),
-    /// See [`kind::METHOD_DEMOTED`] and [`kind::METHOD_SHORT_DROPPED`]: the kind says which.
+    /// See [`kind::METHOD_DEMOTED`], [`kind::METHOD_SHORT_DROPPED`] and
+    /// [`kind::METHOD_TRIVIAL`]: the kind says which.
     MethodTally(u16, MethodTally),
     /// See [`kind::SYSCALL`].
     Syscall(Syscall),

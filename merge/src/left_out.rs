@@ -1,7 +1,8 @@
 //! What the agent left out of a trace on purpose, as the report shows it:
 //! the methods it demoted past the overhead budget (their later calls are
-//! not recorded: their time is their callers' own) and the calls it did not
-//! write as shorter than `--min-duration`.
+//! not recorded: their time is their callers' own), the calls it did not
+//! write as shorter than `--min-duration`, and the selected methods it did
+//! not instrument as trivial.
 
 use crate::event::MethodIdx;
 use crate::trace::Trace;
@@ -100,4 +101,52 @@ pub(crate) fn short_dropped(trace: &Trace, keep: &dyn Fn(MethodIdx) -> bool) -> 
         .collect();
     out.sort_by_key(|d| std::cmp::Reverse(d.calls));
     out
+}
+
+/// A selected method left uninstrumented as trivial.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodNameJson {
+    /// Class.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature.
+    pub signature: String,
+}
+
+/// The selected methods the agent did not instrument as trivial
+/// (`--complete` instruments them): their calls are not recorded and
+/// their time is their callers' own.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrivialJson {
+    /// The rule that skipped them ([`jtrace_format::TRIVIAL_RULE`]).
+    pub rule: &'static str,
+    /// How many.
+    pub count: u64,
+    /// Which, by class then name.
+    pub methods: Vec<MethodNameJson>,
+}
+
+/// The trivial methods that `keep` keeps; `None` when there are none.
+pub(crate) fn trivial(trace: &Trace, keep: &dyn Fn(MethodIdx) -> bool) -> Option<TrivialJson> {
+    let mut methods: Vec<MethodNameJson> = (trace.trivial.iter())
+        .filter(|&&m| keep(m))
+        .map(|&m| {
+            let info = &trace.methods[m as usize];
+            MethodNameJson {
+                class: info.class.clone(),
+                name: info.name.clone(),
+                signature: info.signature.clone(),
+            }
+        })
+        .collect();
+    if methods.is_empty() {
+        return None;
+    }
+    methods.sort_by(|a, b| (&a.class, &a.name, &a.signature).cmp(&(&b.class, &b.name, &b.signature)));
+    Some(TrivialJson {
+        rule: jtrace_format::TRIVIAL_RULE,
+        count: methods.len() as u64,
+        methods,
+    })
 }

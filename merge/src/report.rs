@@ -3,7 +3,7 @@
 use crate::cause::{Breakdown, Cause, OffCpu};
 use crate::event::{MethodIdx, ThreadInfo};
 use crate::jit::JitHistory;
-use crate::left_out::{self, DemotedJson, ShortDroppedJson};
+use crate::left_out::{self, DemotedJson, ShortDroppedJson, TrivialJson};
 use crate::options::StreamOptions;
 use crate::percentile::WallDist;
 use crate::stream;
@@ -269,6 +269,10 @@ pub struct Report {
     /// absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub short_calls_dropped: Vec<ShortDroppedJson>,
+    /// Selected methods not instrumented as trivial (the rule, how many,
+    /// which); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trivial_skipped: Option<TrivialJson>,
     /// Off-CPU time under each recorded stack, ranked per cause, thread and
     /// method; absent when the trace recorded no stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -542,6 +546,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         allocations: allocations(trace, filter, &keep_thread),
         demoted: left_out::demoted(trace, &|m| all.get(&m).map_or(0, |s| s.calls), &keep_method),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
+        trivial_skipped: left_out::trivial(trace, &keep_method),
         stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, filter.lines),
     }
 }

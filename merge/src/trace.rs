@@ -5,7 +5,7 @@ use crate::event::{MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
 use crate::jit::JitHistory;
 use crate::meta::Meta;
 use crate::stacks::Stacks;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 /// Loss and health counters of a trace.
@@ -72,6 +72,10 @@ pub struct Trace {
     /// Calls the agent left out as shorter than `--min-duration`
     /// (METHOD_SHORT_DROPPED), by method: (calls, their mean wall ns).
     pub short_dropped: BTreeMap<MethodIdx, (u64, u64)>,
+    /// Selected methods the agent did not instrument because they are
+    /// trivial by [`jtrace_format::TRIVIAL_RULE`] (METHOD_TRIVIAL): never
+    /// recorded, their time is their callers' own.
+    pub trivial: BTreeSet<MethodIdx>,
     /// The JVM-wide stops (GC and safepoint windows) of each JVM, by pid:
     /// (time, cause, begin) marks in time order, as the walk copies them to
     /// every Java thread of that JVM ([`Event::Window`](crate::Event::Window)).

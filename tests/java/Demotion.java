@@ -20,8 +20,10 @@ public class Demotion {
 
     static final class Work {
 
+        // A call keeps it from being trivial (never instrumented: the
+        // trivial-method rule, tests/trivial.rs): it must be demoted.
         static int tiny(int i) {
-        return i * 31 + 7;
+        return Integer.rotateLeft(i, 3) * 31 + 7;
     }
 
     static void napper(int i) throws InterruptedException {

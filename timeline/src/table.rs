@@ -330,8 +330,25 @@ fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
 }
 
 /// Appends the demoted methods and the short calls dropped, if any (every
-/// one of them: nothing is left out silently).
+/// one of them: nothing is left out silently), and how many methods were
+/// not instrumented as trivial (the JSON report lists them).
 fn left_out_tables(s: &mut String, r: &Report) {
+    if let Some(t) = &r.trivial_skipped {
+        let _ = writeln!(
+            s,
+            "\n== Trivial methods not instrumented: {} (their calls are not recorded, their time is the \
+             caller's own; listed by `report --json`, trivial_skipped; --complete instruments them)\n   rule: {}",
+            t.count, t.rule
+        );
+        let some: Vec<String> = t
+            .methods
+            .iter()
+            .take(8)
+            .map(|m| format!("{}.{}", m.class, m.name))
+            .collect();
+        let more = if t.methods.len() > some.len() { ", …" } else { "" };
+        let _ = writeln!(s, "   e.g. {}{more}", some.join(", "));
+    }
     if !r.demoted.is_empty() {
         let _ = writeln!(
             s,

@@ -64,7 +64,7 @@ const NOP: u8 = 0x00;
 /// Bytes of `push id; invokestatic probe`.
 const CALL_LEN: u32 = 6;
 
-enum Kind {
+pub(super) enum Kind {
     /// Copied verbatim.
     Plain,
     /// 16-bit branch (`if*`, `goto`, `jsr`) to an old offset.
@@ -91,10 +91,13 @@ enum Kind {
     Ret,
 }
 
-struct Ins {
-    off: u32,
+/// One decoded instruction.
+pub(super) struct Ins {
+    /// Its offset in the original code.
+    pub(super) off: u32,
     len: u32,
-    kind: Kind,
+    /// What relocating it takes.
+    pub(super) kind: Kind,
 }
 
 /// Length of a fixed-size instruction, `None` for variable-size or invalid ones.
@@ -148,7 +151,8 @@ fn target(base: usize, disp: i64, len: usize) -> Result<u32> {
     Ok(t as u32)
 }
 
-fn decode(code: &[u8]) -> Result<Vec<Ins>> {
+/// Decodes `code` into instructions, checking every branch target.
+pub(super) fn decode(code: &[u8]) -> Result<Vec<Ins>> {
     let n = code.len();
     let mut out = Vec::with_capacity(n / 2);
     let mut i = 0usize;

@@ -30,13 +30,19 @@
 //! the rest with no locals. Both only record and rethrow, which the verifier
 //! allows in either state.
 //!
+//! With [`Options::skip_trivial`], a selected method that is trivial by
+//! [`jtrace_format::TRIVIAL_RULE`] gets no probes and is listed in
+//! [`Rewritten::trivial`] (markers are never skipped).
+//!
 //! This file walks the class file and its methods; `code.rs` rewrites one
-//! Code attribute, `stack_map.rs` relocates its StackMapTable, and
-//! `class_file.rs` has the reader and the constant pool.
+//! Code attribute, `stack_map.rs` relocates its StackMapTable,
+//! `trivial.rs` is the trivial-method rule, and `class_file.rs` has the
+//! reader and the constant pool.
 
 mod class_file;
 mod code;
 mod stack_map;
+mod trivial;
 
 use class_file::{err, put_u2, put_u4, ConstPool, Reader, Result};
 use code::ProbeRefs;
@@ -117,6 +123,17 @@ pub struct Rewritten {
     pub methods: Vec<Instrumented>,
     /// Selected methods that could not be instrumented.
     pub skipped: Vec<Skipped>,
+    /// Selected methods left uninstrumented as trivial
+    /// ([`Options::skip_trivial`]), with the ids they were given.
+    pub trivial: Vec<Instrumented>,
+}
+
+/// How [`instrument_class`] rewrites.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Leave selected methods that are trivial by
+    /// [`jtrace_format::TRIVIAL_RULE`] without probes.
+    pub skip_trivial: bool,
 }
 
 /// Skips `count` attributes.
@@ -139,7 +156,11 @@ const ACC_ABSTRACT: u16 = 0x0400;
 ///
 /// Returns an error only for a class file that cannot be parsed; methods that
 /// cannot be rewritten are listed in [`Rewritten::skipped`].
-pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) -> Option<u32>) -> Result<Rewritten> {
+pub fn instrument_class(
+    data: &[u8],
+    select: &mut dyn FnMut(&str, &str, &str) -> Option<u32>,
+    opts: Options,
+) -> Result<Rewritten> {
     let mut r = Reader::new(data);
     if r.u4()? != 0xCAFE_BABE {
         return err("not a class file");
@@ -184,11 +205,21 @@ pub fn instrument_class(data: &[u8], select: &mut dyn FnMut(&str, &str, &str) ->
         let name = cp.utf8(r.u2()?).unwrap_or_default().to_string();
         let desc = cp.utf8(r.u2()?).unwrap_or_default().to_string();
         skip_attributes(&mut r)?;
-        let id = if access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
+        let mut id = if access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
             None
         } else {
             select(&class, &name, &desc)
         };
+        if let Some(i) = id.filter(|&i| opts.skip_trivial && i < MARKER_MIN) {
+            if trivial::is_trivial(&data[start..r.pos], &cp, access, &name) {
+                result.trivial.push(Instrumented {
+                    name: name.clone(),
+                    desc: desc.clone(),
+                    id: i,
+                });
+                id = None;
+            }
+        }
         plans.push(Plan {
             start,
             end: r.pos,

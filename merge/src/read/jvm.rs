@@ -207,6 +207,8 @@ impl TraceReader {
                                 rate_per_s: t.rate_per_s,
                                 mean_ns: t.mean_ns,
                             });
+                        } else if k == kind::METHOD_TRIVIAL {
+                            self.trace.trivial.insert(method);
                         } else {
                             let e = self.trace.short_dropped.entry(method).or_default();
                             e.1 = (e.0 * e.1 + t.calls * t.mean_ns)

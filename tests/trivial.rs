@@ -1,0 +1,113 @@
+//! The trivial-method rule (issue 17): under a broad `--methods`, a
+//! getter (no call, loop, allocation or lock in a few bytes of bytecode)
+//! gets no probes at load time and the report lists it with the rule that
+//! skipped it; a busy method and a blocking one are recorded call for
+//! call, and accounting stays exact (the getter's time is its callers'
+//! own). `--complete` instruments the getter too.
+
+mod common;
+
+use common::*;
+use jtrace_merge::report::Report;
+use jtrace_merge::Trace;
+use std::collections::HashMap;
+use std::process::Command;
+
+/// The counts Trivial.java prints: value, crunch, napper.
+fn program_counts(stdout: &[u8]) -> (u64, u64, u64) {
+    let s = String::from_utf8_lossy(stdout);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("value "))
+        .expect("Trivial's summary line");
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
+}
+
+fn calls_by_name(r: &Report) -> HashMap<String, u64> {
+    r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
+}
+
+fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u64) {
+    let cp = classes();
+    let java = java(jdk);
+    let mut args = vec!["--methods", "Trivial$Work.*"];
+    args.extend_from_slice(extra);
+    let o = jtrace_run(
+        out,
+        &args,
+        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Trivial", "3000"],
+    );
+    assert!(o.status.success(), "{jdk}: jtrace run failed");
+    program_counts(&o.stdout)
+}
+
+#[test]
+fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
+    for jdk in JDKS {
+        let out = tempdir("trivial");
+        let (value, crunch, napper) = run_trivial(jdk, &out, &[]);
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let calls = calls_by_name(&r);
+        eprintln!("{jdk}: value {value}, crunch {crunch}, napper {napper}; recorded {calls:?}");
+        // The getter: no call recorded, listed with the rule.
+        let t = r
+            .trivial_skipped
+            .as_ref()
+            .unwrap_or_else(|| panic!("{jdk}: nothing skipped"));
+        let names: Vec<String> = t
+            .methods
+            .iter()
+            .map(|m| format!("{}.{}{}", m.class, m.name, m.signature))
+            .collect();
+        assert_eq!(names, vec!["Trivial$Work.value()I"], "{jdk}");
+        assert_eq!(t.count, 1);
+        assert_eq!(t.rule, jtrace_format::TRIVIAL_RULE);
+        assert!(!calls.contains_key("value"), "{jdk}: {calls:?}");
+        // The others: every call, none demoted.
+        assert!(r.demoted.is_empty(), "{jdk}: demoted {:?}", r.demoted);
+        assert_eq!(calls["crunch"], crunch, "{jdk}: crunch");
+        assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        assert_eq!(calls["<init>"], 1, "{jdk}: the constructor");
+        // napper's sleeps are its own off-CPU time.
+        let nap = r.methods.iter().find(|m| m.name == "napper").unwrap();
+        let sleep = nap.off_cpu_ns.get(jtrace_merge::Cause::Sleep);
+        assert!(sleep >= napper / 64 * 2_000_000, "{jdk}: napper slept {sleep} ns");
+        // The text report says it, and the JSON report lists it.
+        let text = Command::new(jtrace()).arg("report").arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("== Trivial methods not instrumented: 1") && text.contains("Trivial$Work.value"),
+            "{jdk}: {text}"
+        );
+        let json = Command::new(jtrace())
+            .args(["report", "--json"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(json["trivial_skipped"]["count"], 1, "{jdk}");
+        assert_eq!(json["trivial_skipped"]["methods"][0]["name"], "value", "{jdk}");
+        assert!(json["trivial_skipped"]["rule"].as_str().unwrap().contains("no invoke"));
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
+
+#[test]
+fn complete_instruments_the_getter() {
+    for jdk in JDKS {
+        let out = tempdir("trivial-complete");
+        let (value, crunch, napper) = run_trivial(jdk, &out, &["--complete"]);
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let calls = calls_by_name(&r);
+        assert!(r.trivial_skipped.is_none(), "{jdk}: {:?}", r.trivial_skipped);
+        assert_eq!(calls["value"], value, "{jdk}: value");
+        assert_eq!(calls["crunch"], crunch, "{jdk}: crunch");
+        assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
