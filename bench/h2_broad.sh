@@ -98,7 +98,11 @@ b, c = top(sys.argv[2]), top(sys.argv[3])
 print(f"top-10 by off-CPU: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
 for i, (x, y) in enumerate(zip(b, c)):
     print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
-d = json.load(open(sys.argv[2])).get("demoted", [])
-print(f"demoted methods (last budget run): {len(d)}; recorded calls {sum(x['calls_recorded'] for x in d)}, "
+bj = json.load(open(sys.argv[2]))
+d = bj.get("demoted", [])
+# One METHOD_DEMOTED timestamp per retransformation batch.
+print(f"demoted methods (last budget run): {len(d)} in {len({x['demoted_at_ns'] for x in d})} batches; "
+      f"recorded calls {sum(x['calls_recorded'] for x in d)}, "
       f"estimated calls after {sum(x['est_calls_after'] for x in d)}")
+print(f"trivial methods not instrumented (last budget run): {(bj.get('trivial_skipped') or {}).get('count', 0)}")
 PY
