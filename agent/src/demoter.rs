@@ -16,8 +16,13 @@ use crate::mutex::lock;
 use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
 use jtrace_format::{Payload, Record};
 
-/// How long the demoter waits for more methods once one is pending.
+/// How long the demoter waits for more methods once one is pending, at
+/// first; the wait doubles after each batch, up to [`MAX_BATCH_WAIT`]:
+/// each retransformation deoptimises the code that inlined the classes,
+/// so the later, smaller decisions wait to join larger batches.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// The longest wait between two batches.
+const MAX_BATCH_WAIT: Duration = Duration::from_millis(800);
 
 /// Starts the demoter of the current session (at its first demotion: a
 /// session that demotes nothing has no demoter thread). It ends when the
@@ -39,6 +44,7 @@ fn run(session: u64) {
         debug("demotion: the JVM refused to attach the demoter thread");
         return;
     }
+    let mut wait = BATCH_WAIT;
     loop {
         let ids: Vec<u32> = {
             let mut pending = lock(&PENDING);
@@ -53,7 +59,8 @@ fn run(session: u64) {
                 // retransformation deoptimises the code that inlined the
                 // classes, so fewer, larger batches cost less.
                 drop(pending);
-                std::thread::sleep(BATCH_WAIT);
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(MAX_BATCH_WAIT);
                 pending = lock(&PENDING);
             }
             std::mem::take(&mut *pending)
