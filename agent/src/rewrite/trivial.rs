@@ -106,6 +106,12 @@ mod tests {
     }
 
     #[test]
+    fn the_rule_as_reported_states_the_limit_applied() {
+        let limit = format!("at most {TRIVIAL_MAX_CODE_LEN} bytes");
+        assert!(jtrace_format::TRIVIAL_RULE.contains(&limit));
+    }
+
+    #[test]
     fn getters_setters_and_forward_branches_are_trivial() {
         // aload_0; getfield #2; ireturn
         assert!(code_is_trivial(&body(&[0x2a, 0xb4, 0, 2, 0xac], 0)));
