@@ -14,6 +14,11 @@ use std::collections::HashSet;
 /// Breaks remembered at most; past it no switch is said to chain.
 const MAX_BREAKS: usize = 1 << 16;
 
+/// CPUs followed (the kernel's largest NR_CPUS): a damaged record's CPU
+/// number past it must not size the per-CPU table (a fuzzed trace asked
+/// for 6 GB); its switches do not chain.
+const MAX_CPUS: u32 = 8192;
+
 /// The switch-outs that do not chain, found while reading.
 #[derive(Debug, Clone, Default)]
 pub struct SchedChain {
@@ -27,19 +32,27 @@ pub struct SchedChain {
 }
 
 impl SchedChain {
-    fn last(&mut self, cpu: u32) -> &mut u64 {
+    fn last(&mut self, cpu: u32) -> Option<&mut u64> {
+        if cpu >= MAX_CPUS {
+            return None;
+        }
         let i = cpu as usize;
         if i >= self.last_next.len() {
             self.last_next.resize(i + 1, 0);
         }
-        &mut self.last_next[i]
+        Some(&mut self.last_next[i])
     }
 
     /// A switch-out record: `tid` left `cpu` at `ts` for `next`.
     pub(crate) fn switch_out(&mut self, cpu: u32, ts: u64, tid: u32, next: u32) {
-        let last = self.last(cpu);
-        let chains = *last == tid as u64 + 1;
-        *last = next as u64 + 1;
+        let chains = match self.last(cpu) {
+            Some(last) => {
+                let chains = *last == tid as u64 + 1;
+                *last = next as u64 + 1;
+                chains
+            }
+            None => false,
+        };
         if !chains && !self.overflow {
             self.breaks.insert((tid, ts));
             if self.breaks.len() > MAX_BREAKS {
@@ -51,7 +64,9 @@ impl SchedChain {
 
     /// A switch-in record: `tid` took `cpu`.
     pub(crate) fn switch_in(&mut self, cpu: u32, tid: u32) {
-        *self.last(cpu) = tid as u64 + 1;
+        if let Some(last) = self.last(cpu) {
+            *last = tid as u64 + 1;
+        }
     }
 
     /// Whether the switch-out of `tid` at `ts` chains on its CPU.
@@ -94,5 +109,20 @@ mod tests {
         c.switch_in(0, 3);
         c.switch_out(0, u64::MAX, 3, 0);
         assert!(!c.chains(3, u64::MAX));
+    }
+
+    /// A damaged record's CPU number (found by tests/fuzz_readers.rs: a
+    /// switch on CPU ≈ 750 M made the reader allocate 6 GB and abort) sizes
+    /// nothing, and its switches do not chain.
+    #[test]
+    fn a_cpu_number_past_the_kernels_largest_does_not_chain() {
+        let mut c = SchedChain::default();
+        c.switch_in(751_622_881, 7);
+        c.switch_out(751_622_881, 20, 7, 9);
+        assert!(!c.chains(7, 20));
+        c.switch_in(3, 7);
+        c.switch_out(3, 30, 7, 9);
+        assert!(c.chains(7, 30));
+        assert_eq!(c.last_next.len(), 4);
     }
 }
