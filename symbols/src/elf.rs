@@ -6,23 +6,21 @@
 use std::fs::File;
 use std::path::Path;
 
+use crate::file_bytes::FileBytes;
 use anyhow::{anyhow, bail, Result};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolFlags};
 
 const STT_FUNC: u8 = 2;
 const STT_GNU_IFUNC: u8 = 10;
 
-/// Maps a file read-only.
-fn map(path: &Path) -> Result<memmap2::Mmap> {
+/// The bytes of the file at `path`.
+fn map(path: &Path) -> Result<FileBytes> {
     map_file(&File::open(path)?)
 }
 
-/// Maps an open file read-only.
-fn map_file(file: &File) -> Result<memmap2::Mmap> {
-    #[allow(unsafe_code)]
-    // SAFETY: a read-only private map of a binary, used while the caller
-    // runs; binaries are replaced by rename, not rewritten in place.
-    Ok(unsafe { memmap2::Mmap::map(file)? })
+/// The bytes of an open file (mapped only if no one but root can shorten it).
+fn map_file(file: &File) -> Result<FileBytes> {
+    Ok(FileBytes::of(file)?)
 }
 
 /// The GNU build id of the ELF image `data`, if it has one.

@@ -1,6 +1,8 @@
 //! Symbols: one home for naming code jtrace does not own.
 //!
 //! * [`access`]: whose rights the binaries a trace names are opened with.
+//! * [`file_bytes`]: a file's bytes, mapped only when root alone can
+//!   change it (a mapped file shortened by its owner kills the reader).
 //! * [`elf`]: ELF files — build ids, function symbols (`.symtab`,
 //!   `.dynsym`, `.gnu_debugdata`), file offsets of named functions (for
 //!   uprobes), C++ demangling.
@@ -37,6 +39,7 @@
 pub mod access;
 pub mod codemap;
 pub mod elf;
+pub mod file_bytes;
 pub mod hotspot;
 pub mod kallsyms;
 pub mod lines;

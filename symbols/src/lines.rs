@@ -25,6 +25,7 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::file_bytes::FileBytes;
 use anyhow::{anyhow, Result};
 use object::{Object, ObjectSection, ObjectSegment};
 
@@ -71,7 +72,7 @@ struct Bytes {
 
 #[derive(Debug)]
 enum Buf {
-    Map(memmap2::Mmap),
+    File(FileBytes),
     Owned(Vec<u8>),
 }
 
@@ -89,7 +90,7 @@ impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         let all: &[u8] = match &*self.buf {
-            Buf::Map(m) => m,
+            Buf::File(m) => m,
             Buf::Owned(v) => v,
         };
         &all[self.start..self.start + self.len]
@@ -143,12 +144,8 @@ struct Mapped {
 
 impl Mapped {
     fn new(file: &File, path: &Path) -> Result<Mapped> {
-        #[allow(unsafe_code)]
-        // SAFETY: a read-only private map of a binary or debug file, which
-        // are replaced by rename, not rewritten in place.
-        let m = unsafe { memmap2::Mmap::map(file)? };
         let m = Mapped {
-            map: Rc::new(Buf::Map(m)),
+            map: Rc::new(Buf::File(FileBytes::of(file)?)),
             path: path.to_path_buf(),
         };
         m.elf()
@@ -158,7 +155,7 @@ impl Mapped {
 
     fn data(&self) -> &[u8] {
         match &*self.map {
-            Buf::Map(m) => m,
+            Buf::File(m) => m,
             Buf::Owned(v) => v,
         }
     }

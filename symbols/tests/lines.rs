@@ -198,3 +198,22 @@ fn no_dwarf_or_another_build_id_gives_no_lines() {
     std::fs::write(&junk, b"not an elf").unwrap();
     assert!(load(&junk, &[]).is_err());
 }
+
+/// A binary another user owns is read into memory, not mapped: its owner
+/// shortening it while root reads its lines changes nothing (a mapping of
+/// it would kill the reader with SIGBUS at the next lookup).
+#[test]
+fn a_users_binary_shortened_while_read_does_not_kill_the_reader() {
+    let dir = tempdir("shortened");
+    let bin = compile(&dir, "napper", &["-g", "-O2"]);
+    let ra = return_address_in_nap_outer(&bin);
+    std::os::unix::fs::chown(&bin, Some(65534), Some(65534)).unwrap();
+    let lines = load(&bin, &[]).unwrap().expect("DWARF in the binary");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&bin)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert_eq!(chain(&lines.frames_at_offset(ra, true)), expected());
+}
