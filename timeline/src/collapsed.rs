@@ -4,9 +4,10 @@
 //! streaming budget plus the distinct stacks.
 
 use crate::export::Exporter;
+use crate::tail::{Tail, TailStack};
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Trace, Visitor,
+    analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -39,9 +40,8 @@ struct Folder<'a> {
     symbols: Symbolizer<'a>,
     opts: &'a CollapsedOptions,
     stack: Vec<MethodIdx>,
-    /// The stack as it was when the thread's last event closed it.
-    tail_stack: Option<Vec<MethodIdx>>,
-    off_sum: OffCpu,
+    /// The time after the thread's last switch-out.
+    tail: Tail,
     folded: BTreeMap<String, u64>,
 }
 
@@ -118,36 +118,37 @@ fn frame(s: &str) -> String {
 impl Visitor for Folder<'_> {
     fn thread_begin(&mut self, _t: &ThreadInfo) {
         self.stack.clear();
-        self.tail_stack = None;
-        self.off_sum = Default::default();
+        self.tail.begin();
+    }
+    fn event(&mut self, _t: &ThreadInfo, e: &Timed) {
+        self.tail.event(e);
     }
     fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
         self.stack.truncate(depth);
         self.stack.push(m);
     }
     fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
-        if inv.unfinished && inv.exit == t.last_ts && self.tail_stack.is_none() {
-            self.tail_stack = Some(self.stack.clone());
-        }
+        self.tail.exit(t, inv, &self.stack);
         self.stack.truncate(depth);
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        self.off_sum += iv.split.off;
+        self.tail.off_cpu(&iv.split.off);
         match iv.stack {
             Some(pair) => self.add_stack(t, pair, &iv.split.off),
             None => self.add(t, depth, &iv.split.off),
         }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
-        // The tail after the last switch-out (rebuilt as `collect` in
-        // model.rs does), at the stack open at the thread's last event.
-        let all = totals.breakdown.off;
-        if all.0.iter().zip(self.off_sum.0.iter()).all(|(a, b)| a >= b) {
-            let tail = all - self.off_sum;
-            if tail.total() > 0 {
-                self.stack = self.tail_stack.take().unwrap_or_default();
+        // The time after the last switch-out: under its recorded stacks,
+        // as the pprof export puts it, else the traced methods open at the
+        // thread's last event.
+        match self.tail.end(totals) {
+            Some((tail, TailStack::Recorded(pair))) => self.add_stack(t, pair, &tail),
+            Some((tail, TailStack::Traced(methods))) => {
+                self.stack = methods;
                 self.add(t, self.stack.len(), &tail);
             }
+            None => {}
         }
     }
 }
@@ -200,8 +201,7 @@ impl<'a> Folder<'a> {
             },
             opts,
             stack: Vec::new(),
-            tail_stack: None,
-            off_sum: Default::default(),
+            tail: Tail::default(),
             folded: BTreeMap::new(),
         }
     }

@@ -11,7 +11,8 @@
 //!   safepoint windows), `segments.rs` (where each cause of an interval lies
 //!   in time: the one layout rule the Chrome export and the HTML page use),
 //!   `evidence.rs` (what determines an evidence string, so exports make
-//!   each once);
+//!   each once), `tail.rs` (the off-CPU time after a thread's last
+//!   switch-out, where the stack-folding exports put it);
 //! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
 //!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
 //!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
@@ -40,6 +41,7 @@ pub mod scope;
 mod segments;
 mod stack_table;
 mod table;
+mod tail;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
 mod why;

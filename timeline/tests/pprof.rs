@@ -9,7 +9,8 @@
 //!   under its recorded stack or, without one, its traced methods; the
 //!   time after the last switch-out under that switch-out's stack; a
 //!   lost stack labelled, and counted in a comment; the CPU samples as
-//!   `cpu` nanoseconds, samples × period.
+//!   `cpu` nanoseconds, samples × period; the collapsed export folding the
+//!   same time under the same stacks.
 
 #[path = "../../merge/examples/synth.rs"]
 #[allow(dead_code)]
@@ -20,7 +21,7 @@ mod fixture;
 use fixture::{Builder, MAIN, WORKER};
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor};
-use jtrace_timeline::export::{Exporter, Pprof};
+use jtrace_timeline::export::{self, CollapsedOptions, Exporter, Pprof};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -267,5 +268,26 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
             (format!("worker [{WORKER}]"), period, k8),
         ]
     );
+    // The collapsed export folds the same time under the same stacks (root
+    // first there), the tail included: under its switch-out's stack, not
+    // under the traced methods open at the thread's last event (none).
+    let trace = Trace::open(&dir).unwrap();
+    let mut buf = Vec::new();
+    let all = CollapsedOptions {
+        all: true,
+        ..Default::default()
+    };
+    export::write_collapsed(&trace, &all, &mut buf).unwrap();
+    let mut folded: Vec<String> = String::from_utf8(buf).unwrap().lines().map(str::to_string).collect();
+    folded.sort();
+    let mut want: Vec<String> = off
+        .iter()
+        .map(|(_, cause, ns, frames)| {
+            let root_first: Vec<&str> = frames.iter().rev().copied().collect();
+            format!("{cause};{} {ns}", root_first.join(";"))
+        })
+        .collect();
+    want.sort();
+    assert_eq!(folded, want);
     std::fs::remove_dir_all(&base).unwrap();
 }

@@ -21,11 +21,11 @@ mod builder;
 mod proto;
 
 use crate::export::Exporter;
+use crate::tail::{Tail, TailStack};
 use builder::Tables;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
-    Cause, Event, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace,
-    Visitor,
+    Cause, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };
 use proto::{Label, Profile, Sample, ValueType};
 use std::collections::{BTreeMap, HashMap};
@@ -47,13 +47,8 @@ enum StackKey {
 struct Folder {
     /// The traced methods open on the thread being walked.
     stack: Vec<MethodIdx>,
-    /// The traced methods open at the thread's last event.
-    tail_stack: Option<Vec<MethodIdx>>,
-    /// The thread's switch-out not yet followed by a switch-in: its time
-    /// and its recorded stacks.
-    out: Option<(u64, Option<u32>)>,
-    /// The thread's off-CPU time reported in intervals so far.
-    off_sum: OffCpu,
+    /// The time after the thread's last switch-out.
+    tail: Tail,
     /// Stacks in order of first use (the samples refer to them by index).
     keys: Vec<StackKey>,
     key_ids: HashMap<StackKey, u32>,
@@ -84,37 +79,21 @@ impl Folder {
 impl Visitor for Folder {
     fn thread_begin(&mut self, _t: &ThreadInfo) {
         self.stack.clear();
-        self.tail_stack = None;
-        self.out = None;
-        self.off_sum = OffCpu::default();
+        self.tail.begin();
     }
     fn event(&mut self, _t: &ThreadInfo, e: &Timed) {
-        // The walk's own rule: a stack belongs to the switch-out at its time.
-        match e.event {
-            Event::SwitchOut { .. } => self.out = Some((e.ts, None)),
-            Event::Stack(pair) => {
-                if let Some((ts, stack)) = &mut self.out {
-                    if *ts == e.ts {
-                        *stack = Some(pair);
-                    }
-                }
-            }
-            Event::SwitchIn { .. } => self.out = None,
-            _ => {}
-        }
+        self.tail.event(e);
     }
     fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
         self.stack.truncate(depth);
         self.stack.push(m);
     }
     fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
-        if inv.unfinished && inv.exit == t.last_ts && self.tail_stack.is_none() {
-            self.tail_stack = Some(self.stack.clone());
-        }
+        self.tail.exit(t, inv, &self.stack);
         self.stack.truncate(depth);
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        self.off_sum += iv.split.off;
+        self.tail.off_cpu(&iv.split.off);
         let key = match iv.stack {
             Some(pair) => StackKey::Recorded(pair),
             None => self.traced(depth),
@@ -122,18 +101,12 @@ impl Visitor for Folder {
         self.add(key, t.tid, &iv.split.off);
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
-        // The time after the last switch-out (no switch-in ended it): under
-        // that switch-out's stacks, else the traced methods open at the end.
-        let all = totals.breakdown.off;
-        if all.0.iter().zip(self.off_sum.0.iter()).all(|(a, b)| a >= b) {
-            let tail = all - self.off_sum;
-            if tail.total() > 0 {
-                let key = match self.out {
-                    Some((_, Some(pair))) => StackKey::Recorded(pair),
-                    _ => StackKey::Traced(self.tail_stack.take().unwrap_or_default()),
-                };
-                self.add(key, t.tid, &tail);
-            }
+        if let Some((tail, stack)) = self.tail.end(totals) {
+            let key = match stack {
+                TailStack::Recorded(pair) => StackKey::Recorded(pair),
+                TailStack::Traced(methods) => StackKey::Traced(methods),
+            };
+            self.add(key, t.tid, &tail);
         }
     }
 }
