@@ -7,25 +7,9 @@
 mod common;
 
 use common::*;
-use jtrace_merge::report::Report;
 use jtrace_merge::Trace;
 use std::collections::HashMap;
 use std::process::Command;
-
-/// The counts Demotion.java prints: tiny, napper, socketWait.
-fn program_counts(stdout: &[u8]) -> (u64, u64, u64) {
-    let s = String::from_utf8_lossy(stdout);
-    let line = s
-        .lines()
-        .find(|l| l.starts_with("tiny "))
-        .expect("Demotion's summary line");
-    let w: Vec<&str> = line.split_whitespace().collect();
-    (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
-}
-
-fn calls_by_name(r: &Report) -> HashMap<String, u64> {
-    r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
-}
 
 fn run_demotion(jdk: &str, out: &std::path::Path, extra: &[&str], millis: &str) -> (u64, u64, u64) {
     let cp = classes();
@@ -38,7 +22,7 @@ fn run_demotion(jdk: &str, out: &std::path::Path, extra: &[&str], millis: &str) 
         &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demotion", millis],
     );
     assert!(o.status.success(), "{jdk}: jtrace run failed");
-    program_counts(&o.stdout)
+    summary_counts(&o.stdout, "tiny")
 }
 
 #[test]

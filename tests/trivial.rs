@@ -8,25 +8,8 @@
 mod common;
 
 use common::*;
-use jtrace_merge::report::Report;
 use jtrace_merge::Trace;
-use std::collections::HashMap;
 use std::process::Command;
-
-/// The counts Trivial.java prints: value, crunch, napper.
-fn program_counts(stdout: &[u8]) -> (u64, u64, u64) {
-    let s = String::from_utf8_lossy(stdout);
-    let line = s
-        .lines()
-        .find(|l| l.starts_with("value "))
-        .expect("Trivial's summary line");
-    let w: Vec<&str> = line.split_whitespace().collect();
-    (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
-}
-
-fn calls_by_name(r: &Report) -> HashMap<String, u64> {
-    r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
-}
 
 fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u64) {
     let cp = classes();
@@ -39,7 +22,7 @@ fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u
         &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Trivial", "3000"],
     );
     assert!(o.status.success(), "{jdk}: jtrace run failed");
-    program_counts(&o.stdout)
+    summary_counts(&o.stdout, "value")
 }
 
 #[test]

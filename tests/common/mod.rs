@@ -304,3 +304,21 @@ impl Drop for Tmpfs {
         let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
     }
 }
+
+/// The three counts a test program's summary line prints
+/// (`FIRST n1 name2 n2 name3 n3`): Demotion.java's tiny, napper and
+/// socketWait; Trivial.java's value, crunch and napper.
+pub fn summary_counts(stdout: &[u8], first: &str) -> (u64, u64, u64) {
+    let s = String::from_utf8_lossy(stdout);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with(&format!("{first} ")))
+        .unwrap_or_else(|| panic!("no summary line starting with {first}:\n{s}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
+}
+
+/// Calls of each method in a report, by method name.
+pub fn calls_by_name(r: &jtrace_merge::report::Report) -> std::collections::HashMap<String, u64> {
+    r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
+}
