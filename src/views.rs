@@ -153,8 +153,9 @@ pub struct ExportArgs {
     /// text: frames of each block's stack to show (innermost first; 0: none).
     #[arg(long, default_value_t = 3)]
     pub stack_depth: usize,
-    /// collapsed, text: native frames with their source line (` (file.c:123)`,
-    /// from DWARF), functions inlined there as frames of their own.
+    /// collapsed, text, pprof: native frames with their source line, from
+    /// DWARF (` (file.c:123)`; pprof: the function's file and the line's
+    /// number), functions inlined there as frames of their own.
     #[arg(long)]
     pub lines: bool,
     // collapsed, csv, text; chrome reads the whole trace, or the part
@@ -242,6 +243,13 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if scoped && args.format != ExportFormat::Chrome {
         anyhow::bail!("--window, --thread and --max-memory are for --format chrome (the other formats stream)");
     }
+    let with_lines = matches!(
+        args.format,
+        ExportFormat::Collapsed | ExportFormat::Text | ExportFormat::Pprof
+    );
+    if args.lines && !with_lines {
+        anyhow::bail!("--lines is for --format collapsed, text and pprof");
+    }
     if args.format == ExportFormat::Parquet {
         let Some(dir) = &args.output else {
             anyhow::bail!("--format parquet writes a directory of tables: give it with -o DIR");
@@ -294,6 +302,7 @@ fn write_export(
     if let Some(plan) = chrome {
         return Ok(plan.draw(|view| export::write_chrome_view(view, out))?);
     }
+    let pprof = export::Pprof { lines: args.lines };
     match (args.format, whole) {
         (ExportFormat::Collapsed, _) => {
             let opts = export::CollapsedOptions {
@@ -315,8 +324,8 @@ fn write_export(
         (ExportFormat::Text, None) => write_text(dir, &text_opts, &args.stream, out)?,
         (ExportFormat::Chrome, _) => unreachable!("chrome is drawn from its plan"),
         (ExportFormat::Parquet, _) => unreachable!("parquet is written above"),
-        (ExportFormat::Pprof, Some(trace)) => export::Pprof.write_trace(trace, &mut out)?,
-        (ExportFormat::Pprof, None) => export::Pprof.write_dir(dir, &mut out, &stream)?,
+        (ExportFormat::Pprof, Some(trace)) => pprof.write_trace(trace, &mut out)?,
+        (ExportFormat::Pprof, None) => pprof.write_dir(dir, &mut out, &stream)?,
     }
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! another. Read after it exited, `--lines` gives its own frames their
 //! file:line (from the source's marker comments) and the inlined function
 //! a frame of its own, in the collapsed export, `jtrace text`, the report
-//! (`frame_lines`) and the timeline's tooltips; the default outputs do not
-//! change. A binary without DWARF, or another
+//! (`frame_lines`), the pprof export and the timeline's tooltips; the
+//! default outputs do not change. A binary without DWARF, or another
 //! binary at the recorded path (another build id), gives no line, and
 //! `jtrace info --lines` says which.
 
@@ -55,6 +55,39 @@ fn jtrace_out(args: &[&str], trace: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// The (function, base name:line) pairs of a pprof export's lines whose
+/// line is known (timeline/tests/python/pprof_check.py decodes it).
+fn pprof_lines(trace: &Path, args: &[&str]) -> Vec<(String, String)> {
+    let file = trace.with_extension(format!("{}.pb.gz", args.len()));
+    let mut all = vec!["export", "--format", "pprof", "-o", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    jtrace_out(&all, trace);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new("bash")
+        .arg(root.join("scripts/test-python.sh"))
+        .status()
+        .unwrap();
+    assert!(setup.success());
+    let out = Command::new("python3")
+        .arg(root.join("timeline/tests/python/pprof_check.py"))
+        .arg(&file)
+        .env("PYTHONPATH", root.join("target/pydeps"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["source_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let file = l[1].as_str().unwrap();
+            let base = file.rsplit('/').next().unwrap();
+            (l[0].as_str().unwrap().to_string(), format!("{base}:{}", l[2]))
+        })
+        .collect()
+}
+
 /// Nanoseconds of the collapsed lines whose stack contains `part`.
 fn ns_under(collapsed: &str, part: &str) -> u64 {
     collapsed
@@ -94,6 +127,20 @@ fn blocked_stacks_show_the_programs_source_lines() {
     let plain = jtrace_out(&["export", "--format", "collapsed"], &trace);
     assert!(ns_under(&plain, "main;nap_caller;nap_outer;") >= 150_000_000, "{plain}");
     assert!(!plain.contains("napper.c") && !plain.contains("nap_inlined"), "{plain}");
+
+    // pprof: a native frame's function has its source file, its line the
+    // line; the inlined function a location of its own. None by default.
+    let lines = pprof_lines(&trace, &["--lines"]);
+    for (function, marker) in [
+        ("main", "caller-call"),
+        ("nap_caller", "outer-call"),
+        ("nap_outer", "inline-site"),
+        ("nap_inlined", "inlined-call"),
+    ] {
+        let want = (function.to_string(), at(marker));
+        assert!(lines.contains(&want), "no {want:?} in the profile: {lines:?}");
+    }
+    assert_eq!(pprof_lines(&trace, &[]), vec![]);
 
     // The text trace: the block's innermost frames.
     let text = jtrace_out(&["text", "--lines", "--stack-depth", "8"], &trace);

@@ -80,13 +80,13 @@ fn decode(file: &Path) -> Decoded {
 fn export(dir: &Path) -> Decoded {
     let trace = Trace::open(dir).unwrap();
     let mut whole = Vec::new();
-    Pprof.write_trace(&trace, &mut whole).unwrap();
+    Pprof::default().write_trace(&trace, &mut whole).unwrap();
     let mut streamed = Vec::new();
     let small = StreamOptions {
         memory_budget: 256 << 10,
         ..Default::default()
     };
-    Pprof.write_dir(dir, &mut streamed, &small).unwrap();
+    Pprof::default().write_dir(dir, &mut streamed, &small).unwrap();
     assert!(whole == streamed, "streamed pprof differs from the in-memory one");
     let file = dir.with_extension("pb.gz");
     std::fs::write(&file, &whole).unwrap();

@@ -21,7 +21,7 @@ pub(super) struct Tables {
     function_ids: HashMap<(i64, i64, i64), u64>,
     /// Locations, id = index + 1.
     pub locations: Vec<Location>,
-    location_ids: HashMap<Vec<u64>, u64>,
+    location_ids: HashMap<Vec<(u64, i64)>, u64>,
 }
 
 impl Tables {
@@ -60,30 +60,38 @@ impl Tables {
         id
     }
 
-    /// The id of the location whose lines are these functions (innermost
-    /// first: the last is the caller the others were inlined into).
-    fn location(&mut self, functions: Vec<u64>) -> u64 {
-        if let Some(&id) = self.location_ids.get(&functions) {
+    /// The id of the location whose lines are these (function, source
+    /// line; 0: not known), innermost first: the last is the caller the
+    /// others were inlined into.
+    fn location(&mut self, lines: Vec<(u64, i64)>) -> u64 {
+        if let Some(&id) = self.location_ids.get(&lines) {
             return id;
         }
         let id = self.locations.len() as u64 + 1;
         self.locations.push(Location {
             id,
-            line: functions.iter().map(|&function_id| Line { function_id }).collect(),
+            line: lines
+                .iter()
+                .map(|&(function_id, line)| Line { function_id, line })
+                .collect(),
         });
-        self.location_ids.insert(functions, id);
+        self.location_ids.insert(lines, id);
         id
     }
 
     /// The function of a recorded frame: named as the collapsed export
     /// names it (`_[j]`, `_[k]` … suffixes), its plain name as system
-    /// name, and a Java method's class as file name.
-    fn frame_function(&mut self, f: &Frame) -> u64 {
-        let class = match f.is_java() {
-            true => f.name.rsplit_once('.').map_or("", |(c, _)| c),
-            false => "",
+    /// name, and a Java method's class or a native frame's source file
+    /// (when its line was read) as file name; with its source line (0:
+    /// not known).
+    fn frame_function(&mut self, f: &Frame) -> (u64, i64) {
+        let file = match (f.is_java(), &f.line) {
+            (true, _) => f.name.rsplit_once('.').map_or("", |(c, _)| c),
+            (false, Some(l)) => l.file.as_str(),
+            (false, None) => "",
         };
-        self.function(&f.flame_name(), &f.name, class)
+        let line = f.line.as_ref().map_or(0, |l| i64::from(l.line));
+        (self.function(&f.flame_name(), &f.name, file), line)
     }
 
     /// The locations of a recorded stack (frames innermost first), leaf
@@ -123,7 +131,7 @@ impl Tables {
     pub fn traced(&mut self, methods: &[MethodInfo], stack: &[u32]) -> Vec<u64> {
         if stack.is_empty() {
             let f = self.function(NO_TRACED_METHOD, NO_TRACED_METHOD, "");
-            return vec![self.location(vec![f])];
+            return vec![self.location(vec![(f, 0)])];
         }
         stack
             .iter()
@@ -132,7 +140,7 @@ impl Tables {
                 let m = &methods[m as usize];
                 let q = m.qualified();
                 let f = self.function(&q, &format!("{q}{}", m.signature), &m.class);
-                self.location(vec![f])
+                self.location(vec![(f, 0)])
             })
             .collect()
     }

@@ -150,7 +150,7 @@ fn problems(trace: &Trace, symbols: &Symbolizer) -> Vec<String> {
     out
 }
 
-fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_profile(trace: &Trace, f: Folder, lines: bool, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut t = Tables::new();
     let period = cpu_period(trace);
     let (off_cpu, ns) = (t.string("off_cpu"), t.string("nanoseconds"));
@@ -198,7 +198,10 @@ fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Resul
             },
         ]
     };
-    let symbols = Symbolizer::new(trace);
+    let symbols = match lines {
+        true => Symbolizer::new(trace).with_lines(),
+        false => Symbolizer::new(trace),
+    };
     // The locations of each recorded stack pair, made once.
     let mut pairs: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut recorded = |t: &mut Tables, pair: u32| -> Vec<u64> {
@@ -255,7 +258,12 @@ fn write_profile(trace: &Trace, f: Folder, out: &mut dyn Write) -> anyhow::Resul
 
 /// The pprof format as an [`Exporter`]; it streams.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Pprof;
+pub struct Pprof {
+    /// Native frames with their source file and line (from DWARF, as
+    /// `--lines` reads them): the function's `filename`, the line's
+    /// `line`; the functions inlined there as lines of the location.
+    pub lines: bool,
+}
 
 impl Exporter for Pprof {
     fn name(&self) -> &'static str {
@@ -267,12 +275,12 @@ impl Exporter for Pprof {
     fn write_trace(&self, trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
         let mut f = Folder::default();
         jtrace_merge::analyze(trace, &mut f);
-        write_profile(trace, f, out)
+        write_profile(trace, f, self.lines, out)
     }
     fn write_dir(&self, dir: &Path, out: &mut dyn Write, opts: &StreamOptions) -> anyhow::Result<()> {
         let (trace, events) = crate::open_streamed(dir, opts)?;
         let mut f = Folder::default();
         stream::analyze(&trace, events, &mut f)?;
-        write_profile(&trace, f, out)
+        write_profile(&trace, f, self.lines, out)
     }
 }

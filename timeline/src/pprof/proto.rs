@@ -75,6 +75,9 @@ pub(super) struct Location {
 pub(super) struct Line {
     #[prost(uint64, tag = "1")]
     pub function_id: u64,
+    /// The source line (0: not known).
+    #[prost(int64, tag = "2")]
+    pub line: i64,
 }
 
 /// `Function`.

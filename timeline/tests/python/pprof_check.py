@@ -5,7 +5,8 @@ checks (ids non-zero and unique, every reference defined, one value per
 sample type) and that string indexes are in the table, and prints JSON:
 the sample types, period, comments and every sample with its labels,
 values and locations (leaf first; each location its lines' function
-names, inlined ones first, the caller they were inlined into last)."""
+names, inlined ones first, the caller they were inlined into last), and
+every (function, file, line) whose line is known."""
 import gzip
 import json
 import sys
@@ -71,10 +72,15 @@ unique([f.id for f in p.function], "function")
 unique([l.id for l in p.location], "location")
 funcs = {f.id: (s(f.name), s(f.system_name), s(f.filename)) for f in p.function}
 locs = {}
+# Every (function, file, line) a location's lines name, with a line known.
+source_lines = set()
 for l in p.location:
     assert l.line, f"location {l.id} has no line"
     for ln in l.line:
         assert ln.function_id in funcs, f"location {l.id}: no function {ln.function_id}"
+        if ln.line:
+            name, _, filename = funcs[ln.function_id]
+            source_lines.add((name, filename, ln.line))
     locs[l.id] = [funcs[ln.function_id][0] for ln in l.line]
 types = [[s(t.type), s(t.unit)] for t in p.sample_type]
 samples = []
@@ -100,4 +106,5 @@ json.dump({
     "comments": [s(c) for c in p.comment],
     "functions": {str(k): list(v) for k, v in funcs.items()},
     "samples": samples,
+    "source_lines": sorted(source_lines),
 }, sys.stdout)
