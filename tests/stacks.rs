@@ -154,6 +154,26 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
                 .any(|f| f.kind == FrameKind::Native && f.name.starts_with("JavaCalls::call_helper"))),
             "{jdk}: JavaCalls::call_helper (libjvm.so) named in no sleep stack"
         );
+        // libc's frames are named, the ones it does not export too (from
+        // its debug file, libc6-dbg): the futex wait of a park or a wait.
+        let libc_frames: Vec<&Frame> = by_thread
+            .values()
+            .flatten()
+            .flat_map(|(_, f)| f)
+            .filter(|f| f.name.contains("futex") || f.name.starts_with("[libc.so"))
+            .collect();
+        assert!(
+            libc_frames.iter().any(|f| f.name == "__futex_abstimed_wait_common"),
+            "{jdk}: the futex wait is not named: {:?}",
+            libc_frames
+                .iter()
+                .map(|f| &f.name)
+                .collect::<std::collections::BTreeSet<_>>()
+        );
+        assert!(
+            !libc_frames.iter().any(|f| f.name.starts_with("[libc.so")),
+            "{jdk}: a libc frame is not named"
+        );
     }
 }
 

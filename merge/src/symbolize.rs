@@ -492,22 +492,28 @@ impl<'t> Symbolizer<'t> {
             candidates.push(root.join(path.trim_start_matches('/')));
         }
         candidates.push(PathBuf::from(path));
-        if build_id.len() > 1 {
+        let debug_file = (build_id.len() > 1).then(|| {
             let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-            candidates.push(PathBuf::from(format!(
-                "/usr/lib/debug/.build-id/{}/{}.debug",
-                &hex[..2],
-                &hex[2..]
-            )));
-        }
-        let found = candidates.iter().find_map(|c| {
+            PathBuf::from(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]))
+        });
+        candidates.extend(debug_file.clone());
+        let load = |c: &PathBuf| {
             let t = SymbolTable::load_file(&self.access.open(c).ok()?, c).ok()?;
             let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
-            same.then(|| Found {
-                table: t,
-                path: c.clone(),
-            })
-        });
+            same.then_some(t)
+        };
+        let mut found = candidates
+            .iter()
+            .find_map(|c| load(c).map(|table| Found { table, path: c.clone() }));
+        // The binary found, its debug file's symbols too (functions a
+        // library does not export: libc's futex waits, say).
+        if let (Some(f), Some(d)) = (&mut found, &debug_file) {
+            if f.path != *d {
+                if let Some(debug) = load(d) {
+                    f.table.add_debug_symbols(debug);
+                }
+            }
+        }
         let result = match found {
             Some(f) if f.table.is_empty() => {
                 self.problems.borrow_mut().stripped_binaries.insert(path.to_string());

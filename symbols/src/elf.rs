@@ -155,6 +155,20 @@ impl SymbolTable {
         Ok(t)
     }
 
+    /// Adds the function symbols of `debug`, the file's separate debug
+    /// file (the same build, so the same addresses), that it lacks: a
+    /// distribution's libraries keep only their exported functions
+    /// (`.dynsym`), their debug files have all of them (`.symtab`).
+    pub fn add_debug_symbols(&mut self, debug: SymbolTable) {
+        if debug.syms.is_empty() {
+            return;
+        }
+        self.syms.extend(debug.syms);
+        self.syms
+            .sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+        self.syms.dedup_by_key(|s| s.start);
+    }
+
     /// Number of function symbols (0: a stripped file).
     pub fn len(&self) -> usize {
         self.syms.len()
@@ -240,6 +254,38 @@ mod tests {
             .map(std::path::PathBuf::from)
             .find(|p| p.is_file())
             .expect("libc.so.6")
+    }
+
+    /// libc exports its public functions (`.dynsym`); the others, such as
+    /// the futex wait every blocked thread sits in, are only in its debug
+    /// file's `.symtab` (libc6-dbg, which scripts/setup.sh installs).
+    #[test]
+    fn a_debug_files_symbols_name_what_the_library_does_not_export() {
+        let lib = SymbolTable::load(&libc()).unwrap();
+        let id = lib.build_id.clone().expect("libc has a build id");
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let debug_path = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+        let debug = SymbolTable::load(Path::new(&debug_path)).expect("libc6-dbg's debug file of this libc");
+        assert_eq!(debug.build_id, lib.build_id);
+        const WAIT: &str = "__futex_abstimed_wait_common";
+        let wait = debug
+            .syms
+            .iter()
+            .find(|s| s.name == WAIT)
+            .expect("in the debug file")
+            .clone();
+        assert!(wait.size > 1);
+        let inside = wait.start + wait.size / 2;
+        assert_ne!(lib.lookup(inside).map(|(n, _)| n), Some(WAIT), "libc exports it?");
+        // What libc exports is still named (by one of its aliases).
+        let exported: Vec<u64> = lib.syms.iter().filter(|s| s.size > 0).map(|s| s.start).collect();
+        assert!(exported.len() > 1000);
+        let mut both = lib;
+        both.add_debug_symbols(debug);
+        assert_eq!(both.lookup(inside), Some((WAIT, wait.size / 2)));
+        assert!(exported
+            .iter()
+            .all(|&a| both.lookup(a).is_some_and(|(_, off)| off == 0)));
     }
 
     #[test]
