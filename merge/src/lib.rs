@@ -119,6 +119,7 @@ mod stacks;
 pub mod stream;
 mod symbolize;
 mod syscall;
+pub mod tail;
 mod tid_map;
 mod trace;
 mod visitor;

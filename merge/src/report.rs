@@ -352,6 +352,9 @@ struct Aggregate {
     called: Vec<MethodIdx>,
     /// Off-CPU time under each recorded stack, per thread.
     stacks: crate::report_stacks::StackTime,
+    /// The walked thread's time after its last switch-out, which goes
+    /// under that switch-out's stacks as in the collapsed and pprof exports.
+    tail: crate::tail::Tail,
 }
 
 /// The stats of method `m` in a table by method index (grown as needed).
@@ -365,6 +368,12 @@ fn stats_of(table: &mut Vec<MethodStats>, m: MethodIdx) -> &mut MethodStats {
 }
 
 impl Visitor for Aggregate {
+    fn thread_begin(&mut self, _thread: &ThreadInfo) {
+        self.tail.begin();
+    }
+    fn event(&mut self, _thread: &ThreadInfo, e: &crate::Timed) {
+        self.tail.event(e);
+    }
     fn exit(&mut self, thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
         if !inv.outermost {
             return;
@@ -378,9 +387,13 @@ impl Visitor for Aggregate {
         stats_of(&mut self.all, inv.method).add(inv, compiled);
     }
     fn off_cpu(&mut self, thread: &ThreadInfo, _depth: usize, iv: &crate::visitor::OffCpuInterval) {
+        self.tail.off_cpu(&iv.split.off);
         self.stacks.add(thread.tid, iv);
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
+        if let Some((off, crate::tail::TailStack::Recorded(pair))) = self.tail.end(totals) {
+            self.stacks.add_time(thread.tid, pair, &off);
+        }
         let t = self.per_thread.entry(thread.tid).or_default();
         t.0 = *totals;
         for m in self.called.drain(..) {

@@ -25,10 +25,15 @@ impl StackTime {
     /// Adds an off-CPU interval of thread `tid` (if it carries stacks).
     pub(crate) fn add(&mut self, tid: u32, iv: &OffCpuInterval) {
         if let Some(pair) = iv.stack {
-            let t = self.by_thread.entry(tid).or_default().entry(pair).or_default();
-            for (c, ns) in iv.split.off.nonzero() {
-                t.add(c, ns);
-            }
+            self.add_time(tid, pair, &iv.split.off);
+        }
+    }
+
+    /// Adds off-CPU time of thread `tid` under stack pair `pair`.
+    pub(crate) fn add_time(&mut self, tid: u32, pair: u32, off: &OffCpu) {
+        let t = self.by_thread.entry(tid).or_default().entry(pair).or_default();
+        for (c, ns) in off.nonzero() {
+            t.add(c, ns);
         }
     }
 }

@@ -4,8 +4,8 @@
 //! streaming budget plus the distinct stacks.
 
 use crate::export::Exporter;
-use crate::tail::{Tail, TailStack};
 use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::tail::{Tail, TailStack};
 use jtrace_merge::{
     analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };

@@ -41,7 +41,6 @@ pub mod scope;
 mod segments;
 mod stack_table;
 mod table;
-mod tail;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
 mod why;

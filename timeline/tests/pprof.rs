@@ -10,7 +10,7 @@
 //!   time after the last switch-out under that switch-out's stack; a
 //!   lost stack labelled, and counted in a comment; the CPU samples as
 //!   `cpu` nanoseconds, samples × period; the collapsed export folding the
-//!   same time under the same stacks.
+//!   same time under the same stacks, and the report's top stacks too.
 
 #[path = "../../merge/examples/synth.rs"]
 #[allow(dead_code)]
@@ -289,5 +289,23 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
         .collect();
     want.sort();
     assert_eq!(folded, want);
+    // So do the report's top stacks by cause, the tail included (the
+    // interval without a recorded stack is not among them).
+    let report = jtrace_merge::build_report(&trace, &Default::default());
+    let mut by_cause: Vec<(String, i64, Vec<String>)> = report
+        .stacks
+        .expect("the trace has stacks")
+        .by_cause
+        .iter()
+        .flat_map(|g| g.stacks.iter().map(|s| (g.key.clone(), s.ns as i64, s.frames.clone())))
+        .collect();
+    by_cause.sort();
+    let mut want: Vec<(String, i64, Vec<String>)> = off
+        .iter()
+        .filter(|(_, _, _, frames)| frames[..] != ["A.run"])
+        .map(|(_, cause, ns, frames)| (cause.clone(), *ns, frames.iter().map(|f| f.to_string()).collect()))
+        .collect();
+    want.sort();
+    assert_eq!(by_cause, want);
     std::fs::remove_dir_all(&base).unwrap();
 }

@@ -21,9 +21,9 @@ mod builder;
 mod proto;
 
 use crate::export::Exporter;
-use crate::tail::{Tail, TailStack};
 use builder::Tables;
 use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::tail::{Tail, TailStack};
 use jtrace_merge::{
     Cause, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };

@@ -1,14 +1,15 @@
 //! The off-CPU time after a thread's last switch-out: no switch-in ends it,
 //! so the walk gives it no interval, but the thread's totals count it. The
-//! exports that fold off-CPU time by stack (collapsed, pprof) put it where
-//! the other intervals go: under the stacks recorded at that switch-out,
-//! else under the traced methods open at the thread's last event.
+//! views that fold off-CPU time by stack (the report's top stacks, the
+//! collapsed and pprof exports) put it where the other intervals go: under
+//! the stacks recorded at that switch-out, else under the traced methods
+//! open at the thread's last event.
 
-use jtrace_merge::{Event, Invocation, MethodIdx, OffCpu, ThreadInfo, ThreadTotals, Timed};
+use crate::{Event, Invocation, MethodIdx, OffCpu, ThreadInfo, ThreadTotals, Timed};
 
 /// Where the tail's time goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TailStack {
+pub enum TailStack {
     /// The stacks recorded at the last switch-out (an index into the
     /// trace's stack pairs).
     Recorded(u32),
@@ -20,7 +21,7 @@ pub(crate) enum TailStack {
 /// Follows one thread of a walk for its tail: fed the walk's events,
 /// exits and intervals, asked at the thread's end.
 #[derive(Debug, Default)]
-pub(crate) struct Tail {
+pub struct Tail {
     /// The traced methods open at the thread's last event.
     traced: Option<Vec<MethodIdx>>,
     /// The switch-out not yet followed by a switch-in: its time and its
@@ -32,13 +33,13 @@ pub(crate) struct Tail {
 
 impl Tail {
     /// A new thread begins.
-    pub(crate) fn begin(&mut self) {
+    pub fn begin(&mut self) {
         *self = Tail::default();
     }
 
     /// A walk event (the walk's own rule: a stack belongs to the switch-out
     /// at its time).
-    pub(crate) fn event(&mut self, e: &Timed) {
+    pub fn event(&mut self, e: &Timed) {
         match e.event {
             Event::SwitchOut { .. } => self.out = Some((e.ts, None)),
             Event::Stack(pair) => {
@@ -55,20 +56,20 @@ impl Tail {
 
     /// An invocation ends, with `open` the traced methods open until then
     /// (itself innermost).
-    pub(crate) fn exit(&mut self, t: &ThreadInfo, inv: &Invocation, open: &[MethodIdx]) {
+    pub fn exit(&mut self, t: &ThreadInfo, inv: &Invocation, open: &[MethodIdx]) {
         if inv.unfinished && inv.exit == t.last_ts && self.traced.is_none() {
             self.traced = Some(open.to_vec());
         }
     }
 
     /// An off-CPU interval's time.
-    pub(crate) fn off_cpu(&mut self, off: &OffCpu) {
+    pub fn off_cpu(&mut self, off: &OffCpu) {
         self.off_sum += *off;
     }
 
     /// The thread ends: its tail's time by cause and where it goes (`None`:
     /// no tail, or intervals that do not add up to the totals).
-    pub(crate) fn end(&mut self, totals: &ThreadTotals) -> Option<(OffCpu, TailStack)> {
+    pub fn end(&mut self, totals: &ThreadTotals) -> Option<(OffCpu, TailStack)> {
         let all = totals.breakdown.off;
         if !all.0.iter().zip(self.off_sum.0.iter()).all(|(a, b)| a >= b) {
             return None;
