@@ -189,7 +189,7 @@ impl StreamFile {
     fn allocate(&self, at: u64, step: u64) -> std::io::Result<()> {
         let fd = self.file.as_raw_fd();
         if self.floor_on.load(Ordering::Relaxed) {
-            check_floor(&self.file, step, self.min_free)?;
+            jtrace_format::check_free_space(&self.file, step, self.min_free)?;
         }
         {
             let ready = at;
@@ -412,26 +412,6 @@ unsafe fn copy_out(src: &[u8], dst: *mut u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
-}
-
-/// Fails if writing `step` more bytes would leave the file system of
-/// `file` fewer than `min_free` bytes free for unprivileged users (what
-/// the agent, running as the JVM's user, may use).
-fn check_floor(file: &File, step: u64, min_free: u64) -> std::io::Result<()> {
-    // SAFETY: fstatvfs on our own fd into a zeroed struct.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
-        return Ok(());
-    }
-    let free = st.f_bavail.saturating_mul(st.f_frsize);
-    if free < step.saturating_add(min_free) {
-        return Err(std::io::Error::other(format!(
-            "the trace's file system is down to its free-space floor: {} MiB free, --min-free {} MiB",
-            free >> 20,
-            min_free.div_ceil(1 << 20)
-        )));
-    }
-    Ok(())
 }
 
 /// Whether `file` is on tmpfs (or ramfs), whose fallocate allocates the

@@ -45,7 +45,7 @@
 //! finds the library functions), `recorder.rs` runs the session on its
 //! consumer thread, `pump.rs` moves the ring buffer's records to
 //! `sink.rs`, which writes them to the file (and counts what a full disk,
-//! or the free-space floor of `floor.rs`, keeps out of it), `chunks.rs` says
+//! or the free-space floor of `jtrace_format::check_free_space`, keeps out of it), `chunks.rs` says
 //! when a ring recording's next chunk begins and what it restates, `paths.rs` names the files they refer to, `stack_names.rs` stores
 //! what names the stacks' addresses, `sampling.rs` opens the CPU clocks,
 //! and `stats.rs` counts.
@@ -59,7 +59,6 @@
 mod chunks;
 mod config;
 mod features;
-mod floor;
 mod late_safepoints;
 mod libcalls;
 mod paths;

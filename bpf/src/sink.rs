@@ -162,7 +162,7 @@ impl Sink {
         let _ = std::os::unix::fs::FileExt::write_all_at(&self.file, &done.to_bytes(), 0);
         self.file = file;
         self.written = 0;
-        let floor = crate::floor::check(&self.file, head.len() as u64, self.min_free);
+        let floor = jtrace_format::check_free_space(&self.file, head.len() as u64, self.min_free);
         match floor.and_then(|()| self.file.write_all(&head)) {
             Ok(()) => {
                 self.written = head.len() as u64;
@@ -250,7 +250,7 @@ impl Sink {
         if self.buf.is_empty() {
             return;
         }
-        let floor = crate::floor::check(&self.file, self.buf.len() as u64, self.min_free);
+        let floor = jtrace_format::check_free_space(&self.file, self.buf.len() as u64, self.min_free);
         match floor.and_then(|()| self.file.write_all(&self.buf)) {
             Ok(()) => {
                 self.written += self.buf.len() as u64;

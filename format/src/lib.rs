@@ -26,6 +26,7 @@ mod batch;
 mod chunk;
 mod decode;
 mod encode;
+mod free_space;
 mod jvm;
 mod kernel;
 pub mod kind;
@@ -48,6 +49,7 @@ pub use batch::{
 pub use chunk::{Chunk, CHUNK_RECORD_LEN};
 pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL};
 pub use encode::Encoder;
+pub use free_space::{check_free_space, free_bytes};
 pub use jvm::{
     virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmStart, MethodDef,
     MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, LOST_STREAM_FULL, TRIVIAL_MAX_CODE_LEN, TRIVIAL_RULE,

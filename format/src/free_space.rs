@@ -1,13 +1,14 @@
-//! The free-space floor: a recording never fills its disk.
+//! The free-space floor: a recording never fills its disk. One rule for
+//! both writers, the kernel recorder (as root) and the agent (as the JVM's
+//! user).
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 
 /// Fails if writing `len` more bytes to `file` would leave its file system
 /// fewer than `min_free` bytes free for unprivileged users (0: no floor).
 /// jtrace writes as root, which could also take the blocks the file system
 /// keeps for root; the floor counts those as taken.
-pub(crate) fn check(file: &File, len: u64, min_free: u64) -> std::io::Result<()> {
+pub fn check_free_space(file: &File, len: u64, min_free: u64) -> std::io::Result<()> {
     if min_free == 0 {
         return Ok(());
     }
@@ -25,11 +26,7 @@ pub(crate) fn check(file: &File, len: u64, min_free: u64) -> std::io::Result<()>
 }
 
 /// Bytes free for unprivileged users on the file system of `file`.
-pub(crate) fn free_bytes(file: &File) -> Option<u64> {
-    // SAFETY: fstatvfs on an open fd into a zeroed struct.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
-        return None;
-    }
+pub fn free_bytes(file: &File) -> Option<u64> {
+    let st = rustix::fs::fstatvfs(file).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
