@@ -62,20 +62,8 @@ fn pprof_lines(trace: &Path, args: &[&str]) -> Vec<(String, String)> {
     let mut all = vec!["export", "--format", "pprof", "-o", file.to_str().unwrap()];
     all.extend_from_slice(args);
     jtrace_out(&all, trace);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let setup = Command::new("bash")
-        .arg(root.join("scripts/test-python.sh"))
-        .status()
-        .unwrap();
-    assert!(setup.success());
-    let out = Command::new("python3")
-        .arg(root.join("timeline/tests/python/pprof_check.py"))
-        .arg(&file)
-        .env("PYTHONPATH", root.join("target/pydeps"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = python_script("timeline/tests/python/pprof_check.py", &[file.as_os_str()]);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     v["source_lines"]
         .as_array()
         .unwrap()

@@ -7,15 +7,14 @@
 #[allow(dead_code)]
 mod synth;
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::python_script;
+use std::path::PathBuf;
 use std::process::Command;
 
 fn jtrace() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_jtrace"))
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 #[test]
@@ -48,20 +47,11 @@ fn duckdb_reproduces_the_report_from_the_parquet_tables() {
     let report_file = base.join("report.json");
     std::fs::write(&report_file, &report.stdout).unwrap();
 
-    let setup = Command::new("bash")
-        .arg(root().join("scripts/test-python.sh"))
-        .status()
-        .unwrap();
-    assert!(setup.success(), "scripts/test-python.sh failed");
-    let check = Command::new("python3")
-        .arg(root().join("timeline/tests/python/parquet_check.py"))
-        .arg(&tables)
-        .arg(&report_file)
-        .env("PYTHONPATH", root().join("target/pydeps"))
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
-    let got: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let check = python_script(
+        "timeline/tests/python/parquet_check.py",
+        &[tables.as_os_str(), report_file.as_os_str()],
+    );
+    let got: serde_json::Value = serde_json::from_slice(&check).unwrap();
     assert_eq!(got["mismatches"], serde_json::json!([]), "{got}");
     assert!(got["threads"].as_u64().unwrap() >= 8, "{got}");
     assert!(got["thread_methods"].as_u64().unwrap() >= 50, "{got}");

@@ -107,20 +107,8 @@ fn export(trace: &Path) -> Decoded {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let setup = Command::new("bash")
-        .arg(root.join("scripts/test-python.sh"))
-        .status()
-        .unwrap();
-    assert!(setup.success());
-    let out = Command::new("python3")
-        .arg(root.join("timeline/tests/python/pprof_check.py"))
-        .arg(&file)
-        .env("PYTHONPATH", root.join("target/pydeps"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = python_script("timeline/tests/python/pprof_check.py", &[file.as_os_str()]);
+    serde_json::from_slice(&out).unwrap()
 }
 
 /// Off-CPU ns per (tid, cause).

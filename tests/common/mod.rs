@@ -322,3 +322,28 @@ pub fn summary_counts(stdout: &[u8], first: &str) -> (u64, u64, u64) {
 pub fn calls_by_name(r: &jtrace_merge::report::Report) -> std::collections::HashMap<String, u64> {
     r.methods.iter().map(|m| (m.name.clone(), m.calls)).collect()
 }
+
+/// Runs the Python script `script` (a path from the repository's root)
+/// with `args` and its packages from target/pydeps (scripts/test-python.sh
+/// installs them, and runs first), and returns its standard output. Fails
+/// the test if either fails.
+pub fn python_script(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new("bash")
+        .arg(root.join("scripts/test-python.sh"))
+        .status()
+        .unwrap();
+    assert!(setup.success(), "scripts/test-python.sh failed");
+    let out = Command::new("python3")
+        .arg(root.join(script))
+        .args(args)
+        .env("PYTHONPATH", root.join("target/pydeps"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
