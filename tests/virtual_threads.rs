@@ -3,7 +3,8 @@
 //! socket round trip with a known delay (tests/java/VirtualWork.java).
 //! Every call is recorded on its virtual thread with exact accounting, each
 //! cause holds at least 85 % of its injected delay, and the wakers that
-//! resumed them are the threads that did. A pinned case (Thread.sleep
+//! resumed them are the threads that did; the same with Java ids past
+//! 2^26, which the probes hand to the agent. A pinned case (Thread.sleep
 //! inside synchronized) shows its cause on the carrier too.
 
 mod common;
@@ -37,18 +38,20 @@ static ONE_JVM: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Records VirtualWork with `args` on `jdk`, its methods traced.
 fn record(jdk: &str, tag: &str, args: &[&str]) -> (PathBuf, Trace) {
-    record_with(jdk, tag, None, args)
+    record_with(jdk, tag, None, &[], args)
 }
 
 /// [`record`], with the agent's directives from `config` instead of
-/// `--methods` when given.
-fn record_with(jdk: &str, tag: &str, config: Option<&str>, args: &[&str]) -> (PathBuf, Trace) {
+/// `--methods` when given, and the JVM options `jvm`.
+fn record_with(jdk: &str, tag: &str, config: Option<&str>, jvm: &[&str], args: &[&str]) -> (PathBuf, Trace) {
     let _one = ONE_JVM.lock().unwrap_or_else(|e| e.into_inner());
     let classes = classes();
     let dir = tempdir(tag);
     let out = dir.join("t.jtrace");
     let java = java(jdk);
-    let mut cmd = vec![java.to_str().unwrap(), "-cp", classes.to_str().unwrap(), "VirtualWork"];
+    let mut cmd = vec![java.to_str().unwrap()];
+    cmd.extend_from_slice(jvm);
+    cmd.extend_from_slice(&["-cp", classes.to_str().unwrap(), "VirtualWork"]);
     cmd.extend_from_slice(args);
     let conf = dir.join("agent-directives");
     let selection = match config {
@@ -115,11 +118,43 @@ fn virtual_threads_followed_with_jvmti_events() {
             jdk,
             "vthreads-jvmti",
             Some("bytecode_rewriting off\ninclude_method VirtualWork.*\n"),
+            &[],
             &[&threads.to_string(), &DELAY_MS.to_string()],
         );
         // JVMTI reports no unparks: only where the carrier that mounts a
         // virtual thread was idle does its wakeup name the waker.
         check_steps(&format!("{} (JVMTI)", jdk_name(jdk)), &trace, threads, false);
+        std::fs::remove_dir_all(out.parent().unwrap()).ok();
+    }
+}
+
+/// A long-running server's virtual threads have Java ids past 2^26, too
+/// large for the probes' in-buffer events: their mounts, unmounts and
+/// unparks go through the agent (`vthreadEvent0`), and the same checks
+/// hold.
+#[test]
+fn virtual_threads_with_ids_past_2_pow_26() {
+    let threads = 200;
+    for jdk in VIRTUAL_THREAD_JDKS {
+        let (out, trace) = record_with(
+            jdk,
+            "vthreads-highids",
+            None,
+            &["--add-opens", "java.base/java.lang=ALL-UNNAMED"],
+            &[&threads.to_string(), &DELAY_MS.to_string(), "highids"],
+        );
+        let name = format!("{} (ids past 2^26)", jdk_name(jdk));
+        for t in trace.threads.values() {
+            if t.java_name.as_deref().is_some_and(|n| n.starts_with("v-")) {
+                assert!(
+                    t.virtual_id.is_some_and(|id| id >= 1 << 26),
+                    "{name}: {} has id {:?}",
+                    t.display_name(),
+                    t.virtual_id
+                );
+            }
+        }
+        check_steps(&name, &trace, threads, true);
         std::fs::remove_dir_all(out.parent().unwrap()).ok();
     }
 }

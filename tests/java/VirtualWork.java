@@ -27,6 +27,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * thread "replier" sends the delay after the request came).
  * With "pinned": pinnedStep instead, Thread.sleep inside synchronized,
  * which pins the virtual thread to its carrier on JDK 21.
+ * With "highids": the same steps, on virtual threads whose Java ids are
+ * past 2^26, as in a server that has made 67 M threads (the JVM's next
+ * thread id is moved on first; needs --add-opens java.base/java.lang).
  */
 public class VirtualWork {
     static final ReentrantLock LOCK = new ReentrantLock();
@@ -114,10 +117,30 @@ public class VirtualWork {
         return (ThreadFactory) factory.invoke(b);
     }
 
+    /**
+     * Moves the JVM's next thread id on by {@code by}: Thread's ids come
+     * from a counter at an address Thread.getNextThreadIdOffset() gives
+     * (JDK 21 and later), added to atomically.
+     */
+    static void skipThreadIds(long by) throws Exception {
+        Method offset = Thread.class.getDeclaredMethod("getNextThreadIdOffset");
+        offset.setAccessible(true);
+        long address = (long) offset.invoke(null);
+        java.lang.reflect.Field f = Class.forName("sun.misc.Unsafe").getDeclaredField("theUnsafe");
+        f.setAccessible(true);
+        Object unsafe = f.get(null);
+        unsafe.getClass()
+                .getMethod("getAndAddLong", Object.class, long.class, long.class)
+                .invoke(unsafe, null, address, by);
+    }
+
     public static void main(String[] args) throws Exception {
         int n = Integer.parseInt(args[0]);
         delay = Long.parseLong(args[1]);
         boolean pinned = args.length > 2 && args[2].equals("pinned");
+        if (args.length > 2 && args[2].equals("highids")) {
+            skipThreadIds(1L << 26);
+        }
         ThreadFactory factory = virtualThreads("v-");
         List<Thread> all = new ArrayList<>();
         if (pinned) {
