@@ -3,7 +3,8 @@
 //! socket round trip with a known delay (tests/java/VirtualWork.java).
 //! Every call is recorded on its virtual thread with exact accounting, each
 //! cause holds at least 85 % of its injected delay, and the wakers that
-//! resumed them are the threads that did; the same with Java ids past
+//! resumed them are the threads that did, and a lock's park names its
+//! blocker; the same with Java ids past
 //! 2^26, which the probes hand to the agent. A pinned case (Thread.sleep
 //! inside synchronized) shows its cause on the carrier too.
 
@@ -312,6 +313,36 @@ fn check_steps(name: &str, trace: &Trace, threads: usize, unparks: bool) {
             assert!(unexpected.is_empty(), "{name} {method}: wakers {named:?}");
         }
     }
+    // A lockStep call's park names its blocker, the lock's sync object,
+    // as a platform thread's park does.
+    let mut parks = 0;
+    let mut blockers: HashMap<&str, usize> = HashMap::new();
+    for (t, inv) in c
+        .invs
+        .iter()
+        .filter(|(_, inv)| trace.methods[inv.method as usize].name == "lockStep")
+    {
+        for &i in by_tid.get(&t.tid).into_iter().flatten() {
+            let iv = &c.offs[i].1;
+            if iv.start < inv.entry || iv.end > inv.exit {
+                continue;
+            }
+            if let jtrace_merge::Evidence::Jvm {
+                cause: Cause::Park,
+                detail,
+            } = iv.evidence
+            {
+                parks += 1;
+                *blockers.entry(trace.details[detail as usize].as_str()).or_default() += 1;
+            }
+        }
+    }
+    assert!(parks >= threads * 49 / 50, "{name}: {parks} lockStep parks");
+    assert_eq!(
+        blockers.get("java.util.concurrent.locks.ReentrantLock$NonfairSync"),
+        Some(&parks),
+        "{name}: lockStep parks' blockers {blockers:?}"
+    );
 }
 
 /// JDK 21 pins a virtual thread that blocks inside `synchronized`: it

@@ -16,6 +16,7 @@ use jtrace_format::{
 };
 
 use crate::sys::jlong;
+use crate::vthread_markers::ProbeEvent;
 
 /// Bit of a probe event where the method id starts.
 const EVENT_ID_SHIFT: u32 = 32;
@@ -47,6 +48,7 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
         return encode_method_events(out, tid, block, stack);
     }
     let (mut n, mut ts, mut from, mut from_ts) = (0, block.base, 0, block.base);
+    let mut blocker = None;
     for (i, &e) in block.events.iter().enumerate() {
         ts += e as u64 & 0xFFFF_FFFF;
         if !is_vthread_event(e) {
@@ -57,13 +59,17 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
             events: &block.events[from..i],
         };
         n += encode_method_events(out, tid, methods, stack.as_deref_mut());
-        if let Some(payload) = crate::vthread_markers::probe_event(e as u64) {
-            let mut enc = Encoder {
-                buf: std::mem::take(out),
-            };
-            enc.record(&Record { tid, ts, payload });
-            *out = enc.buf;
-            n += 1;
+        match crate::vthread_markers::probe_event(e as u64, blocker.take()) {
+            ProbeEvent::Record(payload) => {
+                let mut enc = Encoder {
+                    buf: std::mem::take(out),
+                };
+                enc.record(&Record { tid, ts, payload });
+                *out = enc.buf;
+                n += 1;
+            }
+            ProbeEvent::Blocker(id) => blocker = Some(id),
+            ProbeEvent::Unknown => {}
         }
         (from, from_ts) = (i + 1, ts);
     }

@@ -211,10 +211,24 @@ unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: j
             return;
         }
         let Some(id) = java_id(jni, vthread) else { return };
-        if let Some(payload) = crate::vthread_markers::payload(what as u64, id) {
+        let (what, blocker) = crate::vthread_markers::split_native_what(what as u32);
+        if let Some(payload) = crate::vthread_markers::payload(what, id, blocker) {
             record_raw(ts, payload);
         }
     });
+}
+
+/// `Probe.blockerId0(Class c)`: the id of a park blocker's class, by its
+/// name (-1 if JVMTI cannot name it).
+unsafe extern "C" fn blocker_id0(_jni: *mut JNIEnv, _class: jclass, blocker: jclass) -> jint {
+    let mut id = -1;
+    guard("Probe.blockerId0", || {
+        let name = crate::jvm::class_name(crate::jvm::env(), blocker);
+        if !name.is_empty() {
+            id = crate::vthread_markers::blocker_id(name) as jint;
+        }
+    });
+    id
 }
 
 /// `Probe.started0(Object vthread)`: its first mount (VirtualThread.run
@@ -234,8 +248,9 @@ unsafe extern "C" fn ended0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) 
 }
 
 /// The natives of `jtrace.Probe` this module implements.
-pub(crate) fn natives() -> [JNINativeMethod; 5] {
+pub(crate) fn natives() -> [JNINativeMethod; 6] {
     [
+        probe_class::native(c"blockerId0", c"(Ljava/lang/Class;)I", blocker_id0 as *mut c_void),
         probe_class::native(
             c"vthreadEvent0",
             c"(Ljava/lang/Object;I)V",

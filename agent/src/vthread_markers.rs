@@ -9,8 +9,11 @@
 //! virtual thread events, which make every mount and unmount take HotSpot's
 //! slow JVMTI transition (BENCHMARKS.md, "Virtual threads").
 
+use std::sync::Mutex;
+
 use jtrace_format::{kind, JvmBlock, Payload};
 
+use crate::mutex::lock;
 use crate::rewrite::{MOUNT_MARKER, REASON_MARKER, START_MARKER, UNMOUNT_MARKER, UNPARK_MARKER};
 
 // What a virtual thread event says (Probe.java's V_* constants).
@@ -26,6 +29,29 @@ const V_SOCKET: u64 = 5;
 const V_WAIT: u64 = 6;
 const V_MONITOR: u64 = 7;
 const V_YIELD: u64 = 8;
+/// Not an unmount: the class of the park blocker of the V_PARK that
+/// follows, by its id in [`BLOCKERS`] (in the id bits).
+const V_BLOCKER: u64 = 9;
+
+/// Park blockers' class names by id (`Probe.blockerId0`), each once.
+static BLOCKERS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The id of park blocker class `name` (dotted), given on first sight.
+pub(crate) fn blocker_id(name: String) -> u32 {
+    let mut all = lock(&BLOCKERS);
+    match all.iter().position(|n| *n == name) {
+        Some(i) => i as u32,
+        None => {
+            all.push(name);
+            (all.len() - 1) as u32
+        }
+    }
+}
+
+/// The class name of park blocker `id`, if one has it.
+fn blocker_name(id: u64) -> Option<String> {
+    lock(&BLOCKERS).get(id as usize).cloned()
+}
 
 /// Bit of a virtual thread event where its V_* starts.
 const WHAT_SHIFT: u32 = 58;
@@ -74,26 +100,50 @@ fn unmount_reason(what: u64) -> &'static str {
     }
 }
 
-/// The record a V_* value `what` about virtual thread `id` stands for.
-pub(crate) fn payload(what: u64, id: u64) -> Option<Payload> {
+/// The record a V_* value `what` about virtual thread `id` stands for; a
+/// park's unmount names the class of its park blocker `blocker` (an id
+/// from [`blocker_id`]) when it had one.
+pub(crate) fn payload(what: u64, id: u64, blocker: Option<u64>) -> Option<Payload> {
     let k = match what {
         V_MOUNT => kind::VTHREAD_MOUNT,
         V_UNPARK => kind::VTHREAD_UNPARK,
         V_UNMOUNT..=V_YIELD => kind::VTHREAD_UNMOUNT,
         _ => return None,
     };
-    let class = if k == kind::VTHREAD_UNMOUNT {
-        unmount_reason(what).to_string()
-    } else {
-        String::new()
+    let class = match (what, blocker.and_then(blocker_name)) {
+        (V_PARK, Some(b)) => format!("{} {b}", jtrace_format::UNMOUNT_PARK),
+        _ if k == kind::VTHREAD_UNMOUNT => unmount_reason(what).to_string(),
+        _ => String::new(),
     };
     Some(Payload::Jvm(k, JvmBlock { arg: id, class }))
 }
 
-/// The record a virtual thread event of a probe buffer stands for (kind
-/// bits 62–63 both set; V_* in bits 58–61; the Java id in bits 32–57).
-pub(crate) fn probe_event(e: u64) -> Option<Payload> {
-    payload((e >> WHAT_SHIFT) & 0xF, (e >> 32) & ((1 << ID_BITS) - 1))
+/// What a virtual thread event of a probe buffer says (kind bits 62–63
+/// both set; V_* in bits 58–61; the Java id in bits 32–57).
+pub(crate) enum ProbeEvent {
+    /// The record it stands for (`blocker`: the V_BLOCKER just before it).
+    Record(Payload),
+    /// The park blocker of the next event, by id.
+    Blocker(u64),
+    /// Nothing known.
+    Unknown,
+}
+
+/// Decodes a virtual thread event of a probe buffer; `blocker` is the
+/// V_BLOCKER right before it, if any.
+pub(crate) fn probe_event(e: u64, blocker: Option<u64>) -> ProbeEvent {
+    let (what, id) = ((e >> WHAT_SHIFT) & 0xF, (e >> 32) & ((1 << ID_BITS) - 1));
+    if what == V_BLOCKER {
+        return ProbeEvent::Blocker(id);
+    }
+    payload(what, id, blocker).map_or(ProbeEvent::Unknown, ProbeEvent::Record)
+}
+
+/// Splits `Probe.vthreadEvent0`'s `what`: the V_* value and, for a park,
+/// its blocker's id (stored + 1, 0: none).
+pub(crate) fn split_native_what(what: u32) -> (u64, Option<u64>) {
+    let blocker = (what >> 8) as u64;
+    (u64::from(what & 0xFF), blocker.checked_sub(1))
 }
 
 #[cfg(test)]
@@ -103,9 +153,9 @@ mod tests {
     #[test]
     fn events_decode_to_the_records_they_stand_for() {
         let ev = |what: u64, id: u64| 3u64 << 62 | what << WHAT_SHIFT | id << 32 | 12345;
-        let rec = |e| match probe_event(e) {
-            Some(Payload::Jvm(k, b)) => (k, b.arg, b.class),
-            p => panic!("{p:?}"),
+        let rec = |e| match probe_event(e, None) {
+            ProbeEvent::Record(Payload::Jvm(k, b)) => (k, b.arg, b.class),
+            _ => panic!("not a record"),
         };
         assert_eq!(rec(ev(V_MOUNT, 7)), (kind::VTHREAD_MOUNT, 7, String::new()));
         assert_eq!(
@@ -114,7 +164,38 @@ mod tests {
         );
         assert_eq!(rec(ev(V_SOCKET, 9)), (kind::VTHREAD_UNMOUNT, 9, "socket".to_string()));
         assert_eq!(rec(ev(V_UNMOUNT, 9)), (kind::VTHREAD_UNMOUNT, 9, String::new()));
-        assert!(probe_event(ev(15, 1)).is_none());
+        assert!(matches!(probe_event(ev(15, 1), None), ProbeEvent::Unknown));
+    }
+
+    #[test]
+    fn a_park_names_its_blocker() {
+        let ev = |what: u64, id: u64| 3u64 << 62 | what << WHAT_SHIFT | id << 32;
+        let lock = blocker_id("java.util.concurrent.locks.ReentrantLock$NonfairSync".into());
+        assert_eq!(
+            blocker_id("java.util.concurrent.locks.ReentrantLock$NonfairSync".into()),
+            lock
+        );
+        let latch = blocker_id("java.util.concurrent.CountDownLatch$Sync".into());
+        assert_ne!(lock, latch);
+        let ProbeEvent::Blocker(b) = probe_event(ev(V_BLOCKER, lock.into()), None) else {
+            panic!("not a blocker")
+        };
+        let ProbeEvent::Record(Payload::Jvm(k, block)) = probe_event(ev(V_PARK, 5), Some(b)) else {
+            panic!("not a record")
+        };
+        assert_eq!((k, block.arg), (kind::VTHREAD_UNMOUNT, 5));
+        assert_eq!(block.class, "park java.util.concurrent.locks.ReentrantLock$NonfairSync");
+        // Only a park takes a blocker; an unknown id leaves the reason alone.
+        let ProbeEvent::Record(Payload::Jvm(_, block)) = probe_event(ev(V_SLEEP, 5), Some(b)) else {
+            panic!("not a record")
+        };
+        assert_eq!(block.class, "sleep");
+        let ProbeEvent::Record(Payload::Jvm(_, block)) = probe_event(ev(V_PARK, 5), Some(1 << 20)) else {
+            panic!("not a record")
+        };
+        assert_eq!(block.class, "park");
+        assert_eq!(split_native_what(3), (V_PARK, None));
+        assert_eq!(split_native_what(3 | (latch + 1) << 8), (V_PARK, Some(latch.into())));
     }
 
     #[test]

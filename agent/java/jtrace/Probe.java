@@ -44,7 +44,10 @@ import jdk.internal.vm.annotation.DontInline;
  * event appended to the buffer of the carrier (the kernel thread running
  * it): the kind bits 62–63 both set, what happened in bits 58–61 (V_*), the
  * virtual thread's Java id in bits 32–57. The agent writes these events out
- * as VTHREAD_* records of the carrier, not as method events. JVMTI's
+ * as VTHREAD_* records of the carrier, not as method events. A park's
+ * unmount is preceded by a V_BLOCKER event naming the class of its park
+ * blocker (by the agent's id, from blockerId0), as JVMTI's route records
+ * it. JVMTI's
  * virtual thread events cost ≈ 5 µs each (BENCHMARKS.md); these cost what
  * a method probe does.
  *
@@ -89,12 +92,21 @@ public final class Probe {
     private static final int V_WAIT = 6;
     private static final int V_MONITOR = 7;
     private static final int V_YIELD = 8;
+    /** Not an unmount: the park blocker's class (its agent id in the id bits) of the V_PARK right after. */
+    private static final int V_BLOCKER = 9;
 
     /** java.lang.VirtualThread (JDK 21 and later), or null. */
     private static final Class<?> VTHREAD_CLASS;
     /** Offsets of VirtualThread.carrierThread and .state, or -1. */
     private static final long CARRIER_OFFSET;
     private static final long STATE_OFFSET;
+    /** Offset of Thread.parkBlocker, or -1. */
+    private static final long BLOCKER_OFFSET;
+    /**
+     * Park blockers' classes by the agent's id (blockerId0), filled as
+     * they come: a class found here costs no call into the agent.
+     */
+    private static final Class<?>[] BLOCKER_CLASSES = new Class<?>[64];
     /** VirtualThread's states of this JDK that tell why it unmounts (-1: none). */
     private static final int S_RUNNING;
     private static final int S_PARKING;
@@ -141,12 +153,19 @@ public final class Probe {
         Class<?> vt = null;
         long carrier = -1;
         long state = -1;
+        long blocker = -1;
         int[] states = {-1, -1, -1, -1, -1, -1, -1};
         if (virtual != null && u != null) {
             try {
                 vt = Class.forName("java.lang.VirtualThread", false, null);
                 carrier = u.objectFieldOffset(vt, "carrierThread");
                 state = u.objectFieldOffset(vt, "state");
+                try {
+                    blocker = u.objectFieldOffset(Thread.class, "parkBlocker");
+                } catch (Throwable e) {
+                    // Parks are then recorded without their blocker.
+                    blocker = -1;
+                }
                 String[] names = {"RUNNING", "PARKING", "TIMED_PARKING", "YIELDING", "BLOCKING", "WAITING", "TIMED_WAITING"};
                 for (int i = 0; i < names.length; i++) {
                     states[i] = constant(u, vt, names[i]);
@@ -161,6 +180,7 @@ public final class Probe {
         VTHREAD_CLASS = vt;
         CARRIER_OFFSET = carrier;
         STATE_OFFSET = state;
+        BLOCKER_OFFSET = blocker;
         S_RUNNING = states[0];
         S_PARKING = states[1];
         S_TIMED_PARKING = states[2];
@@ -346,11 +366,66 @@ public final class Probe {
         } else {
             what = V_UNMOUNT;
         }
+        int blocker = what == V_PARK ? blockerId(vthread) : -1;
         if (p == null) {
-            vthreadEvent0(vthread, what);
-        } else {
+            vthreadEvent0(vthread, blocker < 0 ? what : what | (blocker + 1) << 8);
+        } else if (blocker < 0) {
             p.vthreadEvent(what, vthread);
+        } else {
+            p.parkedOn(vthread, blocker);
         }
+    }
+
+    /**
+     * The agent's id of the class of {@code vthread}'s park blocker (the
+     * object LockSupport.park was given), or -1 if it has none.
+     */
+    private static int blockerId(Object vthread) {
+        if (BLOCKER_OFFSET < 0) {
+            return -1;
+        }
+        Object b = UNSAFE.getReference(vthread, BLOCKER_OFFSET);
+        if (b == null) {
+            return -1;
+        }
+        Class<?> c = b.getClass();
+        Class<?>[] known = BLOCKER_CLASSES;
+        for (int i = 0; i < known.length; i++) {
+            Class<?> k = known[i];
+            if (k == c) {
+                return i;
+            }
+            if (k == null) {
+                break;
+            }
+        }
+        // Slots may fill out of order (carriers race): a miss only costs this call.
+        int id = blockerId0(c);
+        if (id >= 0 && id < known.length) {
+            known[id] = c;
+        }
+        return id >= 0 && (id >>> VTHREAD_ID_BITS) == 0 ? id : -1;
+    }
+
+    /** The agent's id of a park blocker's class (the same id for the same class name). */
+    private static native int blockerId0(Class<?> c);
+
+    /**
+     * A park unmount with its blocker's class: V_BLOCKER then V_PARK, at
+     * one time, always in the same buffer (the agent pairs them).
+     */
+    private void parkedOn(Object vthread, int blocker) {
+        long id = UNSAFE.getLong(vthread, TID_OFFSET);
+        if ((id >>> VTHREAD_ID_BITS) != 0) {
+            vthreadEvent0(vthread, V_PARK | (blocker + 1) << 8);
+            return;
+        }
+        long t = System.nanoTime();
+        if (pos > buf.length - 2) {
+            pos = restart(t);
+        }
+        append(t, VTHREAD | (long) V_BLOCKER << VTHREAD_WHAT_SHIFT | (long) blocker << 32);
+        append(t, VTHREAD | (long) V_PARK << VTHREAD_WHAT_SHIFT | id << 32);
     }
 
     /** VirtualThread.run(Runnable) began: its first mount (the agent records its name). */
@@ -438,7 +513,11 @@ public final class Probe {
         append(System.nanoTime(), VTHREAD | (long) what << VTHREAD_WHAT_SHIFT | id << 32);
     }
 
-    /** Records a virtual thread event on the calling kernel thread (the probes could not append it). */
+    /**
+     * Records a virtual thread event on the calling kernel thread (the
+     * probes could not append it): V_* in {@code what}'s low 8 bits; for a
+     * V_PARK, its blocker's id + 1 above them (0: none).
+     */
     private static native void vthreadEvent0(Object vthread, int what);
 
     /** Records a virtual thread's start, with its name. */
