@@ -10,7 +10,9 @@
 # (virtual threads followed from the bytecode: start/end/mount/unmount/
 # unpark events, no methods); the agent with `bytecode_rewriting off`
 # (followed with JVMTI's virtual thread events instead); the agent with
-# `virtual_threads off`. Prints min / median ns per round trip and the
+# `virtual_threads off`; and, untraced, the ping-pong reading the clock 3
+# times a hand-over (`clock-floor`: what timestamping each unpark, unmount
+# and mount costs by itself). Prints min / median ns per round trip and the
 # ratio to untraced.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +33,7 @@ run() { # jdk label java-args...
     local jdk=$1 label=$2
     shift 2
     rm -rf "$out"
-    "$jdk/bin/java" "$@" -cp "$tmp" vthreads.PingPong "$trips" 5 | sed -n "s/^ROUND /$label /p" >>"$tmp/rounds-$(basename "$jdk")"
+    "$jdk/bin/java" "$@" -cp "$tmp" vthreads.PingPong "$trips" 5 "${clocks:-0}" | sed -n "s/^ROUND /$label /p" >>"$tmp/rounds-$(basename "$jdk")"
     rm -rf "$out"
 }
 
@@ -39,6 +41,7 @@ for jdk in "$PWD/target/jdks/21" /usr/lib/jvm/temurin-25-jdk-amd64; do
     [ -x "$jdk/bin/java" ] || continue
     for _ in $(seq "$repeats"); do
         run "$jdk" untraced
+        clocks=3 run "$jdk" clock-floor
         run "$jdk" followed "-agentpath:$agent=$tmp/on.conf"
         run "$jdk" jvmti "-agentpath:$agent=$tmp/jvmti.conf"
         run "$jdk" not-followed "-agentpath:$agent=$tmp/off.conf"

@@ -4,17 +4,22 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * Virtual-thread ping-pong for the mount/unmount tracking benchmark
- * (agent/bench/vthread_cost.sh). Usage: java vthreads.PingPong <round trips> <rounds>
+ * (agent/bench/vthread_cost.sh). Usage: java vthreads.PingPong <round trips> <rounds> [clocks]
  *
  * Two virtual threads hand a token back and forth with LockSupport
  * park/unpark: every hand-over unmounts one virtual thread and mounts the
- * other. Per round prints "ROUND <ns per round trip>". Compiled for Java 11:
+ * other. Per round prints "ROUND <ns per round trip>". With `clocks`, each
+ * hand-over also reads System.nanoTime() that many times, untraced: the
+ * floor of any tracer that timestamps each mount, unmount and unpark.
+ * Compiled for Java 11:
  * virtual threads are started through reflection (JDK 21 and later).
  */
 public final class PingPong {
     static volatile int turn;
     static volatile Thread ping;
     static volatile Thread pong;
+    static int clocks;
+    static volatile long sink;
 
     static Thread startVirtual(Runnable r) throws Exception {
         return (Thread) Thread.class.getMethod("startVirtualThread", Runnable.class).invoke(null, r);
@@ -32,6 +37,13 @@ public final class PingPong {
                 LockSupport.park();
             }
             turn = other;
+            long t = 0;
+            for (int c = 0; c < clocks; c++) {
+                t += System.nanoTime();
+            }
+            if (clocks > 0) {
+                sink = t;
+            }
             LockSupport.unpark(pingSide ? pong : ping);
         }
     }
@@ -54,6 +66,7 @@ public final class PingPong {
     public static void main(String[] args) throws Exception {
         int n = Integer.parseInt(args[0]);
         int rounds = Integer.parseInt(args[1]);
+        clocks = args.length > 2 ? Integer.parseInt(args[2]) : 0;
         round(n / 4);
         for (int r = 0; r < rounds; r++) {
             System.out.printf("ROUND %.1f%n", round(n));
