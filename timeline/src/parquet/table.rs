@@ -62,10 +62,17 @@ impl Kind {
     }
 }
 
+/// Rows buffered row-major before they are spread into the columns.
+const MINI: usize = 256;
+
+/// What a nullable integer or boolean cell holds for null (values are
+/// below 2^63, so never negative).
+const NULL: i64 = i64::MIN;
+
 /// A column's buffered values (present ones only) and definition levels
 /// (nullable columns only).
-#[derive(Default)]
 struct Buf {
+    kind: Kind,
     ints: Vec<i64>,
     bools: Vec<bool>,
     strs: Vec<ByteArray>,
@@ -73,12 +80,21 @@ struct Buf {
 }
 
 /// A Parquet file being written, row by row.
+///
+/// A value is one store into a small row-major buffer ([`MINI`] rows, in
+/// the L2 cache), spread into the columns every [`MINI`] rows. Stored
+/// straight into ~30 column buffers of a row group each (megabytes), each
+/// value missed the cache: most of the export's time (BENCHMARKS.md,
+/// "Exports against `report`").
 pub struct Table {
-    columns: Vec<(String, Kind)>,
     bufs: Vec<Buf>,
+    /// The rows not yet spread: a cell per column (strings are in their
+    /// column already; their cell says present or null).
+    cells: Vec<i64>,
+    /// Where the row being added begins in `cells`.
+    row_start: usize,
+    /// Rows in the row group, spread or not.
     rows: usize,
-    /// Column of the next value of the row being added.
-    next: usize,
     writer: Option<SerializedFileWriter<File>>,
     /// Where it is written (renamed by the caller when every table is complete).
     temp: PathBuf,
@@ -124,40 +140,44 @@ impl Table {
         let props = Arc::new(props.build());
         let writer = SerializedFileWriter::new(file, schema, props)?;
         Ok(Table {
-            bufs: columns.iter().map(|_| Buf::default()).collect(),
-            columns,
+            cells: Vec::with_capacity(MINI * columns.len()),
+            row_start: 0,
+            bufs: columns
+                .iter()
+                .map(|&(_, kind)| Buf {
+                    kind,
+                    ints: Vec::new(),
+                    bools: Vec::new(),
+                    strs: Vec::new(),
+                    defs: Vec::new(),
+                })
+                .collect(),
             rows: 0,
-            next: 0,
             writer: Some(writer),
             temp,
         })
     }
 
-    /// The next column's buffer, and whether it is nullable.
-    #[inline]
-    fn slot(&mut self, want: &[Kind]) -> (&mut Buf, bool) {
-        let (name, kind) = &self.columns[self.next];
-        debug_assert!(want.contains(kind), "column {name} is {kind:?}");
-        let nullable = kind.nullable();
-        self.next += 1;
-        (&mut self.bufs[self.next - 1], nullable)
+    /// The next column's kind (checked in debug builds only).
+    #[inline(always)]
+    fn next_kind(&self) -> Kind {
+        self.bufs[self.cells.len() - self.row_start].kind
     }
 
-    /// The next column's value: an integer.
-    #[inline]
+    /// The next column's value: an integer (below 2^63).
+    #[inline(always)]
     pub fn i64(&mut self, v: i64) -> &mut Self {
-        let (b, nullable) = self.slot(&[Kind::I64, Kind::OptI64]);
-        b.ints.push(v);
-        if nullable {
-            b.defs.push(1);
-        }
+        debug_assert!(matches!(self.next_kind(), Kind::I64 | Kind::OptI64) && v != NULL);
+        self.cells.push(v);
         self
     }
     /// The next column's value: an unsigned integer (below 2^63).
+    #[inline(always)]
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.i64(v as i64)
     }
     /// The next column's value: a nullable integer.
+    #[inline(always)]
     pub fn opt_u64(&mut self, v: Option<u64>) -> &mut Self {
         match v {
             Some(v) => self.i64(v as i64),
@@ -165,15 +185,14 @@ impl Table {
         }
     }
     /// The next column's value: a boolean.
+    #[inline(always)]
     pub fn bool(&mut self, v: bool) -> &mut Self {
-        let (b, nullable) = self.slot(&[Kind::Bool, Kind::OptBool]);
-        b.bools.push(v);
-        if nullable {
-            b.defs.push(1);
-        }
+        debug_assert!(matches!(self.next_kind(), Kind::Bool | Kind::OptBool));
+        self.cells.push(v as i64);
         self
     }
     /// The next column's value: a nullable boolean.
+    #[inline(always)]
     pub fn opt_bool(&mut self, v: Option<bool>) -> &mut Self {
         match v {
             Some(v) => self.bool(v),
@@ -186,12 +205,12 @@ impl Table {
     }
     /// The next column's value: a string already made (a clone of a kept
     /// one shares its bytes: no copy per row).
+    #[inline]
     pub fn bytes(&mut self, v: ByteArray) -> &mut Self {
-        let (b, nullable) = self.slot(&[Kind::Str, Kind::OptStr]);
+        let b = &mut self.bufs[self.cells.len() - self.row_start];
+        debug_assert!(matches!(b.kind, Kind::Str | Kind::OptStr));
         b.strs.push(v);
-        if nullable {
-            b.defs.push(1);
-        }
+        self.cells.push(1);
         self
     }
     /// The next column's value: a nullable string.
@@ -202,34 +221,73 @@ impl Table {
         }
     }
     /// The next column's value: null.
+    #[inline(always)]
     pub fn null(&mut self) -> &mut Self {
-        let (b, _) = self.slot(&[Kind::OptI64, Kind::OptBool, Kind::OptStr]);
-        b.defs.push(0);
+        debug_assert!(self.next_kind().nullable());
+        self.cells.push(NULL);
         self
     }
 
     /// Ends the row; writes a row group when it is full.
+    #[inline]
     pub fn end_row(&mut self) -> anyhow::Result<()> {
-        assert_eq!(self.next, self.columns.len(), "a row with a value per column");
-        self.next = 0;
+        let n = self.bufs.len();
+        assert_eq!(self.cells.len() - self.row_start, n, "a row with a value per column");
+        self.row_start = self.cells.len();
         self.rows += 1;
+        if self.row_start >= MINI * n {
+            self.spread();
+        }
         if self.rows >= ROW_GROUP {
             self.flush()?;
         }
         Ok(())
     }
 
+    /// Moves the buffered rows' cells into their columns, a column at a time.
+    fn spread(&mut self) {
+        let n = self.bufs.len();
+        for (c, b) in self.bufs.iter_mut().enumerate() {
+            let cells = self.cells.get(c..).unwrap_or(&[]).iter().step_by(n).copied();
+            match b.kind {
+                Kind::I64 => b.ints.extend(cells),
+                Kind::Bool => b.bools.extend(cells.map(|v| v != 0)),
+                Kind::Str => {}
+                Kind::OptI64 => {
+                    for v in cells {
+                        if v != NULL {
+                            b.ints.push(v);
+                        }
+                        b.defs.push((v != NULL) as i16);
+                    }
+                }
+                Kind::OptBool => {
+                    for v in cells {
+                        if v != NULL {
+                            b.bools.push(v != 0);
+                        }
+                        b.defs.push((v != NULL) as i16);
+                    }
+                }
+                Kind::OptStr => b.defs.extend(cells.map(|v| (v != NULL) as i16)),
+            }
+        }
+        self.cells.clear();
+        self.row_start = 0;
+    }
+
     fn flush(&mut self) -> anyhow::Result<()> {
         if self.rows == 0 {
             return Ok(());
         }
+        self.spread();
         let w = self.writer.as_mut().expect("open until finish");
         let mut rg = w.next_row_group()?;
         let mut i = 0;
         while let Some(mut col) = rg.next_column()? {
-            let (kind, b) = (self.columns[i].1, &mut self.bufs[i]);
-            let defs = kind.nullable().then_some(&b.defs[..]);
-            match kind {
+            let b = &mut self.bufs[i];
+            let defs = b.kind.nullable().then_some(&b.defs[..]);
+            match b.kind {
                 Kind::I64 | Kind::OptI64 => {
                     col.typed::<Int64Type>().write_batch(&b.ints, defs, None)?;
                 }
