@@ -319,3 +319,58 @@ impl Table {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+
+    /// Row `i`'s expected fields: every kind, nulls at different strides,
+    /// so they fall anywhere in the row-major blocks and row groups.
+    fn expected(i: u64) -> Vec<Field> {
+        vec![
+            Field::Long(i as i64),
+            (i % 3 == 0).then(|| Field::Long(7 * i as i64)).unwrap_or(Field::Null),
+            Field::Bool(i % 2 == 0),
+            (i % 5 != 0).then(|| Field::Bool(i % 4 == 0)).unwrap_or(Field::Null),
+            Field::Str(format!("s{}", i % 10)),
+            (i % 7 == 0).then(|| Field::Str("x".into())).unwrap_or(Field::Null),
+        ]
+    }
+
+    #[test]
+    fn rows_across_blocks_and_row_groups_read_back_as_written() {
+        use Kind::*;
+        let columns: Vec<(String, Kind)> = [I64, OptI64, Bool, OptBool, Str, OptStr]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (format!("c{i}"), *k))
+            .collect();
+        let path = std::env::temp_dir().join(format!("jtrace-table-test-{}.parquet", std::process::id()));
+        let file = File::create(&path).unwrap();
+        let mut t = Table::new("t", columns, file, path.clone()).unwrap();
+        // One full row group, then a part of a block.
+        let n = (ROW_GROUP + MINI + 3) as u64;
+        for i in 0..n {
+            t.u64(i)
+                .opt_u64((i % 3 == 0).then_some(7 * i))
+                .bool(i % 2 == 0)
+                .opt_bool((i % 5 != 0).then_some(i % 4 == 0))
+                .str(&format!("s{}", i % 10))
+                .opt_str((i % 7 == 0).then_some("x"));
+            t.end_row().unwrap();
+        }
+        t.finish().unwrap();
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 2);
+        let mut rows = 0;
+        for (i, row) in reader.get_row_iter(None).unwrap().enumerate() {
+            let got: Vec<Field> = row.unwrap().get_column_iter().map(|(_, f)| f.clone()).collect();
+            assert_eq!(got, expected(i as u64), "row {i}");
+            rows += 1;
+        }
+        assert_eq!(rows, n);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
