@@ -326,17 +326,23 @@ mod tests {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
 
-    /// Row `i`'s expected fields: every kind, nulls at different strides,
-    /// so they fall anywhere in the row-major blocks and row groups.
-    fn expected(i: u64) -> Vec<Field> {
-        vec![
-            Field::Long(i as i64),
-            (i % 3 == 0).then(|| Field::Long(7 * i as i64)).unwrap_or(Field::Null),
-            Field::Bool(i % 2 == 0),
-            (i % 5 != 0).then(|| Field::Bool(i % 4 == 0)).unwrap_or(Field::Null),
-            Field::Str(format!("s{}", i % 10)),
-            (i % 7 == 0).then(|| Field::Str("x".into())).unwrap_or(Field::Null),
-        ]
+    /// Row `i`'s values: every kind, nulls at different strides, so they
+    /// fall anywhere in the row-major blocks and row groups.
+    #[allow(clippy::type_complexity)]
+    fn row(i: u64) -> (u64, Option<u64>, bool, Option<bool>, String, Option<&'static str>) {
+        let nth = |n: u64| i.is_multiple_of(n);
+        (
+            i,
+            nth(3).then_some(7 * i),
+            nth(2),
+            (!nth(5)).then_some(nth(4)),
+            format!("s{}", i % 10),
+            nth(7).then_some("x"),
+        )
+    }
+
+    fn or_null<T>(v: Option<T>, f: impl FnOnce(T) -> Field) -> Field {
+        v.map_or(Field::Null, f)
     }
 
     #[test]
@@ -353,21 +359,26 @@ mod tests {
         // One full row group, then a part of a block.
         let n = (ROW_GROUP + MINI + 3) as u64;
         for i in 0..n {
-            t.u64(i)
-                .opt_u64((i % 3 == 0).then_some(7 * i))
-                .bool(i % 2 == 0)
-                .opt_bool((i % 5 != 0).then_some(i % 4 == 0))
-                .str(&format!("s{}", i % 10))
-                .opt_str((i % 7 == 0).then_some("x"));
+            let (a, b, c, d, e, f) = row(i);
+            t.u64(a).opt_u64(b).bool(c).opt_bool(d).str(&e).opt_str(f);
             t.end_row().unwrap();
         }
         t.finish().unwrap();
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         assert_eq!(reader.metadata().num_row_groups(), 2);
         let mut rows = 0;
-        for (i, row) in reader.get_row_iter(None).unwrap().enumerate() {
-            let got: Vec<Field> = row.unwrap().get_column_iter().map(|(_, f)| f.clone()).collect();
-            assert_eq!(got, expected(i as u64), "row {i}");
+        for (i, got) in reader.get_row_iter(None).unwrap().enumerate() {
+            let got: Vec<Field> = got.unwrap().get_column_iter().map(|(_, f)| f.clone()).collect();
+            let (a, b, c, d, e, f) = row(i as u64);
+            let want = vec![
+                Field::Long(a as i64),
+                or_null(b, |v| Field::Long(v as i64)),
+                Field::Bool(c),
+                or_null(d, Field::Bool),
+                Field::Str(e),
+                or_null(f, |v| Field::Str(v.into())),
+            ];
+            assert_eq!(got, want, "row {i}");
             rows += 1;
         }
         assert_eq!(rows, n);
