@@ -83,8 +83,8 @@ struct Buf {
 ///
 /// A value is one store into a small row-major buffer ([`MINI`] rows, in
 /// the L2 cache), spread into the columns every [`MINI`] rows. Stored
-/// straight into ~30 column buffers of a row group each (megabytes), each
-/// value missed the cache: most of the export's time (BENCHMARKS.md,
+/// straight into ~30 column buffers of a row group each (megabytes), the
+/// stores missed the cache: a fifth of the export's time (BENCHMARKS.md,
 /// "Exports against `report`").
 pub struct Table {
     bufs: Vec<Buf>,
