@@ -2,12 +2,14 @@
 //! invocation. It streams: rows come out in the in-memory order from a walk
 //! in bounded memory (see `rows.rs`).
 
+mod row_bytes;
 mod rows;
 
 use crate::export::Exporter;
-use crate::model::{collect, pid_of, Span};
+use crate::model::collect;
 use jtrace_merge::stream::{self, StreamOptions};
-use jtrace_merge::{Cause, ThreadInfo, Trace};
+use jtrace_merge::{Cause, Trace};
+use row_bytes::RowBytes;
 use rows::CsvRows;
 use std::io::Write;
 use std::path::Path;
@@ -74,52 +76,33 @@ pub fn csv_header() -> Vec<String> {
 /// compiled code of its own when the call began (the report's JIT state);
 /// empty when the JVM recorded no JIT events or for a library call.
 pub fn write_csv(trace: &Trace, out: impl Write) -> anyhow::Result<()> {
-    let mut w = ::csv::Writer::from_writer(out);
-    w.write_record(csv_header())?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    out.write_all(&header_bytes())?;
+    let mut rows = RowBytes::new(trace);
+    let mut buf = Vec::new();
     for t in collect(trace) {
-        let name = t.info.display_name().to_string();
+        rows.thread(&t.info);
         for s in &t.spans {
-            w.write_record(csv_row(trace, &t.info, &name, s))?;
+            buf.clear();
+            rows.row(&t.info, s, &mut buf);
+            out.write_all(&buf)?;
         }
     }
-    w.flush()?;
+    out.flush()?;
     Ok(())
 }
 
-/// One row of [`write_csv`], in [`CSV_COLUMNS`] order; `name` is the
-/// thread's display name.
-fn csv_row(trace: &Trace, t: &ThreadInfo, name: &str, s: &Span) -> Vec<String> {
-    let m = &trace.methods[s.inv.method as usize];
-    let b = &s.inv.breakdown;
-    let mut row: Vec<String> = vec![
-        t.tid.to_string(),
-        pid_of(trace, t).to_string(),
-        name.to_string(),
-        m.class.clone(),
-        m.name.clone(),
-        m.signature.clone(),
-        s.inv.entry.to_string(),
-        s.inv.exit.to_string(),
-        b.wall.to_string(),
-        b.cpu.to_string(),
-        b.off.total().to_string(),
-    ];
-    row.extend(Cause::ALL.iter().map(|c| b.off.get(*c).to_string()));
-    row.extend([
-        b.voluntary.to_string(),
-        b.involuntary.to_string(),
-        s.inv.exception.to_string(),
-        s.depth.to_string(),
-        s.inv.outermost.to_string(),
-        s.inv.unfinished.to_string(),
-        m.native.to_string(),
-        (!m.native)
-            .then(|| trace.jit.compiled_at(pid_of(trace, t), s.inv.method, s.inv.entry))
-            .flatten()
-            .map_or(String::new(), |c| c.to_string()),
-        b.not_covered.to_string(),
-    ]);
-    row
+/// The header record's bytes.
+fn header_bytes() -> Vec<u8> {
+    let mut b = Vec::new();
+    for (i, name) in csv_header().iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        row_bytes::push_field(&mut b, name);
+    }
+    b.push(b'\n');
+    b
 }
 
 /// [`write_csv`] of the trace directory `dir`, streaming: the same bytes, in
@@ -131,7 +114,7 @@ pub fn write_csv_streaming(dir: &Path, out: impl Write, stream: &StreamOptions) 
     let cap = (stream.memory_budget / 4).max(64 << 10);
     let temp_dir = stream.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut w = CsvRows::new(&trace, out, cap, temp_dir);
-    w.write_header(&csv_header())?;
+    w.write_header(&header_bytes())?;
     stream::analyze(&trace, events, &mut w)?;
     w.finish()
 }

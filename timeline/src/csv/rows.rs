@@ -2,7 +2,7 @@
 //! exits but go out by entry, so they wait, sorted in memory and, past a
 //! cap, in sorted runs on disk.
 
-use super::csv_row;
+use super::row_bytes::RowBytes;
 use crate::model::Span;
 use jtrace_merge::stream;
 use jtrace_merge::{Invocation, ThreadInfo, ThreadTotals, Trace, Visitor};
@@ -10,10 +10,21 @@ use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::path::PathBuf;
 
-/// A formatted CSV row waiting for its turn: sorted by (entry, depth), ties
-/// in exit order (`seq`), as `write_csv` sorts a thread's spans.
+/// Sort key of a row: (entry, depth, seq), ties in exit order (`seq`), as
+/// `write_csv` sorts a thread's spans.
+type Key = (u64, u64, u64);
+
+/// A formatted CSV row waiting for its turn, its bytes in
+/// [`CsvRows::arena`] (one buffer for all: no allocation per row).
 struct Row {
-    key: (u64, u64, u64),
+    key: Key,
+    at: usize,
+    len: usize,
+}
+
+/// A row read back from a sorted run on disk.
+struct RunRow {
+    key: Key,
     bytes: Vec<u8>,
 }
 
@@ -31,15 +42,12 @@ const ROW_OVERHEAD: usize = std::mem::size_of::<Row>() + 16;
 /// traced `main`) are written, sorted, to a temporary file and merged back at
 /// the flush, so memory stays bounded whatever the trace's length.
 pub(super) struct CsvRows<'a, W: Write> {
-    trace: &'a Trace,
     out: W,
-    /// Formats one record exactly as a csv::Writer on `out` would, into `buf`.
-    fmt: ::csv::Writer<Shared>,
-    buf: Shared,
-    /// The current thread's display name.
-    name: String,
+    fmt: RowBytes<'a>,
     rows: Vec<Row>,
-    /// Bytes held by `rows`.
+    /// The bytes of `rows`.
+    arena: Vec<u8>,
+    /// Bytes `rows` hold, with [`ROW_OVERHEAD`] each.
     bytes: usize,
     /// Rows pushed so far: the tie-break in exit order.
     seq: u64,
@@ -56,14 +64,11 @@ impl<'a, W: Write> CsvRows<'a, W> {
     /// Rows of `trace` to `out`, at most `cap` bytes of them waiting in
     /// memory, the rest in sorted runs in `temp_dir`.
     pub(super) fn new(trace: &'a Trace, out: W, cap: usize, temp_dir: PathBuf) -> Self {
-        let buf = Shared::default();
         CsvRows {
-            trace,
             out,
-            fmt: ::csv::Writer::from_writer(buf.clone()),
-            buf,
-            name: String::new(),
+            fmt: RowBytes::new(trace),
             rows: Vec::new(),
+            arena: Vec::new(),
             bytes: 0,
             seq: 0,
             runs: Vec::new(),
@@ -74,9 +79,8 @@ impl<'a, W: Write> CsvRows<'a, W> {
     }
 
     /// Writes the header record, before any row.
-    pub(super) fn write_header(&mut self, header: &[String]) -> anyhow::Result<()> {
-        let bytes = self.format(header)?;
-        self.out.write_all(&bytes)?;
+    pub(super) fn write_header(&mut self, header: &[u8]) -> anyhow::Result<()> {
+        self.out.write_all(header)?;
         Ok(())
     }
 
@@ -90,26 +94,27 @@ impl<'a, W: Write> CsvRows<'a, W> {
         Ok(())
     }
 
-    /// The bytes of one record.
-    fn format(&mut self, row: &[String]) -> anyhow::Result<Vec<u8>> {
-        self.fmt.write_record(row)?;
-        self.fmt.flush()?;
-        Ok(std::mem::take(&mut *self.buf.0.borrow_mut()))
-    }
-
     /// Adds the row of a finished invocation; spills if over the cap.
     fn push(&mut self, t: &ThreadInfo, s: &Span) -> anyhow::Result<()> {
-        let bytes = self.format(&csv_row(self.trace, t, &self.name, s))?;
-        self.bytes += bytes.len() + ROW_OVERHEAD;
+        let at = self.arena.len();
+        self.fmt.row(t, s, &mut self.arena);
+        let len = self.arena.len() - at;
+        self.bytes += len + ROW_OVERHEAD;
         self.rows.push(Row {
             key: (s.inv.entry, s.depth as u64, self.seq),
-            bytes,
+            at,
+            len,
         });
         self.seq += 1;
         if self.bytes > self.cap {
             self.spill()?;
         }
         Ok(())
+    }
+
+    /// The bytes of a waiting row.
+    fn text(&self, r: &Row) -> &[u8] {
+        &self.arena[r.at..r.at + r.len]
     }
 
     /// Writes the waiting rows, sorted, as a run on disk.
@@ -123,18 +128,36 @@ impl<'a, W: Write> CsvRows<'a, W> {
         let werr = |e: io::Error| anyhow::anyhow!("cannot write a sorted run of CSV rows: {e}");
         let mut w = io::BufWriter::with_capacity(1 << 20, &file);
         self.rows.sort_unstable_by_key(|r| r.key);
-        for r in self.rows.drain(..) {
+        for r in &self.rows {
             let (e, d, q) = r.key;
-            for v in [e, d, q, r.bytes.len() as u64] {
+            for v in [e, d, q, r.len as u64] {
                 w.write_all(&v.to_le_bytes()).map_err(werr)?;
             }
-            w.write_all(&r.bytes).map_err(werr)?;
+            w.write_all(self.text(r)).map_err(werr)?;
         }
         w.flush().map_err(werr)?;
         drop(w);
+        self.rows.clear();
+        self.arena.clear();
         self.bytes = 0;
         self.runs.push(file);
         Ok(())
+    }
+
+    /// Keeps `rows` (and only their bytes) waiting.
+    fn keep(&mut self, rows: Vec<(Key, Vec<u8>)>) {
+        self.rows.clear();
+        self.arena.clear();
+        self.bytes = 0;
+        for (key, bytes) in rows {
+            self.rows.push(Row {
+                key,
+                at: self.arena.len(),
+                len: bytes.len(),
+            });
+            self.bytes += bytes.len() + ROW_OVERHEAD;
+            self.arena.extend_from_slice(&bytes);
+        }
     }
 
     /// Writes, in order, the waiting rows that entered before `before`; the
@@ -143,9 +166,16 @@ impl<'a, W: Write> CsvRows<'a, W> {
         self.rows.sort_unstable_by_key(|r| r.key);
         if self.runs.is_empty() {
             let n = self.rows.partition_point(|r| r.key.0 < before);
-            for r in self.rows.drain(..n) {
-                self.out.write_all(&r.bytes)?;
-                self.bytes -= r.bytes.len() + ROW_OVERHEAD;
+            for r in &self.rows[..n] {
+                self.out.write_all(&self.arena[r.at..r.at + r.len])?;
+            }
+            if n == self.rows.len() {
+                self.rows.clear();
+                self.arena.clear();
+                self.bytes = 0;
+            } else {
+                let left = self.rows[n..].iter().map(|r| (r.key, self.text(r).to_vec())).collect();
+                self.keep(left);
             }
             return Ok(());
         }
@@ -157,16 +187,17 @@ impl<'a, W: Write> CsvRows<'a, W> {
             f.seek(io::SeekFrom::Start(0)).map_err(rerr)?;
             readers.push(io::BufReader::with_capacity(64 << 10, f));
         }
-        let mut heads: Vec<Option<Row>> = Vec::new();
+        let mut heads: Vec<Option<RunRow>> = Vec::new();
         for r in &mut readers {
             heads.push(read_row(r).map_err(rerr)?);
         }
         let mem = std::mem::take(&mut self.rows);
-        self.bytes = 0;
-        let mut mem = mem.into_iter().peekable();
+        let arena = std::mem::take(&mut self.arena);
+        let mut mem = mem.iter().peekable();
+        let mut left = Vec::new();
         loop {
             // The smallest head among the runs and the memory.
-            let mut best: Option<(usize, (u64, u64, u64))> = None;
+            let mut best: Option<(usize, Key)> = None;
             for (i, h) in heads.iter().enumerate() {
                 if let Some(h) = h {
                     if best.is_none_or(|b| h.key < b.1) {
@@ -174,42 +205,34 @@ impl<'a, W: Write> CsvRows<'a, W> {
                     }
                 }
             }
-            let row = match (best, mem.peek()) {
-                (Some((_, k)), Some(m)) if m.key < k => mem.next().expect("peeked"),
-                (Some((i, _)), _) => {
-                    let next = read_row(&mut readers[i]).map_err(rerr)?;
-                    std::mem::replace(&mut heads[i], next).expect("a head")
-                }
-                (None, Some(_)) => mem.next().expect("peeked"),
-                (None, None) => break,
+            let from_mem = match (best, mem.peek()) {
+                (Some((_, k)), Some(m)) => m.key < k,
+                (None, Some(_)) => true,
+                (_, None) => false,
             };
-            if row.key.0 < before {
-                self.out.write_all(&row.bytes)?;
+            let (key, bytes): (Key, std::borrow::Cow<[u8]>) = if from_mem {
+                let r = mem.next().expect("peeked");
+                (r.key, std::borrow::Cow::Borrowed(&arena[r.at..r.at + r.len]))
+            } else if let Some((i, _)) = best {
+                let next = read_row(&mut readers[i]).map_err(rerr)?;
+                let row = std::mem::replace(&mut heads[i], next).expect("a head");
+                (row.key, std::borrow::Cow::Owned(row.bytes))
             } else {
-                self.bytes += row.bytes.len() + ROW_OVERHEAD;
-                self.rows.push(row);
+                break;
+            };
+            if key.0 < before {
+                self.out.write_all(&bytes)?;
+            } else {
+                left.push((key, bytes.into_owned()));
             }
         }
-        Ok(())
-    }
-}
-
-/// A byte buffer the CSV formatter writes into and its owner takes from.
-#[derive(Clone, Default)]
-struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-impl Write for Shared {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
+        self.keep(left);
         Ok(())
     }
 }
 
 /// The next row of a run, `None` at its end.
-fn read_row(r: &mut impl io::Read) -> io::Result<Option<Row>> {
+fn read_row(r: &mut impl io::Read) -> io::Result<Option<RunRow>> {
     let mut h = [0u8; 32];
     match r.read_exact(&mut h) {
         Ok(()) => {}
@@ -219,7 +242,7 @@ fn read_row(r: &mut impl io::Read) -> io::Result<Option<Row>> {
     let w = |i: usize| u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     let mut bytes = vec![0u8; w(3) as usize];
     r.read_exact(&mut bytes)?;
-    Ok(Some(Row {
+    Ok(Some(RunRow {
         key: (w(0), w(1), w(2)),
         bytes,
     }))
@@ -227,7 +250,7 @@ fn read_row(r: &mut impl io::Read) -> io::Result<Option<Row>> {
 
 impl<W: Write> Visitor for CsvRows<'_, W> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
-        self.name = t.display_name().to_string();
+        self.fmt.thread(t);
     }
     fn exit(&mut self, t: &ThreadInfo, depth: usize, inv: &Invocation) {
         if self.err.is_some() {
