@@ -167,62 +167,6 @@ pub(crate) fn method_key(id: u32) -> Option<(String, String, String)> {
     ids.by_method.iter().find(|(_, &v)| v == id).map(|(k, _)| k.clone())
 }
 
-/// Retransforms every loaded class whose internal name is in `names` (the
-/// hook then rewrites them without their demoted methods); returns how many
-/// were, and the classes the JVM refused to retransform, with its error.
-///
-/// # Safety
-/// Live phase, on a Java thread whose JNIEnv is `jni`.
-pub(crate) unsafe fn retransform_named(
-    env: *mut jvmtiEnv,
-    jni: *mut JNIEnv,
-    names: &HashSet<String>,
-) -> (usize, Vec<(String, jvmtiError)>) {
-    let mut n: jint = 0;
-    let mut classes: *mut jclass = std::ptr::null_mut();
-    if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
-        let e = JVMTI_ERROR_INTERNAL;
-        return (0, names.iter().map(|c| (c.clone(), e)).collect());
-    }
-    let mut chosen: Vec<(jclass, String)> = Vec::new();
-    for &c in std::slice::from_raw_parts(classes, n.max(0) as usize) {
-        let mut sig: *mut c_char = std::ptr::null_mut();
-        let internal = (jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) == JVMTI_ERROR_NONE)
-            .then(|| jvm::take_string(env, sig))
-            .flatten()
-            .and_then(|s| s.strip_prefix('L').and_then(|s| s.strip_suffix(';')).map(String::from))
-            .filter(|internal| names.contains(internal));
-        match internal {
-            Some(name) => chosen.push((c, name)),
-            None => jvm::delete_local(jni, c),
-        }
-    }
-    jvmti!(env, Deallocate, classes.cast());
-    let mut done = chosen.len();
-    let mut failed = Vec::new();
-    let all: Vec<jclass> = chosen.iter().map(|(c, _)| *c).collect();
-    if !all.is_empty() && jvmti!(env, RetransformClasses, all.len() as jint, all.as_ptr()) != JVMTI_ERROR_NONE {
-        // One bad class fails the batch: one at a time, a class that cannot
-        // be retransformed keeps its probes.
-        done = 0;
-        for (c, name) in &chosen {
-            let e = jvmti!(env, RetransformClasses, 1, c);
-            if e == JVMTI_ERROR_NONE {
-                done += 1;
-                retransformed(env, &[*c]);
-            } else {
-                failed.push((name.clone(), e));
-            }
-        }
-    } else {
-        retransformed(env, &all);
-    }
-    for (c, _) in chosen {
-        jvm::delete_local(jni, c);
-    }
-    (done, failed)
-}
-
 /// Rewrites a class file if it has selected methods; queues their METHOD_DEFs.
 fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     let mut dotted = String::new();

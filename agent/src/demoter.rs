@@ -1,11 +1,12 @@
 //! The demoter: an agent thread (a daemon Java thread, "jtrace demoter")
-//! that takes the methods [`crate::demotion`] chose, marks them demoted and
-//! retransforms their classes, so that their new calls run the original
-//! bytecode; then writes their METHOD_DEMOTED records. Retransforming
-//! stops the JVM at a safepoint briefly; doing it here keeps that off the
-//! application threads that decided.
+//! that takes the methods [`crate::demotion`] chose, marks them demoted in
+//! the probe class (`Probe.DEMOTED`: their probes then record nothing and
+//! return at once) and writes their METHOD_DEMOTED records. No class is
+//! retransformed: a retransformation would deoptimise every compiled
+//! method that inlined the class and restart its methods in the
+//! interpreter (BENCHMARKS.md, issue 17). The rewriter still leaves
+//! demoted methods out should their class be rewritten again.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -13,16 +14,9 @@ use crate::classes;
 use crate::demotion::{self, PENDING, PENDING_SIGNAL};
 use crate::jvm;
 use crate::mutex::lock;
+use crate::probe_class;
 use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
 use jtrace_format::{Payload, Record};
-
-/// How long the demoter waits for more methods once one is pending, at
-/// first; the wait doubles after each batch, up to [`MAX_BATCH_WAIT`]:
-/// each retransformation deoptimises the code that inlined the classes,
-/// so the later, smaller decisions wait to join larger batches.
-const BATCH_WAIT: Duration = Duration::from_millis(50);
-/// The longest wait between two batches.
-const MAX_BATCH_WAIT: Duration = Duration::from_millis(800);
 
 /// Starts the demoter of the current session (at its first demotion: a
 /// session that demotes nothing has no demoter thread). It ends when the
@@ -44,7 +38,6 @@ fn run(session: u64) {
         debug("demotion: the JVM refused to attach the demoter thread");
         return;
     }
-    let mut wait = BATCH_WAIT;
     loop {
         let ids: Vec<u32> = {
             let mut pending = lock(&PENDING);
@@ -53,15 +46,6 @@ fn run(session: u64) {
                     .wait_timeout(pending, Duration::from_millis(200))
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
-            }
-            if !pending.is_empty() {
-                // Let the other threads' decisions join this batch: each
-                // retransformation deoptimises the code that inlined the
-                // classes, so fewer, larger batches cost less.
-                drop(pending);
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(MAX_BATCH_WAIT);
-                pending = lock(&PENDING);
             }
             std::mem::take(&mut *pending)
         };
@@ -74,34 +58,18 @@ fn run(session: u64) {
     }
 }
 
-/// Demotes `ids`: marked, their classes retransformed, recorded.
+/// Demotes `ids`: marked, recorded.
 fn demote(jni: *mut crate::sys::JNIEnv, ids: &[u32]) {
     let Some((rec, _)) = active() else { return };
-    let env = jvm::env();
-    let keys: Vec<(u32, (String, String, String))> = ids
-        .iter()
-        .filter_map(|&id| Some((id, classes::method_key(id)?)))
-        .collect();
-    let names: HashSet<String> = keys.iter().map(|(_, k)| k.0.clone()).collect();
-    demotion::mark_demoted(keys.iter().map(|(_, k)| k.clone()));
+    let keys: Vec<(String, String, String)> = ids.iter().filter_map(|&id| classes::method_key(id)).collect();
+    demotion::mark_demoted(keys.iter().cloned());
     // SAFETY: a Java thread (attached) with its JNIEnv, in the live phase.
-    let (classes, failed) = unsafe { classes::retransform_named(env, jni, &names) };
-    let (kept, done): (Vec<_>, Vec<_>) = keys
-        .iter()
-        .partition(|(_, k)| failed.iter().any(|(class, _)| *class == k.0));
-    // Not demoted after all: their probes stay, and the trace says why.
-    let kept_keys: Vec<(String, String, String)> = kept.iter().map(|(_, k)| k.clone()).collect();
-    demotion::unmark_demoted(&kept_keys);
-    for (class, e) in &failed {
-        let methods: Vec<&str> = kept_keys
-            .iter()
-            .filter(|k| k.0 == *class)
-            .map(|k| k.1.as_str())
-            .collect();
+    if !unsafe { probe_class::set_demoted(jni, ids, false) } {
+        // Not demoted after all: their probes record on, and the trace says why.
+        demotion::unmark_demoted(&keys);
         let msg = format!(
-            "demotion: the JVM refused to retransform {} (JVMTI error {e}): {} keep their probes",
-            class.replace('/', "."),
-            methods.join(", ")
+            "demotion: cannot mark {} method(s) demoted in jtrace.Probe: they keep their probes",
+            ids.len()
         );
         say(&msg);
         rec.write_direct(&Record {
@@ -109,14 +77,8 @@ fn demote(jni: *mut crate::sys::JNIEnv, ids: &[u32]) {
             ts: now_ns(),
             payload: Payload::AgentError(msg),
         });
+        return;
     }
-    let done: Vec<u32> = done.iter().map(|(id, _)| *id).collect();
-    demotion::record_demoted(rec, tid(), now_ns(), &done);
-    debug(&format!(
-        "demotion: {} method(s) of {} class(es) demoted ({} retransformed, {} refused)",
-        done.len(),
-        names.len(),
-        classes,
-        failed.len()
-    ));
+    demotion::record_demoted(rec, tid(), now_ns(), ids);
+    debug(&format!("demotion: {} method(s) demoted", ids.len()));
 }

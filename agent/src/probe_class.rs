@@ -237,3 +237,66 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
         fnPtr: f,
     }
 }
+
+/// Static field id of `Probe.DEMOTED` ([B), looked up at the first demotion.
+static DEMOTED_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Marks method `ids` demoted in `Probe.DEMOTED`, so that their later
+/// calls record nothing (each call records both its ends or neither: the
+/// exit probes get what the entry probe returned); `clear` first forgets
+/// every earlier demotion (a new session). The array is replaced by a
+/// larger copy when an id lies past its end. Returns false if the array
+/// could not be written (no demotion then took effect).
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv (a Java thread, live phase).
+pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> bool {
+    let class = class();
+    if jni.is_null() || class.is_null() {
+        return false;
+    }
+    let mut field = DEMOTED_FIELD.load(Ordering::SeqCst);
+    if field.is_null() {
+        field = jni!(jni, GetStaticFieldID, class, c"DEMOTED".as_ptr(), c"[B".as_ptr()).unwrap_or(std::ptr::null_mut());
+        if field.is_null() || clear_exception(jni) {
+            return false;
+        }
+        DEMOTED_FIELD.store(field, Ordering::SeqCst);
+    }
+    let old = if clear {
+        std::ptr::null_mut()
+    } else {
+        jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut())
+    };
+    let len = if old.is_null() {
+        0
+    } else {
+        jni!(jni, GetArrayLength, old).unwrap_or(0).max(0) as usize
+    };
+    let need = ids.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
+    let ok = if need <= len && !clear {
+        ids.iter()
+            .all(|&i| jni!(jni, SetByteArrayRegion, old, i as jsize, 1, &1i8).is_some() && !clear_exception(jni))
+    } else {
+        // A larger copy, published whole: a probe reads the old array or
+        // the new one, never a half-copied one.
+        let mut bytes = vec![0i8; need.max(2 * len).max(1024)];
+        if len > 0 {
+            jni!(jni, GetByteArrayRegion, old, 0, len as jsize, bytes.as_mut_ptr());
+        }
+        for &i in ids {
+            bytes[i as usize] = 1;
+        }
+        let new = jni!(jni, NewByteArray, bytes.len() as jsize).unwrap_or(std::ptr::null_mut());
+        let ok = !new.is_null()
+            && jni!(jni, SetByteArrayRegion, new, 0, bytes.len() as jsize, bytes.as_ptr()).is_some()
+            && !clear_exception(jni);
+        if ok {
+            jni!(jni, SetStaticObjectField, class, field, new);
+        }
+        jvm::delete_local(jni, new);
+        ok && !clear_exception(jni)
+    };
+    jvm::delete_local(jni, old);
+    ok
+}

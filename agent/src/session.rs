@@ -59,6 +59,10 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
             // Only virtual threads wanted it: JVMTI's events follow them.
             debug(&e);
         }
+        if classes::enabled(cfg) && probe_class::ready() {
+            // A method demoted in an earlier session is traced again.
+            probe_class::set_demoted(jvm::jni_env(jni), &[], true);
+        }
     }
     for e in events {
         let err = jvm::set_event(env, e, true);

@@ -254,6 +254,47 @@ fn tricky_corpus_verifies_and_counts_match() {
     }
 }
 
+/// Demotion needs no retransformation (issue 17): a demoted method keeps
+/// its probe calls, the entry probe returns -1 and the exits get that from
+/// a local of their own, so a call records both its ends or neither. Here
+/// every method is demoted (through `jtrace.Probe.DEMOTED`, as the demoter
+/// sets it) at the bottom of a recursion, which then unwinds normally or by
+/// an exception: each of the open calls records its exit, and the calls
+/// after the demotion record nothing. Full verification checks the
+/// rewritten frames, which carry the new local.
+#[test]
+fn a_demotion_mid_call_keeps_every_open_call_whole() {
+    let out = scratch_dir("demote");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/demote/DemoteMidCall.java");
+    compile(&out, "11", &[src]);
+    for java in jvms() {
+        let j = java.display().to_string();
+        for (arg, sum) in [("return", "SUM 99"), ("throw", "SUM 189")] {
+            let conf = format!("{QUIET}include_method DemoteMidCall depth\ninclude_method DemoteMidCall thrower\n");
+            let r = run_java(&java, Some(&conf), &VERIFY, &out, &["DemoteMidCall", arg]);
+            assert!(r.status.success(), "{j} {arg}: {}", r.stderr);
+            assert!(r.stdout.contains(sum), "{j} {arg}: {}", r.stdout);
+            // tally checks that every exit closes the innermost open call
+            // and that no call is left open.
+            let (defs, counts) = tally(&j, &r.records);
+            let by_name: HashMap<&str, (u64, u64, u64)> = defs
+                .iter()
+                .map(|(id, (n, _))| (n.as_str(), counts.get(id).copied().unwrap_or_default()))
+                .collect();
+            let (depth, thrower) = (by_name["DemoteMidCall.depth"], by_name["DemoteMidCall.thrower"]);
+            if arg == "return" {
+                // 5 recursions of 11 calls before, the 11 open at the demotion.
+                assert_eq!(depth, (66, 66, 0), "{j} {arg}");
+                assert_eq!(thrower, (0, 0, 0), "{j} {arg}");
+            } else {
+                assert_eq!(depth, (55, 55, 0), "{j} {arg}");
+                // thrower(5)..thrower(0): six open calls, all left by the exception.
+                assert_eq!(thrower, (6, 6, 6), "{j} {arg}");
+            }
+        }
+    }
+}
+
 #[test]
 fn loaded_before_vminit_classes_are_retransformed() {
     // java.util.ArrayList is loaded long before VMInit: the agent must

@@ -7,8 +7,12 @@ import jdk.internal.vm.annotation.DontInline;
  * Method-tracing probes of the jtrace agent.
  *
  * The agent defines this class into the bootstrap class loader and rewrites
- * the bytecode of traced methods to call {@link #enter}, {@link #exit} and
- * {@link #exitEx} with the method's id. A probe appends one long per event
+ * the bytecode of traced methods to call {@link #enter} with the method's
+ * id, keep what it returns in a local of its own, and pass that to
+ * {@link #exit} and {@link #exitEx}. A demoted method (adaptive demotion:
+ * {@link #DEMOTED}) keeps these calls, which then record nothing, so that
+ * demoting needs no retransformation, which would deoptimise its callers
+ * and throw its class's compiled code away. A probe appends one long per event
  * to a per-thread long[] and takes no lock and allocates nothing. The long
  * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
  * the nanoseconds since the thread's previous event (System.nanoTime(), low
@@ -65,6 +69,14 @@ public final class Probe {
     private static final long EXIT_EX = 2L << 62;
     /** Size of the thread-id-indexed cache; a power of two. */
     private static final int SLOTS = 1024;
+
+    /**
+     * Demoted methods: non-zero at a demoted method's id (a shorter array
+     * demotes none past its end). Written by the agent's demoter through
+     * JNI (a larger copy replaces it whole); volatile, so that compiled
+     * code reads it at every call.
+     */
+    private static volatile byte[] DEMOTED = new byte[0];
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
     /** Each slot: the buffer of the last thread whose id maps to it. */
@@ -233,20 +245,39 @@ public final class Probe {
         this.slot = TID_OFFSET >= 0 ? (int) threadId & (SLOTS - 1) : -1;
     }
 
+    /**
+     * Records the entry of method {@code id} unless it is demoted; returns
+     * what the method's exits pass back: {@code id} if this entry was
+     * recorded, -1 if not, so that a call records both its ends or
+     * neither, whenever its method is demoted.
+     */
     @DontInline
-    public static void enter(int id) {
+    public static int enter(int id) {
+        byte[] off = DEMOTED;
+        if (id < off.length && off[id] != 0) {
+            return -1;
+        }
         Probe p = current();
         p.append(System.nanoTime(), (long) id << 32);
+        return id;
     }
 
+    /** Records a normal exit; {@code id} is what {@link #enter} returned. */
     @DontInline
     public static void exit(int id) {
+        if (id < 0) {
+            return;
+        }
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT);
     }
 
+    /** Records an exit by exception; {@code id} is what {@link #enter} returned. */
     @DontInline
     public static void exitEx(int id) {
+        if (id < 0) {
+            return;
+        }
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT_EX);
     }

@@ -88,6 +88,8 @@ pub(crate) struct ConstPool {
     next: u32,
     utf8_index: HashMap<String, u16>,
     int_index: HashMap<u32, u16>,
+    /// Class entries appended, by name (the frames' types ask again and again).
+    class_index: HashMap<String, u16>,
 }
 
 impl ConstPool {
@@ -149,6 +151,7 @@ impl ConstPool {
             added: Vec::new(),
             next: count as u32,
             utf8_index,
+            class_index: HashMap::new(),
             int_index: HashMap::new(),
         })
     }
@@ -206,12 +209,17 @@ impl ConstPool {
         Ok(i)
     }
 
-    /// Appends a Class entry.
+    /// Appends a Class entry (once per name).
     pub(crate) fn class_entry(&mut self, name: &str) -> Result<u16> {
+        if let Some(&i) = self.class_index.get(name) {
+            return Ok(i);
+        }
         let n = self.utf8_entry(name)?;
         let mut b = vec![7];
         put_u2(&mut b, n);
-        self.push(&b)
+        let i = self.push(&b)?;
+        self.class_index.insert(name.to_string(), i);
+        Ok(i)
     }
 
     /// Appends a Methodref entry.

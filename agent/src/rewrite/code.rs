@@ -1,7 +1,7 @@
 //! Rewriting of one Code attribute: probes inserted, everything relocated.
 
 use super::class_file::{err, put_u2, put_u4, ConstPool, Reader, Result};
-use super::stack_map::{relocate_stack_map, OffsetMap, VType};
+use super::stack_map::{relocate_stack_map, slots_of, OffsetMap, VType};
 
 /// What the rewriter needs to know about the method being rewritten.
 pub(crate) struct MethodCtx {
@@ -16,6 +16,10 @@ pub(crate) struct MethodCtx {
     pub(crate) major: u16,
     /// Marked rather than traced ([`super::MARKER_MIN`]).
     pub(crate) marker: Marker,
+    /// The locals of the implicit first stack map frame (receiver and
+    /// arguments): a traced method's frames are all restated with the
+    /// entry probe's local.
+    pub(crate) initial_locals: Vec<VType>,
 }
 
 /// How a marked method calls the probes instead of enter/exit.
@@ -60,6 +64,9 @@ const SIPUSH: u8 = 0x11;
 const LDC_W: u8 = 0x13;
 const ALOAD_0: u8 = 0x2a;
 const NOP: u8 = 0x00;
+const ILOAD: u8 = 0x15;
+const ISTORE: u8 = 0x36;
+const WIDE: u8 = 0xc4;
 
 /// Bytes of `push id; invokestatic probe`.
 const CALL_LEN: u32 = 6;
@@ -233,7 +240,7 @@ fn pad(at: u32) -> u32 {
     (4 - (at + 1) % 4) % 4
 }
 
-fn size(ins: &Ins, at: u32, wide: bool) -> u32 {
+fn size(ins: &Ins, at: u32, wide: bool, exit_len: u32) -> u32 {
     match &ins.kind {
         Kind::Plain => ins.len,
         Kind::Br16 { .. } => {
@@ -246,7 +253,7 @@ fn size(ins: &Ins, at: u32, wide: bool) -> u32 {
         Kind::Br32 { .. } => 5,
         Kind::Table { targets, .. } => 1 + pad(at) + 12 + 4 * targets.len() as u32,
         Kind::Lookup { pairs, .. } => 1 + pad(at) + 8 + 8 * pairs.len() as u32,
-        Kind::Ret => CALL_LEN + 1,
+        Kind::Ret => exit_len + 1,
     }
 }
 
@@ -315,10 +322,48 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         let i = cp.int_entry(id)?;
         [LDC_W, (i >> 8) as u8, i as u8]
     };
+    // A traced method keeps what the entry probe returned in a new local,
+    // `guard`, and hands it to the exit probes.
+    let guard = match ctx.marker {
+        Marker::None if max_locals == u16::MAX => return err("no local left for the entry probe's result"),
+        Marker::None => Some(max_locals),
+        _ => None,
+    };
+    // `iload`/`istore` of the guard local (wide past 255).
+    let local_insn = |op: u8, out: &mut Vec<u8>| {
+        let l = guard.unwrap_or(0);
+        if l <= 0xFF {
+            out.extend_from_slice(&[op, l as u8]);
+        } else {
+            out.extend_from_slice(&[WIDE, op]);
+            put_u2(out, l);
+        }
+    };
+    let local_len = match guard {
+        Some(l) if l > 0xFF => 4,
+        Some(_) => 2,
+        None => 0,
+    };
+    // Markers' calls have a probe call's length, so the layout is the same.
+    let (enter_len, exit_len) = match guard {
+        Some(_) => (CALL_LEN + local_len, 3 + local_len),
+        None => (CALL_LEN, CALL_LEN),
+    };
     let call = |out: &mut Vec<u8>, method: u16| {
-        // Markers' calls have a probe call's length, so the layout is the same.
         let method = match ctx.marker {
-            Marker::None => method,
+            Marker::None if method == refs.enter => {
+                out.extend_from_slice(&id_insn);
+                out.push(INVOKESTATIC);
+                put_u2(out, method);
+                local_insn(ISTORE, out);
+                return;
+            }
+            Marker::None => {
+                local_insn(ILOAD, out);
+                out.push(INVOKESTATIC);
+                put_u2(out, method);
+                return;
+            }
             Marker::Receiver(probe) => {
                 if method == refs.enter {
                     out.extend_from_slice(&[ALOAD_0, INVOKESTATIC]);
@@ -344,11 +389,11 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         map: vec![u32::MAX; code_len + 1],
     };
     let end = loop {
-        let mut at = CALL_LEN;
+        let mut at = enter_len;
         for (k, x) in ins.iter().enumerate() {
             new_off[k] = at;
             map.map[x.off as usize] = at;
-            at += size(x, at, wide[k]);
+            at += size(x, at, wide[k], exit_len);
         }
         map.map[code_len] = at;
         let mut changed = false;
@@ -373,7 +418,19 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         }
     };
 
-    // Catch-all regions: (start, end, handler locals).
+    // Catch-all regions: (start, end, handler locals); the handlers read
+    // the guard local.
+    let with_guard = |mut locals: Vec<VType>| {
+        if let Some(l) = guard {
+            let mut slots = locals.iter().map(slots_of).sum::<u32>();
+            while slots < l as u32 {
+                locals.push(VType::Simple(0));
+                slots += 1;
+            }
+            locals.push(VType::Simple(1));
+        }
+        locals
+    };
     let mut regions: Vec<(u32, u32, Vec<VType>)> = Vec::new();
     match split {
         // The super()/this() call itself cannot be covered: the verifier
@@ -383,14 +440,14 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         // thrown by the super constructor therefore leaves without an exit
         // probe; the agent closes such frames when it sees the caller's exit.
         Some(k) => {
-            if new_off[k] > CALL_LEN {
-                regions.push((CALL_LEN, new_off[k], vec![VType::Simple(6)]));
+            if new_off[k] > enter_len {
+                regions.push((enter_len, new_off[k], with_guard(vec![VType::Simple(6)])));
             }
-            regions.push((new_off[k + 1], end, Vec::new()));
+            regions.push((new_off[k + 1], end, with_guard(Vec::new())));
         }
-        None => regions.push((CALL_LEN, end, Vec::new())),
+        None => regions.push((enter_len, end, with_guard(Vec::new()))),
     }
-    let handler_len = CALL_LEN + 1;
+    let handler_len = exit_len + 1;
     let total = end as usize + regions.len() * handler_len as usize;
     if total > 0xFFFF {
         return err("code would exceed 64 KiB");
@@ -478,13 +535,14 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
 
     // Attributes of the Code attribute.
     let with_frames = ctx.major >= 50;
+    let frame_guard = guard.map(|l| (l, ctx.initial_locals.as_slice()));
     let mut attr_out: Vec<(u16, Vec<u8>)> = Vec::new();
     let mut had_smt = false;
     for (name, a) in &attrs {
         match cp.utf8(*name) {
             Some("StackMapTable") if with_frames && !had_smt => {
                 had_smt = true;
-                attr_out.push((*name, relocate_stack_map(Some(a), &map, &handlers)?));
+                attr_out.push((*name, relocate_stack_map(Some(a), &map, &handlers, frame_guard)?));
             }
             Some("LineNumberTable") => {
                 let mut r = Reader::new(a);
@@ -522,12 +580,15 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         }
     }
     if with_frames && !had_smt {
-        attr_out.push((refs.stack_map_table, relocate_stack_map(None, &map, &handlers)?));
+        attr_out.push((
+            refs.stack_map_table,
+            relocate_stack_map(None, &map, &handlers, frame_guard)?,
+        ));
     }
 
     let mut res = Vec::with_capacity(body.len() + out.len() - code_len + 64);
     put_u2(&mut res, max_stack.saturating_add(1).max(2));
-    put_u2(&mut res, max_locals);
+    put_u2(&mut res, guard.map_or(max_locals, |l| l + 1));
     put_u4(&mut res, out.len() as u32);
     res.extend_from_slice(&out);
     res.extend_from_slice(&ex_out);

@@ -4,13 +4,19 @@
 //! ClassFileLoadHook and returns a copy in which every selected method calls
 //! static probes of the agent's helper class:
 //!
-//! * `enter(I)V` at offset 0 (a prologue inserted before the original code),
-//! * `exit(I)V` just before every `xRETURN`,
-//! * `exitEx(I)V` from a catch-all handler appended after the original code,
-//!   which then rethrows the exception (`athrow`).
+//! * `enter(I)I` at offset 0 (a prologue inserted before the original code),
+//!   with the method id chosen by the caller; what it returns (the id if it
+//!   recorded the entry, -1 if the method is demoted) goes into a new local
+//!   (index: the old `max_locals`),
+//! * `exit(I)V` with that local just before every `xRETURN`,
+//! * `exitEx(I)V` with that local from a catch-all handler appended after
+//!   the original code, which then rethrows the exception (`athrow`).
 //!
-//! The int argument is the method id chosen by the caller. Only code bodies
-//! and the constant pool change (entries are appended), so the result is also
+//! So an invocation records both its ends or neither, whenever its method
+//! is demoted (recursion included), and demoting takes no retransformation.
+//! Every StackMapTable frame gets the new local (as a full frame: the
+//! implicit first frame comes from the descriptor). Only code bodies and
+//! the constant pool change (entries are appended), so the result is also
 //! valid for RetransformClasses. Everything else is copied byte for byte.
 //!
 //! Inserting code shifts the original instructions, so the rewriter relocates
@@ -55,8 +61,10 @@ pub const ENTER: &str = "enter";
 pub const EXIT: &str = "exit";
 /// Probe called when an exception leaves the method.
 pub const EXIT_EX: &str = "exitEx";
-/// Descriptor shared by the three probes.
+/// Descriptor of the exit probes and of the reason markers' probes.
 pub const PROBE_DESC: &str = "(I)V";
+/// Descriptor of the entry probe: it returns what the exits get.
+pub const ENTER_DESC: &str = "(I)I";
 /// Ids at or above this one mark a method rather than trace it (the
 /// virtual thread probes, [`crate::virtual_threads`]): no METHOD_DEF, no
 /// method events.
@@ -237,7 +245,7 @@ pub fn instrument_class(
     let probe_class = cp.class_entry(PROBE_CLASS)?;
     let throwable = cp.class_entry("java/lang/Throwable")?;
     let refs = ProbeRefs {
-        enter: cp.methodref(probe_class, ENTER, PROBE_DESC)?,
+        enter: cp.methodref(probe_class, ENTER, ENTER_DESC)?,
         exit: cp.methodref(probe_class, EXIT, PROBE_DESC)?,
         exit_ex: cp.methodref(probe_class, EXIT_EX, PROBE_DESC)?,
         receiver_probes: {
@@ -269,10 +277,13 @@ pub fn instrument_class(
             methods_out.extend_from_slice(raw);
             continue;
         };
+        let is_init = p.name == "<init>";
+        let is_static = p.access & ACC_STATIC != 0;
         let ctx = code::MethodCtx {
             id,
-            is_init: p.name == "<init>",
-            is_static: p.access & ACC_STATIC != 0,
+            is_init,
+            initial_locals: initial_locals(&p.desc, is_static, is_init, this_class, &class, &mut cp)?,
+            is_static,
             major,
             marker: if is_reason_marker(id) {
                 code::Marker::Reason((id - REASON_MARKER) as u16)
@@ -324,6 +335,65 @@ pub fn instrument_class(
     out.extend_from_slice(&data[methods_end..]);
     result.bytes = Some(out);
     Ok(result)
+}
+
+/// The locals of a method's implicit first stack map frame: the receiver
+/// (`uninitializedThis` in a constructor other than Object's), then the
+/// arguments of `desc` (a long or double is one entry for two slots).
+fn initial_locals(
+    desc: &str,
+    is_static: bool,
+    is_init: bool,
+    this_class: u16,
+    class: &str,
+    cp: &mut ConstPool,
+) -> Result<Vec<stack_map::VType>> {
+    use stack_map::VType;
+    let mut out = Vec::new();
+    if !is_static {
+        out.push(if is_init && class != "java/lang/Object" {
+            VType::Simple(6)
+        } else {
+            VType::Object(this_class)
+        });
+    }
+    let b = desc.as_bytes();
+    let mut i = 1;
+    while i < b.len() && b[i] != b')' {
+        let start = i;
+        while b[i] == b'[' {
+            i += 1;
+        }
+        let end = match b[i] {
+            b'L' => match desc[i..].find(';') {
+                Some(k) => i + k + 1,
+                None => return err("bad method descriptor"),
+            },
+            _ => i + 1,
+        };
+        out.push(if start < i || b[i] == b'L' {
+            // An array's class name is its descriptor; an object's is L...;'s inside.
+            let name = if start < i {
+                &desc[start..end]
+            } else {
+                &desc[start + 1..end - 1]
+            };
+            VType::Object(cp.class_entry(name)?)
+        } else {
+            match b[i] {
+                b'Z' | b'B' | b'C' | b'S' | b'I' => VType::Simple(1),
+                b'F' => VType::Simple(2),
+                b'D' => VType::Simple(3),
+                b'J' => VType::Simple(4),
+                _ => return err("bad method descriptor"),
+            }
+        });
+        i = end;
+        if i >= b.len() {
+            return err("bad method descriptor");
+        }
+    }
+    Ok(out)
 }
 
 /// Name of the Class constant at `idx` (re-reading the pool, which stores

@@ -1,6 +1,6 @@
 //! StackMapTable relocation: the frames' offsets (and `uninitialized(offset)`
-//! types) moved to where the rewritten code puts them, and the handlers'
-//! frames appended.
+//! types) moved to where the rewritten code puts them, every frame given the
+//! entry probe's local when there is one, and the handlers' frames appended.
 
 use super::class_file::{err, put_u2, Reader, Result};
 
@@ -26,6 +26,14 @@ pub(super) enum VType {
     Simple(u8),
     Object(u16),
     Uninitialized(u32),
+}
+
+/// Local variable slots a verification type takes (long and double: two).
+pub(super) fn slots_of(v: &VType) -> u32 {
+    match v {
+        VType::Simple(3) | VType::Simple(4) => 2,
+        _ => 1,
+    }
 }
 
 fn read_vtype(r: &mut Reader) -> Result<VType> {
@@ -61,11 +69,14 @@ enum Frame {
 }
 
 /// Relocates a StackMapTable body and appends `extra` full frames
-/// (new offset, locals, stack) after the relocated ones.
+/// (new offset, locals, stack) after the relocated ones. With `guard`
+/// (the entry probe's local and the implicit first frame's locals), every
+/// frame becomes a full frame whose locals end with that local as an int.
 pub(super) fn relocate_stack_map(
     body: Option<&[u8]>,
     map: &OffsetMap,
     extra: &[(u32, Vec<VType>, Vec<VType>)],
+    guard: Option<(u16, &[VType])>,
 ) -> Result<Vec<u8>> {
     let mut frames: Vec<(u32, Frame)> = Vec::new();
     if let Some(body) = body {
@@ -115,7 +126,10 @@ pub(super) fn relocate_stack_map(
             return err("trailing bytes in StackMapTable");
         }
     }
-    let mut out = Vec::with_capacity(body.map_or(0, <[u8]>::len) + 16 * extra.len() + 2);
+    if let Some((local, initial)) = guard {
+        frames = with_guard(frames, local, initial)?;
+    }
+    let mut out = Vec::with_capacity(body.map_or(0, <[u8]>::len) * 2 + 16 * extra.len() + 2);
     put_u2(&mut out, (frames.len() + extra.len()) as u16);
     let mut prev: i64 = -1;
     let mut delta_to = |new_off: u32| -> Result<u32> {
@@ -180,6 +194,46 @@ pub(super) fn relocate_stack_map(
         for t in s {
             write_vtype(&mut out, *t, map)?;
         }
+    }
+    Ok(out)
+}
+
+/// The frames restated as full frames whose locals are padded with `top`
+/// up to slot `local`, which is an int (the entry probe's result).
+fn with_guard(frames: Vec<(u32, Frame)>, local: u16, initial: &[VType]) -> Result<Vec<(u32, Frame)>> {
+    let mut locals: Vec<VType> = initial.to_vec();
+    let mut out = Vec::with_capacity(frames.len());
+    for (off, f) in frames {
+        let stack = match f {
+            Frame::Same => Vec::new(),
+            Frame::SameLocals1(v) => vec![v],
+            Frame::Chop(k) => {
+                let Some(n) = locals.len().checked_sub(k as usize) else {
+                    return err("chop_frame removes more locals than there are");
+                };
+                locals.truncate(n);
+                Vec::new()
+            }
+            Frame::Append(v) => {
+                locals.extend(v);
+                Vec::new()
+            }
+            Frame::Full(l, s) => {
+                locals = l;
+                s
+            }
+        };
+        let mut l = locals.clone();
+        let mut slots: u32 = l.iter().map(slots_of).sum();
+        if slots > local as u32 {
+            return err("a stack map frame has more locals than max_locals");
+        }
+        while slots < local as u32 {
+            l.push(VType::Simple(0));
+            slots += 1;
+        }
+        l.push(VType::Simple(1));
+        out.push((off, Frame::Full(l, stack)));
     }
     Ok(out)
 }
