@@ -13,10 +13,14 @@
 //! they span before its first decision, and it is never more), the methods it
 //! called most that are *hot* (at least [`MIN_CALLS`] calls seen),
 //! *short* (at least 90 % of its calls shorter than [`crate::watch::SHORT_NS`]: a mean
-//! would count the preemptions of a loaded machine) and *not blocking* (no JVM-level
-//! block inside any call, and voluntary switches guessed inside fewer than
+//! would count the preemptions of a loaded machine) and *not blocking* (a JVM-level
+//! block inside fewer than one call in [`GUESSES_PER_BLOCKING`] and none in its
+//! last [`MIN_CALLS`] calls, and voluntary switches guessed inside fewer than
 //! one call in [`GUESSES_PER_BLOCKING`]: see [`crate::watch`]) are demoted, most calls first, until its events
-//! would cost half the budget.
+//! would cost half the budget. The JVM-level blocks of a method's first calls
+//! are typically class loading (several threads loading the class a first
+//! call needs wait for the loader's lock): a method that never blocks again
+//! over [`MIN_CALLS`] calls is not kept for them.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +53,10 @@ struct Watched {
     first_ts: u64,
     dropped: u64,
     dropped_ns: u64,
-    jvm_block: bool,
+    /// Calls with a JVM-level block inside.
+    jvm_blocked: u64,
+    /// [`Watched::calls`] when a JVM-level block was last reported.
+    blocked_at: Option<u64>,
     switched: u64,
     demoted: bool,
 }
@@ -170,15 +177,21 @@ fn merge(table: &mut Vec<Watched>, id: u32, t: Tally, since: u64) {
     w.short += t.short;
     w.dropped += t.dropped;
     w.dropped_ns += t.dropped_ns;
-    w.jvm_block |= t.jvm_block;
+    w.jvm_blocked += t.jvm_blocked;
+    if t.jvm_blocked > 0 {
+        w.blocked_at = Some(w.calls);
+    }
     w.switched += t.switched;
 }
 
-/// Whether a method counts as blocking: a JVM-level block inside any of
-/// its calls, or voluntary switches guessed inside at least one call in
-/// [`GUESSES_PER_BLOCKING`] (a guess may be a preemption).
+/// Whether a method counts as blocking: a JVM-level block inside one of
+/// its last [`MIN_CALLS`] calls, or inside at least one call in
+/// [`GUESSES_PER_BLOCKING`], or voluntary switches guessed inside at least
+/// one call in [`GUESSES_PER_BLOCKING`] (a guess may be a preemption).
 fn blocks(w: &Watched) -> bool {
-    w.jvm_block || w.switched * GUESSES_PER_BLOCKING >= w.calls.max(1)
+    w.blocked_at.is_some_and(|at| w.calls < at + MIN_CALLS)
+        || w.jvm_blocked * GUESSES_PER_BLOCKING >= w.calls.max(1) && w.jvm_blocked > 0
+        || w.switched * GUESSES_PER_BLOCKING >= w.calls.max(1)
 }
 
 /// The methods to demote so that a thread's `events` over `span` ns would
@@ -279,7 +292,8 @@ mod tests {
         for &(id, t) in &window {
             merge(&mut table, id, t, 1);
         }
-        table[4].jvm_block = true;
+        table[4].jvm_blocked = 1;
+        table[4].blocked_at = Some(table[4].calls);
         // 210200 events in 100 ms: 7.4 ms of probes, 7.4 % > 2 %; half the
         // budget is 1 ms = 28571 events: both tiny ones must go.
         let chosen = choose(&table, &window, 210_200, 100_000_000, 200);
@@ -295,5 +309,24 @@ mod tests {
         table[1].switched = table[1].calls / GUESSES_PER_BLOCKING + 1;
         let chosen = choose(&table, &window, 210_200, 100_000_000, 200);
         assert_eq!(chosen, vec![2]);
+    }
+
+    #[test]
+    fn blocks_in_the_first_calls_only_wait_for_min_calls_clean_calls() {
+        // Blocked in 2 of its first 1000 calls (class loading), then none.
+        let mut table = Vec::new();
+        let mut first = tally(1000, 1000 * 50);
+        first.jvm_blocked = 2;
+        merge(&mut table, 1, first, 1);
+        let clean = tally(MIN_CALLS - 1, (MIN_CALLS - 1) * 50);
+        merge(&mut table, 1, clean, 1);
+        // One call short of MIN_CALLS clean calls: kept.
+        assert!(choose(&table, &[(1, clean)], 210_200, 100_000_000, 200).is_empty());
+        let one = tally(1, 50);
+        merge(&mut table, 1, one, 1);
+        assert_eq!(choose(&table, &[(1, one)], 210_200, 100_000_000, 200), vec![1]);
+        // Blocked in one call in GUESSES_PER_BLOCKING or more: kept however long ago.
+        table[1].jvm_blocked = table[1].calls / GUESSES_PER_BLOCKING + 1;
+        assert!(choose(&table, &[(1, one)], 210_200, 100_000_000, 200).is_empty());
     }
 }
