@@ -105,11 +105,11 @@ fn complete_keeps_every_probe_and_min_duration_counts_what_it_leaves_out() {
     }
 }
 
-/// Stacks after a retransformation (issue 16): demoting `tiny` gives
-/// Demotion$Work's methods new `Method*`s. Under -Xint every later sleep of
-/// `napper` runs the new code, interpreted, and its frame is still named
-/// (the agent describes the retransformed class again), never left
-/// `[interpreted: unknown method]`.
+/// Stacks after a demotion (issue 16): under -Xint every later sleep of
+/// `napper` runs interpreted, and its frame is still named, never left
+/// `[interpreted: unknown method]` (demotion used to retransform the class,
+/// giving its methods new `Method*`s; it now turns the probes off in place,
+/// and the frames must still be named).
 #[test]
 fn interpreted_frames_are_named_after_a_demotion() {
     use jtrace_merge::{analyze, Cause, OffCpuInterval, Symbolizer, ThreadInfo, Visitor};

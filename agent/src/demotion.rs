@@ -2,8 +2,8 @@
 //! calls as the threads' watches ([`crate::watch`]) report them, which
 //! methods to demote when a thread's probes cost more than the overhead
 //! budget, the methods demoted (the rewriter leaves them alone), and their
-//! METHOD_DEMOTED and METHOD_SHORT_DROPPED records. Retransforming the
-//! classes is [`crate::demoter`]'s.
+//! METHOD_DEMOTED and METHOD_SHORT_DROPPED records. Turning their probes
+//! off is [`crate::demoter`]'s.
 //!
 //! The cost model: each probe event costs [`EVENT_COST_NS`] of the thread's
 //! CPU time (two clock reads and a store per call, measured at 60 ns a call
@@ -63,7 +63,7 @@ struct Watched {
 
 /// Every traced method by id.
 static TABLE: Mutex<Vec<Watched>> = Mutex::new(Vec::new());
-/// Ids chosen for demotion, not yet retransformed; the condition wakes the demoter.
+/// Ids chosen for demotion, not yet marked in the probe class; the condition wakes the demoter.
 pub(crate) static PENDING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// Signalled when [`PENDING`] gets ids.
 pub(crate) static PENDING_SIGNAL: Condvar = Condvar::new();
@@ -90,9 +90,8 @@ pub(crate) fn reset(starter: fn()) {
     ANY_DEMOTED.store(false, Ordering::SeqCst);
 }
 
-/// Takes back the marks of methods whose classes could not be
-/// retransformed: they keep their probes, and a later retransformation of
-/// their class must keep them too.
+/// Takes back the marks of methods the demoter could not demote: they
+/// keep their probes, and a later rewrite of their class must keep them too.
 pub(crate) fn unmark_demoted(keys: &[(String, String, String)]) {
     if let Some(set) = lock(&DEMOTED).as_mut() {
         for k in keys {
@@ -110,8 +109,8 @@ pub(crate) fn is_demoted(class: &str, name: &str, desc: &str) -> bool {
     lock(&DEMOTED).as_ref().is_some_and(|s| s.contains(&key))
 }
 
-/// Marks methods demoted (by class, name, descriptor) before their classes
-/// are retransformed.
+/// Marks methods demoted (by class, name, descriptor): a later rewrite of
+/// their class (a retransformation) leaves them out.
 pub(crate) fn mark_demoted(keys: impl IntoIterator<Item = (String, String, String)>) {
     lock(&DEMOTED).get_or_insert_with(HashSet::new).extend(keys);
     ANY_DEMOTED.store(true, Ordering::Release);
@@ -219,7 +218,7 @@ fn choose(table: &[Watched], window: &[(u32, Tally)], events: u64, span: u64, bu
     chosen
 }
 
-/// Writes a METHOD_DEMOTED record per method (probes removed at `ts`).
+/// Writes a METHOD_DEMOTED record per method (probes turned off at `ts`).
 pub(crate) fn record_demoted(rec: &Recorder, tid: u32, ts: u64, ids: &[u32]) {
     let table = lock(&TABLE);
     for &id in ids {

@@ -23,7 +23,7 @@
 //! | `session` | starting a recording session (VMInit or attach), stopping an attached one |
 //! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
 //! | `events/` | the other event families: monitors, GC, JIT, allocations, park and sleep |
-//! | `demoter` | the thread that demotes methods: retransforms their classes without probes |
+//! | `demoter` | the thread that demotes methods: turns their probes off in the probe class (no retransformation) |
 //! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
 //! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
 //! | `virtual_threads` | virtual threads: which way they are followed, the probes' natives for them |

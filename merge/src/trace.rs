@@ -91,7 +91,7 @@ pub struct Trace {
     pub sched_chain: crate::SchedChain,
 }
 
-/// A method the agent demoted (its probes removed past the overhead budget).
+/// A method the agent demoted (its probes turned off past the overhead budget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Demotion {
     /// The method.

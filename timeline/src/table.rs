@@ -352,7 +352,7 @@ fn left_out_tables(s: &mut String, r: &Report) {
     if !r.demoted.is_empty() {
         let _ = writeln!(
             s,
-            "\n== Demoted methods (probes removed past the overhead budget: later calls are not recorded, \
+            "\n== Demoted methods (probes turned off past the overhead budget: later calls are not recorded, \
              their time is the caller's own; --complete keeps every probe)"
         );
         let mut t = Table::new(vec![
