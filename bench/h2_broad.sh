@@ -8,8 +8,8 @@
 # times. Prints per run the rounds' elapsed ms (H2Load's own clock: JVM
 # start-up and H2 set-up excluded) and trace size, then the ratios to the
 # untraced run of the same repetition (min / median; elapsed and CPU) and the agreement of
-# the top-10 methods by off-CPU time between the last default and
-# --complete traces. Run as root from the repository (jtrace built).
+# the top-10 methods by off-CPU time (all of it, and the blocking causes
+# alone) between the last default and --complete traces. Run as root from the repository (jtrace built).
 # BASELINE=<another jtrace binary> adds its default run (label
 # budget_base), interleaved, for before/after ratios taken in one run.
 # Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
@@ -90,14 +90,20 @@ for label, base in [("budget", "untraced"), ("budget_base", "untraced"), ("budge
 sz = [r["size_budget"] / r["size_complete"] for r in by["reps"]]
 print(f"trace size budget/complete: min {min(sz):.3f} median {statistics.median(sz):.3f}; "
       f"last {by['reps'][-1]['size_budget'] / 1e6:.1f} MB vs {by['reps'][-1]['size_complete'] / 1e6:.1f} MB")
-def top(path):
+# All off-CPU time, and the blocking causes alone (without runqueue, gc and
+# safepoint: CPU contention, which --complete's own cost inflates, and
+# stops of the whole JVM).
+NOT_BLOCKING = {"runqueue", "gc", "safepoint"}
+def top(path, blocking):
     m = json.load(open(path))["methods"]
-    off = lambda x: sum(x["off_cpu_ns"].values())
+    off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if not blocking or k not in NOT_BLOCKING)
     return [f'{x["class"]}.{x["name"]}' for x in sorted(m, key=off, reverse=True)[:10]]
-b, c = top(sys.argv[2]), top(sys.argv[3])
-print(f"top-10 by off-CPU: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
-for i, (x, y) in enumerate(zip(b, c)):
-    print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
+for blocking in (False, True):
+    b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking)
+    what = "blocking off-CPU (no runqueue, gc, safepoint)" if blocking else "off-CPU"
+    print(f"top-10 by {what}: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
+    for i, (x, y) in enumerate(zip(b, c)):
+        print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
 bj = json.load(open(sys.argv[2]))
 d = bj.get("demoted", [])
 # One METHOD_DEMOTED timestamp per retransformation batch.
