@@ -279,10 +279,22 @@ pub fn instrument_class(
         };
         let is_init = p.name == "<init>";
         let is_static = p.access & ACC_STATIC != 0;
+        let initial = match initial_locals(&p.desc, is_static, is_init, this_class, &class, &mut cp) {
+            Ok(l) => l,
+            Err(e) => {
+                methods_out.extend_from_slice(raw);
+                result.skipped.push(Skipped {
+                    name: p.name.clone(),
+                    desc: p.desc.clone(),
+                    reason: e.0,
+                });
+                continue;
+            }
+        };
         let ctx = code::MethodCtx {
             id,
             is_init,
-            initial_locals: initial_locals(&p.desc, is_static, is_init, this_class, &class, &mut cp)?,
+            initial_locals: initial,
             is_static,
             major,
             marker: if is_reason_marker(id) {
@@ -361,8 +373,11 @@ fn initial_locals(
     let mut i = 1;
     while i < b.len() && b[i] != b')' {
         let start = i;
-        while b[i] == b'[' {
+        while i < b.len() && b[i] == b'[' {
             i += 1;
+        }
+        if i >= b.len() {
+            return err("bad method descriptor");
         }
         let end = match b[i] {
             b'L' => match desc[i..].find(';') {
@@ -454,4 +469,51 @@ fn rewrite_method(raw: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ctx: &code::
         return err("no Code attribute");
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stack_map::VType;
+    use super::*;
+
+    #[test]
+    fn the_first_frame_holds_the_receiver_then_the_arguments() {
+        let mut cp = ConstPool::parse(&mut Reader::new(&[0, 1])).unwrap();
+        let desc = "(I[JLjava/lang/String;DZ[[Ljava/lang/Object;Ljava/lang/String;)V";
+        let l = initial_locals(desc, false, false, 7, "a/B", &mut cp).unwrap();
+        let (arr, s, arr2) = match (l[2], l[3], l[6]) {
+            (VType::Object(a), VType::Object(s), VType::Object(b)) => (a, s, b),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            l,
+            vec![
+                VType::Object(7),
+                VType::Simple(1),
+                VType::Object(arr),
+                VType::Object(s),
+                VType::Simple(3),
+                VType::Simple(1),
+                VType::Object(arr2),
+                VType::Object(s),
+            ]
+        );
+        assert!(arr != s && arr2 != s && arr != arr2, "one class entry per name");
+        // A constructor's receiver is uninitializedThis (not Object's), a static method has none.
+        assert_eq!(
+            initial_locals("()V", false, true, 7, "a/B", &mut cp).unwrap(),
+            vec![VType::Simple(6)]
+        );
+        assert_eq!(
+            initial_locals("()V", false, true, 7, "java/lang/Object", &mut cp).unwrap(),
+            vec![VType::Object(7)]
+        );
+        assert_eq!(
+            initial_locals("(J)V", true, false, 7, "a/B", &mut cp).unwrap(),
+            vec![VType::Simple(4)]
+        );
+        for bad in ["(Ljava/lang/String", "([", "(Q)V"] {
+            assert!(initial_locals(bad, true, false, 7, "a/B", &mut cp).is_err(), "{bad}");
+        }
+    }
 }

@@ -21,7 +21,7 @@ impl OffsetMap {
 }
 
 /// A verification_type_info; `Uninitialized` carries an old offset.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum VType {
     Simple(u8),
     Object(u16),
