@@ -14,12 +14,9 @@
 //! called most that are *hot* (at least [`MIN_CALLS`] calls seen),
 //! *short* (at least 90 % of its calls shorter than [`crate::watch::SHORT_NS`]: a mean
 //! would count the preemptions of a loaded machine) and *not blocking* (no JVM-level
-//! block inside a call after its first [`EARLY_CALLS`], inside fewer than one
-//! of those in [`GUESSES_PER_BLOCKING`], and voluntary switches guessed inside fewer than
+//! block inside any call, and voluntary switches guessed inside fewer than
 //! one call in [`GUESSES_PER_BLOCKING`]: see [`crate::watch`]) are demoted, most calls first, until its events
-//! would cost half the budget. The JVM-level blocks of a method's first calls
-//! are typically class loading (several threads loading the class a first
-//! call needs wait for the loader's lock): a method is not kept for those alone.
+//! would cost half the budget.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,10 +34,6 @@ pub(crate) const EVENT_COST_NS: u64 = 35;
 const DECIDE_EVERY: u64 = 4096;
 /// Calls a method must have made (as far as reported) before it is demoted.
 pub(crate) const MIN_CALLS: u64 = 20_000;
-/// A JVM-level block reported while a method had made fewer calls than
-/// this (as far as reported) is one of its first calls' (class loading):
-/// it does not keep the method by itself.
-pub(crate) const EARLY_CALLS: u64 = MIN_CALLS / 4;
 /// A method with guessed voluntary switches inside one call in this many
 /// (or more often) counts as blocking.
 pub(crate) const GUESSES_PER_BLOCKING: u64 = 1000;
@@ -56,10 +49,7 @@ struct Watched {
     first_ts: u64,
     dropped: u64,
     dropped_ns: u64,
-    /// Calls with a JVM-level block inside, among its first [`EARLY_CALLS`].
-    early_blocked: u64,
-    /// A call after its first [`EARLY_CALLS`] had a JVM-level block inside.
-    late_block: bool,
+    jvm_block: bool,
     switched: u64,
     demoted: bool,
 }
@@ -174,29 +164,20 @@ fn merge(table: &mut Vec<Watched>, id: u32, t: Tally, since: u64) {
     if w.first_ts == 0 {
         w.first_ts = since;
     }
-    if t.jvm_blocked > 0 {
-        if w.calls < EARLY_CALLS {
-            w.early_blocked += t.jvm_blocked;
-        } else {
-            w.late_block = true;
-        }
-    }
     w.calls += t.calls;
     w.ns += t.ns;
     w.short += t.short;
     w.dropped += t.dropped;
     w.dropped_ns += t.dropped_ns;
+    w.jvm_block |= t.jvm_block;
     w.switched += t.switched;
 }
 
-/// Whether a method counts as blocking: a JVM-level block inside a call
-/// after its first [`EARLY_CALLS`], or inside at least one call in
-/// [`GUESSES_PER_BLOCKING`], or voluntary switches guessed inside at least
-/// one call in [`GUESSES_PER_BLOCKING`] (a guess may be a preemption).
+/// Whether a method counts as blocking: a JVM-level block inside any of
+/// its calls, or voluntary switches guessed inside at least one call in
+/// [`GUESSES_PER_BLOCKING`] (a guess may be a preemption).
 fn blocks(w: &Watched) -> bool {
-    w.late_block
-        || w.early_blocked > 0 && w.early_blocked * GUESSES_PER_BLOCKING >= w.calls
-        || w.switched * GUESSES_PER_BLOCKING >= w.calls.max(1)
+    w.jvm_block || w.switched * GUESSES_PER_BLOCKING >= w.calls.max(1)
 }
 
 /// The methods to demote so that a thread's `events` over `span` ns would
@@ -297,7 +278,7 @@ mod tests {
         for &(id, t) in &window {
             merge(&mut table, id, t, 1);
         }
-        table[4].late_block = true;
+        table[4].jvm_block = true;
         // 210200 events in 100 ms: 7.4 ms of probes, 7.4 % > 2 %; half the
         // budget is 1 ms = 28571 events: both tiny ones must go.
         let chosen = choose(&table, &window, 210_200, 100_000_000, 200);
@@ -313,29 +294,5 @@ mod tests {
         table[1].switched = table[1].calls / GUESSES_PER_BLOCKING + 1;
         let chosen = choose(&table, &window, 210_200, 100_000_000, 200);
         assert_eq!(chosen, vec![2]);
-    }
-
-    #[test]
-    fn blocks_in_the_first_calls_only_do_not_keep_a_method() {
-        // Blocked in 2 of its first 1000 calls (class loading), then none.
-        let mut table = Vec::new();
-        let mut first = tally(1000, 1000 * 50);
-        first.jvm_blocked = 2;
-        merge(&mut table, 1, first, 1);
-        let clean = tally(MIN_CALLS, MIN_CALLS * 50);
-        merge(&mut table, 1, clean, 1);
-        assert_eq!(choose(&table, &[(1, clean)], 210_200, 100_000_000, 200), vec![1]);
-        // Blocked in one call in GUESSES_PER_BLOCKING or more of its first ones: kept.
-        table[1].early_blocked = table[1].calls / GUESSES_PER_BLOCKING;
-        assert!(choose(&table, &[(1, clean)], 210_200, 100_000_000, 200).is_empty());
-        // A block after the first EARLY_CALLS calls: kept, however many calls follow.
-        let mut table = Vec::new();
-        merge(&mut table, 2, tally(EARLY_CALLS, EARLY_CALLS * 50), 1);
-        let mut late = tally(10, 500);
-        late.jvm_blocked = 1;
-        merge(&mut table, 2, late, 1);
-        let more = tally(10 * MIN_CALLS, 10 * MIN_CALLS * 50);
-        merge(&mut table, 2, more, 1);
-        assert!(choose(&table, &[(2, more)], 210_200, 100_000_000, 200).is_empty());
     }
 }

@@ -59,8 +59,8 @@ pub(crate) struct Tally {
     pub dropped: u64,
     /// Σ their wall, ns.
     pub dropped_ns: u64,
-    /// Calls of it with a JVM-level block inside.
-    pub jvm_blocked: u64,
+    /// Some call of it had a JVM-level block inside.
+    pub jvm_block: bool,
     /// Calls taken to have switched out voluntarily inside (a guess: see
     /// the module doc).
     pub switched: u64,
@@ -179,7 +179,7 @@ impl ThreadWatch {
     pub(crate) fn has_news(&self) -> bool {
         self.touched.iter().any(|&id| {
             let t = &self.tallies[id as usize];
-            t.dropped > 0 || t.jvm_blocked > 0 || t.switched > 0
+            t.dropped > 0 || t.jvm_block || t.switched > 0
         })
     }
 
@@ -207,7 +207,7 @@ impl ThreadWatch {
         t.calls += 1;
         t.ns += wall;
         t.short += (wall < SHORT_NS) as u64;
-        t.jvm_blocked += frame.jvm_block as u64;
+        t.jvm_block |= frame.jvm_block;
         t.switched += frame.switched as u64;
     }
 
@@ -468,7 +468,7 @@ mod tests {
             0,
         );
         let t = tallies(&mut w);
-        assert!(t.iter().all(|(id, t)| (t.jvm_blocked > 0) == (*id != 3)), "{t:?}");
+        assert!(t.iter().all(|(id, t)| t.jvm_block == (*id != 3)), "{t:?}");
     }
 
     #[test]
