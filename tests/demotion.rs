@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use jtrace_merge::Trace;
 use std::collections::HashMap;
-use std::process::Command;
 
 fn run_demotion(jdk: &str, out: &std::path::Path, extra: &[&str], millis: &str) -> (u64, u64, u64) {
     let cp = classes();
@@ -58,18 +57,12 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
         assert_eq!(calls["napper"], napper, "{jdk}: napper");
         assert_eq!(calls["socketWait"], socket_wait, "{jdk}: socketWait");
         // The text and JSON reports say it too.
-        let text = Command::new(jtrace()).arg("report").arg(&out).output().unwrap();
-        let text = String::from_utf8_lossy(&text.stdout);
+        let text = report_text(&out);
         assert!(
             text.contains("== Demoted methods") && text.contains("Demotion$Work.tiny"),
             "{text}"
         );
-        let json = Command::new(jtrace())
-            .args(["report", "--json"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let json = report_json(&out);
         assert_eq!(json["demoted"][0]["name"], "tiny", "{jdk}");
         assert!(json["demoted"][0]["est_calls_after"].as_u64().unwrap() > 0);
     }

@@ -115,15 +115,9 @@ fn a_ring_recording_reads_as_a_valid_trace_of_its_last_window() {
             (m.ring_dropped_chunks, m.ring_dropped_bytes)
         );
         assert_eq!(w.max_size_bytes, Some(48 << 20));
-        let json = Command::new(jtrace())
-            .args(["report", "--json"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let v = report_json(&out);
         assert_eq!(v["trace"]["window"]["from_ns"].as_u64(), Some(w.from_ns));
-        let text = Command::new(jtrace()).arg("report").arg(&out).output().unwrap();
-        let text = String::from_utf8_lossy(&text.stdout);
+        let text = report_text(&out);
         assert!(
             text.contains("NOTE: ring recording (--max-size 48 MiB): covers +"),
             "{text}"

@@ -9,7 +9,6 @@ mod common;
 
 use common::*;
 use jtrace_merge::Trace;
-use std::process::Command;
 
 fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u64) {
     let cp = classes();
@@ -59,18 +58,12 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
         let sleep = nap.off_cpu_ns.get(jtrace_merge::Cause::Sleep);
         assert!(sleep >= napper / 64 * 2_000_000, "{jdk}: napper slept {sleep} ns");
         // The text report says it, and the JSON report lists it.
-        let text = Command::new(jtrace()).arg("report").arg(&out).output().unwrap();
-        let text = String::from_utf8_lossy(&text.stdout);
+        let text = report_text(&out);
         assert!(
             text.contains("== Trivial methods not instrumented: 1") && text.contains("Trivial$Work.value"),
             "{jdk}: {text}"
         );
-        let json = Command::new(jtrace())
-            .args(["report", "--json"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let json = report_json(&out);
         assert_eq!(json["trivial_skipped"]["count"], 1, "{jdk}");
         assert_eq!(json["trivial_skipped"]["methods"][0]["name"], "value", "{jdk}");
         assert!(json["trivial_skipped"]["rule"].as_str().unwrap().contains("no invoke"));

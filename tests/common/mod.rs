@@ -347,3 +347,29 @@ pub fn python_script(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
     );
     out.stdout
 }
+
+/// `jtrace report` of `trace`: its text (the command must succeed).
+pub fn report_text(trace: &Path) -> String {
+    let o = Command::new(jtrace()).arg("report").arg(trace).output().unwrap();
+    assert!(
+        o.status.success(),
+        "jtrace report: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `jtrace report --json` of `trace`, parsed (the command must succeed).
+pub fn report_json(trace: &Path) -> serde_json::Value {
+    let o = Command::new(jtrace())
+        .args(["report", "--json"])
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "jtrace report --json: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}

@@ -279,43 +279,33 @@ pub fn instrument_class(
         };
         let is_init = p.name == "<init>";
         let is_static = p.access & ACC_STATIC != 0;
-        let initial = match initial_locals(&p.desc, is_static, is_init, this_class, &class, &mut cp) {
-            Ok(l) => l,
-            Err(e) => {
-                methods_out.extend_from_slice(raw);
-                result.skipped.push(Skipped {
-                    name: p.name.clone(),
-                    desc: p.desc.clone(),
-                    reason: e.0,
-                });
-                continue;
+        // The method rewritten, or why it is left as it is.
+        let rewritten: std::result::Result<Vec<u8>, String> = 'method: {
+            let initial = match initial_locals(&p.desc, is_static, is_init, this_class, &class, &mut cp) {
+                Ok(l) => l,
+                Err(e) => break 'method Err(e.0),
+            };
+            let ctx = code::MethodCtx {
+                id,
+                is_init,
+                initial_locals: initial,
+                is_static,
+                major,
+                marker: if is_reason_marker(id) {
+                    code::Marker::Reason((id - REASON_MARKER) as u16)
+                } else if id >= MARKER_MIN {
+                    code::Marker::Receiver(refs.receiver_probes.get((u32::MAX - id) as usize).copied().unwrap_or(0))
+                } else {
+                    code::Marker::None
+                },
+            };
+            let receiver = matches!(ctx.marker, code::Marker::Receiver(_));
+            if matches!(ctx.marker, code::Marker::Receiver(0)) || (receiver && (ctx.is_static || ctx.is_init)) {
+                break 'method Err("a receiver marker needs an instance method".into());
             }
+            rewrite_method(raw, &mut cp, &refs, &ctx).map_err(|e| e.0)
         };
-        let ctx = code::MethodCtx {
-            id,
-            is_init,
-            initial_locals: initial,
-            is_static,
-            major,
-            marker: if is_reason_marker(id) {
-                code::Marker::Reason((id - REASON_MARKER) as u16)
-            } else if id >= MARKER_MIN {
-                code::Marker::Receiver(refs.receiver_probes.get((u32::MAX - id) as usize).copied().unwrap_or(0))
-            } else {
-                code::Marker::None
-            },
-        };
-        let receiver = matches!(ctx.marker, code::Marker::Receiver(_));
-        if matches!(ctx.marker, code::Marker::Receiver(0)) || (receiver && (ctx.is_static || ctx.is_init)) {
-            methods_out.extend_from_slice(raw);
-            result.skipped.push(Skipped {
-                name: p.name.clone(),
-                desc: p.desc.clone(),
-                reason: "a receiver marker needs an instance method".into(),
-            });
-            continue;
-        }
-        match rewrite_method(raw, &mut cp, &refs, &ctx) {
+        match rewritten {
             Ok(m) => {
                 methods_out.extend_from_slice(&m);
                 result.methods.push(Instrumented {
@@ -324,12 +314,12 @@ pub fn instrument_class(
                     id,
                 });
             }
-            Err(e) => {
+            Err(reason) => {
                 methods_out.extend_from_slice(raw);
                 result.skipped.push(Skipped {
                     name: p.name.clone(),
                     desc: p.desc.clone(),
-                    reason: e.0,
+                    reason,
                 });
             }
         }
