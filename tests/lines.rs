@@ -45,14 +45,7 @@ fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
 
 /// `jtrace <args>`'s standard output.
 fn jtrace_out(args: &[&str], trace: &Path) -> String {
-    let o = Command::new(jtrace())
-        .args(&args[..1])
-        .arg(trace)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
+    String::from_utf8(jtrace_stdout(args, trace)).unwrap()
 }
 
 /// The (function, base name:line) pairs of a pprof export's lines whose

@@ -11,18 +11,6 @@ use common::*;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
 use std::path::Path;
-use std::process::Command;
-
-/// stdout of `jtrace <args> DIR`, which must succeed.
-fn jtrace_out(args: &[&str], dir: &Path) -> Vec<u8> {
-    let o = Command::new(jtrace()).args(args).arg(dir).output().unwrap();
-    assert!(
-        o.status.success(),
-        "jtrace {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o.stdout
-}
 
 fn check(dir: &Path) -> String {
     let trace = Trace::open(dir).unwrap();
@@ -48,9 +36,9 @@ fn check(dir: &Path) -> String {
         &["export", "--format", "csv"],
     ];
     for view in views {
-        let whole = jtrace_out(&[view, &["--in-memory"]].concat(), dir);
+        let whole = jtrace_stdout(&[view, &["--in-memory"]].concat(), dir);
         for b in [&budget[..], "256M"] {
-            let streamed = jtrace_out(&[view, &["--memory-budget", b]].concat(), dir);
+            let streamed = jtrace_stdout(&[view, &["--memory-budget", b]].concat(), dir);
             if whole != streamed {
                 let (w, s) = (String::from_utf8_lossy(&whole), String::from_utf8_lossy(&streamed));
                 let at = w.lines().zip(s.lines()).position(|(x, y)| x != y);
@@ -66,7 +54,7 @@ fn check(dir: &Path) -> String {
             }
         }
     }
-    String::from_utf8(jtrace_out(&["text", "--all"], dir)).unwrap()
+    String::from_utf8(jtrace_stdout(&["text", "--all"], dir)).unwrap()
 }
 
 #[test]

@@ -196,14 +196,20 @@ pub fn assert_exact(trace: &Trace) {
     }
 }
 
-pub fn text(trace_dir: &Path) -> String {
-    let o = Command::new(jtrace()).arg("text").arg(trace_dir).output().unwrap();
+/// Standard output of `jtrace <args> TRACE`, which must succeed.
+pub fn jtrace_stdout(args: &[&str], trace: &Path) -> Vec<u8> {
+    let o = Command::new(jtrace()).args(args).arg(trace).output().unwrap();
     assert!(
         o.status.success(),
-        "jtrace text failed: {}",
+        "jtrace {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8(o.stdout).unwrap()
+    o.stdout
+}
+
+/// `jtrace text` of `trace_dir`.
+pub fn text(trace_dir: &Path) -> String {
+    String::from_utf8(jtrace_stdout(&["text"], trace_dir)).unwrap()
 }
 
 /// Records GroundTruth `scenario` (50 ms delays) on `jdk` with its methods
@@ -350,26 +356,10 @@ pub fn python_script(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
 
 /// `jtrace report` of `trace`: its text (the command must succeed).
 pub fn report_text(trace: &Path) -> String {
-    let o = Command::new(jtrace()).arg("report").arg(trace).output().unwrap();
-    assert!(
-        o.status.success(),
-        "jtrace report: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    String::from_utf8(jtrace_stdout(&["report"], trace)).unwrap()
 }
 
 /// `jtrace report --json` of `trace`, parsed (the command must succeed).
 pub fn report_json(trace: &Path) -> serde_json::Value {
-    let o = Command::new(jtrace())
-        .args(["report", "--json"])
-        .arg(trace)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "jtrace report --json: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&jtrace_stdout(&["report", "--json"], trace)).unwrap()
 }
