@@ -5,6 +5,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 
 /**
  * jtrace's bundled demo: one thread per reason a Java method can be slow
@@ -13,6 +14,8 @@ import java.util.List;
  */
 public class Demo {
     static final Object LOCK = new Object();
+    /** Counted down once the holder has the lock: the waiter then surely blocks. */
+    static final CountDownLatch HELD = new CountDownLatch(1);
     static volatile long sink;
 
     /** CPU-bound: more of these run than there are CPUs, so they get preempted. */
@@ -31,6 +34,7 @@ public class Demo {
     /** Holds the lock for a while, so the other thread blocks entering it. */
     static void holdLock(long millis) throws InterruptedException {
         synchronized (LOCK) {
+            HELD.countDown();
             Thread.sleep(millis);
         }
     }
@@ -104,7 +108,7 @@ public class Demo {
         }, "lock-holder"));
         threads.add(new Thread(() -> {
             try {
-                Thread.sleep(20); // let the holder take the lock first
+                HELD.await(); // the holder has the lock (a sleep raced it on a loaded machine)
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
