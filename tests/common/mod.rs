@@ -88,14 +88,56 @@ pub fn ensure_agent() {
 
 /// A fresh directory under the system temp dir, shared like /tmp (mode
 /// 1777): a test's invoking user (SUDO_UID) creates its trace directory
-/// there, as jtrace only creates one its user could create.
+/// there, as jtrace only creates one its user could create. It is removed
+/// when the test process exits, unless a test of the process failed
+/// (then it stays, to be looked at: see [`remove_at_exit`]).
 pub fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jtrace-test-{}-{}-{}", name, std::process::id(), rand_suffix()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    remove_at_exit(&d);
     d
+}
+
+/// Directories to remove when the test process exits.
+static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// A test of this process panicked (failed): its directories stay.
+static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Removes `dir` when the test process exits (traces take hundreds of
+/// megabytes a test), unless a test panicked: then every directory of the
+/// process stays and their paths are printed. A guard per directory would
+/// not do: most tests give away only a path inside theirs.
+pub fn remove_at_exit(dir: &Path) {
+    static HOOKED: OnceLock<()> = OnceLock::new();
+    HOOKED.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.store(true, std::sync::atomic::Ordering::SeqCst);
+            previous(info)
+        }));
+        // libtest leaves through exit(3) (or returns from main), which runs these.
+        unsafe { libc::atexit(clean_up_at_exit) };
+    });
+    AT_EXIT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+}
+
+extern "C" fn clean_up_at_exit() {
+    let dirs = std::mem::take(&mut *AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()));
+    if PANICKED.load(std::sync::atomic::Ordering::SeqCst) {
+        for d in &dirs {
+            eprintln!("kept for inspection: {}", d.display());
+        }
+        return;
+    }
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 fn rand_suffix() -> u64 {
@@ -248,7 +290,7 @@ pub fn record_ground_truth(jdk: &str, scenario: &str, extra: &[&str]) -> PathBuf
 /// a child forked from a large test process would count the test's own
 /// memory, from before the exec.
 pub fn run_measured(program: &Path, args: &[&std::ffi::OsStr]) -> (Output, u64) {
-    let report = std::env::temp_dir().join(format!("jtrace-test-rss-{}-{}", std::process::id(), rand_suffix()));
+    let report = tempdir("rss").join("time");
     let o = Command::new("/usr/bin/time")
         .arg("-f")
         .arg("%M")
