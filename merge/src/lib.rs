@@ -109,6 +109,7 @@ mod options;
 mod percentile;
 mod read;
 pub mod report;
+mod report_aggregate;
 pub mod report_stacks;
 mod run;
 mod sched_chain;
