@@ -42,6 +42,7 @@
 //! | `stream_file` | the memory-mapped stream file and its grower |
 //! | `stream_limits` | the sizes that bound the stream file's mapping |
 //! | `mutex` | locking that survives a poisoned mutex |
+//! | `os` | the clock and the calling thread's id, asked of the kernel |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
 //! | `comp_level` | a compiled method's compilation level, from HotSpot's `nmethod` |
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
@@ -63,6 +64,7 @@ mod hooks;
 mod jvm;
 mod load;
 mod mutex;
+mod os;
 mod probe_class;
 mod probe_natives;
 mod recorder;

@@ -27,7 +27,7 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use jtrace_format::{Encoder, JvmLost, MethodDef, Payload, Record, LOST_STREAM_FULL};
+use jtrace_format::{kind, Decoder, Encoder, JvmBlock, JvmLost, MethodDef, Payload, Record, LOST_STREAM_FULL};
 
 use crate::chunks::{ChunkPlan, Ledger};
 use crate::mutex::lock;
@@ -41,6 +41,28 @@ pub const FLUSH_AT: usize = 64 * 1024;
 pub struct ThreadBuf {
     enc: Encoder,
     records: u64,
+    /// Kernel tid of the thread the buffer is for.
+    owner: u32,
+}
+
+impl ThreadBuf {
+    /// Notes a write of the buffer, from `begin` to `end`, as
+    /// TRACER_WAIT_BEGIN/END.
+    fn note_wait(&mut self, begin: u64, end: u64, bytes: u64) {
+        for (kind, ts) in [(kind::TRACER_WAIT_BEGIN, begin), (kind::TRACER_WAIT_END, end)] {
+            self.enc.record(&Record {
+                tid: self.owner,
+                ts,
+                payload: Payload::Jvm(
+                    kind,
+                    JvmBlock {
+                        arg: bytes,
+                        class: String::new(),
+                    },
+                ),
+            });
+        }
+    }
 }
 
 /// Shared handle on a thread's buffer.
@@ -139,7 +161,16 @@ impl Recorder {
 
     /// A new buffer for the calling thread, registered for the final flush.
     pub fn new_thread_buf(&self) -> SharedBuf {
-        let mut b = ThreadBuf::default();
+        self.new_thread_buf_of(crate::os::tid())
+    }
+
+    /// A new buffer for thread `owner` (kernel tid), registered for the
+    /// final flush.
+    pub fn new_thread_buf_of(&self, owner: u32) -> SharedBuf {
+        let mut b = ThreadBuf {
+            owner,
+            ..ThreadBuf::default()
+        };
         b.enc.buf.reserve(FLUSH_AT + 4096);
         let b = Arc::new(Mutex::new(b));
         lock(&self.buffers).push(b.clone());
@@ -158,7 +189,7 @@ impl Recorder {
         b.enc.record(rec);
         b.records += 1;
         if b.enc.buf.len() >= FLUSH_AT {
-            self.flush_locked(&mut b);
+            self.flush_noting_wait(&mut b);
         }
     }
 
@@ -180,7 +211,7 @@ impl Recorder {
     pub fn flush_if_full(&self, buf: &SharedBuf) {
         let mut b = lock(buf);
         if b.enc.buf.len() >= FLUSH_AT {
-            self.flush_locked(&mut b);
+            self.flush_noting_wait(&mut b);
         }
     }
 
@@ -190,11 +221,33 @@ impl Recorder {
         lock(&self.buffers).retain(|b| !Arc::ptr_eq(b, buf));
     }
 
-    fn flush_locked(&self, b: &mut ThreadBuf) {
-        if b.enc.buf.is_empty() {
-            return;
+    /// [`Recorder::flush_locked`] by the buffer's own thread while it runs
+    /// on, then the time the write took, as TRACER_WAIT_BEGIN/END at the
+    /// start of the thread's next buffer: a write can block (the stream
+    /// file grows behind the writers), and a block there is the tracer's,
+    /// not the program's. Records of the thread from before the write may
+    /// still follow (its probes' events not drained yet): readers sort by
+    /// time. Another thread's write of the buffer (VM death, the end of an
+    /// attach session) notes nothing: the wait is not the buffer's
+    /// thread's.
+    fn flush_noting_wait(&self, b: &mut ThreadBuf) {
+        let mine = b.owner == crate::os::tid();
+        let bytes = b.enc.buf.len() as u64;
+        let begin = crate::os::now_ns();
+        if self.flush_locked(b) && mine && !self.is_dead() {
+            b.note_wait(begin, crate::os::now_ns(), bytes);
         }
-        if !self.append(&b.enc.buf) {
+    }
+
+    /// Writes out a thread's buffer; false if it could not (its events
+    /// are counted as lost). `records` counts the program's events, not
+    /// the tracer's own TRACER_WAIT spans.
+    fn flush_locked(&self, b: &mut ThreadBuf) -> bool {
+        if b.enc.buf.is_empty() {
+            return true;
+        }
+        let ok = self.append(&b.enc.buf);
+        if !ok {
             self.count_lost(b.records);
             if self.current().is_full() {
                 self.lost_by_thread_full(&b.enc.buf, b.records);
@@ -202,17 +255,22 @@ impl Recorder {
         }
         b.enc.buf.clear();
         b.records = 0;
+        ok
     }
 
     /// Notes a thread's buffer the full stream file could not take: its
     /// records are the thread's, in time order, so the first one's header
     /// gives the thread and the time its stream coverage ends.
     fn lost_by_thread_full(&self, buf: &[u8], records: u64) {
-        let (Some(tid), Some(ts)) = (buf.get(4..8), buf.get(8..16)) else {
+        // The first record of the program's (a TRACER_WAIT span of the
+        // previous write may come first).
+        let mut decoder = Decoder::new(buf, 0);
+        let first = std::iter::from_fn(|| decoder.next_raw())
+            .map_while(|r| r.ok())
+            .find(|r| !matches!(r.kind, kind::TRACER_WAIT_BEGIN | kind::TRACER_WAIT_END));
+        let Some((tid, ts)) = first.map(|r| (r.tid, r.ts)) else {
             return;
         };
-        let tid = u32::from_le_bytes(tid.try_into().expect("4 bytes"));
-        let ts = u64::from_le_bytes(ts.try_into().expect("8 bytes"));
         let mut m = lock(&self.lost_by_thread);
         if m.is_empty() {
             (self.on_full)(&format!(

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::stream_file::{CHUNK, INITIAL, RESERVE};
-use jtrace_format::{Decoder, FileHeader, MethodEvent, FILE_HEADER_LEN, STREAM_COMPLETE};
+use jtrace_format::{kind, Decoder, FileHeader, MethodEvent, FILE_HEADER_LEN, STREAM_COMPLETE};
 
 fn entry(tid: u32, ts: u64, method: u64) -> Record {
     Record {
@@ -32,10 +32,76 @@ fn stream_in(dir: &std::path::Path, tag: &str) -> (std::path::PathBuf, File) {
     (path, f)
 }
 
+/// The records of a stream file but the writes' own spans (TRACER_WAIT).
 fn records(data: &[u8]) -> Vec<Record> {
+    all_records(data)
+        .into_iter()
+        .filter(|r| tracer_wait(r).is_none())
+        .collect()
+}
+
+fn all_records(data: &[u8]) -> Vec<Record> {
     Decoder::new(&data[FILE_HEADER_LEN..], FILE_HEADER_LEN)
         .map(|r| r.unwrap())
         .collect()
+}
+
+/// (begin, bytes written) of a TRACER_WAIT record.
+fn tracer_wait(r: &Record) -> Option<(bool, u64)> {
+    match &r.payload {
+        Payload::Jvm(k @ (kind::TRACER_WAIT_BEGIN | kind::TRACER_WAIT_END), b) => {
+            Some((*k == kind::TRACER_WAIT_BEGIN, b.arg))
+        }
+        _ => None,
+    }
+}
+
+/// A thread's full buffer, written by the thread itself, is followed in
+/// its next buffer by the write's span (its bytes, begin and end, on the
+/// thread's kernel tid); the final write at its end (`retire`), and a
+/// write of its buffer by another thread, note nothing.
+#[test]
+fn a_threads_own_writes_are_noted_as_the_tracers() {
+    let (path, f) = stream("tracer-wait");
+    let rec = Arc::new(Recorder::new(f, |_| {}, 0).unwrap());
+    let buf = rec.new_thread_buf();
+    let me = crate::os::tid();
+    let n = (FLUSH_AT / 32 * 3) as u64;
+    for i in 0..n {
+        rec.push(&buf, &entry(7, 1_000 + i, 1));
+    }
+    // Another thread fills the buffer past the mark and writes it.
+    let (r2, b2) = (rec.clone(), buf.clone());
+    std::thread::spawn(move || {
+        for i in 0..(FLUSH_AT / 32) as u64 {
+            r2.push(&b2, &entry(7, 1_000 + n + i, 1));
+        }
+    })
+    .join()
+    .unwrap();
+    rec.retire(&buf);
+    rec.finish(0, u64::MAX);
+    let data = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let waits: Vec<(u32, u64, bool, u64)> = all_records(&data)
+        .iter()
+        .filter_map(|r| tracer_wait(r).map(|(begin, bytes)| (r.tid, r.ts, begin, bytes)))
+        .collect();
+    // Three writes by the thread itself: 3 spans.
+    assert_eq!(waits.len(), 6, "{waits:?}");
+    for w in waits.chunks(2) {
+        let ((t0, b, begin, n0), (t1, e, end, n1)) = (w[0], w[1]);
+        assert!(begin && !end && t0 == me && t1 == me && n0 == n1 && e >= b, "{w:?}");
+        assert!(n0 >= FLUSH_AT as u64, "{w:?}");
+    }
+    // Every entry is there, in order.
+    let entries: Vec<u64> = records(&data)
+        .iter()
+        .filter(|r| matches!(r.payload, Payload::MethodEntry(_)))
+        .map(|r| r.ts)
+        .collect();
+    assert_eq!(entries.len() as u64, n + (FLUSH_AT / 32) as u64);
+    assert!(entries.windows(2).all(|w| w[0] + 1 == w[1]));
 }
 
 #[test]
@@ -249,7 +315,10 @@ fn unfinished_stream_is_a_readable_prefix() {
     assert!(len >= INITIAL && (len - RESERVE).is_multiple_of(CHUNK), "{len}");
     assert_eq!(FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE, 0);
     let recs = records(&data);
-    // Whole 64 KiB chunks reached the file; the last partial buffer did not.
-    assert_eq!(recs.len(), FLUSH_AT / 32 * 2);
+    // Whole 64 KiB chunks reached the file; the last partial buffer did
+    // not. The second began with the first write's span: 2 records of 32
+    // bytes (header, u64, empty string, padding) in place of 2 entries.
+    assert_eq!(all_records(&data).len() - recs.len(), 2);
+    assert_eq!(recs.len(), FLUSH_AT / 32 * 2 - 2);
     assert!(recs.iter().enumerate().all(|(i, r)| r.ts == i as u64));
 }

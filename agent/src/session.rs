@@ -125,7 +125,7 @@ pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
             // probes ran but that recorded nothing else gets one now.
             let find = |t: u32| {
                 let found = bufs.iter().rev().find(|(x, _)| *x == t).map(|(_, b)| b.clone());
-                found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf()))
+                found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf_of(t)))
             };
             stop_probes(env, jni, cfg, rec, &find);
         }

@@ -2,7 +2,6 @@
 //! configuration, recorder and flags), each thread's recording state, and
 //! [`guard`], which every callback runs in.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -85,31 +84,7 @@ pub(crate) fn debug(msg: &str) {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds (the one clock of the whole trace).
-pub(crate) fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-thread_local! {
-    /// Kernel thread id of the calling thread, 0 until first asked.
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
-
-/// gettid() of the calling thread, cached.
-pub(crate) fn tid() -> u32 {
-    TID.try_with(|t| {
-        if t.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
-        }
-        t.get()
-    })
-    // During thread teardown the cache may be gone; ask the kernel directly.
-    .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
-}
+pub(crate) use crate::os::{now_ns, tid};
 
 /// A cheap hash for jmethodID pointers (8-byte aligned, so fold the high
 /// bits of the product into the low ones that pick the bucket).

@@ -180,15 +180,16 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
             ino: c.u64()?,
             path: c.str()?,
         }),
-        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END | kind::VTHREAD_START..=kind::VTHREAD_UNPARK => {
-            Payload::Jvm(
-                kind,
-                JvmBlock {
-                    arg: c.u64()?,
-                    class: c.str()?,
-                },
-            )
-        }
+        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
+        | kind::TRACER_WAIT_BEGIN
+        | kind::TRACER_WAIT_END
+        | kind::VTHREAD_START..=kind::VTHREAD_UNPARK => Payload::Jvm(
+            kind,
+            JvmBlock {
+                arg: c.u64()?,
+                class: c.str()?,
+            },
+        ),
         kind::ALLOC_SAMPLE => {
             let (size, class) = (c.u64()?, c.str()?);
             // The site came later: older streams end after the class.

@@ -116,6 +116,16 @@ pub const ALLOC_SAMPLE: u16 = 122;
 /// METHOD_ENTRY/METHOD_EXIT record per event: [`crate::Decoder`]'s
 /// iterator yields it expanded into those.
 pub const METHOD_BATCH: u16 = 123;
+/// JVM: the thread in the header waits for the tracer itself: it is
+/// writing its buffer of records into the stream (the agent's own work,
+/// which can block when the stream file grows behind the writers). Any
+/// time off CPU until [`TRACER_WAIT_END`] is the tracer's (cause
+/// `tracer`), not the program's. Payload: [`crate::JvmBlock`] (`arg` = the
+/// bytes written, `class` empty).
+pub const TRACER_WAIT_BEGIN: u16 = 124;
+/// JVM: the tracer's wait that [`TRACER_WAIT_BEGIN`] began is over.
+/// Payload: [`crate::JvmBlock`] (`arg` = the bytes written, `class` empty).
+pub const TRACER_WAIT_END: u16 = 125;
 /// JVM: events of the thread in the header that the agent could not write
 /// (its stream could not grow: disk full), the header ts being the first
 /// one's time; written once per thread at the end, into room the agent

@@ -34,10 +34,14 @@ pub enum Cause {
     SyscallOther,
     /// Off CPU with no explanation.
     Unknown,
+    /// Blocked in the tracer's own work: the JVM agent writing the
+    /// thread's records out (last, so that the columns before it keep
+    /// their places).
+    Tracer,
 }
 
 /// Number of causes.
-pub const N_CAUSES: usize = 13;
+pub const N_CAUSES: usize = 14;
 
 impl Cause {
     /// Every cause, in column order.
@@ -55,6 +59,7 @@ impl Cause {
         Cause::LockNative,
         Cause::SyscallOther,
         Cause::Unknown,
+        Cause::Tracer,
     ];
 
     /// The name used in reports and JSON (docs/REPORT.md).
@@ -73,6 +78,7 @@ impl Cause {
             Cause::LockNative => "lock_native",
             Cause::SyscallOther => "syscall_other",
             Cause::Unknown => "unknown",
+            Cause::Tracer => "tracer",
         }
     }
 

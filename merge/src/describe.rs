@@ -113,6 +113,7 @@ pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
                 Cause::Park if class.is_empty() => "parked".into(),
                 Cause::Park => format!("parked on {class}"),
                 Cause::Sleep => "in Thread.sleep".into(),
+                Cause::Tracer => "writing its trace records (jtrace agent)".into(),
                 c => c.name().into(),
             }
         }

@@ -61,6 +61,9 @@ impl Context {
     }
 }
 
+// One per walked thread, replaced at every switch: boxing `Off` would
+// allocate per switch to save bytes nobody holds many of.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy)]
 enum CpuState {
     On,
@@ -840,6 +843,94 @@ mod tests {
         );
         assert_eq!(c.ivs[1].evidence, Evidence::Syscall(sock));
         assert_eq!(c.ivs[3].evidence, Evidence::PageFault);
+    }
+
+    /// A thread blocked on the stream's grow lock while the agent wrote
+    /// its records out (TRACER_WAIT) is the tracer's time, not the futex
+    /// under it; the write done, the Object.wait it happened in is a wait
+    /// again.
+    #[test]
+    fn the_tracers_own_wait_is_its_own_cause() {
+        let mut trace = Trace::default();
+        let futex = syscall(&mut trace, nr::FUTEX, jtrace_format::fd_kind::NONE);
+        let th = ThreadInfo {
+            tid: 1,
+            ..Default::default()
+        };
+        let block = |ts, cause, begin| {
+            ev(
+                ts,
+                Event::Block {
+                    cause,
+                    begin,
+                    detail: 0,
+                },
+            )
+        };
+        let evs = vec![
+            ev(0, Event::Enter(0)),
+            block(10, Cause::Wait, true),
+            // the MONITOR_WAIT record filled the buffer: its write waits 50 ns
+            block(20, Cause::Tracer, true),
+            ev(
+                21,
+                Event::Syscall {
+                    idx: futex,
+                    enter: true,
+                },
+            ),
+            ev(30, out(false)),
+            ev(80, wake()),
+            ev(80, IN),
+            ev(
+                81,
+                Event::Syscall {
+                    idx: futex,
+                    enter: false,
+                },
+            ),
+            block(90, Cause::Tracer, false),
+            // then the wait itself
+            ev(
+                100,
+                Event::Syscall {
+                    idx: futex,
+                    enter: true,
+                },
+            ),
+            ev(110, out(false)),
+            ev(310, wake()),
+            ev(310, IN),
+            ev(
+                311,
+                Event::Syscall {
+                    idx: futex,
+                    enter: false,
+                },
+            ),
+            block(320, Cause::Wait, false),
+            ev(
+                400,
+                Event::Exit {
+                    method: 0,
+                    exception: false,
+                },
+            ),
+        ];
+        let mut c = Collect::default();
+        analyze_thread(&trace, &th, &evs, &mut c);
+        let b = c.invs[0].breakdown;
+        assert!(b.is_exact());
+        assert_eq!(b.off.get(Cause::Tracer), 50);
+        assert_eq!(b.off.get(Cause::Wait), 200);
+        assert_eq!(b.off.get(Cause::LockNative), 0);
+        assert_eq!(
+            c.ivs[0].evidence,
+            Evidence::Jvm {
+                cause: Cause::Tracer,
+                detail: 0
+            }
+        );
     }
 
     /// Past the kernel stream's coverage end, time is neither CPU nor a

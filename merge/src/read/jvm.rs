@@ -107,7 +107,9 @@ impl TraceReader {
                         continue;
                     }
                 }
-                k @ kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END => {
+                k @ (kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
+                | kind::TRACER_WAIT_BEGIN
+                | kind::TRACER_WAIT_END) => {
                     // JvmBlock: u64 arg, then a u16-length-prefixed string.
                     let p = raw.payload;
                     let class = p
@@ -439,6 +441,8 @@ fn block_of(k: u16) -> Option<(Cause, bool)> {
         kind::PARK_END => Some((Cause::Park, false)),
         kind::SLEEP_BEGIN => Some((Cause::Sleep, true)),
         kind::SLEEP_END => Some((Cause::Sleep, false)),
+        kind::TRACER_WAIT_BEGIN => Some((Cause::Tracer, true)),
+        kind::TRACER_WAIT_END => Some((Cause::Tracer, false)),
         _ => None,
     }
 }
