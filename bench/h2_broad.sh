@@ -90,17 +90,18 @@ for label, base in [("budget", "untraced"), ("budget_base", "untraced"), ("budge
 sz = [r["size_budget"] / r["size_complete"] for r in by["reps"]]
 print(f"trace size budget/complete: min {min(sz):.3f} median {statistics.median(sz):.3f}; "
       f"last {by['reps'][-1]['size_budget'] / 1e6:.1f} MB vs {by['reps'][-1]['size_complete'] / 1e6:.1f} MB")
-# All off-CPU time, and the blocking causes alone (without runqueue, gc and
-# safepoint: CPU contention, which --complete's own cost inflates, and
-# stops of the whole JVM).
-NOT_BLOCKING = {"runqueue", "gc", "safepoint"}
+# All off-CPU time but the tracer's own (cause `tracer`: its writes of the
+# records, which --complete's volume makes wait), and the blocking causes
+# alone (also without runqueue, gc and safepoint: CPU contention, which
+# --complete's own cost inflates, and stops of the whole JVM).
+NOT_BLOCKING = {"runqueue", "gc", "safepoint", "tracer"}
 def top(path, blocking):
     m = json.load(open(path))["methods"]
-    off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if not blocking or k not in NOT_BLOCKING)
+    off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if k != "tracer" and (not blocking or k not in NOT_BLOCKING))
     return [f'{x["class"]}.{x["name"]}' for x in sorted(m, key=off, reverse=True)[:10]]
 for blocking in (False, True):
     b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking)
-    what = "blocking off-CPU (no runqueue, gc, safepoint)" if blocking else "off-CPU"
+    what = "blocking off-CPU (no runqueue, gc, safepoint, tracer)" if blocking else "off-CPU (no tracer)"
     print(f"top-10 by {what}: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
     for i, (x, y) in enumerate(zip(b, c)):
         print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
