@@ -35,7 +35,7 @@ fn tracer_waits(out: &Path) -> (Vec<(u32, u64, bool, u64)>, u64) {
 #[test]
 fn every_write_of_a_threads_records_is_noted_and_its_blocks_are_the_tracers() {
     let cp = classes();
-    for jdk in [JDK17, JDK25] {
+    for jdk in JDKS {
         let d = tempdir("tracer-cause");
         let out = d.join("t.jtrace");
         let java = java(jdk);
