@@ -57,7 +57,7 @@ use std::path::Path;
 pub use crate::file_io::unlinked_temp_file;
 pub use crate::kway::SortedEvents;
 pub use crate::options::{parse_size, StreamOptions, DEFAULT_BUDGET};
-pub use crate::wakers::analyze_with_wakers;
+pub use crate::wakers::{analyze_answering_wakers, analyze_with_wakers, ThreadAnswers, WakerAnswers};
 
 /// Reads a trace directory for a streaming analysis: the returned [`Trace`]
 /// has every table (threads with their first/last times, methods, details,

@@ -138,6 +138,16 @@ impl Visitor for Wakers<'_> {
     }
 }
 
+/// Every wakeup in walk order: (wakee, depth, wakeup).
+#[derive(Default)]
+struct WakeList(Vec<(u32, usize, Wake)>);
+
+impl Visitor for WakeList {
+    fn wakeup(&mut self, t: &ThreadInfo, depth: usize, w: &Wake) {
+        self.0.push((t.tid, depth, *w));
+    }
+}
+
 /// The waker's method of every wakeup, answered from the waker's own
 /// stream in bounded memory, equals the whole-trace index's answer.
 #[test]
@@ -164,6 +174,26 @@ fn waker_methods_equal_the_call_index() {
         let (st, events) = stream::open(&dir, &opts).unwrap();
         let mut log = Log::default();
         stream::analyze_with_wakers(&st, events, &mut log).unwrap();
+        assert_same(&in_memory(&dir).0, &log.0);
+        // In one walk that answers as it goes: the same answers after it,
+        // asked thread by thread in walk order, and the same walk.
+        let (st, events) = stream::open(&dir, &opts).unwrap();
+        let mut wakes = WakeList::default();
+        let mut answers = stream::analyze_answering_wakers(&st, events, &mut wakes).unwrap();
+        let mut got = Vec::new();
+        let mut left = wakes.0.iter().peekable();
+        for info in st.threads.values() {
+            let mut a = answers.thread(info).unwrap();
+            while let Some((tid, depth, w)) = left.next_if(|x| x.0 == info.tid) {
+                let m = a.method(w.ts, w.waker_tid).unwrap();
+                got.push(format!("{tid} {depth} {w:?} {m:?}"));
+            }
+        }
+        assert!(left.next().is_none(), "wakeups in walk order");
+        assert_same(&expected.1, &got);
+        let (st, events) = stream::open(&dir, &opts).unwrap();
+        let mut log = Log::default();
+        stream::analyze_answering_wakers(&st, events, &mut log).unwrap();
         assert_same(&in_memory(&dir).0, &log.0);
     }
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
