@@ -3,18 +3,23 @@
 //! documented in docs/EXPORTS.md (keep both in step: a column's meaning
 //! never changes; new columns are added at the end).
 //!
-//! It streams: one walk ([`stream::analyze_with_wakers`], for the waker's
-//! method of each wakeup) writes every table at once, each in row groups of
-//! [`table::ROW_GROUP`] rows, so memory is the budget plus one row group per
-//! table. Files are written under temporary names and renamed into place
+//! It streams: one walk ([`stream::analyze_answering_wakers`]) writes every
+//! table at once, each in row groups of [`table::ROW_GROUP`] rows, so memory
+//! is the budget plus one row group per table. The waker's method of each
+//! wakeup is known only after the walk: the `wakeups` rows are logged and
+//! written after it, and the `off_cpu_intervals` row groups wait for their
+//! `waker_method_id` column (`wakes.rs`, `waiting.rs`), both in temporary
+//! files. Files are written under temporary names and renamed into place
 //! when all are complete: a failed export leaves no half-written table.
 
 mod table;
+mod waiting;
+mod wakes;
 
 use crate::evidence::{evidence_key, EvidenceKey};
 use crate::windows::{pair_windows, window_name, WindowMarks};
 use anyhow::Context;
-use jtrace_merge::stream::{self, StreamOptions};
+use jtrace_merge::stream::{self, unlinked_temp_file, StreamOptions};
 use jtrace_merge::{
     describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, FrameKind, Invocation, MethodIdx,
     OffCpuInterval, Symbolizer, SyscallInfo, ThreadInfo, ThreadTotals, Timed, Trace, Visitor, Wake,
@@ -24,6 +29,7 @@ use rustc_hash::FxHashMap;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use table::{Kind, Table};
+use wakes::WakeLog;
 
 /// The tables, in the order they are created.
 pub const TABLES: &[&str] = &[
@@ -157,8 +163,10 @@ struct Writer<'a> {
     cause_names: Vec<ByteArray>,
     /// Evidence strings made so far.
     evidence: EvidenceStrings,
-    /// The waker's method of the thread's latest wakeup: (its time, method).
-    last_waker_method: Option<(u64, Option<MethodIdx>)>,
+    /// The wakeups, for the `wakeups` table after the walk.
+    wakes: WakeLog,
+    /// The thread's latest wakeup: (its time, its index in `wakes`).
+    last_wake: Option<(u64, u64)>,
     windows: WindowMarks,
     window_last: HashMap<u32, u64>,
 }
@@ -170,6 +178,21 @@ const OFF_CPU: usize = 3;
 const WAKEUPS: usize = 4;
 const WINDOWS: usize = 5;
 const STACKS: usize = 6;
+
+/// The `waker_method_id` column of `off_cpu_intervals`.
+const OFF_CPU_WAKER_METHOD: usize = 11;
+
+/// Tables `a` and `b` (`a` ≠ `b`), both mutable.
+fn pair_mut(tables: &mut [Table], a: usize, b: usize) -> (&mut Table, &mut Table) {
+    assert!(a != b);
+    if a < b {
+        let (l, r) = tables.split_at_mut(b);
+        (&mut l[a], &mut r[0])
+    } else {
+        let (l, r) = tables.split_at_mut(a);
+        (&mut r[0], &mut l[b])
+    }
+}
 
 /// The `kind` column of the stacks table.
 fn frame_kind(k: FrameKind) -> &'static str {
@@ -202,7 +225,7 @@ impl Visitor for Writer<'_> {
     fn thread_begin(&mut self, _t: &ThreadInfo) {
         self.stack.clear();
         self.syscalls.clear();
-        self.last_waker_method = None;
+        self.last_wake = None;
     }
     fn event(&mut self, t: &ThreadInfo, e: &Timed) {
         if let Event::Window { cause, begin } = e.event {
@@ -249,15 +272,13 @@ impl Visitor for Writer<'_> {
         }
         self.syscalls.push_back((idx, *sc));
     }
-    fn waker_method(&mut self, t: &ThreadInfo, _depth: usize, w: &Wake, m: Option<MethodIdx>) {
-        self.last_waker_method = Some((w.ts, m));
-        self.row(WAKEUPS, |r| {
-            r.u64(w.ts)
-                .u64(t.tid as u64)
-                .u64(w.waker_tid as u64)
-                .u64(w.waker_tgid as u64)
-                .opt_u64(m.map(u64::from));
-        });
+    fn wakeup(&mut self, t: &ThreadInfo, _depth: usize, w: &Wake) {
+        match self.wakes.push(t.tid, w) {
+            Ok(k) => self.last_wake = Some((w.ts, k)),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, o: &OffCpuInterval) {
         let trace = self.trace;
@@ -283,8 +304,10 @@ impl Visitor for Writer<'_> {
             e => Some(self.evidence.get(&e, None, || describe_evidence(trace, &e))),
         };
         let method = depth.checked_sub(1).and_then(|d| self.stack.get(d)).copied();
-        let waker_method = match (o.wake, self.last_waker_method) {
-            (Some(w), Some((ts, m))) if ts == w.ts => m,
+        // The waker's method of the latest wakeup, if it ended this
+        // interval: known after the walk, a reference to it until then.
+        let waker_method = match (o.wake, self.last_wake) {
+            (Some(w), Some((ts, k))) if ts == w.ts => Some(k),
             _ => None,
         };
         self.row(OFF_CPU, |r| {
@@ -302,7 +325,7 @@ impl Visitor for Writer<'_> {
             };
             r.opt_u64(o.wake.map(|w| w.waker_tid as u64))
                 .opt_u64(o.wake.map(|w| w.waker_tgid as u64))
-                .opt_u64(waker_method.map(u64::from))
+                .opt_u64(waker_method)
                 .opt_u64(o.wake.map(|w| w.ts));
             for c in Cause::ALL {
                 r.u64(o.split.off.get(c));
@@ -394,6 +417,18 @@ pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyh
                 .with_context(|| format!("cannot create {}", temp.display()))?;
             tables.push(Table::new(name, table_columns(name), file, temp)?);
         }
+        // The off-CPU rows' waker method and the wakeups wait in temporary
+        // files, where the sort spills its runs.
+        let temp_dir = opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let temp = |what: &str| {
+            unlinked_temp_file(&temp_dir, what).with_context(|| {
+                format!(
+                    "cannot create a temporary file in {} for the Parquet export (set TMPDIR or --temp-dir)",
+                    temp_dir.display()
+                )
+            })
+        };
+        tables[OFF_CPU].wait_for(OFF_CPU_WAKER_METHOD, temp("parquet-waiting")?);
         let mut w = Writer {
             trace: &trace,
             tables,
@@ -405,7 +440,8 @@ pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyh
                 .map(|n| ByteArray::from(n.as_bytes().to_vec()))
                 .collect(),
             evidence: EvidenceStrings::default(),
-            last_waker_method: None,
+            wakes: WakeLog::new(temp("parquet-wakes")?),
+            last_wake: None,
             windows: WindowMarks::new(),
             window_last: HashMap::new(),
         };
@@ -418,12 +454,14 @@ pub fn write_parquet(trace_dir: &Path, dir: &Path, opts: &StreamOptions) -> anyh
                     .bool(m.native);
             });
         }
-        let walked = stream::analyze_with_wakers(&trace, events, &mut w);
+        let answers = stream::analyze_answering_wakers(&trace, events, &mut w);
         let mut tables = std::mem::take(&mut w.tables);
-        walked?;
+        let answers = answers?;
         if let Some(e) = w.error.take() {
             return Err(e);
         }
+        let (wakeups, off_cpu) = pair_mut(&mut tables, WAKEUPS, OFF_CPU);
+        wakes::write_after_walk(&trace, answers, w.wakes, wakeups, off_cpu)?;
         for win in pair_windows(std::mem::take(&mut w.windows), &w.window_last) {
             let t = &mut tables[WINDOWS];
             t.u64(win.pid as u64)

@@ -1,9 +1,12 @@
 //! One Parquet file being written: its columns buffered for the current row
 //! group, flushed every [`ROW_GROUP`] rows, so memory stays bounded by the
-//! row group whatever the table's length.
+//! row group whatever the table's length. A column can wait for its values
+//! until after the walk ([`Table::wait_for`], `waiting.rs`).
 
+use super::waiting::Waiting;
 use anyhow::Context;
 use parquet::basic::{Compression, Encoding};
+use parquet::column::writer::{get_typed_column_writer_mut, ColumnWriter};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -67,16 +70,40 @@ const MINI: usize = 256;
 
 /// What a nullable integer or boolean cell holds for null (values are
 /// below 2^63, so never negative).
-const NULL: i64 = i64::MIN;
+pub const NULL: i64 = i64::MIN;
 
 /// A column's buffered values (present ones only) and definition levels
 /// (nullable columns only).
-struct Buf {
-    kind: Kind,
-    ints: Vec<i64>,
-    bools: Vec<bool>,
-    strs: Vec<ByteArray>,
-    defs: Vec<i16>,
+pub(super) struct Buf {
+    pub(super) kind: Kind,
+    pub(super) ints: Vec<i64>,
+    pub(super) bools: Vec<bool>,
+    pub(super) strs: Vec<ByteArray>,
+    pub(super) defs: Vec<i16>,
+}
+
+impl Buf {
+    /// Writes the values into a column chunk's writer.
+    pub(super) fn put(&self, w: &mut ColumnWriter) -> parquet::errors::Result<()> {
+        let defs = self.kind.nullable().then_some(&self.defs[..]);
+        match self.kind {
+            Kind::I64 | Kind::OptI64 => get_typed_column_writer_mut::<Int64Type>(w).write_batch(&self.ints, defs, None),
+            Kind::Bool | Kind::OptBool => {
+                get_typed_column_writer_mut::<BoolType>(w).write_batch(&self.bools, defs, None)
+            }
+            Kind::Str | Kind::OptStr => {
+                get_typed_column_writer_mut::<ByteArrayType>(w).write_batch(&self.strs, defs, None)
+            }
+        }?;
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.ints.clear();
+        self.bools.clear();
+        self.strs.clear();
+        self.defs.clear();
+    }
 }
 
 /// A Parquet file being written, row by row.
@@ -98,6 +125,10 @@ pub struct Table {
     writer: Option<SerializedFileWriter<File>>,
     /// Where it is written (renamed by the caller when every table is complete).
     temp: PathBuf,
+    /// The row groups that wait for a column, if one does.
+    waiting: Option<Waiting>,
+    /// No more rows: the last waiting group is parked.
+    closed: bool,
 }
 
 /// The Parquet message type of `columns`.
@@ -155,7 +186,62 @@ impl Table {
             rows: 0,
             writer: Some(writer),
             temp,
+            waiting: None,
+            closed: false,
         })
+    }
+
+    /// Column `col` (a nullable integer) gets its values only after the
+    /// walk: until then each of its cells holds a reference (an integer, or
+    /// null), and each full row group waits, its other columns encoded,
+    /// in `store` (a temporary file). After the last row,
+    /// [`Table::next_waiting`] and [`Table::fill_waiting`] give the row
+    /// groups, in order, their values.
+    pub fn wait_for(&mut self, col: usize, store: File) {
+        assert_eq!(self.bufs[col].kind, Kind::OptI64, "a nullable integer column waits");
+        self.waiting = Some(Waiting::new(col, store));
+    }
+
+    /// After the last row: the references of the next waiting row group's
+    /// column ([`NULL`] for null), or None when every group is written.
+    pub fn next_waiting(&mut self) -> anyhow::Result<Option<Vec<i64>>> {
+        if !self.closed {
+            self.flush()?;
+            self.closed = true;
+        }
+        let w = self.waiting.as_mut().expect("a table that waits");
+        w.load()
+    }
+
+    /// Writes the row group [`Table::next_waiting`] gave, the waiting
+    /// column's `values` ([`NULL`] for null) in place of its references.
+    pub fn fill_waiting(&mut self, values: &[i64]) -> anyhow::Result<()> {
+        let w = self.waiting.as_mut().expect("a table that waits");
+        let (chunks, closes) = w.loaded()?;
+        let col = w.col();
+        let b = &mut self.bufs[col];
+        b.clear();
+        for &v in values {
+            if v != NULL {
+                b.ints.push(v);
+            }
+            b.defs.push((v != NULL) as i16);
+        }
+        let writer = self.writer.as_mut().expect("open until finish");
+        let mut rg = writer.next_row_group()?;
+        let mut closes = closes.into_iter();
+        for i in 0..self.bufs.len() {
+            if i == col {
+                let mut c = rg.next_column()?.context("a column per buffer")?;
+                self.bufs[col].put(c.untyped())?;
+                c.close()?;
+            } else {
+                rg.append_column(&chunks, closes.next().context("a chunk per column")?)?;
+            }
+        }
+        rg.close()?;
+        self.bufs[col].clear();
+        Ok(())
     }
 
     /// The next column's kind (checked in debug builds only).
@@ -282,36 +368,33 @@ impl Table {
         }
         self.spread();
         let w = self.writer.as_mut().expect("open until finish");
-        let mut rg = w.next_row_group()?;
-        let mut i = 0;
-        while let Some(mut col) = rg.next_column()? {
-            let b = &mut self.bufs[i];
-            let defs = b.kind.nullable().then_some(&b.defs[..]);
-            match b.kind {
-                Kind::I64 | Kind::OptI64 => {
-                    col.typed::<Int64Type>().write_batch(&b.ints, defs, None)?;
-                }
-                Kind::Bool | Kind::OptBool => {
-                    col.typed::<BoolType>().write_batch(&b.bools, defs, None)?;
-                }
-                Kind::Str | Kind::OptStr => {
-                    col.typed::<ByteArrayType>().write_batch(&b.strs, defs, None)?;
-                }
+        if let Some(waiting) = &mut self.waiting {
+            waiting.park(w.schema_descr(), w.properties(), &self.bufs)?;
+        } else {
+            let mut rg = w.next_row_group()?;
+            let mut i = 0;
+            while let Some(mut col) = rg.next_column()? {
+                self.bufs[i].put(col.untyped())?;
+                col.close()?;
+                i += 1;
             }
-            col.close()?;
-            b.ints.clear();
-            b.bools.clear();
-            b.strs.clear();
-            b.defs.clear();
-            i += 1;
+            rg.close()?;
         }
-        rg.close()?;
+        for b in &mut self.bufs {
+            b.clear();
+        }
         self.rows = 0;
         Ok(())
     }
 
     /// Writes the last row group and the footer (the file stays at `temp`).
     pub fn finish(mut self) -> anyhow::Result<()> {
+        if self.waiting.is_some() {
+            anyhow::ensure!(
+                self.closed && self.next_waiting()?.is_none(),
+                "row groups still wait for a column"
+            );
+        }
         self.flush()?;
         let w = self.writer.take().expect("open until finish");
         w.close()
