@@ -18,7 +18,8 @@
 //! * [`stream::open`] reads a trace of any length in memory bounded by a
 //!   budget ([`stream::StreamOptions`]); [`stream::analyze`] walks it once.
 //!   [`stream::analyze_with_wakers`] also tells the method each waker was
-//!   in. This is what `jtrace report` uses.
+//!   in (walking twice); [`stream::analyze_answering_wakers`] tells it after
+//!   one walk. This is what `jtrace report` uses.
 //!
 //! ```no_run
 //! use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};

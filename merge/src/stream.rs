@@ -30,7 +30,8 @@
 //! encoding, `kway.rs` merges each thread's runs, and each thread is walked
 //! by the same [`ThreadWalk`] as in the whole-trace
 //! [`crate::analyze()`]. [`analyze_with_wakers`] (`wakers.rs`) adds the
-//! waker's method of every wakeup.
+//! waker's method of every wakeup; [`analyze_answering_wakers`] gives them
+//! after its one walk.
 //!
 //! ```no_run
 //! use jtrace_merge::{stream, Invocation, ThreadInfo, Visitor};
