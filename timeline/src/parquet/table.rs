@@ -18,19 +18,6 @@ use std::sync::Arc;
 /// Rows per row group.
 pub const ROW_GROUP: usize = 64 * 1024;
 
-/// Integer columns of few distinct values, dictionary-encoded.
-const DICTIONARY_INTS: &[&str] = &[
-    "tid",
-    "pid",
-    "method_id",
-    "depth",
-    "prev_state",
-    "waker_tid",
-    "waker_pid",
-    "waker_method_id",
-    "carrier_tid",
-];
-
 /// A column's type: every integer is INT64 (signed, which every engine
 /// reads; the values are below 2^63), strings are UTF-8 BYTE_ARRAY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,21 +139,27 @@ impl Table {
         let schema = Arc::new(parquet::schema::parser::parse_message_type(&message_type(
             name, &columns,
         ))?);
-        // Dictionaries where values repeat (strings, ids); times and
-        // durations, nearly all distinct, as deltas bit-packed (a
-        // dictionary would hash every value to give up). Statistics per column chunk
-        // (row group): what engines prune with.
+        // Dictionaries for strings; every integer (ids too: in runs, their
+        // deltas pack to a few bits, and a dictionary hashes every value,
+        // ≈ 2× the cost) as deltas bit-packed. One data page per column
+        // chunk up to its 1 MiB size limit (pages of 20 000 rows, the
+        // default, add a header, a block start and a compression call each:
+        // files 7 % larger). Statistics per column chunk (row group): what
+        // engines prune with. BENCHMARKS.md, "Exports against `report`".
         let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("jtrace {}", env!("CARGO_PKG_VERSION")))
             .set_dictionary_enabled(false)
+            .set_data_page_row_count_limit(usize::MAX)
+            .set_write_batch_size(8192)
             .set_statistics_enabled(EnabledStatistics::Chunk);
         for (c, k) in &columns {
-            if matches!(k, Kind::Str | Kind::OptStr) || DICTIONARY_INTS.contains(&c.as_str()) {
-                props = props.set_column_dictionary_enabled(ColumnPath::from(c.as_str()), true);
-            } else if matches!(k, Kind::I64 | Kind::OptI64) {
-                props = props.set_column_encoding(ColumnPath::from(c.as_str()), Encoding::DELTA_BINARY_PACKED);
-            }
+            let c = ColumnPath::from(c.as_str());
+            props = match k {
+                Kind::Str | Kind::OptStr => props.set_column_dictionary_enabled(c, true),
+                Kind::I64 | Kind::OptI64 => props.set_column_encoding(c, Encoding::DELTA_BINARY_PACKED),
+                Kind::Bool | Kind::OptBool => props,
+            };
         }
         let props = Arc::new(props.build());
         let writer = SerializedFileWriter::new(file, schema, props)?;
