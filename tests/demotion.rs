@@ -1,8 +1,9 @@
 //! Broad instrumentation at bounded cost (issue 17): adaptive demotion
 //! removes the probes of a hot tiny method and keeps those of methods that
-//! block (in the JVM: a sleep; in the kernel: a socket read the JVM does
-//! not report), and says so in the report; `--min-duration` leaves short
-//! leaf calls out and counts every one of them.
+//! block (in the JVM: a sleep, a contended monitor; in the kernel: a socket
+//! read the JVM does not report), but not for a class-loading wait, and
+//! says so in the report; `--min-duration` leaves short leaf calls out and
+//! counts every one of them.
 
 mod common;
 
@@ -65,6 +66,52 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
         let json = report_json(&out);
         assert_eq!(json["demoted"][0]["name"], "tiny", "{jdk}");
         assert!(json["demoted"][0]["est_calls_after"].as_u64().unwrap() > 0);
+    }
+}
+
+/// A class-loading wait is not blocking: `LoadWait$Plugin.applyAsLong`,
+/// whose first calls (four threads at once) wait ≈ 300 ms for its loader's
+/// lock while one of them loads the class it calls, and `viaInit`, whose
+/// first calls wait for a class's initialisation, are demoted like `tiny`;
+/// `contended`, whose monitor a holder keeps 2 ms in every 10 all run long,
+/// keeps its probes and every call.
+#[test]
+fn a_class_loading_wait_does_not_keep_a_method_probed() {
+    for jdk in JDKS {
+        let out = tempdir("demotion-loading");
+        let cp = classes();
+        let java = java(jdk);
+        let o = jtrace_run(
+            &out,
+            &["--methods", "LoadWait$Work.*", "--methods", "LoadWait$Plugin.*"],
+            &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "LoadWait", "1500"],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let (via_init, apply, contended) = summary_counts(&o.stdout, "viaInit");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let mut demoted: Vec<&str> = r.demoted.iter().map(|d| d.name.as_str()).collect();
+        demoted.sort_unstable();
+        assert_eq!(demoted, vec!["applyAsLong", "tiny", "viaInit"], "{jdk}");
+        let method = |name: &str| r.methods.iter().find(|m| m.name == name).unwrap();
+        let loading = method("applyAsLong").off_cpu_ns.get(jtrace_merge::Cause::Monitor);
+        let blocked = method("contended").off_cpu_ns.get(jtrace_merge::Cause::Monitor);
+        eprintln!(
+            "{jdk}: viaInit {via_init}, applyAsLong {apply} calls ({} recorded, {} ms on the loader's lock), \
+             contended {contended} ({} ms of monitor)",
+            method("applyAsLong").calls,
+            loading / 1_000_000,
+            blocked / 1_000_000
+        );
+        // The scenario happened: the first calls did wait on the loader's
+        // lock, as a JVM-level monitor block inside the method.
+        assert!(loading >= 100_000_000, "{jdk}: {loading} ns on the loader's lock");
+        assert!(method("applyAsLong").calls < apply / 2, "{jdk}");
+        // The contended method keeps every call, and its blocks.
+        assert_eq!(method("contended").calls, contended, "{jdk}: contended");
+        assert!(blocked > 0, "{jdk}: contended never blocked");
+        std::fs::remove_dir_all(&out).ok();
     }
 }
 

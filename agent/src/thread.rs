@@ -154,6 +154,25 @@ pub(crate) unsafe fn record_java(
     ts: u64,
     payload: impl FnOnce() -> Payload,
 ) -> bool {
+    record_java_block(env, jni, thread, ts, payload, || false)
+}
+
+/// [`record_java`] for a record that may begin a JVM-level block which is
+/// class loading: `class_loading()`, asked only when the thread has traced
+/// calls open, tells, and such a block does not count as blocked inside
+/// them (it happens in a call site's first executions only: see
+/// `events/class_loading.rs`).
+///
+/// # Safety
+/// As [`record_java`].
+pub(crate) unsafe fn record_java_block(
+    env: *mut jvmtiEnv,
+    jni: *mut JNIEnv,
+    thread: jthread,
+    ts: u64,
+    payload: impl FnOnce() -> Payload,
+    class_loading: impl FnOnce() -> bool,
+) -> bool {
     let Some((rec, cfg)) = active() else { return false };
     let mut done = false;
     with_state(rec, |st| {
@@ -166,7 +185,11 @@ pub(crate) unsafe fn record_java(
         let Some(buf) = &st.buf else { return };
         let payload = payload();
         if blocks(&payload) {
-            st.watch.block_begins();
+            if st.watch.in_call() && class_loading() {
+                st.watch.class_loading_begins();
+            } else {
+                st.watch.block_begins();
+            }
         }
         rec.push(
             buf,

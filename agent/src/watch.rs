@@ -5,7 +5,8 @@
 //!
 //! *Blocked inside* means one of two things seen while the call was open:
 //! a JVM-level block began on the thread (contended monitor, wait, park,
-//! sleep: [`ThreadWatch::block_begins`]), or the thread switched out
+//! sleep: [`ThreadWatch::block_begins`]; a class-loading wait does not
+//! count, [`ThreadWatch::class_loading_begins`]), or the thread switched out
 //! voluntarily in the kernel (socket, file, futex, page fault). The agent
 //! learns the second from the thread's voluntary context-switch count
 //! (getrusage(RUSAGE_THREAD), read at each drain, ≈ 0.3 µs): if it grew by
@@ -119,6 +120,19 @@ impl ThreadWatch {
         for f in &mut self.frames {
             f.jvm_block = true;
         }
+    }
+
+    /// A JVM-level block that is class loading begins on the thread: its
+    /// voluntary switches are known (not to be guessed at), but the open
+    /// calls are not blocked inside for it (a call site loads a class in
+    /// its first executions only).
+    pub(crate) fn class_loading_begins(&mut self) {
+        self.jvm_blocks += 1;
+    }
+
+    /// Whether the thread has a traced call open (as far as drained).
+    pub(crate) fn in_call(&self) -> bool {
+        !self.frames.is_empty()
     }
 
     /// A voluntary switch is taken to have happened here: every open call switched.
@@ -469,6 +483,31 @@ mod tests {
         );
         let t = tallies(&mut w);
         assert!(t.iter().all(|(id, t)| t.jvm_block == (*id != 3)), "{t:?}");
+    }
+
+    #[test]
+    fn a_class_loading_wait_marks_no_call() {
+        let mut w = ThreadWatch::default();
+        assert!(!w.in_call());
+        w.observe(
+            Block {
+                base: 0,
+                events: &[ev(1, 1, 0)],
+            },
+            0,
+        );
+        assert!(w.in_call());
+        w.class_loading_begins();
+        assert_eq!(w.jvm_blocks, 1, "its switch is not to be guessed at");
+        w.observe(
+            Block {
+                base: 1,
+                events: &[ev(1, 1, 1)],
+            },
+            0,
+        );
+        let t = tallies(&mut w);
+        assert!(!t[0].1.jvm_block, "{t:?}");
     }
 
     #[test]

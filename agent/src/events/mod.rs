@@ -1,5 +1,6 @@
 //! JVM events that explain time off CPU without method events: contended
-//! monitor enter and Object.wait ([`monitors`]), garbage collection pauses
+//! monitor enter and Object.wait ([`monitors`]; which of them are class
+//! loading: [`class_loading`]), garbage collection pauses
 //! ([`gc`]), JIT code load/unload ([`jit`]), sampled allocations
 //! ([`alloc`]), park and sleep ([`park_sleep`]). This module decides which
 //! families are on: it asks for their capabilities at load and enables
@@ -17,6 +18,7 @@
 //! as an AGENT_ERROR record (after JVM_START); the rest keeps working.
 
 mod alloc;
+mod class_loading;
 pub(crate) mod code;
 mod gc;
 mod jit;
@@ -88,6 +90,9 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
         let ok = add_capability(env, "monitor", |c| c.set_can_generate_monitor_events(1));
         f.monitor_contention = ok && cfg.monitor_contention;
         f.monitor_waiting = ok && cfg.monitor_waiting;
+        if ok {
+            class_loading::on_load(env);
+        }
     }
     if cfg.garbage_collection {
         f.gc = add_capability(env, "garbage collection", |c| {

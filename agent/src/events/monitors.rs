@@ -1,6 +1,8 @@
 //! Contended monitor enter (MONITOR_CONTENDED_ENTER/ENTERED) and
 //! Object.wait (MONITOR_WAIT/WAITED), recorded as begin/end pairs on the
-//! blocked thread, with the monitor's class.
+//! blocked thread, with the monitor's class. A begin that is class loading
+//! ([`super::class_loading`]) is recorded as well, but does not keep the
+//! calls open around it probed.
 
 use std::cell::Cell;
 
@@ -9,7 +11,7 @@ use jtrace_format::{kind, JvmBlock, Payload};
 use crate::jvm::object_class_name;
 use crate::state::{guard, now_ns};
 use crate::sys::*;
-use crate::thread::record_java;
+use crate::thread::{record_java, record_java_block};
 
 thread_local! {
     /// Begins recorded on this thread and not yet ended: [`OPEN_ENTER`] | [`OPEN_WAIT`].
@@ -35,7 +37,14 @@ unsafe fn begin_pair(
     ts: u64,
     payload: impl FnOnce() -> Payload,
 ) {
-    if record_java(env, jni, thread, ts, payload) {
+    let class_loading = || {
+        let yes = super::class_loading::is_class_loading(env, jni, thread);
+        if yes {
+            crate::state::debug("a class-loading wait: the open calls stay unblocked");
+        }
+        yes
+    };
+    if record_java_block(env, jni, thread, ts, payload, class_loading) {
         let _ = OPEN.try_with(|o| o.set(o.get() | bit));
     }
 }

@@ -98,6 +98,29 @@ pub fn is_reason_marker(id: u32) -> bool {
     (REASON_MARKER..REASON_MARKER + 16).contains(&id)
 }
 
+/// The name of the method that Methodref (or InterfaceMethodref) `index`
+/// of a constant pool names; the pool as JVMTI's GetConstantPool gives it
+/// (`count` and the entries' bytes). `None` for another entry or a pool
+/// that does not parse.
+pub(crate) fn invoked_name(count: u16, entries: &[u8], index: u16) -> Option<String> {
+    let mut bytes = Vec::with_capacity(entries.len() + 2);
+    put_u2(&mut bytes, count);
+    bytes.extend_from_slice(entries);
+    let pool = ConstPool::parse(&mut Reader::new(&bytes)).ok()?;
+    pool.member_name(index).map(str::to_string)
+}
+
+/// The opcode of the instruction at bytecode index `at` of `code` (a
+/// method's bytecodes) and that of the instruction before it (`None` at
+/// 0); `None` if `at` does not begin an instruction or the code does not
+/// decode.
+pub(crate) fn opcode_and_previous(code: &[u8], at: usize) -> Option<(u8, Option<u8>)> {
+    let ins = code::decode(code).ok()?;
+    let i = ins.iter().position(|x| x.off as usize == at)?;
+    let previous = i.checked_sub(1).map(|p| code[ins[p].off as usize]);
+    Some((code[at], previous))
+}
+
 /// A method that was instrumented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instrumented {
@@ -505,5 +528,45 @@ mod tests {
         for bad in ["(Ljava/lang/String", "([", "(Q)V"] {
             assert!(initial_locals(bad, true, false, 7, "a/B", &mut cp).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_invoke_names_its_method_through_the_pool() {
+        // 1: Utf8 "loadClass", 2: Utf8 "(Ljava/lang/String;)Ljava/lang/Class;",
+        // 3: NameAndType(1, 2), 4: Long (two slots), 6: Class(7), 7: Utf8 "a/B",
+        // 8: Methodref(6, 3).
+        let mut pool = Vec::new();
+        for s in ["loadClass", "(Ljava/lang/String;)Ljava/lang/Class;"] {
+            pool.push(1);
+            put_u2(&mut pool, s.len() as u16);
+            pool.extend_from_slice(s.as_bytes());
+        }
+        pool.extend_from_slice(&[12, 0, 1, 0, 2, 5, 0, 0, 0, 0, 0, 0, 0, 9, 7, 0, 7, 1, 0, 3]);
+        pool.extend_from_slice(b"a/B");
+        pool.extend_from_slice(&[10, 0, 6, 0, 3]);
+        assert_eq!(invoked_name(9, &pool, 8).as_deref(), Some("loadClass"));
+        // Not a Methodref, out of range, a pool cut short.
+        assert_eq!(invoked_name(9, &pool, 3), None);
+        assert_eq!(invoked_name(9, &pool, 40), None);
+        assert_eq!(invoked_name(9, &pool[..pool.len() - 2], 8), None);
+    }
+
+    #[test]
+    fn the_instruction_before_a_bytecode_index_is_found() {
+        // aload_0, dup, astore_1, monitorenter, getstatic #2, tableswitch
+        // (padded to 8; default, low 0, high 0, one target: all to 24),
+        // return.
+        let mut code = vec![0x2a, 0x59, 0x4c, 0xc2, 0xb2, 0, 2, 0xaa];
+        for v in [17i32, 0, 0, 17] {
+            code.extend_from_slice(&v.to_be_bytes());
+        }
+        code.push(0xb1);
+        assert_eq!(opcode_and_previous(&code, 0), Some((0x2a, None)));
+        assert_eq!(opcode_and_previous(&code, 4), Some((0xb2, Some(0xc2))));
+        assert_eq!(opcode_and_previous(&code, 3), Some((0xc2, Some(0x4c))));
+        assert_eq!(opcode_and_previous(&code, 24), Some((0xb1, Some(0xaa))));
+        // Inside an instruction, past the end.
+        assert_eq!(opcode_and_previous(&code, 5), None);
+        assert_eq!(opcode_and_previous(&code, 25), None);
     }
 }

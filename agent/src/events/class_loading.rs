@@ -1,0 +1,264 @@
+//! Whether a contended monitor enter (or a wait) the JVM reports is class
+//! loading rather than contention of the program's own: such a block
+//! happens in the first executions of a call site only (a constant pool
+//! entry is resolved once), so it must not keep the methods open around it
+//! probed ([`crate::watch`], issue 17). It is still recorded as what it is.
+//!
+//! Two shapes, read from the blocked thread's top frames (GetStackTrace;
+//! contended enters are rare, and the thread is about to sleep anyway):
+//!
+//! * **The VM's own lock, taken for a bytecode**: the top frame is a Java
+//!   method stopped at a bytecode that resolves a constant pool entry
+//!   (`new`, `getstatic`, `invoke*`, `ldc`, `checkcast` …), not at (or
+//!   right after) a `monitorenter` nor at the entry of a synchronized
+//!   method. Only class
+//!   loading, linking and initialisation lock there (HotSpot's class
+//!   init lock, an `int[]`, held while linking; the loader itself for a
+//!   loader that is not parallel capable).
+//! * **A class loader's lock, in a load the VM asked for**: the top frames
+//!   are methods of `java.lang.ClassLoader` subclasses (its `loadClass`
+//!   holding `getClassLoadingLock(name)`) and the first frame under them is
+//!   a Java method at such a bytecode, which did not call them itself: its
+//!   bytecode is not an invoke of the method the frame above it runs
+//!   (HotSpot calls `loadClass(String)` to resolve). A program calling
+//!   `loadClass` or `Class.forName` itself may do so on every call, so that
+//!   counts as a block like any other.
+//!
+//! Anything else (a native frame on top, an unreadable stack, a method
+//! whose bytecodes or constant pool JVMTI does not give) counts as a real
+//! block: the rule errs towards keeping probes.
+
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::jvm::{delete_local, jni, jvmti, take_string};
+use crate::sys::*;
+
+/// Frames read from the top of the blocked thread's stack: a loader's own
+/// frames (delegation to its parents included) and the one under them.
+const FRAMES: usize = 16;
+/// `ACC_SYNCHRONIZED` and `ACC_NATIVE` of a method's modifiers.
+const ACC_SYNCHRONIZED: jint = 0x20;
+const ACC_NATIVE: jint = 0x100;
+/// The `monitorenter` opcode.
+const MONITORENTER: u8 = 0xc2;
+/// `invokevirtual` … `invokeinterface`: the invokes that name a Methodref.
+const INVOKES: std::ops::RangeInclusive<u8> = 0xb6..=0xb9;
+
+/// The JVM gave the capabilities to read bytecodes and constant pools.
+static ABLE: AtomicBool = AtomicBool::new(false);
+
+/// At load: asks for the capabilities the rule reads with (HotSpot has
+/// them always; without them every block counts, as before the rule).
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
+pub(super) unsafe fn on_load(env: *mut jvmtiEnv) {
+    let mut caps = jvmtiCapabilities::default();
+    caps.set_can_get_bytecodes(1);
+    caps.set_can_get_constant_pool(1);
+    ABLE.store(
+        jvmti!(env, AddCapabilities, &caps) == JVMTI_ERROR_NONE,
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether `op` resolves a constant pool entry naming a class (and may so
+/// load, link or initialise one): `ldc`/`ldc_w`, field access, invokes,
+/// `new`, `anewarray`, `checkcast`, `instanceof`, `multianewarray`.
+fn resolves(op: u8) -> bool {
+    matches!(op, 0x12 | 0x13 | 0xb2..=0xbb | 0xbd | 0xc0 | 0xc1 | 0xc5)
+}
+
+/// Whether the block `thread` (the current thread) begins, in a
+/// MonitorContendedEnter or MonitorWait callback, is class loading: see
+/// the module doc.
+///
+/// # Safety
+/// In a JVMTI callback on `thread`, with the agent's `env` and the
+/// thread's `jni`.
+pub(super) unsafe fn is_class_loading(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> bool {
+    if jni.is_null() || !ABLE.load(Ordering::Relaxed) {
+        return false;
+    }
+    let mut frames = [jvmtiFrameInfo::default(); FRAMES];
+    let mut n: jint = 0;
+    if jvmti!(
+        env,
+        GetStackTrace,
+        thread,
+        0,
+        FRAMES as jint,
+        frames.as_mut_ptr(),
+        &mut n
+    ) != JVMTI_ERROR_NONE
+    {
+        return false;
+    }
+    let frames = &frames[..n.clamp(0, FRAMES as jint) as usize];
+    let Some(top) = frames.first() else { return false };
+    let mut modifiers: jint = 0;
+    if jvmti!(env, GetMethodModifiers, top.method, &mut modifiers) != JVMTI_ERROR_NONE || modifiers & ACC_NATIVE != 0 {
+        // Object.wait, a native's JNI MonitorEnter: the program's.
+        return false;
+    }
+    let loaders = frames
+        .iter()
+        .take_while(|f| in_class_loader(env, jni, f.method))
+        .count();
+    if loaders == 0 {
+        // The VM's own lock, or the program's monitorenter.
+        return vm_lock_for_bytecode(env, top);
+    }
+    // A loader's lock: in a load the VM asked for, on behalf of the frame
+    // under the loader's.
+    let Some(trigger) = frames.get(loaders) else {
+        return false;
+    };
+    let Some(op) = opcode(env, trigger) else { return false };
+    if !resolves(op) {
+        return false;
+    }
+    if INVOKES.contains(&op) {
+        // The trigger may call the loader itself: then the invoke names the
+        // method of the frame above it.
+        let called = method_name(env, frames[loaders - 1].method);
+        let invoked = invoked_name(env, jni, trigger);
+        return match (called, invoked) {
+            (Some(c), Some(i)) => c != i,
+            _ => false,
+        };
+    }
+    true
+}
+
+/// Whether `top`, the thread's top frame, is a Java method stopped at a
+/// bytecode that resolves, outside a `monitorenter` and a synchronized
+/// method's entry: the VM locks there for class loading only. HotSpot
+/// reports a `monitorenter` at its own index from compiled code, and at the
+/// next instruction from the interpreter (which steps past it before it
+/// locks), so neither may be one.
+unsafe fn vm_lock_for_bytecode(env: *mut jvmtiEnv, top: &jvmtiFrameInfo) -> bool {
+    let mut modifiers: jint = 0;
+    if jvmti!(env, GetMethodModifiers, top.method, &mut modifiers) != JVMTI_ERROR_NONE
+        || modifiers & ACC_NATIVE != 0
+        || (modifiers & ACC_SYNCHRONIZED != 0 && top.location == 0)
+        || top.location < 0
+    {
+        return false;
+    }
+    let Some(code) = bytecodes(env, top.method) else {
+        return false;
+    };
+    match crate::rewrite::opcode_and_previous(&code, top.location as usize) {
+        Some((op, previous)) => resolves(op) && previous != Some(MONITORENTER),
+        None => false,
+    }
+}
+
+/// The opcode `frame` is stopped at; `None` for a native method or when
+/// JVMTI does not give the bytecodes.
+unsafe fn opcode(env: *mut jvmtiEnv, frame: &jvmtiFrameInfo) -> Option<u8> {
+    let mut modifiers: jint = 0;
+    if jvmti!(env, GetMethodModifiers, frame.method, &mut modifiers) != JVMTI_ERROR_NONE
+        || modifiers & ACC_NATIVE != 0
+        || frame.location < 0
+    {
+        return None;
+    }
+    let code = bytecodes(env, frame.method)?;
+    code.get(frame.location as usize).copied()
+}
+
+/// A copy of `method`'s bytecodes (as the class file has them).
+unsafe fn bytecodes(env: *mut jvmtiEnv, method: jmethodID) -> Option<Vec<u8>> {
+    let mut len: jint = 0;
+    let mut p: *mut u8 = std::ptr::null_mut();
+    if jvmti!(env, GetBytecodes, method, &mut len, &mut p) != JVMTI_ERROR_NONE || p.is_null() {
+        return None;
+    }
+    let v = std::slice::from_raw_parts(p, len.max(0) as usize).to_vec();
+    jvmti!(env, Deallocate, p);
+    Some(v)
+}
+
+/// The name of the method the invoke `frame` is stopped at calls, from its
+/// class's constant pool.
+unsafe fn invoked_name(env: *mut jvmtiEnv, jni: *mut JNIEnv, frame: &jvmtiFrameInfo) -> Option<String> {
+    let code = bytecodes(env, frame.method)?;
+    let at = frame.location as usize;
+    let index = u16::from_be_bytes([*code.get(at + 1)?, *code.get(at + 2)?]);
+    let mut klass: jclass = std::ptr::null_mut();
+    if jvmti!(env, GetMethodDeclaringClass, frame.method, &mut klass) != JVMTI_ERROR_NONE {
+        return None;
+    }
+    let (mut count, mut len): (jint, jint) = (0, 0);
+    let mut p: *mut u8 = std::ptr::null_mut();
+    let err = jvmti!(env, GetConstantPool, klass, &mut count, &mut len, &mut p);
+    delete_local(jni, klass);
+    if err != JVMTI_ERROR_NONE || p.is_null() {
+        return None;
+    }
+    let pool = std::slice::from_raw_parts(p, len.max(0) as usize).to_vec();
+    jvmti!(env, Deallocate, p);
+    crate::rewrite::invoked_name(u16::try_from(count).ok()?, &pool, index)
+}
+
+/// The name of `method`.
+unsafe fn method_name(env: *mut jvmtiEnv, method: jmethodID) -> Option<String> {
+    let mut name: *mut c_char = std::ptr::null_mut();
+    if jvmti!(
+        env,
+        GetMethodName,
+        method,
+        &mut name,
+        std::ptr::null_mut(),
+        std::ptr::null_mut()
+    ) != JVMTI_ERROR_NONE
+    {
+        return None;
+    }
+    take_string(env, name)
+}
+
+/// Whether `method` is declared by `java.lang.ClassLoader` or a subclass
+/// (found by walking the superclasses: FindClass could ask a class loader,
+/// the very thing the thread waits for).
+unsafe fn in_class_loader(env: *mut jvmtiEnv, jni: *mut JNIEnv, method: jmethodID) -> bool {
+    let mut klass: jclass = std::ptr::null_mut();
+    if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
+        return false;
+    }
+    let mut found = false;
+    while !klass.is_null() {
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        if jvmti!(env, GetClassSignature, klass, &mut sig, std::ptr::null_mut()) == JVMTI_ERROR_NONE {
+            found = take_string(env, sig).is_some_and(|s| s == "Ljava/lang/ClassLoader;");
+        }
+        let up = if found {
+            std::ptr::null_mut()
+        } else {
+            jni!(jni, GetSuperclass, klass).unwrap_or(std::ptr::null_mut())
+        };
+        delete_local(jni, klass);
+        klass = up;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resolving_opcodes_are_those_that_name_a_class() {
+        for op in [0x12, 0x13, 0xb2, 0xb5, 0xb6, 0xb9, 0xba, 0xbb, 0xbd, 0xc0, 0xc1, 0xc5] {
+            assert!(resolves(op), "{op:#x}");
+        }
+        // aload_0, iadd, monitorenter, monitorexit, athrow, newarray (of a
+        // primitive), arraylength, areturn.
+        for op in [0x2a, 0x60, MONITORENTER, 0xc3, 0xbf, 0xbc, 0xbe, 0xb0] {
+            assert!(!resolves(op), "{op:#x}");
+        }
+    }
+}
