@@ -75,6 +75,8 @@ pub(crate) struct ThreadWatch {
     /// By method id; only the ids in `touched` are non-zero.
     tallies: Vec<Tally>,
     touched: Vec<u32>,
+    /// Some touched tally has dropped or blocked calls ([`ThreadWatch::has_news`]).
+    news: bool,
     /// Events and time span (first base, last event) since the last report.
     events: u64,
     since: u64,
@@ -184,6 +186,7 @@ impl ThreadWatch {
             .map(|id| (id, std::mem::take(&mut self.tallies[id as usize])))
             .collect();
         self.events = 0;
+        self.news = false;
         self.cpu_at_take = thread_cpu_ns();
         out
     }
@@ -191,10 +194,7 @@ impl ThreadWatch {
     /// Whether any method dropped or blocked calls since the last take
     /// (those must reach the shared table even without a decision).
     pub(crate) fn has_news(&self) -> bool {
-        self.touched.iter().any(|&id| {
-            let t = &self.tallies[id as usize];
-            t.dropped > 0 || t.jvm_block || t.switched > 0
-        })
+        self.news
     }
 
     /// The events to write for the last [`ThreadWatch::observe`]d block when
@@ -208,8 +208,8 @@ impl ThreadWatch {
         if i >= self.tallies.len() {
             self.tallies.resize(i + 1, Tally::default());
         }
-        let t = &mut self.tallies[i];
-        if *t == Tally::default() {
+        // Every caller counts a call: a tally without one is untouched.
+        if self.tallies[i].calls == 0 {
             self.touched.push(id);
         }
         &mut self.tallies[i]
@@ -223,6 +223,7 @@ impl ThreadWatch {
         t.short += (wall < SHORT_NS) as u64;
         t.jvm_block |= frame.jvm_block;
         t.switched += frame.switched as u64;
+        self.news |= frame.jvm_block || frame.switched;
     }
 
     /// Watches a block of the thread's own probe events. With a
@@ -320,6 +321,7 @@ impl ThreadWatch {
             t.dropped += 1;
             t.dropped_ns += nd;
         }
+        self.news |= !dropped.is_empty();
         self.until = ts;
         filtering
     }
@@ -508,6 +510,48 @@ mod tests {
         );
         let t = tallies(&mut w);
         assert!(!t[0].1.jvm_block, "{t:?}");
+    }
+
+    #[test]
+    fn blocked_and_dropped_calls_are_news_until_taken() {
+        let mut w = ThreadWatch::default();
+        w.observe(
+            Block {
+                base: 0,
+                events: &[ev(1, 1, 0), ev(1, 1, 1)],
+            },
+            0,
+        );
+        assert!(!w.has_news());
+        w.observe(
+            Block {
+                base: 2,
+                events: &[ev(1, 2, 0)],
+            },
+            0,
+        );
+        w.block_begins();
+        w.observe(
+            Block {
+                base: 3,
+                events: &[ev(1, 2, 1)],
+            },
+            0,
+        );
+        assert!(w.has_news());
+        w.take();
+        assert!(!w.has_news());
+        // A call left out by --min-duration.
+        assert!(w.observe(
+            Block {
+                base: 4,
+                events: &[ev(1, 3, 0), ev(1, 3, 1)],
+            },
+            10,
+        ));
+        assert!(w.has_news());
+        let t = tallies(&mut w);
+        assert_eq!((t[0].0, t[0].1.dropped, t[0].1.calls), (3, 1, 1));
     }
 
     #[test]
