@@ -69,12 +69,14 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
     }
 }
 
-/// A class-loading wait is not blocking: `LoadWait$Plugin.applyAsLong`,
-/// whose first calls (four threads at once) wait ≈ 300 ms for its loader's
-/// lock while one of them loads the class it calls, and `viaInit`, whose
-/// first calls wait for a class's initialisation, are demoted like `tiny`;
-/// `contended`, whose monitor a holder keeps 2 ms in every 10 all run long,
-/// keeps its probes and every call.
+/// A class-loading wait is not blocking: `LoadWait$Plugin.applyAsLong`
+/// and `LoadWait$SerialPlugin.applyAsLong`, whose first calls (four threads
+/// at once) wait ≈ 150 ms for their loader's lock (a parallel-capable one,
+/// and one that is not) while one of them loads the class they call, and
+/// `viaInit`, whose first calls wait for a class's initialisation, are
+/// demoted like `tiny`; `contended`, whose monitor a holder keeps (asleep)
+/// 5 ms in every 10 all run long, is as hot but keeps its probes and every
+/// call.
 #[test]
 fn a_class_loading_wait_does_not_keep_a_method_probed() {
     for jdk in JDKS {
@@ -83,34 +85,61 @@ fn a_class_loading_wait_does_not_keep_a_method_probed() {
         let java = java(jdk);
         let o = jtrace_run(
             &out,
-            &["--methods", "LoadWait$Work.*", "--methods", "LoadWait$Plugin.*"],
-            &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "LoadWait", "1500"],
+            &[
+                "--methods",
+                "LoadWait$Work.*",
+                "--methods",
+                "LoadWait$Plugin.*",
+                "--methods",
+                "LoadWait$SerialPlugin.*",
+            ],
+            &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "LoadWait", "2000"],
         );
         assert!(o.status.success(), "{jdk}: jtrace run failed");
         let (via_init, apply, contended) = summary_counts(&o.stdout, "viaInit");
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let r = jtrace_merge::build_report(&trace, &Default::default());
-        let mut demoted: Vec<&str> = r.demoted.iter().map(|d| d.name.as_str()).collect();
+        let mut demoted: Vec<String> = r.demoted.iter().map(|d| format!("{}.{}", d.class, d.name)).collect();
         demoted.sort_unstable();
-        assert_eq!(demoted, vec!["applyAsLong", "tiny", "viaInit"], "{jdk}");
-        let method = |name: &str| r.methods.iter().find(|m| m.name == name).unwrap();
-        let loading = method("applyAsLong").off_cpu_ns.get(jtrace_merge::Cause::Monitor);
-        let blocked = method("contended").off_cpu_ns.get(jtrace_merge::Cause::Monitor);
+        let expected = [
+            "LoadWait$Plugin.applyAsLong",
+            "LoadWait$SerialPlugin.applyAsLong",
+            "LoadWait$Work.tiny",
+            "LoadWait$Work.viaInit",
+        ];
+        assert_eq!(demoted, expected, "{jdk}");
+        let method = |class: &str, name: &str| {
+            r.methods
+                .iter()
+                .find(|m| m.class == format!("LoadWait${class}") && m.name == name)
+                .unwrap()
+        };
+        let monitor = |class: &str, name: &str| method(class, name).off_cpu_ns.get(jtrace_merge::Cause::Monitor);
         eprintln!(
-            "{jdk}: viaInit {via_init}, applyAsLong {apply} calls ({} recorded, {} ms on the loader's lock), \
-             contended {contended} ({} ms of monitor)",
-            method("applyAsLong").calls,
-            loading / 1_000_000,
-            blocked / 1_000_000
+            "{jdk}: viaInit {via_init}, applyAsLong {apply} calls ({} and {} recorded, {} and {} ms on the \
+             loaders' locks), contended {contended} ({} ms of monitor)",
+            method("Plugin", "applyAsLong").calls,
+            method("SerialPlugin", "applyAsLong").calls,
+            monitor("Plugin", "applyAsLong") / 1_000_000,
+            monitor("SerialPlugin", "applyAsLong") / 1_000_000,
+            monitor("Work", "contended") / 1_000_000
         );
-        // The scenario happened: the first calls did wait on the loader's
-        // lock, as a JVM-level monitor block inside the method.
-        assert!(loading >= 100_000_000, "{jdk}: {loading} ns on the loader's lock");
-        assert!(method("applyAsLong").calls < apply / 2, "{jdk}");
-        // The contended method keeps every call, and its blocks.
-        assert_eq!(method("contended").calls, contended, "{jdk}: contended");
-        assert!(blocked > 0, "{jdk}: contended never blocked");
+        // The scenario happened: the first calls did wait on the loaders'
+        // locks, as JVM-level monitor blocks inside the methods.
+        for plugin in ["Plugin", "SerialPlugin"] {
+            let waited = monitor(plugin, "applyAsLong");
+            assert!(
+                waited >= 50_000_000,
+                "{jdk}: {plugin}: {waited} ns on the loader's lock"
+            );
+            assert!(method(plugin, "applyAsLong").calls < apply / 2, "{jdk}: {plugin}");
+        }
+        // The contended method is as hot as a demoted one must be, and
+        // keeps every call, and its blocks.
+        assert!(contended >= 20_000, "{jdk}: contended called {contended} times only");
+        assert_eq!(method("Work", "contended").calls, contended, "{jdk}: contended");
+        assert!(monitor("Work", "contended") > 0, "{jdk}: contended never blocked");
         std::fs::remove_dir_all(&out).ok();
     }
 }

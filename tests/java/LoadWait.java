@@ -6,15 +6,17 @@ import java.util.function.IntToLongFunction;
 /**
  * Class-loading waits against real contention (issue 17): WORKERS threads
  * start together and each first calls {@code Work.viaInit}, whose first
- * call initialises {@code SlowInit} (300 ms of computation in its static
- * initialiser: the other threads wait for the class's initialisation), and
+ * call initialises {@code SlowInit} (150 ms of computation in its static
+ * initialiser: the other threads wait for the class's initialisation),
  * {@code Plugin.applyAsLong} (a class of a parallel-capable loader whose
- * {@code findClass} of {@code Dep} takes 300 ms: the other threads wait
- * for the loader's per-name lock). Neither method blocks again. Then they
- * call both, {@code Work.contended} (a monitor a holder thread keeps for
- * 2 ms every 10 ms, so that its calls block all run long) and
- * {@code Work.tiny} in a loop for the given milliseconds, and print how
- * often each was called. Usage: LoadWait MILLIS
+ * {@code findClass} of {@code Dep} takes 150 ms: the other threads wait
+ * for the loader's per-name lock) and {@code SerialPlugin.applyAsLong}
+ * (the same with a loader that is not parallel capable: they wait for the
+ * loader itself). None of them blocks again. Then they call all three,
+ * {@code Work.contended} (a monitor a holder thread keeps, asleep, 5 ms
+ * in every 10, so that its calls block all run long) and {@code Work.tiny} in a
+ * loop until the given milliseconds have passed, and print how often each
+ * was called. Usage: LoadWait MILLIS
  */
 public class LoadWait {
     static final int WORKERS = 4;
@@ -32,7 +34,7 @@ public class LoadWait {
     }
 
     static final class SlowInit {
-        static final long VALUE = spin(300);
+        static final long VALUE = spin(150);
     }
 
     static final class Work {
@@ -52,11 +54,11 @@ public class LoadWait {
     }
 
     /**
-     * Defines {@code LoadWait$Plugin} and {@code LoadWait$Dep} itself
-     * (parallel capable: one lock per class name), the second after
-     * 300 ms of computation.
+     * Defines the plugin classes itself ({@code LoadWait$Plugin} and
+     * {@code LoadWait$Dep}, or the serial ones), the dependencies after
+     * 300 ms of computation. Parallel capable: one lock per class name.
      */
-    static final class SlowLoader extends ClassLoader {
+    static class SlowLoader extends ClassLoader {
         static {
             registerAsParallelCapable();
         }
@@ -67,7 +69,7 @@ public class LoadWait {
 
         @Override
         protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {
-            if (!name.equals("LoadWait$Plugin") && !name.equals("LoadWait$Dep")) {
+            if (!name.startsWith("LoadWait$") || !(name.endsWith("Plugin") || name.endsWith("Dep"))) {
                 return super.loadClass(name, resolve);
             }
             synchronized (getClassLoadingLock(name)) {
@@ -78,8 +80,8 @@ public class LoadWait {
 
         @Override
         protected Class<?> findClass(String name) throws ClassNotFoundException {
-            if (name.equals("LoadWait$Dep")) {
-                spin(300);
+            if (name.endsWith("Dep")) {
+                spin(150);
             }
             try (InputStream in = LoadWait.class.getResourceAsStream("/" + name + ".class")) {
                 ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -106,9 +108,32 @@ public class LoadWait {
         }
     }
 
+    /**
+     * Not parallel capable: its lock is the loader itself, which HotSpot
+     * (JDK 17) also takes itself around the loads it asks for.
+     */
+    static final class SerialLoader extends SlowLoader {
+    }
+
+    /** As {@link Plugin}, loaded by {@link SerialLoader}. */
+    public static final class SerialPlugin implements IntToLongFunction {
+        @Override
+        public long applyAsLong(int i) {
+            return SerialDep.thrice(i) + Integer.rotateLeft(i, 9);
+        }
+    }
+
+    public static final class SerialDep {
+        static long thrice(int i) {
+            return 3L * i;
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         long millis = Long.parseLong(args[0]);
         IntToLongFunction viaLoader = (IntToLongFunction) new SlowLoader().loadClass("LoadWait$Plugin")
+                .getDeclaredConstructor().newInstance();
+        IntToLongFunction viaSerial = (IntToLongFunction) new SerialLoader().loadClass("LoadWait$SerialPlugin")
                 .getDeclaredConstructor().newInstance();
         CountDownLatch start = new CountDownLatch(1);
         long[][] calls = new long[WORKERS][];
@@ -121,11 +146,13 @@ public class LoadWait {
                     start.await();
                     long s = Work.viaInit(me);
                     s += viaLoader.applyAsLong(me);
+                    s += viaSerial.applyAsLong(me);
                     long n = 1, c = 0, t = 0;
                     while (System.nanoTime() < end) {
                         for (int k = 0; k < 100; k++) {
                             s += Work.viaInit(k);
                             s += viaLoader.applyAsLong(k);
+                            s += viaSerial.applyAsLong(k);
                             s += Work.tiny(k);
                         }
                         n += 100;
@@ -141,16 +168,18 @@ public class LoadWait {
             }, "worker-" + w);
             workers[w].start();
         }
+        // Holds the lock asleep (so for at least 5 ms even when a loaded
+        // machine gives it no CPU), then leaves it for 5 ms.
         Thread holder = new Thread(() -> {
-            while (System.nanoTime() < end) {
-                synchronized (LOCK) {
-                    spin(2);
+            try {
+                while (System.nanoTime() < end) {
+                    synchronized (LOCK) {
+                        Thread.sleep(5);
+                    }
+                    Thread.sleep(5);
                 }
-                try {
-                    Thread.sleep(10);
-                } catch (InterruptedException e) {
-                    return;
-                }
+            } catch (InterruptedException e) {
+                // Done.
             }
         }, "holder");
         holder.setDaemon(true);
