@@ -81,34 +81,27 @@ pub(super) unsafe fn is_class_loading(env: *mut jvmtiEnv, jni: *mut JNIEnv, thre
     if jni.is_null() || !ABLE.load(Ordering::Relaxed) {
         return false;
     }
+    // The top frame alone first: most blocks are settled by it, and
+    // reading deeper frames of compiled code costs.
     let mut frames = [jvmtiFrameInfo::default(); FRAMES];
-    let mut n: jint = 0;
-    if jvmti!(
-        env,
-        GetStackTrace,
-        thread,
-        0,
-        FRAMES as jint,
-        frames.as_mut_ptr(),
-        &mut n
-    ) != JVMTI_ERROR_NONE
-    {
-        return false;
-    }
-    let frames = &frames[..n.clamp(0, FRAMES as jint) as usize];
-    let Some(top) = frames.first() else { return false };
+    let top = top_frames(env, thread, &mut frames[..1]);
+    let Some(&top) = top.first() else { return false };
     let mut modifiers: jint = 0;
     if jvmti!(env, GetMethodModifiers, top.method, &mut modifiers) != JVMTI_ERROR_NONE || modifiers & ACC_NATIVE != 0 {
         // Object.wait, a native's JNI MonitorEnter: the program's.
         return false;
     }
+    if !in_class_loader(env, jni, top.method) {
+        // The VM's own lock, or the program's monitorenter.
+        return vm_lock_for_bytecode(env, &top);
+    }
+    let frames = top_frames(env, thread, &mut frames);
     let loaders = frames
         .iter()
         .take_while(|f| in_class_loader(env, jni, f.method))
         .count();
     if loaders == 0 {
-        // The VM's own lock, or the program's monitorenter.
-        return vm_lock_for_bytecode(env, top);
+        return false;
     }
     // A loader's lock: in a load the VM asked for, on behalf of the frame
     // under the loader's.
@@ -130,6 +123,21 @@ pub(super) unsafe fn is_class_loading(env: *mut jvmtiEnv, jni: *mut JNIEnv, thre
         };
     }
     true
+}
+
+/// The top `frames.len()` frames of `thread` (fewer if its stack is
+/// shallower; none if JVMTI cannot tell).
+unsafe fn top_frames<'a>(
+    env: *mut jvmtiEnv,
+    thread: jthread,
+    frames: &'a mut [jvmtiFrameInfo],
+) -> &'a [jvmtiFrameInfo] {
+    let mut n: jint = 0;
+    let max = frames.len() as jint;
+    if jvmti!(env, GetStackTrace, thread, 0, max, frames.as_mut_ptr(), &mut n) != JVMTI_ERROR_NONE {
+        return &[];
+    }
+    &frames[..n.clamp(0, max) as usize]
 }
 
 /// Whether `top`, the thread's top frame, is a Java method stopped at a
