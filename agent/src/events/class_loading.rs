@@ -127,11 +127,7 @@ pub(super) unsafe fn is_class_loading(env: *mut jvmtiEnv, jni: *mut JNIEnv, thre
 
 /// The top `frames.len()` frames of `thread` (fewer if its stack is
 /// shallower; none if JVMTI cannot tell).
-unsafe fn top_frames<'a>(
-    env: *mut jvmtiEnv,
-    thread: jthread,
-    frames: &'a mut [jvmtiFrameInfo],
-) -> &'a [jvmtiFrameInfo] {
+unsafe fn top_frames(env: *mut jvmtiEnv, thread: jthread, frames: &mut [jvmtiFrameInfo]) -> &[jvmtiFrameInfo] {
     let mut n: jint = 0;
     let max = frames.len() as jint;
     if jvmti!(env, GetStackTrace, thread, 0, max, frames.as_mut_ptr(), &mut n) != JVMTI_ERROR_NONE {
