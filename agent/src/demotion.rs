@@ -32,8 +32,11 @@ use crate::watch::{Tally, ThreadWatch};
 pub(crate) const EVENT_COST_NS: u64 = 35;
 /// A thread decides once it watched this many events since its last decision.
 const DECIDE_EVERY: u64 = 4096;
-/// Calls a method must have made (as far as reported) before it is demoted.
-pub(crate) const MIN_CALLS: u64 = 20_000;
+/// Calls a method must have made (as far as reported) before it is
+/// demoted: the fewest for which [`GUESSES_PER_BLOCKING`] can tell a
+/// blocking method. 20 000 (before stop 27) had H2's methods that are
+/// called a few times per statement recorded whole through the warm-up.
+pub(crate) const MIN_CALLS: u64 = 1_000;
 /// A method with guessed voluntary switches inside one call in this many
 /// (or more often) counts as blocking.
 pub(crate) const GUESSES_PER_BLOCKING: u64 = 1000;

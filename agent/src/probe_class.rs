@@ -6,6 +6,7 @@
 
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Mutex;
 
 use crate::batch::Block;
 use crate::jvm::{self, clear_exception, jni, jvmti};
@@ -238,15 +239,22 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
     }
 }
 
-/// Static field id of `Probe.DEMOTED` ([B), looked up at the first demotion.
-static DEMOTED_FIELD: AtomicPtr<_jfieldID> = AtomicPtr::new(std::ptr::null_mut());
+/// Method ids per chunk of `Probe.DEMOTED` (`Probe.CHUNK`).
+const DEMOTED_CHUNK: u32 = 1 << 10;
+/// Chunks of `Probe.DEMOTED` (`Probe.CHUNKS`): ids past them are never demoted.
+const DEMOTED_CHUNKS: u32 = 1 << 14;
+/// The session whose number `Probe.SESSION` holds, and so the mark a
+/// demotion writes; serialises the writers of `Probe.DEMOTED`.
+static SESSION: Mutex<i32> = Mutex::new(1);
 
 /// Marks method `ids` demoted in `Probe.DEMOTED`, so that their later
 /// calls record nothing (each call records both its ends or neither: the
 /// exit probes get what the entry probe returned); `clear` first forgets
-/// every earlier demotion (a new session). The array is replaced by a
-/// larger copy when an id lies past its end. Returns false if the array
-/// could not be written (no demotion then took effect).
+/// every earlier demotion (a new session: `Probe.SESSION` counts up, so
+/// that older marks no longer match). The marks are stable, as the JIT
+/// sees them: a chunk is created once and a mark written once per session.
+/// Returns false if the marks could not be written (no demotion then took
+/// effect); an id past the chunks is not marked and fails the call.
 ///
 /// # Safety
 /// `jni` is the calling thread's JNIEnv (a Java thread, live phase).
@@ -255,48 +263,64 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     if jni.is_null() || class.is_null() {
         return false;
     }
-    let mut field = DEMOTED_FIELD.load(Ordering::SeqCst);
-    if field.is_null() {
-        field = jni!(jni, GetStaticFieldID, class, c"DEMOTED".as_ptr(), c"[B".as_ptr()).unwrap_or(std::ptr::null_mut());
-        if field.is_null() || clear_exception(jni) {
+    let mut session = crate::mutex::lock(&SESSION);
+    if clear {
+        let Some(field) = static_field(jni, class, c"SESSION", c"I") else {
+            return false;
+        };
+        let next = session.checked_add(1).unwrap_or(1);
+        jni!(jni, SetStaticIntField, class, field, next);
+        if clear_exception(jni) {
             return false;
         }
-        DEMOTED_FIELD.store(field, Ordering::SeqCst);
+        *session = next;
     }
-    let old = if clear {
-        std::ptr::null_mut()
-    } else {
-        jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut())
+    if ids.is_empty() {
+        return true;
+    }
+    if ids.iter().any(|&i| i / DEMOTED_CHUNK >= DEMOTED_CHUNKS) {
+        return false;
+    }
+    let Some(field) = static_field(jni, class, c"DEMOTED", c"[[I") else {
+        return false;
     };
-    let len = if old.is_null() {
-        0
-    } else {
-        jni!(jni, GetArrayLength, old).unwrap_or(0).max(0) as usize
-    };
-    let need = ids.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
-    let ok = if need <= len && !clear {
-        ids.iter()
-            .all(|&i| jni!(jni, SetByteArrayRegion, old, i as jsize, 1, &1i8).is_some() && !clear_exception(jni))
-    } else {
-        // A larger copy, published whole: a probe reads the old array or
-        // the new one, never a half-copied one.
-        let mut bytes = vec![0i8; need.max(2 * len).max(1024)];
-        if len > 0 {
-            jni!(jni, GetByteArrayRegion, old, 0, len as jsize, bytes.as_mut_ptr());
+    let chunks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());
+    if chunks.is_null() || clear_exception(jni) {
+        return false;
+    }
+    let mark: jint = *session;
+    let mut ok = true;
+    for &id in ids {
+        let at = (id / DEMOTED_CHUNK) as jsize;
+        let mut chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
+        if clear_exception(jni) {
+            ok = false;
+            break;
         }
-        for &i in ids {
-            bytes[i as usize] = 1;
+        if chunk.is_null() {
+            chunk = jni!(jni, NewIntArray, DEMOTED_CHUNK as jsize).unwrap_or(std::ptr::null_mut());
+            if chunk.is_null() || clear_exception(jni) {
+                ok = false;
+                break;
+            }
+            jni!(jni, SetObjectArrayElement, chunks, at, chunk);
         }
-        let new = jni!(jni, NewByteArray, bytes.len() as jsize).unwrap_or(std::ptr::null_mut());
-        let ok = !new.is_null()
-            && jni!(jni, SetByteArrayRegion, new, 0, bytes.len() as jsize, bytes.as_ptr()).is_some()
-            && !clear_exception(jni);
-        if ok {
-            jni!(jni, SetStaticObjectField, class, field, new);
+        jni!(jni, SetIntArrayRegion, chunk, (id % DEMOTED_CHUNK) as jsize, 1, &mark);
+        jvm::delete_local(jni, chunk);
+        if clear_exception(jni) {
+            ok = false;
+            break;
         }
-        jvm::delete_local(jni, new);
-        ok && !clear_exception(jni)
-    };
-    jvm::delete_local(jni, old);
+    }
+    jvm::delete_local(jni, chunks);
     ok
+}
+
+/// A static field of the probe class, looked up (and its id kept) once.
+unsafe fn static_field(jni: *mut JNIEnv, class: jclass, name: &CStr, sig: &CStr) -> Option<jfieldID> {
+    let field = jni!(jni, GetStaticFieldID, class, name.as_ptr(), sig.as_ptr()).unwrap_or(std::ptr::null_mut());
+    if field.is_null() || clear_exception(jni) {
+        return None;
+    }
+    Some(field)
 }

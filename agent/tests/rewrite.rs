@@ -292,6 +292,21 @@ fn a_demotion_mid_call_keeps_every_open_call_whole() {
                 assert_eq!(thrower, (6, 6, 6), "{j} {arg}");
             }
         }
+        // The JIT's view: `depth` compiled before the demotion reads the
+        // marks at every call; `later`, compiled after it, has them as
+        // constants. Neither records a call after it, and both record the
+        // 1 000 rounds of a new session.
+        let conf = format!("{QUIET}include_method DemoteMidCall depth\ninclude_method DemoteMidCall later\n");
+        let r = run_java(&java, Some(&conf), &["-Xbatch"], &out, &["DemoteMidCall", "jit"]);
+        assert!(r.status.success(), "{j} jit: {}", r.stderr);
+        assert!(r.stdout.contains("SUM 276000"), "{j} jit: {}", r.stdout);
+        let (defs, counts) = tally(&j, &r.records);
+        let by_name: HashMap<&str, (u64, u64, u64)> = defs
+            .iter()
+            .map(|(id, (n, _))| (n.as_str(), counts.get(id).copied().unwrap_or_default()))
+            .collect();
+        assert_eq!(by_name["DemoteMidCall.depth"], (124_000, 124_000, 0), "{j} jit");
+        assert_eq!(by_name["DemoteMidCall.later"], (4_000, 4_000, 0), "{j} jit");
     }
 }
 
@@ -338,16 +353,19 @@ fn bytecode_rewriting_off_uses_jvmti_events() {
     }
 }
 
-/// The probes stay out of line in compiled code: HotSpot honours
-/// `@DontInline` on jtrace.Probe (defined by the boot loader), so C2 does
-/// not copy a probe body (thread-local lookup, buffer bounds, flush path)
-/// into every traced method and every method that inlines one, and a new
-/// thread's first probe call deoptimises the small probe rather than every
-/// hot caller. The hot loop calls a traced method 300 000 times, enough for
-/// C2 to compile it; its inlining decisions must name the annotation for
-/// `enter` and `exit`, and no probe may be inlined.
+/// The probes' recording halves stay out of line in compiled code and their
+/// checks are inlined: HotSpot honours `@DontInline` on jtrace.Probe
+/// (defined by the boot loader), so C2 does not copy a recording body
+/// (thread-local lookup, buffer bounds, flush path) into every traced
+/// method and every method that inlines one, and a new thread's first
+/// recorded call deoptimises the small recorder rather than every hot
+/// caller; `enter`, `exit` and `exitEx` themselves are a check that C2
+/// inlines, so that a demoted method's probes cost no call. The hot loop
+/// calls a traced method 300 000 times, enough for C2 to compile it; its
+/// inlining decisions must inline `enter` and `exit`, name the annotation
+/// for `recordEnter` and `recordExit`, and inline no recorder.
 #[test]
-fn probes_are_not_inlined_by_the_jit() {
+fn probe_checks_are_inlined_and_recorders_are_not() {
     let out = scratch_dir("inlining");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/bench/Bench.java");
     compile(&out, "11", &[src]);
@@ -369,18 +387,30 @@ fn probes_are_not_inlined_by_the_jit() {
             .flat_map(|l| l.split('@'))
             .filter(|l| l.contains("jtrace.Probe::"))
             .collect();
+        let inlined =
+            |l: &str| l.trim_end().ends_with(" inline") || l.contains("inline (hot)") || l.contains("force inline");
         for probe in ["enter", "exit"] {
             assert!(
                 probe_lines
                     .iter()
-                    .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && l.contains("don't inline by annotation")),
-                "{j}: no out-of-line {probe} in {probe_lines:#?}"
+                    .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && inlined(l)),
+                "{j}: {probe} never inlined in {probe_lines:#?}"
+            );
+        }
+        for recorder in ["recordEnter", "recordExit"] {
+            assert!(
+                probe_lines
+                    .iter()
+                    .any(|l| l.contains(&format!("jtrace.Probe::{recorder} "))
+                        && l.contains("don't inline by annotation")),
+                "{j}: no out-of-line {recorder} in {probe_lines:#?}"
             );
         }
         for l in &probe_lines {
-            let inlined = l.trim_end().ends_with(" inline") || l.contains("inline (hot)") || l.contains("force inline");
-            let probe = l.contains("::enter ") || l.contains("::exit ") || l.contains("::exitEx ");
-            assert!(!(probe && inlined), "{j}: a probe was inlined: {l}");
+            assert!(
+                !(l.contains("::record") && inlined(l)),
+                "{j}: a recorder was inlined: {l}"
+            );
         }
         // The trace itself is complete (entries and exits of every call).
         let (_, counts) = tally(&j, &r.records);

@@ -2,6 +2,7 @@ package jtrace;
 
 import jdk.internal.misc.Unsafe;
 import jdk.internal.vm.annotation.DontInline;
+import jdk.internal.vm.annotation.Stable;
 
 /**
  * Method-tracing probes of the jtrace agent.
@@ -12,7 +13,9 @@ import jdk.internal.vm.annotation.DontInline;
  * {@link #exit} and {@link #exitEx}. A demoted method (adaptive demotion:
  * {@link #DEMOTED}) keeps these calls, which then record nothing, so that
  * demoting needs no retransformation, which would deoptimise its callers
- * and throw its class's compiled code away. A probe appends one long per event
+ * and throw its class's compiled code away. The three are small enough for
+ * the JIT to inline: in a demoted method compiled after its demotion they
+ * come down to one compare. A probe appends one long per event
  * to a per-thread long[] and takes no lock and allocates nothing. The long
  * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
  * the nanoseconds since the thread's previous event (System.nanoTime(), low
@@ -70,13 +73,27 @@ public final class Probe {
     /** Size of the thread-id-indexed cache; a power of two. */
     private static final int SLOTS = 1024;
 
+    /** Method ids per chunk of {@link #DEMOTED}: 1 << CHUNK_BITS. */
+    private static final int CHUNK_BITS = 10;
+    private static final int CHUNK = 1 << CHUNK_BITS;
+    /** Chunks of {@link #DEMOTED}: ids from CHUNK * CHUNKS on are never demoted. */
+    private static final int CHUNKS = 1 << 14;
+
     /**
-     * Demoted methods: non-zero at a demoted method's id (a shorter array
-     * demotes none past its end). Written by the agent's demoter through
-     * JNI (a larger copy replaces it whole); volatile, so that compiled
-     * code reads it at every call.
+     * Demotion marks by method id, in chunks the agent's demoter creates
+     * and writes through JNI: {@code DEMOTED[id / CHUNK][id % CHUNK]} holds
+     * the {@link #SESSION} that demoted the method, 0 if none did. Stable:
+     * once a chunk exists and a mark is set, the JIT takes them for
+     * constants, so that a demoted method compiled after its demotion
+     * keeps nothing of its probes but a compare with SESSION. A mark is set
+     * at most once per session and never cleared: a new session makes the
+     * old marks stale by changing SESSION instead.
      */
-    private static volatile byte[] DEMOTED = new byte[0];
+    @Stable
+    private static final int[][] DEMOTED = new int[CHUNKS][];
+
+    /** The current recording session's number (1, 2, …: a new attach session counts up). */
+    private static volatile int SESSION = 1;
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
     /** Each slot: the buffer of the last thread whose id maps to it. */
@@ -251,33 +268,49 @@ public final class Probe {
      * recorded, -1 if not, so that a call records both its ends or
      * neither, whenever its method is demoted.
      */
-    @DontInline
     public static int enter(int id) {
-        byte[] off = DEMOTED;
-        if (id < off.length && off[id] != 0) {
-            return -1;
+        int chunk = id >>> CHUNK_BITS;
+        if (chunk < CHUNKS) {
+            int[] marks = DEMOTED[chunk];
+            if (marks != null && marks[id & (CHUNK - 1)] == SESSION) {
+                return -1;
+            }
         }
+        return recordEnter(id);
+    }
+
+    /** Records a normal exit; {@code id} is what {@link #enter} returned. */
+    public static void exit(int id) {
+        if (id >= 0) {
+            recordExit(id);
+        }
+    }
+
+    /** Records an exit by exception; {@code id} is what {@link #enter} returned. */
+    public static void exitEx(int id) {
+        if (id >= 0) {
+            recordExitEx(id);
+        }
+    }
+
+    // The recording halves stay out of line, so that what the JIT inlines
+    // into every traced method is the check alone.
+
+    @DontInline
+    private static int recordEnter(int id) {
         Probe p = current();
         p.append(System.nanoTime(), (long) id << 32);
         return id;
     }
 
-    /** Records a normal exit; {@code id} is what {@link #enter} returned. */
     @DontInline
-    public static void exit(int id) {
-        if (id < 0) {
-            return;
-        }
+    private static void recordExit(int id) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT);
     }
 
-    /** Records an exit by exception; {@code id} is what {@link #enter} returned. */
     @DontInline
-    public static void exitEx(int id) {
-        if (id < 0) {
-            return;
-        }
+    private static void recordExitEx(int id) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT_EX);
     }

@@ -125,6 +125,30 @@ pub(super) unsafe fn is_class_loading(env: *mut jvmtiEnv, jni: *mut JNIEnv, thre
     true
 }
 
+/// For `JTRACE_AGENT_DEBUG`: prints the blocked thread's top frames when
+/// a class loader's method is among them but the rule counted the block as
+/// the program's, so that a wait the rule misses can be told apart.
+pub(super) unsafe fn debug_missed(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
+    let mut frames = [jvmtiFrameInfo::default(); FRAMES + 8];
+    let frames = top_frames(env, thread, &mut frames);
+    if !frames.iter().any(|f| in_class_loader(env, jni, f.method)) {
+        return;
+    }
+    let mut out = String::from("a block under a class loader counted as the program's:");
+    for f in frames {
+        let info = crate::jvm::method_info(env, jni, f.method);
+        let (class, name) = info
+            .as_ref()
+            .map_or(("?", "?"), |i| (i.class.as_str(), i.name.as_str()));
+        out.push_str(&format!(
+            " {class}.{name}@{} (opcode {:?});",
+            f.location,
+            opcode(env, f)
+        ));
+    }
+    crate::state::debug(&out);
+}
+
 /// The top `frames.len()` frames of `thread` (fewer if its stack is
 /// shallower; none if JVMTI cannot tell).
 unsafe fn top_frames(env: *mut jvmtiEnv, thread: jthread, frames: &mut [jvmtiFrameInfo]) -> &[jvmtiFrameInfo] {

@@ -41,6 +41,8 @@ unsafe fn begin_pair(
         let yes = super::class_loading::is_class_loading(env, jni, thread);
         if yes {
             crate::state::debug("a class-loading wait: the open calls stay unblocked");
+        } else if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+            super::class_loading::debug_missed(env, jni, thread);
         }
         yes
     };

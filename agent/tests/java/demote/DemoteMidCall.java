@@ -7,7 +7,10 @@ import java.util.Arrays;
  * (jtrace.Probe.DEMOTED, set by reflection here as the demoter sets it
  * through JNI), then unwinds normally; another that demotes and unwinds by
  * an exception; then calls made after the demotion. Every call entered
- * before the switch must record its exit, none after it anything.
+ * before the switch must record its exit, none after it anything. With
+ * "jit": a method compiled before the demotion, and one compiled after it
+ * (where the JIT takes the demotion for a constant), record nothing after
+ * it, and both record again in a new session.
  */
 public class DemoteMidCall {
     static int depth(int n, boolean demote) throws Exception {
@@ -28,16 +31,47 @@ public class DemoteMidCall {
         return thrower(n - 1) + 1;
     }
 
+    static int later(int n) {
+        return n == 0 ? 0 : 1 + later(n - 1);
+    }
+
+    /** Marks every id below 2^16 with the current session, as the demoter does. */
     static void demoteAll() throws Exception {
-        Field f = Class.forName("jtrace.Probe").getDeclaredField("DEMOTED");
+        Class<?> probe = Class.forName("jtrace.Probe");
+        Field session = probe.getDeclaredField("SESSION");
+        session.setAccessible(true);
+        Field f = probe.getDeclaredField("DEMOTED");
         f.setAccessible(true);
-        byte[] all = new byte[1 << 16];
-        Arrays.fill(all, (byte) 1);
-        f.set(null, all);
+        int[][] chunks = (int[][]) f.get(null);
+        for (int c = 0; c < 64; c++) {
+            int[] marks = new int[1024];
+            Arrays.fill(marks, session.getInt(null));
+            chunks[c] = marks;
+        }
     }
 
     public static void main(String[] args) throws Exception {
         int sum = 0;
+        if (args.length > 0 && args[0].equals("jit")) {
+            // -Xbatch: compiled before the demotion (depth), after it (later).
+            for (int i = 0; i < 30000; i++) {
+                sum += depth(3, false);
+            }
+            demoteAll();
+            for (int i = 0; i < 30000; i++) {
+                sum += depth(3, false) + later(3);
+            }
+            // A new session (as an attach after a detach begins one): the
+            // marks of the old one no longer count, constants or not.
+            Field session = Class.forName("jtrace.Probe").getDeclaredField("SESSION");
+            session.setAccessible(true);
+            session.setInt(null, session.getInt(null) + 1);
+            for (int i = 0; i < 1000; i++) {
+                sum += depth(3, false) + later(3);
+            }
+            System.out.println("SUM " + sum);
+            return;
+        }
         for (int i = 0; i < 5; i++) {
             sum += depth(10, false);
         }
