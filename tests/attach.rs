@@ -502,3 +502,74 @@ fn a_stale_attach_socket_is_replaced() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Adaptive demotion across attach sessions: AttachHot's `tiny` (hot,
+/// short, never blocking) is demoted in the first session, and the second
+/// session traces it again from its first call until it demotes it anew.
+/// The marks the JIT folds into compiled code are cleared between the
+/// sessions only because the first session's end retransformed the class
+/// back (docs/OVERHEAD.md): a mark left set would leave the second session
+/// without a single call of `tiny`.
+#[test]
+fn a_method_demoted_in_one_session_is_traced_again_in_the_next() {
+    for jdk in JDKS {
+        ensure_agent();
+        let dir = tempdir("attach_demote");
+        let mut child = Command::new(java(jdk))
+            .arg("-cp")
+            .arg(classes())
+            .arg("AttachHot")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n", "{jdk}: AttachHot did not start");
+        let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+        for n in 1..=2 {
+            let out = dir.join(format!("d{n}.jtrace"));
+            let o = attach(
+                child.id(),
+                &out,
+                &["--duration", "2s", "--methods", "AttachHot.tiny"],
+                &sudo,
+            );
+            if !o.status.success() {
+                let _ = child.kill();
+                panic!("{jdk}: attach {n} failed");
+            }
+            let trace = Trace::open(&out).unwrap();
+            assert!(trace.meta.complete, "{jdk}: session {n} not complete");
+            assert_exact(&trace);
+            let r = jtrace_merge::build_report(&trace, &Default::default());
+            let d = r
+                .demoted
+                .iter()
+                .find(|d| d.name == "tiny")
+                .unwrap_or_else(|| panic!("{jdk}: session {n} did not demote tiny: {:?}", r.demoted));
+            eprintln!(
+                "{jdk}: session {n}: tiny demoted after {} recorded calls",
+                d.calls_recorded
+            );
+            // Recorded from its first calls of the session on, until the
+            // agent had seen the calls a demotion needs.
+            assert!(
+                d.calls_recorded >= 1_000,
+                "{jdk}: session {n} recorded {} calls of tiny",
+                d.calls_recorded
+            );
+        }
+        drop(child.stdin.take());
+        let st = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        assert!(st.success(), "{jdk}: AttachHot exit {st:?}");
+        assert!(
+            rest.starts_with("calls ") && rest.trim_end().ends_with("true"),
+            "{jdk}: {rest}"
+        );
+    }
+}

@@ -243,18 +243,19 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
 const DEMOTED_CHUNK: u32 = 1 << 10;
 /// Chunks of `Probe.DEMOTED` (`Probe.CHUNKS`): ids past them are never demoted.
 const DEMOTED_CHUNKS: u32 = 1 << 14;
-/// The session whose number `Probe.SESSION` holds, and so the mark a
-/// demotion writes; serialises the writers of `Probe.DEMOTED`.
-static SESSION: Mutex<i32> = Mutex::new(1);
+/// Serialises the writers of `Probe.DEMOTED` (the demoter, a session's start).
+static MARKS: Mutex<()> = Mutex::new(());
 
 /// Marks method `ids` demoted in `Probe.DEMOTED`, so that their later
 /// calls record nothing (each call records both its ends or neither: the
 /// exit probes get what the entry probe returned); `clear` first forgets
-/// every earlier demotion (a new session: `Probe.SESSION` counts up, so
-/// that older marks no longer match). The marks are stable, as the JIT
-/// sees them: a chunk is created once and a mark written once per session.
-/// Returns false if the marks could not be written (no demotion then took
-/// effect); an id past the chunks is not marked and fails the call.
+/// every earlier demotion, for a new session, before its classes get their
+/// probes: the marks are stable to the JIT, and only the end of the
+/// previous session, which retransformed every class with probes back
+/// (deoptimising all compiled code that had a mark as a constant), makes
+/// clearing them safe. Returns false if the marks could not be written (no
+/// demotion then took effect); an id past the chunks is not marked and
+/// fails the call.
 ///
 /// # Safety
 /// `jni` is the calling thread's JNIEnv (a Java thread, live phase).
@@ -263,54 +264,56 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     if jni.is_null() || class.is_null() {
         return false;
     }
-    let mut session = crate::mutex::lock(&SESSION);
-    if clear {
-        let Some(field) = static_field(jni, class, c"SESSION", c"I") else {
-            return false;
-        };
-        let next = session.checked_add(1).unwrap_or(1);
-        jni!(jni, SetStaticIntField, class, field, next);
-        if clear_exception(jni) {
-            return false;
-        }
-        *session = next;
-    }
-    if ids.is_empty() {
-        return true;
-    }
+    let _writers = crate::mutex::lock(&MARKS);
     if ids.iter().any(|&i| i / DEMOTED_CHUNK >= DEMOTED_CHUNKS) {
         return false;
     }
-    let Some(field) = static_field(jni, class, c"DEMOTED", c"[[I") else {
+    let Some(field) = static_field(jni, class, c"DEMOTED", c"[[B") else {
         return false;
     };
     let chunks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());
     if chunks.is_null() || clear_exception(jni) {
         return false;
     }
-    let mark: jint = *session;
     let mut ok = true;
-    for &id in ids {
-        let at = (id / DEMOTED_CHUNK) as jsize;
-        let mut chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
-        if clear_exception(jni) {
-            ok = false;
-            break;
-        }
-        if chunk.is_null() {
-            chunk = jni!(jni, NewIntArray, DEMOTED_CHUNK as jsize).unwrap_or(std::ptr::null_mut());
-            if chunk.is_null() || clear_exception(jni) {
+    if clear {
+        let zeros = [0i8; DEMOTED_CHUNK as usize];
+        for at in 0..DEMOTED_CHUNKS as jsize {
+            let chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
+            if !chunk.is_null() {
+                jni!(
+                    jni,
+                    SetByteArrayRegion,
+                    chunk,
+                    0,
+                    DEMOTED_CHUNK as jsize,
+                    zeros.as_ptr()
+                );
+                jvm::delete_local(jni, chunk);
+            }
+            if clear_exception(jni) {
                 ok = false;
                 break;
             }
-            jni!(jni, SetObjectArrayElement, chunks, at, chunk);
         }
-        jni!(jni, SetIntArrayRegion, chunk, (id % DEMOTED_CHUNK) as jsize, 1, &mark);
-        jvm::delete_local(jni, chunk);
-        if clear_exception(jni) {
-            ok = false;
+    }
+    for &id in ids {
+        if !ok {
             break;
         }
+        let at = (id / DEMOTED_CHUNK) as jsize;
+        let mut chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
+        if chunk.is_null() && !clear_exception(jni) {
+            chunk = jni!(jni, NewByteArray, DEMOTED_CHUNK as jsize).unwrap_or(std::ptr::null_mut());
+            if !chunk.is_null() && !clear_exception(jni) {
+                jni!(jni, SetObjectArrayElement, chunks, at, chunk);
+            }
+        }
+        ok = !chunk.is_null()
+            && !clear_exception(jni)
+            && jni!(jni, SetByteArrayRegion, chunk, (id % DEMOTED_CHUNK) as jsize, 1, &1i8).is_some()
+            && !clear_exception(jni);
+        jvm::delete_local(jni, chunk);
     }
     jvm::delete_local(jni, chunks);
     ok

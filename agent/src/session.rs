@@ -50,6 +50,11 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
     if classes::hook_needed(cfg) {
         if classes::enabled(cfg) {
             demotion::reset(demoter::start);
+            if probe_class::ready() {
+                // A method demoted in an earlier session is traced again;
+                // cleared before any class gets its probes back.
+                probe_class::set_demoted(jvm::jni_env(jni), &[], true);
+            }
         }
         if let Err(e) = classes::start(env, jni, cfg) {
             if classes::enabled(cfg) {
@@ -58,10 +63,6 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
             }
             // Only virtual threads wanted it: JVMTI's events follow them.
             debug(&e);
-        }
-        if classes::enabled(cfg) && probe_class::ready() {
-            // A method demoted in an earlier session is traced again.
-            probe_class::set_demoted(jvm::jni_env(jni), &[], true);
         }
     }
     for e in events {

@@ -15,7 +15,7 @@ import jdk.internal.vm.annotation.Stable;
  * demoting needs no retransformation, which would deoptimise its callers
  * and throw its class's compiled code away. The three are small enough for
  * the JIT to inline: in a demoted method compiled after its demotion they
- * come down to one compare. A probe appends one long per event
+ * fold away. A probe appends one long per event
  * to a per-thread long[] and takes no lock and allocates nothing. The long
  * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
  * the nanoseconds since the thread's previous event (System.nanoTime(), low
@@ -81,19 +81,17 @@ public final class Probe {
 
     /**
      * Demotion marks by method id, in chunks the agent's demoter creates
-     * and writes through JNI: {@code DEMOTED[id / CHUNK][id % CHUNK]} holds
-     * the {@link #SESSION} that demoted the method, 0 if none did. Stable:
-     * once a chunk exists and a mark is set, the JIT takes them for
-     * constants, so that a demoted method compiled after its demotion
-     * keeps nothing of its probes but a compare with SESSION. A mark is set
-     * at most once per session and never cleared: a new session makes the
-     * old marks stale by changing SESSION instead.
+     * and writes through JNI: {@code DEMOTED[id / CHUNK][id % CHUNK]} is 1
+     * once the method is demoted. Stable: once a chunk exists and a mark is
+     * set, the JIT takes them for constants, so that in a demoted method
+     * compiled after its demotion the probes fold away. Within a session a
+     * mark only goes from 0 to 1. A new attach session clears the marks:
+     * the previous session's end retransformed every class with probes
+     * back, which deoptimised all compiled code that had a mark as a
+     * constant.
      */
     @Stable
-    private static final int[][] DEMOTED = new int[CHUNKS][];
-
-    /** The current recording session's number (1, 2, …: a new attach session counts up). */
-    private static volatile int SESSION = 1;
+    private static final byte[][] DEMOTED = new byte[CHUNKS][];
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
     /** Each slot: the buffer of the last thread whose id maps to it. */
@@ -271,8 +269,8 @@ public final class Probe {
     public static int enter(int id) {
         int chunk = id >>> CHUNK_BITS;
         if (chunk < CHUNKS) {
-            int[] marks = DEMOTED[chunk];
-            if (marks != null && marks[id & (CHUNK - 1)] == SESSION) {
+            byte[] marks = DEMOTED[chunk];
+            if (marks != null && marks[id & (CHUNK - 1)] != 0) {
                 return -1;
             }
         }

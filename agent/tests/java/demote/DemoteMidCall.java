@@ -10,7 +10,7 @@ import java.util.Arrays;
  * before the switch must record its exit, none after it anything. With
  * "jit": a method compiled before the demotion, and one compiled after it
  * (where the JIT takes the demotion for a constant), record nothing after
- * it, and both record again in a new session.
+ * it.
  */
 public class DemoteMidCall {
     static int depth(int n, boolean demote) throws Exception {
@@ -35,17 +35,14 @@ public class DemoteMidCall {
         return n == 0 ? 0 : 1 + later(n - 1);
     }
 
-    /** Marks every id below 2^16 with the current session, as the demoter does. */
+    /** Marks every id below 2^16 demoted, as the demoter does. */
     static void demoteAll() throws Exception {
-        Class<?> probe = Class.forName("jtrace.Probe");
-        Field session = probe.getDeclaredField("SESSION");
-        session.setAccessible(true);
-        Field f = probe.getDeclaredField("DEMOTED");
+        Field f = Class.forName("jtrace.Probe").getDeclaredField("DEMOTED");
         f.setAccessible(true);
-        int[][] chunks = (int[][]) f.get(null);
+        byte[][] chunks = (byte[][]) f.get(null);
         for (int c = 0; c < 64; c++) {
-            int[] marks = new int[1024];
-            Arrays.fill(marks, session.getInt(null));
+            byte[] marks = new byte[1024];
+            Arrays.fill(marks, (byte) 1);
             chunks[c] = marks;
         }
     }
@@ -59,14 +56,6 @@ public class DemoteMidCall {
             }
             demoteAll();
             for (int i = 0; i < 30000; i++) {
-                sum += depth(3, false) + later(3);
-            }
-            // A new session (as an attach after a detach begins one): the
-            // marks of the old one no longer count, constants or not.
-            Field session = Class.forName("jtrace.Probe").getDeclaredField("SESSION");
-            session.setAccessible(true);
-            session.setInt(null, session.getInt(null) + 1);
-            for (int i = 0; i < 1000; i++) {
                 sum += depth(3, false) + later(3);
             }
             System.out.println("SUM " + sum);
