@@ -98,7 +98,8 @@ NOT_BLOCKING = {"runqueue", "gc", "safepoint", "tracer"}
 def top(path, blocking):
     m = json.load(open(path))["methods"]
     off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if k != "tracer" and (not blocking or k not in NOT_BLOCKING))
-    return [f'{x["class"]}.{x["name"]}' for x in sorted(m, key=off, reverse=True)[:10]]
+    # By signature too: overloads (two MVPrimaryIndex.lockRow) are two methods.
+    return [f'{x["class"]}.{x["name"]}{x["signature"]}' for x in sorted(m, key=off, reverse=True)[:10]]
 for blocking in (False, True):
     b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking)
     what = "blocking off-CPU (no runqueue, gc, safepoint, tracer)" if blocking else "off-CPU (no tracer)"
