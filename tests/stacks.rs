@@ -170,10 +170,13 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
                 .map(|f| &f.name)
                 .collect::<std::collections::BTreeSet<_>>()
         );
-        assert!(
-            !libc_frames.iter().any(|f| f.name.starts_with("[libc.so")),
-            "{jdk}: a libc frame is not named"
-        );
+        let unnamed: Vec<String> = by_thread
+            .iter()
+            .flat_map(|(t, ivs)| ivs.iter().map(move |(_, f)| (t, f)))
+            .filter(|(_, f)| f.iter().any(|f| f.name.starts_with("[libc.so")))
+            .map(|(t, f)| format!("{t}: {:?}", f.iter().map(|f| &f.name).collect::<Vec<_>>()))
+            .collect();
+        assert!(unnamed.is_empty(), "{jdk}: a libc frame is not named: {unnamed:#?}");
     }
 }
 

@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use jtrace_format::{kind, MethodDef, MethodTally, Payload, Record, BATCH_METHOD_LIMIT};
+use jtrace_format::{kind, MethodDef, MethodTally, Payload, Record};
 
 use crate::config::Config;
 use crate::demotion;
@@ -142,9 +142,8 @@ fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
         return Some(id);
     }
     let id = ids.next;
-    if id as u64 >= BATCH_METHOD_LIMIT {
-        // The probes pack the id into 30 bits; 2^30 distinct methods is
-        // beyond any real program: leave the rest untraced.
+    if id >= crate::probe_class::MAX_METHOD_ID {
+        // Beyond any real program: leave the rest untraced.
         return None;
     }
     ids.next += 1;

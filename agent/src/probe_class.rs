@@ -241,8 +241,13 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
 
 /// Method ids per chunk of `Probe.DEMOTED` (`Probe.CHUNK`).
 const DEMOTED_CHUNK: u32 = 1 << 10;
-/// Chunks of `Probe.DEMOTED` (`Probe.CHUNKS`): ids past them are never demoted.
+/// Chunks of `Probe.DEMOTED` (`Probe.CHUNKS`).
 const DEMOTED_CHUNKS: u32 = 1 << 14;
+/// Method ids are below this (2^24): `Probe.enter` indexes the chunks
+/// without a bounds check of its own, to stay small enough to inline
+/// everywhere. (The events could hold ids up to
+/// [`jtrace_format::BATCH_METHOD_LIMIT`].)
+pub(crate) const MAX_METHOD_ID: u32 = DEMOTED_CHUNK * DEMOTED_CHUNKS;
 /// Serialises the writers of `Probe.DEMOTED` (the demoter, a session's start).
 static MARKS: Mutex<()> = Mutex::new(());
 
@@ -254,8 +259,7 @@ static MARKS: Mutex<()> = Mutex::new(());
 /// previous session, which retransformed every class with probes back
 /// (deoptimising all compiled code that had a mark as a constant), makes
 /// clearing them safe. Returns false if the marks could not be written (no
-/// demotion then took effect); an id past the chunks is not marked and
-/// fails the call.
+/// demotion then took effect).
 ///
 /// # Safety
 /// `jni` is the calling thread's JNIEnv (a Java thread, live phase).
@@ -265,7 +269,7 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
         return false;
     }
     let _writers = crate::mutex::lock(&MARKS);
-    if ids.iter().any(|&i| i / DEMOTED_CHUNK >= DEMOTED_CHUNKS) {
+    if ids.iter().any(|&i| i >= MAX_METHOD_ID) {
         return false;
     }
     let Some(field) = static_field(jni, class, c"DEMOTED", c"[[B") else {
