@@ -323,7 +323,7 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     ok
 }
 
-/// A static field of the probe class, looked up (and its id kept) once.
+/// A static field of the probe class (looked up at each demotion batch: they are few).
 unsafe fn static_field(jni: *mut JNIEnv, class: jclass, name: &CStr, sig: &CStr) -> Option<jfieldID> {
     let field = jni!(jni, GetStaticFieldID, class, name.as_ptr(), sig.as_ptr()).unwrap_or(std::ptr::null_mut());
     if field.is_null() || clear_exception(jni) {
