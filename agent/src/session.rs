@@ -10,7 +10,7 @@ use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::{self, Recorder, SharedBuf};
 use crate::state::{
-    active, debug, internal_error, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, IN_FLIGHT, RECORDER,
+    active, debug, internal_error, now_ns, others_done_within, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, RECORDER,
     SESSION_BUFS,
 };
 use crate::sys::*;
@@ -148,11 +148,7 @@ pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
     // be using it; we are a guarded callback ourselves. Once the others are
     // done, nothing can reach it any more: free it (this unmaps and closes
     // the stream). If one lingers, leak it rather than risk a crash.
-    let t0 = std::time::Instant::now();
-    while IN_FLIGHT.load(Ordering::SeqCst) > 1 && t0.elapsed() < std::time::Duration::from_secs(2) {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    if IN_FLIGHT.load(Ordering::SeqCst) <= 1 {
+    if others_done_within(std::time::Duration::from_secs(2)) {
         drop(rec);
         drop(cfg);
     } else {

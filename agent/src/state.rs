@@ -143,6 +143,16 @@ pub(crate) fn guard(what: &str, f: impl FnOnce()) {
     IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
 }
 
+/// From inside a guarded callback: waits up to `max` for every other
+/// guarded callback to return; whether they all did.
+pub(crate) fn others_done_within(max: std::time::Duration) -> bool {
+    let t0 = std::time::Instant::now();
+    while IN_FLIGHT.load(Ordering::SeqCst) > 1 && t0.elapsed() < max {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    IN_FLIGHT.load(Ordering::SeqCst) <= 1
+}
+
 /// Disables the agent and records why.
 pub(crate) fn internal_error(msg: &str) {
     ENABLED.store(false, Ordering::SeqCst);
