@@ -147,11 +147,13 @@ fn nanosleep_is_one_blocked_syscall_of_50_ms() {
     assert_eq!(blocks.len(), 1, "{blocks:?}");
     let (out_ts, d, s) = blocks[0];
     // Blocked until the timer's wakeup; back on CPU after any run-queue wait.
+    // The earliest by time, not in file order (see the socket test).
     let woken = recs
         .iter()
-        .find(|r| r.tid == tid && r.ts > out_ts && matches!(r.payload, Payload::Wakeup(_)))
-        .expect("the wakeup ending the sleep")
-        .ts;
+        .filter(|r| r.tid == tid && r.ts > out_ts && matches!(r.payload, Payload::Wakeup(_)))
+        .map(|r| r.ts)
+        .min()
+        .expect("the wakeup ending the sleep");
     assert!(
         (48 * MS..=52 * MS).contains(&(woken - out_ts)),
         "blocked {} ns",
@@ -177,9 +179,10 @@ fn nanosleep_is_one_blocked_syscall_of_50_ms() {
     // run-queue wait, which a loaded machine makes long.
     let woken = recs
         .iter()
-        .find(|r| r.tid == tid && r.ts > entry && matches!(r.payload, Payload::Wakeup(_)))
-        .expect("the wakeup ending the sleep")
-        .ts;
+        .filter(|r| r.tid == tid && r.ts > entry && matches!(r.payload, Payload::Wakeup(_)))
+        .map(|r| r.ts)
+        .min()
+        .expect("the wakeup ending the sleep");
     let d = woken - entry;
     assert!((48 * MS..=52 * MS).contains(&d), "nanosleep slept {d} ns");
     assert!(s.exit_ts >= woken);
@@ -257,13 +260,17 @@ fn socket_read_shows_the_wait_and_the_four_tuple() {
     // Blocked until the server thread, back from its 40 ms sleep, wrote:
     // that thread is the waker. (Not an upper bound on the time: on a
     // loaded machine the server may wait long for a CPU after its sleep.)
+    // The earliest by time: kernel.bin is in the order records left the
+    // per-CPU buffers, so a wakeup recorded on another CPU may come after
+    // later records of this thread.
     let recs = records(&trace);
     let (woken, waker) = recs
         .iter()
-        .find_map(|r| match &r.payload {
+        .filter_map(|r| match &r.payload {
             Payload::Wakeup(w) if r.tid == tid && r.ts > out_ts => Some((r.ts, w.waker_tid)),
             _ => None,
         })
+        .min()
         .expect("the wakeup ending the read");
     assert!(woken - out_ts >= 38 * MS, "read blocked {} ns", woken - out_ts);
     assert!(d >= woken - out_ts);
