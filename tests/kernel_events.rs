@@ -63,6 +63,18 @@ fn syscalls(recs: &[Record], tid: u32) -> Vec<(u64, Syscall)> {
 }
 
 /// The full records (written at the syscall's exit, modes io and all).
+/// The first wakeup of `tid` after `after`, by time (kernel.bin is in the
+/// order records left the per-CPU buffers, so a wakeup recorded on another
+/// CPU may come after later records of the thread): its time and waker.
+fn first_wakeup_after(recs: &[Record], tid: u32, after: u64) -> Option<(u64, u32)> {
+    recs.iter()
+        .filter_map(|r| match &r.payload {
+            Payload::Wakeup(w) if r.tid == tid && r.ts > after => Some((r.ts, w.waker_tid)),
+            _ => None,
+        })
+        .min()
+}
+
 fn full_syscalls(recs: &[Record], tid: u32) -> Vec<(u64, Syscall)> {
     syscalls(recs, tid)
         .into_iter()
@@ -147,13 +159,7 @@ fn nanosleep_is_one_blocked_syscall_of_50_ms() {
     assert_eq!(blocks.len(), 1, "{blocks:?}");
     let (out_ts, d, s) = blocks[0];
     // Blocked until the timer's wakeup; back on CPU after any run-queue wait.
-    // The earliest by time, not in file order (see the socket test).
-    let woken = recs
-        .iter()
-        .filter(|r| r.tid == tid && r.ts > out_ts && matches!(r.payload, Payload::Wakeup(_)))
-        .map(|r| r.ts)
-        .min()
-        .expect("the wakeup ending the sleep");
+    let (woken, _) = first_wakeup_after(&recs, tid, out_ts).expect("the wakeup ending the sleep");
     assert!(
         (48 * MS..=52 * MS).contains(&(woken - out_ts)),
         "blocked {} ns",
@@ -177,12 +183,7 @@ fn nanosleep_is_one_blocked_syscall_of_50_ms() {
     let (entry, s) = sleeps[0];
     // Asleep from entry to the timer's wakeup; the exit comes after any
     // run-queue wait, which a loaded machine makes long.
-    let woken = recs
-        .iter()
-        .filter(|r| r.tid == tid && r.ts > entry && matches!(r.payload, Payload::Wakeup(_)))
-        .map(|r| r.ts)
-        .min()
-        .expect("the wakeup ending the sleep");
+    let (woken, _) = first_wakeup_after(&recs, tid, entry).expect("the wakeup ending the sleep");
     let d = woken - entry;
     assert!((48 * MS..=52 * MS).contains(&d), "nanosleep slept {d} ns");
     assert!(s.exit_ts >= woken);
@@ -260,18 +261,8 @@ fn socket_read_shows_the_wait_and_the_four_tuple() {
     // Blocked until the server thread, back from its 40 ms sleep, wrote:
     // that thread is the waker. (Not an upper bound on the time: on a
     // loaded machine the server may wait long for a CPU after its sleep.)
-    // The earliest by time: kernel.bin is in the order records left the
-    // per-CPU buffers, so a wakeup recorded on another CPU may come after
-    // later records of this thread.
     let recs = records(&trace);
-    let (woken, waker) = recs
-        .iter()
-        .filter_map(|r| match &r.payload {
-            Payload::Wakeup(w) if r.tid == tid && r.ts > out_ts => Some((r.ts, w.waker_tid)),
-            _ => None,
-        })
-        .min()
-        .expect("the wakeup ending the read");
+    let (woken, waker) = first_wakeup_after(&recs, tid, out_ts).expect("the wakeup ending the read");
     assert!(woken - out_ts >= 38 * MS, "read blocked {} ns", woken - out_ts);
     assert!(d >= woken - out_ts);
     let server_slept = at_switch_blocks(&recs, waker)

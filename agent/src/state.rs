@@ -77,9 +77,14 @@ pub(crate) fn say(msg: &str) {
     }
 }
 
+/// Whether JTRACE_AGENT_DEBUG is set: diagnostics are wanted.
+pub(crate) fn debugging() -> bool {
+    std::env::var_os("JTRACE_AGENT_DEBUG").is_some()
+}
+
 /// Prints a diagnostic on stderr when JTRACE_AGENT_DEBUG is set.
 pub(crate) fn debug(msg: &str) {
-    if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+    if debugging() {
         eprintln!("jtrace agent (debug): {msg}");
     }
 }

@@ -41,7 +41,7 @@ unsafe fn begin_pair(
         let yes = super::class_loading::is_class_loading(env, jni, thread);
         if yes {
             crate::state::debug("a class-loading wait: the open calls stay unblocked");
-        } else if std::env::var_os("JTRACE_AGENT_DEBUG").is_some() {
+        } else if crate::state::debugging() {
             super::class_loading::debug_missed(env, jni, thread);
         }
         yes
