@@ -1,19 +1,22 @@
 //! The trivial-method rule (issue 17): under a broad `--methods`, a
 //! getter (no call, loop, allocation or lock in a few bytes of bytecode)
-//! gets no probes at load time and the report lists it with the rule that
-//! skipped it; a busy method and a blocking one are recorded call for
-//! call, and accounting stays exact (the getter's time is its callers'
-//! own). `--complete` instruments the getter too.
+//! and a forwarder (a short method whose calls all go to traced methods)
+//! get no probes at load time and the report lists them with the rule
+//! that skipped them; a busy method and a blocking one are recorded call
+//! for call, the blocking one's sleeps are its own although a forwarder
+//! called it, and accounting stays exact (the skipped methods' time is
+//! their callers' own). A forwarder named outright is traced; `--complete`
+//! instruments both.
 
 mod common;
 
 use common::*;
 use jtrace_merge::Trace;
 
-fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u64) {
+fn run_trivial(jdk: &str, out: &std::path::Path, methods: &str, extra: &[&str]) -> (u64, u64, u64) {
     let cp = classes();
     let java = java(jdk);
-    let mut args = vec!["--methods", "Trivial$Work.*"];
+    let mut args = vec!["--methods", methods];
     args.extend_from_slice(extra);
     let o = jtrace_run(
         out,
@@ -28,7 +31,7 @@ fn run_trivial(jdk: &str, out: &std::path::Path, extra: &[&str]) -> (u64, u64, u
 fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
     for jdk in JDKS {
         let out = tempdir("trivial");
-        let (value, crunch, napper) = run_trivial(jdk, &out, &[]);
+        let (value, crunch, napper) = run_trivial(jdk, &out, "Trivial$Work.*", &[]);
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let r = jtrace_merge::build_report(&trace, &Default::default());
@@ -39,34 +42,77 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
             .trivial_skipped
             .as_ref()
             .unwrap_or_else(|| panic!("{jdk}: nothing skipped"));
-        let names: Vec<String> = t
+        let mut names: Vec<String> = t
             .methods
             .iter()
             .map(|m| format!("{}.{}{}", m.class, m.name, m.signature))
             .collect();
-        assert_eq!(names, vec!["Trivial$Work.value()I"], "{jdk}");
-        assert_eq!(t.count, 1);
+        names.sort();
+        assert_eq!(names, vec!["Trivial$Work.relay(I)V", "Trivial$Work.value()I"], "{jdk}");
+        assert_eq!(t.count, 2);
         assert_eq!(t.rule, jtrace_format::TRIVIAL_RULE);
-        assert!(!calls.contains_key("value"), "{jdk}: {calls:?}");
+        assert!(
+            !calls.contains_key("value") && !calls.contains_key("relay"),
+            "{jdk}: {calls:?}"
+        );
         // The others: every call, none demoted.
         assert!(r.demoted.is_empty(), "{jdk}: demoted {:?}", r.demoted);
         assert_eq!(calls["crunch"], crunch, "{jdk}: crunch");
         assert_eq!(calls["napper"], napper, "{jdk}: napper");
         assert_eq!(calls["<init>"], 1, "{jdk}: the constructor");
-        // napper's sleeps are its own off-CPU time.
+        // napper's sleeps are its own off-CPU time, under the forwarder too.
         let nap = r.methods.iter().find(|m| m.name == "napper").unwrap();
         let sleep = nap.off_cpu_ns.get(jtrace_merge::Cause::Sleep);
         assert!(sleep >= napper / 64 * 2_000_000, "{jdk}: napper slept {sleep} ns");
         // The text report says it, and the JSON report lists it.
         let text = report_text(&out);
         assert!(
-            text.contains("== Trivial methods not instrumented: 1") && text.contains("Trivial$Work.value"),
+            text.contains("== Trivial methods not instrumented: 2")
+                && text.contains("Trivial$Work.value")
+                && text.contains("Trivial$Work.relay"),
             "{jdk}: {text}"
         );
         let json = report_json(&out);
-        assert_eq!(json["trivial_skipped"]["count"], 1, "{jdk}");
-        assert_eq!(json["trivial_skipped"]["methods"][0]["name"], "value", "{jdk}");
-        assert!(json["trivial_skipped"]["rule"].as_str().unwrap().contains("no invoke"));
+        assert_eq!(json["trivial_skipped"]["count"], 2, "{jdk}");
+        let rule = json["trivial_skipped"]["rule"].as_str().unwrap();
+        assert!(rule.contains("no invoke") && rule.contains("a forwarder"), "{rule}");
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
+
+#[test]
+fn a_forwarder_named_outright_is_traced() {
+    for jdk in JDKS {
+        let out = tempdir("trivial-named");
+        let (_, _, napper) = run_trivial(jdk, &out, "Trivial$Work.relay,Trivial$Work.*", &[]);
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let calls = calls_by_name(&r);
+        let skipped: Vec<&str> = r
+            .trivial_skipped
+            .iter()
+            .flat_map(|t| t.methods.iter().map(|m| m.name.as_str()))
+            .collect();
+        assert_eq!(skipped, vec!["value"], "{jdk}");
+        assert_eq!(calls["relay"], napper, "{jdk}: relay");
+        assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        // The sleeps are napper's, and relay's as its caller's.
+        let off = |name: &str| {
+            let m = r.methods.iter().find(|m| m.name == name).unwrap();
+            m.off_cpu_ns.get(jtrace_merge::Cause::Sleep)
+        };
+        assert!(
+            off("napper") >= napper / 64 * 2_000_000,
+            "{jdk}: napper slept {} ns",
+            off("napper")
+        );
+        assert!(
+            off("relay") >= off("napper"),
+            "{jdk}: relay {} < napper {}",
+            off("relay"),
+            off("napper")
+        );
         std::fs::remove_dir_all(&out).ok();
     }
 }
@@ -75,7 +121,7 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
 fn complete_instruments_the_getter() {
     for jdk in JDKS {
         let out = tempdir("trivial-complete");
-        let (value, crunch, napper) = run_trivial(jdk, &out, &["--complete"]);
+        let (value, crunch, napper) = run_trivial(jdk, &out, "Trivial$Work.*", &["--complete"]);
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let r = jtrace_merge::build_report(&trace, &Default::default());
@@ -84,6 +130,7 @@ fn complete_instruments_the_getter() {
         assert_eq!(calls["value"], value, "{jdk}: value");
         assert_eq!(calls["crunch"], crunch, "{jdk}: crunch");
         assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        assert_eq!(calls["relay"], napper, "{jdk}: relay");
         std::fs::remove_dir_all(&out).ok();
     }
 }

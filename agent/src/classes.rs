@@ -10,6 +10,8 @@
 //! same class in two loaders) reuses its ids.
 
 use std::collections::{HashMap, HashSet};
+
+use crate::rewrite::Selected;
 use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -184,7 +186,17 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     let opts = crate::rewrite::Options {
         skip_trivial: cfg.skip_trivial,
     };
-    let res = match crate::rewrite::instrument_class(data, &mut select, opts) {
+    let mut selection = |class: &str, name: &str| -> Selected {
+        let dotted = class.replace('/', ".");
+        if excluded_class(class) || !cfg.method_traced(&dotted, name) {
+            Selected::No
+        } else if cfg.method_named(&dotted, name) {
+            Selected::ByName
+        } else {
+            Selected::Broadly
+        }
+    };
+    let res = match crate::rewrite::instrument_class(data, &mut select, &mut selection, opts) {
         Ok(r) => r,
         Err(e) => {
             CLASSES_UNPARSABLE.fetch_add(1, Ordering::Relaxed);

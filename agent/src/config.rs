@@ -69,6 +69,13 @@ impl Glob {
         }
     }
 
+    /// Whether it has a wildcard (`*` or `?`) after the last `.` (all of
+    /// it when there is none): whether it names a method outright.
+    fn wild_after_last_dot(&self) -> bool {
+        let from = self.pat.iter().rposition(|&c| c == '.').map_or(0, |i| i + 1);
+        self.pat[from..].iter().any(|&c| c == '*' || c == '?')
+    }
+
     /// Whether the whole of `text` matches.
     pub fn matches(&self, text: &str) -> bool {
         let t: Vec<char> = text.chars().collect();
@@ -111,6 +118,16 @@ impl MethodPattern {
         match self {
             MethodPattern::Full(g) => g.matches(&format!("{class}.{name}")),
             MethodPattern::Split(c, m) => c.matches(class) && m.matches(name),
+        }
+    }
+}
+
+impl MethodPattern {
+    /// Whether the pattern names its methods outright (no wildcard in the
+    /// method name): `Main.run`, `*.run`, not `Main.*` or `org.h2.*`.
+    pub fn names_methods(&self) -> bool {
+        match self {
+            MethodPattern::Full(g) | MethodPattern::Split(_, g) => !g.wild_after_last_dot(),
         }
     }
 }
@@ -363,6 +380,18 @@ impl Config {
         self.method_invocation && self.method_rules.iter().any(|r| r.include)
     }
 
+    /// Whether method `name` of class `class` (dotted) is traced by a rule
+    /// that names it outright ([`MethodPattern::names_methods`]): the
+    /// trivial rule's forwarders are only those a wildcard selected.
+    pub fn method_named(&self, class: &str, name: &str) -> bool {
+        self.method_invocation
+            && self
+                .method_rules
+                .iter()
+                .find(|r| r.pattern.matches(class, name))
+                .is_some_and(|r| r.include && r.pattern.names_methods())
+    }
+
     /// Whether method `name` of class `class` (dotted) is traced: first
     /// matching rule wins, no match means not traced.
     pub fn method_traced(&self, class: &str, name: &str) -> bool {
@@ -496,5 +525,22 @@ object_allocation on
         assert_eq!(class_name_from_signature("Lcom/acme/Foo;"), "com.acme.Foo");
         assert_eq!(class_name_from_signature("LOuter$Inner;"), "Outer$Inner");
         assert_eq!(class_name_from_signature("[I"), "[I");
+    }
+
+    #[test]
+    fn a_rule_names_a_method_unless_its_method_name_has_a_wildcard() {
+        let (cfg, errs) = Config::parse(
+            "include_method Main.run\ninclude_method *.handle\ninclude_method Main.*\n\
+             include_method org.h2.*\ninclude_method com.acme.* get?\ninclude_method com.acme.* put\n",
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(cfg.method_named("Main", "run"));
+        assert!(cfg.method_named("x.Y", "handle"));
+        assert!(!cfg.method_named("Main", "other"), "Main.* selects it");
+        assert!(cfg.method_traced("Main", "other"));
+        assert!(!cfg.method_named("org.h2.Driver", "connect"));
+        assert!(!cfg.method_named("com.acme.A", "getX"));
+        assert!(cfg.method_named("com.acme.A", "put"));
+        assert!(!cfg.method_named("elsewhere.B", "put"), "not selected at all");
     }
 }

@@ -154,17 +154,36 @@ pub struct MethodTally {
 /// Longest bytecode (bytes) of a method [`TRIVIAL_RULE`] skips.
 pub const TRIVIAL_MAX_CODE_LEN: usize = 64;
 
+/// Longest bytecode (bytes) of a forwarder [`TRIVIAL_RULE`] skips:
+/// HotSpot's `MaxInlineSize`, under which C1 and C2 inline a method at
+/// every call site. Probes would push such a method past it.
+pub const FORWARDER_MAX_CODE_LEN: usize = 35;
+
 /// The rule by which the agent leaves a selected method uninstrumented as
-/// trivial ([`kind::METHOD_TRIVIAL`](crate::kind::METHOD_TRIVIAL)): code
-/// that runs each instruction at most once, calls nothing, allocates
-/// nothing, takes no lock and has no `athrow`, so it cannot block or take
-/// time of its own worth a probe pair (a getter, a setter, a flag test).
-/// What a first execution may trigger once (class loading, constant
+/// trivial ([`kind::METHOD_TRIVIAL`](crate::kind::METHOD_TRIVIAL)).
+///
+/// A getter: code that runs each instruction at most once, calls nothing,
+/// allocates nothing, takes no lock and has no `athrow`, so it cannot block
+/// or take time of its own worth a probe pair (a getter, a setter, a flag
+/// test). What a first execution may trigger once (class loading, constant
 /// resolution, a `<clinit>`, which is traced if selected) and an implicit
 /// exception (a null receiver) are the caller's, as all of its time is.
+///
+/// A forwarder, selected by a wildcard: code short enough for the JIT to
+/// inline it at every call site ([`FORWARDER_MAX_CODE_LEN`]; probes would
+/// push it past that and cost the run its inlining), straight, with no
+/// lock, whose every call goes to a method with probes of its own or to
+/// one of java.base's that never blocks. Whatever blocks under it blocks
+/// in a traced callee; its own time is its caller's.
 pub const TRIVIAL_RULE: &str = "bytecode of at most 64 bytes with no invoke*, new/newarray/anewarray/multianewarray, \
 monitorenter/monitorexit, athrow, jsr/ret/wide or backward branch, no exception handler, \
-not synchronized, not native, not a constructor or static initialiser";
+not synchronized, not native, not a constructor or static initialiser; \
+or, if a wildcard in the method name selected it, a forwarder: bytecode of at most 35 bytes (HotSpot's MaxInlineSize) \
+with no backward branch, exception handler, monitorenter/monitorexit, invokedynamic or jsr/ret/wide, \
+not synchronized, not a constructor or static initialiser, whose every call goes to a method the selection instruments \
+or to one of java.base that never blocks (the boxed primitives and Number, Math, StrictMath, String, StringBuilder, \
+java.util.Objects, Arrays, HashMap, ArrayList, AbstractMap.SimpleImmutableEntry, java.util.concurrent.atomic, \
+Object's <init>, getClass, hashCode, equals and clone, and the constructors of java.lang's and java.util's exceptions)";
 
 /// JVM payload of [`kind::JVM_END`](crate::kind::JVM_END).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

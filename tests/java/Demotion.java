@@ -23,7 +23,11 @@ public class Demotion {
         // A call keeps it from being trivial (never instrumented: the
         // trivial-method rule, tests/trivial.rs): it must be demoted.
         static int tiny(int i) {
-        return Integer.rotateLeft(i, 3) * 31 + 7;
+        // A loop of two rounds: short, but not a forwarder the trivial rule skips.
+        for (int k = 0; k < 2; k++) {
+            i = Integer.rotateLeft(i, 3) * 31 + 7;
+        }
+        return i;
     }
 
     static void napper(int i) throws InterruptedException {

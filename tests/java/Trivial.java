@@ -2,7 +2,10 @@
  * The trivial-method rule's workload: a getter ({@code Work.value}: trivial,
  * so not instrumented unless {@code --complete}), a busy method that loops
  * ({@code Work.crunch}) and one that sleeps in one call of 64
- * ({@code Work.napper}), all selected by one broad pattern. Each is called
+ * ({@code Work.napper}), reached through a forwarder ({@code Work.relay}:
+ * a short method whose one call is to a selected method, so not
+ * instrumented when a wildcard selected it, traced when named outright),
+ * all selected by one broad pattern. Each is called
  * fewer times than adaptive demotion needs to consider it, so every call
  * of the last two is recorded. Prints how often each was called.
  */
@@ -28,6 +31,10 @@ public class Trivial {
             return acc;
         }
 
+        void relay(int i) throws InterruptedException {
+            napper(i);
+        }
+
         void napper(int i) throws InterruptedException {
             if ((i & 63) == 0) {
                 Thread.sleep(2);
@@ -43,7 +50,7 @@ public class Trivial {
         for (int i = 0; i < rounds; i++) {
             sink += w.crunch(200);
             values += 200;
-            w.napper(i);
+            w.relay(i);
             values += 1;
         }
         System.out.println("value " + values + " crunch " + rounds + " napper " + rounds + " sink " + sink);

@@ -73,8 +73,10 @@ enum Cp {
     /// Unused slot (index 0, second half of long/double) or a kind not needed.
     Other,
     Utf8(String),
-    /// Methodref / InterfaceMethodref: name_and_type index.
-    MemberRef(u16),
+    /// Class: name index.
+    Class(u16),
+    /// Methodref / InterfaceMethodref: class index, name_and_type index.
+    MemberRef(u16, u16),
     /// NameAndType: name index.
     NameAndType(u16),
 }
@@ -117,7 +119,8 @@ impl ConstPool {
                     slots = 2;
                     Cp::Other
                 }
-                7 | 8 | 16 | 19 | 20 => {
+                7 => Cp::Class(r.u2()?),
+                8 | 16 | 19 | 20 => {
                     r.bytes(2)?;
                     Cp::Other
                 }
@@ -125,10 +128,7 @@ impl ConstPool {
                     r.bytes(4)?;
                     Cp::Other
                 }
-                10 | 11 => {
-                    r.u2()?;
-                    Cp::MemberRef(r.u2()?)
-                }
+                10 | 11 => Cp::MemberRef(r.u2()?, r.u2()?),
                 12 => {
                     let name = r.u2()?;
                     r.u2()?;
@@ -177,10 +177,22 @@ impl ConstPool {
 
     /// Name of the method a Methodref/InterfaceMethodref refers to.
     pub(crate) fn member_name(&self, idx: u16) -> Option<&str> {
-        let Some(Cp::MemberRef(nat)) = self.entries.get(idx as usize) else {
+        let Some(Cp::MemberRef(_, nat)) = self.entries.get(idx as usize) else {
             return None;
         };
         let Some(Cp::NameAndType(name)) = self.entries.get(*nat as usize) else {
+            return None;
+        };
+        self.utf8(*name)
+    }
+
+    /// Internal name of the class a Methodref/InterfaceMethodref names
+    /// (the static type the call resolves from).
+    pub(crate) fn member_class(&self, idx: u16) -> Option<&str> {
+        let Some(Cp::MemberRef(class, _)) = self.entries.get(idx as usize) else {
+            return None;
+        };
+        let Some(Cp::Class(name)) = self.entries.get(*class as usize) else {
             return None;
         };
         self.utf8(*name)

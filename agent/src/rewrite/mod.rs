@@ -37,8 +37,9 @@
 //! allows in either state.
 //!
 //! With [`Options::skip_trivial`], a selected method that is trivial by
-//! [`jtrace_format::TRIVIAL_RULE`] gets no probes and is listed in
-//! [`Rewritten::trivial`] (markers are never skipped).
+//! [`jtrace_format::TRIVIAL_RULE`] (a getter; or, selected by a wildcard, a
+//! forwarder whose callees all have probes or never block) gets no probes
+//! and is listed in [`Rewritten::trivial`] (markers are never skipped).
 //!
 //! This file walks the class file and its methods; `code.rs` rewrites one
 //! Code attribute, `stack_map.rs` relocates its StackMapTable,
@@ -159,6 +160,17 @@ pub struct Rewritten {
     pub trivial: Vec<Instrumented>,
 }
 
+/// How the method filter selects a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selected {
+    /// Not selected, or in a class the agent never rewrites.
+    No,
+    /// By a rule with a wildcard in the method name (`org.h2.*`).
+    Broadly,
+    /// By a rule that names the method (`Main.run`).
+    ByName,
+}
+
 /// How [`instrument_class`] rewrites.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
@@ -187,9 +199,15 @@ const ACC_ABSTRACT: u16 = 0x0400;
 ///
 /// Returns an error only for a class file that cannot be parsed; methods that
 /// cannot be rewritten are listed in [`Rewritten::skipped`].
+///
+/// `selection(class, name)` (class as an internal name) says how the
+/// method filter selects a method, for the trivial rule's forwarders
+/// ([`Options::skip_trivial`]): only one a wildcard selected can be one,
+/// and only if every method it calls gets probes of its own.
 pub fn instrument_class(
     data: &[u8],
     select: &mut dyn FnMut(&str, &str, &str) -> Option<u32>,
+    selection: &mut dyn FnMut(&str, &str) -> Selected,
     opts: Options,
 ) -> Result<Rewritten> {
     let mut r = Reader::new(data);
@@ -242,7 +260,12 @@ pub fn instrument_class(
             select(&class, &name, &desc)
         };
         if let Some(i) = id.filter(|&i| opts.skip_trivial && i < MARKER_MIN) {
-            if trivial::is_trivial(&data[start..r.pos], &cp, access, &name) {
+            let raw = &data[start..r.pos];
+            let broadly = selection(&class, &name) == Selected::Broadly;
+            let mut instrumented = |class: &str, name: &str| selection(class, name) != Selected::No;
+            if trivial::is_trivial(raw, &cp, access, &name)
+                || (broadly && trivial::is_forwarder(raw, &cp, access, &name, &mut instrumented))
+            {
                 result.trivial.push(Instrumented {
                     name: name.clone(),
                     desc: desc.clone(),
