@@ -9,7 +9,9 @@
 # start-up and H2 set-up excluded) and trace size, then the ratios to the
 # untraced run of the same repetition (min / median; elapsed and CPU) and the agreement of
 # the top-10 methods by off-CPU time (all of it, and the blocking causes
-# alone) between the last default and --complete traces. Run as root from the repository (jtrace built).
+# alone; then the latter again with --complete's ranking left without the
+# methods the default run declares it skipped) between the last default and
+# --complete traces. Run as root from the repository (jtrace built).
 # BASELINE=<another jtrace binary> adds its default run (label
 # budget_base), interleaved, for before/after ratios taken in one run.
 # Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
@@ -95,18 +97,25 @@ print(f"trace size budget/complete: min {min(sz):.3f} median {statistics.median(
 # alone (also without runqueue, gc and safepoint: CPU contention, which
 # --complete's own cost inflates, and stops of the whole JVM).
 NOT_BLOCKING = {"runqueue", "gc", "safepoint", "tracer"}
-def top(path, blocking):
-    m = json.load(open(path))["methods"]
+# By signature too: overloads (two MVPrimaryIndex.lockRow) are two methods.
+sig = lambda x: f'{x["class"]}.{x["name"]}{x["signature"]}'
+bj = json.load(open(sys.argv[2]))
+# The methods the default run declares it left without probes (trivial
+# getters and forwarders: trivial_skipped): --complete traces them, and a
+# forwarder's blocking time is also its traced callee's.
+skipped = {sig(x) for x in (bj.get("trivial_skipped") or {}).get("methods", [])}
+def top(path, blocking, leave_out=()):
+    m = [x for x in json.load(open(path))["methods"] if sig(x) not in leave_out]
     off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if k != "tracer" and (not blocking or k not in NOT_BLOCKING))
-    # By signature too: overloads (two MVPrimaryIndex.lockRow) are two methods.
-    return [f'{x["class"]}.{x["name"]}{x["signature"]}' for x in sorted(m, key=off, reverse=True)[:10]]
-for blocking in (False, True):
-    b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking)
+    return [sig(x) for x in sorted(m, key=off, reverse=True)[:10]]
+for blocking, leave_out in ((False, ()), (True, ()), (True, skipped)):
+    b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking, leave_out)
     what = "blocking off-CPU (no runqueue, gc, safepoint, tracer)" if blocking else "off-CPU (no tracer)"
+    if leave_out:
+        what += ", --complete's without the methods the default run left without probes"
     print(f"top-10 by {what}: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
     for i, (x, y) in enumerate(zip(b, c)):
         print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
-bj = json.load(open(sys.argv[2]))
 d = bj.get("demoted", [])
 # One METHOD_DEMOTED timestamp per retransformation batch.
 print(f"demoted methods (last budget run): {len(d)} in {len({x['demoted_at_ns'] for x in d})} batches; "

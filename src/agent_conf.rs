@@ -109,6 +109,9 @@ impl TraceArgs {
             conf.push_str(&format!("overhead_budget {}\n", self.overhead_budget));
             // Trivial methods (getters, setters) get no probes: jtrace_format::TRIVIAL_RULE.
             conf.push_str("skip_trivial on\n");
+            if self.skip_forwarders {
+                conf.push_str("skip_forwarders on\n");
+            }
         }
         if let Some(d) = self.min_duration {
             let ns = d.as_nanos();

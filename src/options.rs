@@ -42,6 +42,14 @@ pub(crate) struct TraceArgs {
     /// instrumented, are instrumented too.
     #[arg(long)]
     pub(crate) complete: bool,
+    /// Also leave without probes the forwarders a wildcard selected: short
+    /// methods (at most 35 bytes of bytecode, HotSpot's MaxInlineSize)
+    /// whose calls all go to traced methods or to java.base methods that
+    /// never block. Cheaper (probes cost them the JIT's inlining), but a
+    /// forwarder's blocking time is then only its callee's: it leaves the
+    /// report's ranking (docs/OVERHEAD.md).
+    #[arg(long, conflicts_with = "complete")]
+    pub(crate) skip_forwarders: bool,
     /// Leave out calls shorter than this (`5us`, `1ms`) that have no traced
     /// child, no exception and did not block; counted per method in the
     /// report. Default: every call is written.

@@ -1,7 +1,7 @@
 //! The trivial-method rule (issue 17): under a broad `--methods`, a
 //! getter (no call, loop, allocation or lock in a few bytes of bytecode)
-//! and a forwarder (a short method whose calls all go to traced methods)
-//! get no probes at load time and the report lists them with the rule
+//! and, with `--skip-forwarders`, a forwarder (a short method whose calls
+//! all go to traced methods) get no probes at load time and the report lists them with the rule
 //! that skipped them; a busy method and a blocking one are recorded call
 //! for call, the blocking one's sleeps are its own although a forwarder
 //! called it, and accounting stays exact (the skipped methods' time is
@@ -29,9 +29,26 @@ fn run_trivial(jdk: &str, out: &std::path::Path, methods: &str, extra: &[&str]) 
 
 #[test]
 fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
+    skipped_and_recorded(false);
+}
+
+#[test]
+fn skip_forwarders_leaves_a_wildcard_selected_forwarder_without_probes() {
+    skipped_and_recorded(true);
+}
+
+/// Runs Trivial under `Trivial$Work.*` (with `--skip-forwarders` if
+/// `forwarders`) and checks what was left without probes and what was
+/// recorded.
+fn skipped_and_recorded(forwarders: bool) {
+    let extra: &[&str] = if forwarders { &["--skip-forwarders"] } else { &[] };
+    let mut expected = vec!["Trivial$Work.value()I"];
+    if forwarders {
+        expected.insert(0, "Trivial$Work.relay(I)V");
+    }
     for jdk in JDKS {
         let out = tempdir("trivial");
-        let (value, crunch, napper) = run_trivial(jdk, &out, "Trivial$Work.*", &[]);
+        let (value, crunch, napper) = run_trivial(jdk, &out, "Trivial$Work.*", extra);
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let r = jtrace_merge::build_report(&trace, &Default::default());
@@ -48,13 +65,15 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
             .map(|m| format!("{}.{}{}", m.class, m.name, m.signature))
             .collect();
         names.sort();
-        assert_eq!(names, vec!["Trivial$Work.relay(I)V", "Trivial$Work.value()I"], "{jdk}");
-        assert_eq!(t.count, 2);
+        assert_eq!(names, expected, "{jdk}");
+        assert_eq!(t.count, expected.len() as u64);
         assert_eq!(t.rule, jtrace_format::TRIVIAL_RULE);
-        assert!(
-            !calls.contains_key("value") && !calls.contains_key("relay"),
-            "{jdk}: {calls:?}"
-        );
+        assert!(!calls.contains_key("value"), "{jdk}: {calls:?}");
+        if forwarders {
+            assert!(!calls.contains_key("relay"), "{jdk}: {calls:?}");
+        } else {
+            assert_eq!(calls["relay"], napper, "{jdk}: relay");
+        }
         // The others: every call, none demoted.
         assert!(r.demoted.is_empty(), "{jdk}: demoted {:?}", r.demoted);
         assert_eq!(calls["crunch"], crunch, "{jdk}: crunch");
@@ -67,13 +86,13 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
         // The text report says it, and the JSON report lists it.
         let text = report_text(&out);
         assert!(
-            text.contains("== Trivial methods not instrumented: 2")
+            text.contains(&format!("== Trivial methods not instrumented: {}", expected.len()))
                 && text.contains("Trivial$Work.value")
-                && text.contains("Trivial$Work.relay"),
+                && (!forwarders || text.contains("Trivial$Work.relay")),
             "{jdk}: {text}"
         );
         let json = report_json(&out);
-        assert_eq!(json["trivial_skipped"]["count"], 2, "{jdk}");
+        assert_eq!(json["trivial_skipped"]["count"], expected.len(), "{jdk}");
         let rule = json["trivial_skipped"]["rule"].as_str().unwrap();
         assert!(rule.contains("no invoke") && rule.contains("a forwarder"), "{rule}");
         std::fs::remove_dir_all(&out).ok();
@@ -84,7 +103,7 @@ fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
 fn a_forwarder_named_outright_is_traced() {
     for jdk in JDKS {
         let out = tempdir("trivial-named");
-        let (_, _, napper) = run_trivial(jdk, &out, "Trivial$Work.relay,Trivial$Work.*", &[]);
+        let (_, _, napper) = run_trivial(jdk, &out, "Trivial$Work.relay,Trivial$Work.*", &["--skip-forwarders"]);
         let trace = Trace::open(&out).unwrap();
         assert_exact(&trace);
         let r = jtrace_merge::build_report(&trace, &Default::default());

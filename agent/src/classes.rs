@@ -185,6 +185,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     };
     let opts = crate::rewrite::Options {
         skip_trivial: cfg.skip_trivial,
+        skip_forwarders: cfg.skip_forwarders,
     };
     let mut selection = |class: &str, name: &str| -> Selected {
         let dotted = class.replace('/', ".");

@@ -9,6 +9,7 @@
 //! | `include_thread`, `exclude_thread` | thread name glob (the rest of the line, spaces allowed) |
 //! | `overhead_budget` | percent of each thread's time its probes may cost before hot, short methods are demoted (`2`, `0.5%`), or `off` (the default) |
 //! | `skip_trivial` | `on`: selected methods trivial by `jtrace_format::TRIVIAL_RULE` get no probes (listed in the trace); `off` (the default) |
+//! | `skip_forwarders` | `on`: with `skip_trivial`, the rule's forwarders a wildcard selected get no probes too; `off` (the default) |
 //! | `min_duration_ns` | calls shorter than this many ns with no traced child, no exception and no block are left out (default 0: none) |
 //! | `min_free_bytes` | the stream stops growing (its later events counted as lost) when its file system would keep fewer free bytes than this (default 0: until the disk is full) |
 //! | `chunk_bytes`, `chunk_ms` | a ring recording: the stream is written as numbered chunk files, a new one begun when the current one holds this many bytes or is this old (default 0: one file) |
@@ -190,6 +191,9 @@ pub struct Config {
     /// `skip_trivial` (default off): selected methods trivial by
     /// [`jtrace_format::TRIVIAL_RULE`] are not instrumented.
     pub skip_trivial: bool,
+    /// `skip_forwarders` (default off): with `skip_trivial`, forwarders
+    /// (the rule's second part) get no probes either.
+    pub skip_forwarders: bool,
     /// `min_free_bytes` (0: none): the free-space floor of the stream's
     /// file system ([`crate::stream_file`]).
     pub min_free_bytes: u64,
@@ -222,6 +226,7 @@ impl Default for Config {
             overhead_budget: 0,
             min_duration_ns: 0,
             skip_trivial: false,
+            skip_forwarders: false,
             min_free_bytes: 0,
             chunk_bytes: 0,
             chunk_ms: 0,
@@ -346,6 +351,7 @@ impl Config {
             | "jit"
             | "virtual_threads"
             | "skip_trivial"
+            | "skip_forwarders"
             | "stacks" => {
                 let on = match args.as_slice() {
                     ["on"] => true,
@@ -365,6 +371,7 @@ impl Config {
                     "virtual_threads" => &mut self.virtual_threads,
                     "stacks" => &mut self.stacks,
                     "skip_trivial" => &mut self.skip_trivial,
+                    "skip_forwarders" => &mut self.skip_forwarders,
                     _ => &mut self.lt_process_scheduling,
                 };
                 *slot = on;
@@ -494,7 +501,9 @@ object_allocation on
         assert_eq!((cfg.overhead_budget, cfg.min_duration_ns), (200, 5000));
         assert!(!cfg.skip_trivial);
         let (cfg, errs) = Config::parse("skip_trivial on\n");
-        assert!(errs.is_empty() && cfg.skip_trivial, "{errs:?}");
+        assert!(errs.is_empty() && cfg.skip_trivial && !cfg.skip_forwarders, "{errs:?}");
+        let (cfg, errs) = Config::parse("skip_forwarders on\n");
+        assert!(errs.is_empty() && cfg.skip_forwarders, "{errs:?}");
         let (cfg, _) = Config::parse("overhead_budget 0.25\n");
         assert_eq!(cfg.overhead_budget, 25);
         let (cfg, _) = Config::parse("overhead_budget off\n");

@@ -177,6 +177,9 @@ pub struct Options {
     /// Leave selected methods that are trivial by
     /// [`jtrace_format::TRIVIAL_RULE`] without probes.
     pub skip_trivial: bool,
+    /// With `skip_trivial`, also leave the rule's forwarders (selected by a
+    /// wildcard) without probes.
+    pub skip_forwarders: bool,
 }
 
 /// Skips `count` attributes.
@@ -261,7 +264,7 @@ pub fn instrument_class(
         };
         if let Some(i) = id.filter(|&i| opts.skip_trivial && i < MARKER_MIN) {
             let raw = &data[start..r.pos];
-            let broadly = selection(&class, &name) == Selected::Broadly;
+            let broadly = opts.skip_forwarders && selection(&class, &name) == Selected::Broadly;
             let mut instrumented = |class: &str, name: &str| selection(class, name) != Selected::No;
             if trivial::is_trivial(raw, &cp, access, &name)
                 || (broadly && trivial::is_forwarder(raw, &cp, access, &name, &mut instrumented))
