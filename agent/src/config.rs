@@ -391,23 +391,23 @@ impl Config {
     /// that names it outright ([`MethodPattern::names_methods`]): the
     /// trivial rule's forwarders are only those a wildcard selected.
     pub fn method_named(&self, class: &str, name: &str) -> bool {
-        self.method_invocation
-            && self
-                .method_rules
-                .iter()
-                .find(|r| r.pattern.matches(class, name))
-                .is_some_and(|r| r.include && r.pattern.names_methods())
+        self.method_rule(class, name)
+            .is_some_and(|r| r.include && r.pattern.names_methods())
     }
 
     /// Whether method `name` of class `class` (dotted) is traced: first
     /// matching rule wins, no match means not traced.
     pub fn method_traced(&self, class: &str, name: &str) -> bool {
-        self.method_invocation
-            && self
-                .method_rules
-                .iter()
-                .find(|r| r.pattern.matches(class, name))
-                .is_some_and(|r| r.include)
+        self.method_rule(class, name).is_some_and(|r| r.include)
+    }
+
+    /// The first rule matching method `name` of class `class` (dotted),
+    /// if methods are traced at all.
+    fn method_rule(&self, class: &str, name: &str) -> Option<&MethodRule> {
+        if !self.method_invocation {
+            return None;
+        }
+        self.method_rules.iter().find(|r| r.pattern.matches(class, name))
     }
 
     /// Whether the thread called `name` is traced: first matching rule wins,
