@@ -14,7 +14,7 @@ use crate::trace::Trace;
 use jtrace_format as fmt;
 use jtrace_symbols::access::BinaryAccess;
 use jtrace_symbols::codemap::CodeAt;
-use jtrace_symbols::elf::{demangle, SymbolTable};
+use jtrace_symbols::elf::{demangle, SymbolTable, PLT};
 use jtrace_symbols::lines::SourceLine;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -468,6 +468,11 @@ impl<'t> Symbolizer<'t> {
         };
         let syms = &bin.table;
         match syms.vaddr_of_offset(off).and_then(|va| syms.lookup(va)) {
+            // A PLT stub: named by its file (`libc.so.6@plt`), as no symbol covers it.
+            Some((PLT, _)) => (
+                Frame::new(format!("{file}{PLT}"), FrameKind::Native),
+                Some((m, bin.path.clone(), off)),
+            ),
             Some((name, _)) => (
                 Frame::new(demangle(name), FrameKind::Native),
                 Some((m, bin.path.clone(), off)),

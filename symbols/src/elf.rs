@@ -138,6 +138,7 @@ impl SymbolTable {
             t.segments.push((off, size, seg.address()));
         }
         add_functions(&elf, &mut t.syms);
+        add_plt(&elf, &mut t.syms);
         // MiniDebugInfo: an xz-compressed ELF whose .symtab has the local
         // functions the stripped file lost.
         if let Some(sec) = elf.section_by_name(".gnu_debugdata") {
@@ -200,6 +201,24 @@ impl SymbolTable {
             self.syms.get(i + 1).map_or(s.start + 1, |n| n.start)
         };
         (addr < end).then(|| (s.name.as_str(), addr - s.start))
+    }
+}
+
+/// Name of the procedure linkage table's stubs, which no symbol covers
+/// (as perf names their entries `…@plt`).
+pub const PLT: &str = "@plt";
+
+/// The PLT sections as one pseudo-function each: a thread preempted in a
+/// stub (a call on its way through it) then has its frame named.
+fn add_plt(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
+    for name in [".plt", ".plt.sec", ".plt.got"] {
+        if let Some(sec) = elf.section_by_name(name).filter(|s| s.size() > 0 && s.address() > 0) {
+            out.push(FuncSym {
+                start: sec.address(),
+                size: sec.size(),
+                name: PLT.to_string(),
+            });
+        }
     }
 }
 
@@ -312,6 +331,18 @@ mod tests {
         assert!(name.contains("getpid"), "{name}");
         assert_eq!(into, 1);
         assert_eq!(build_id(&path).unwrap(), t.build_id);
+    }
+
+    /// A preemption inside a PLT stub (seen in CI: libc's `.plt`) is named.
+    #[test]
+    fn plt_stubs_are_named() {
+        let path = libc();
+        let data = std::fs::read(&path).unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        let plt = elf.section_by_name(".plt").expect("libc has a .plt");
+        let t = SymbolTable::load(&path).unwrap();
+        assert_eq!(t.lookup(plt.address() + 0x10), Some((PLT, 0x10)));
+        assert_eq!(t.lookup(plt.address() + plt.size() - 1).map(|(n, _)| n), Some(PLT));
     }
 
     #[test]
