@@ -106,6 +106,9 @@ struct FuncSym {
 pub struct SymbolTable {
     /// Sorted by start.
     syms: Vec<FuncSym>,
+    /// The PLT sections' (start, size): stubs no symbol covers, named
+    /// [`PLT`]. Kept apart, so that a stripped file still counts as one.
+    plt: Vec<(u64, u64)>,
     /// Loadable segments: (file offset, file size, virtual address).
     segments: Vec<(u64, u64, u64)>,
     /// The file's build id.
@@ -138,7 +141,7 @@ impl SymbolTable {
             t.segments.push((off, size, seg.address()));
         }
         add_functions(&elf, &mut t.syms);
-        add_plt(&elf, &mut t.syms);
+        t.plt = plt_sections(&elf);
         // MiniDebugInfo: an xz-compressed ELF whose .symtab has the local
         // functions the stripped file lost.
         if let Some(sec) = elf.section_by_name(".gnu_debugdata") {
@@ -193,6 +196,13 @@ impl SymbolTable {
     /// inside a symbol's extent (a symbol without a size counts up to the
     /// next one), never the nearest one below.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
+        if let Some(&(start, _)) = self
+            .plt
+            .iter()
+            .find(|&&(start, size)| addr >= start && addr - start < size)
+        {
+            return Some((PLT, addr - start));
+        }
         let i = self.syms.partition_point(|s| s.start <= addr).checked_sub(1)?;
         let s = &self.syms[i];
         let end = if s.size > 0 {
@@ -208,18 +218,15 @@ impl SymbolTable {
 /// (as perf names their entries `…@plt`).
 pub const PLT: &str = "@plt";
 
-/// The PLT sections as one pseudo-function each: a thread preempted in a
-/// stub (a call on its way through it) then has its frame named.
-fn add_plt(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
-    for name in [".plt", ".plt.sec", ".plt.got"] {
-        if let Some(sec) = elf.section_by_name(name).filter(|s| s.size() > 0 && s.address() > 0) {
-            out.push(FuncSym {
-                start: sec.address(),
-                size: sec.size(),
-                name: PLT.to_string(),
-            });
-        }
-    }
+/// The PLT sections' (start, size): a thread preempted in a stub (a call
+/// on its way through it) then has its frame named.
+fn plt_sections(elf: &object::File<'_>) -> Vec<(u64, u64)> {
+    [".plt", ".plt.sec", ".plt.got"]
+        .iter()
+        .filter_map(|name| elf.section_by_name(name))
+        .filter(|s| s.size() > 0 && s.address() > 0)
+        .map(|s| (s.address(), s.size()))
+        .collect()
 }
 
 fn add_functions(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
@@ -343,6 +350,12 @@ mod tests {
         let t = SymbolTable::load(&path).unwrap();
         assert_eq!(t.lookup(plt.address() + 0x10), Some((PLT, 0x10)));
         assert_eq!(t.lookup(plt.address() + plt.size() - 1).map(|(n, _)| n), Some(PLT));
+        // A stripped file with a PLT still counts as stripped.
+        let empty = SymbolTable {
+            plt: t.plt.clone(),
+            ..Default::default()
+        };
+        assert!(empty.is_empty() && empty.lookup(plt.address()).is_some());
     }
 
     #[test]
