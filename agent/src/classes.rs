@@ -10,8 +10,6 @@
 //! same class in two loaders) reuses its ids.
 
 use std::collections::{HashMap, HashSet};
-
-use crate::rewrite::Selected;
 use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -25,6 +23,7 @@ use crate::mutex::lock;
 use crate::probe_class;
 use crate::probe_natives;
 use crate::recorder::Recorder;
+use crate::rewrite::Selected;
 use crate::state::{active, debug, guard, now_ns, tid};
 use crate::sys::*;
 use crate::virtual_threads;

@@ -37,9 +37,10 @@
 //! allows in either state.
 //!
 //! With [`Options::skip_trivial`], a selected method that is trivial by
-//! [`jtrace_format::TRIVIAL_RULE`] (a getter; or, selected by a wildcard, a
-//! forwarder whose callees all have probes or never block) gets no probes
-//! and is listed in [`Rewritten::trivial`] (markers are never skipped).
+//! [`jtrace_format::TRIVIAL_RULE`] (a getter; or, with
+//! [`Options::skip_forwarders`] and selected by a wildcard, a forwarder
+//! whose callees all have probes or never block) gets no probes and is
+//! listed in [`Rewritten::trivial`] (markers are never skipped).
 //!
 //! This file walks the class file and its methods; `code.rs` rewrites one
 //! Code attribute, `stack_map.rs` relocates its StackMapTable,
