@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_uchar, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use jtrace_format::{kind, MethodDef, MethodTally, Payload, Record};
@@ -24,7 +24,7 @@ use crate::probe_class;
 use crate::probe_natives;
 use crate::recorder::Recorder;
 use crate::rewrite::Selected;
-use crate::state::{active, debug, guard, now_ns, tid};
+use crate::state::{active, debug, guard, now_ns, say, tid};
 use crate::sys::*;
 use crate::virtual_threads;
 use crate::vthread_markers;
@@ -57,6 +57,10 @@ static METHODS_REWRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Selected methods left untraced because they could not be rewritten.
 static METHODS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 static CLASSES_UNPARSABLE: AtomicU64 = AtomicU64::new(0);
+/// A selected method found no id left ([`crate::probe_class::MAX_METHOD_ID`]).
+static OUT_OF_IDS: AtomicBool = AtomicBool::new(false);
+/// The trace says so once.
+static OUT_OF_IDS_SAID: AtomicBool = AtomicBool::new(false);
 /// Selected methods left without probes as trivial.
 static METHODS_TRIVIAL: AtomicU64 = AtomicU64::new(0);
 /// The ids whose METHOD_TRIVIAL the current session wrote (a class
@@ -144,7 +148,8 @@ fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
     }
     let id = ids.next;
     if id >= crate::probe_class::MAX_METHOD_ID {
-        // Beyond any real program: leave the rest untraced.
+        // Beyond any real program: the rest stay untraced, and the trace says so.
+        OUT_OF_IDS.store(true, Ordering::Relaxed);
         return None;
     }
     ids.next += 1;
@@ -210,6 +215,18 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     }
     let dotted = res.class.replace('/', ".");
     let (t, ts) = (tid(), now_ns());
+    if OUT_OF_IDS.load(Ordering::Relaxed) && !OUT_OF_IDS_SAID.swap(true, Ordering::Relaxed) {
+        let msg = format!(
+            "method tracing: more than {} methods selected; those past it are not traced",
+            crate::probe_class::MAX_METHOD_ID - 1
+        );
+        say(&msg);
+        rec.write_direct(&Record {
+            tid: t,
+            ts,
+            payload: Payload::AgentError(msg),
+        });
+    }
     if !res.trivial.is_empty() {
         record_trivial(rec, &dotted, &res.trivial, t, ts);
     }

@@ -239,15 +239,11 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
     }
 }
 
-/// Method ids per chunk of `Probe.DEMOTED` (`Probe.CHUNK`).
-const DEMOTED_CHUNK: u32 = 1 << 10;
-/// Chunks of `Probe.DEMOTED` (`Probe.CHUNKS`).
-const DEMOTED_CHUNKS: u32 = 1 << 14;
-/// Method ids are below this (2^24): `Probe.enter` indexes the chunks
-/// without a bounds check of its own, to stay small enough to inline
-/// everywhere. (The events could hold ids up to
+/// Method ids are below this (2^20, `Probe.MAX_METHODS`): `Probe.enter`
+/// indexes its marks without a bounds check of its own, to stay a load
+/// and a test. (The events could hold ids up to
 /// [`jtrace_format::BATCH_METHOD_LIMIT`].)
-pub(crate) const MAX_METHOD_ID: u32 = DEMOTED_CHUNK * DEMOTED_CHUNKS;
+pub(crate) const MAX_METHOD_ID: u32 = 1 << 20;
 /// Serialises the writers of `Probe.DEMOTED` (the demoter, a session's start).
 static MARKS: Mutex<()> = Mutex::new(());
 
@@ -272,29 +268,26 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     if ids.iter().any(|&i| i >= MAX_METHOD_ID) {
         return false;
     }
-    let Some(field) = static_field(jni, class, c"DEMOTED", c"[[B") else {
+    let Some(field) = static_field(jni, class, c"DEMOTED", c"[B") else {
         return false;
     };
-    let chunks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());
-    if chunks.is_null() || clear_exception(jni) {
+    let marks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());
+    if marks.is_null() || clear_exception(jni) {
         return false;
     }
     let mut ok = true;
     if clear {
-        let zeros = [0i8; DEMOTED_CHUNK as usize];
-        for at in 0..DEMOTED_CHUNKS as jsize {
-            let chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
-            if !chunk.is_null() {
-                jni!(
-                    jni,
-                    SetByteArrayRegion,
-                    chunk,
-                    0,
-                    DEMOTED_CHUNK as jsize,
-                    zeros.as_ptr()
-                );
-                jvm::delete_local(jni, chunk);
-            }
+        const BLOCK: u32 = 1 << 14;
+        let zeros = [0i8; BLOCK as usize];
+        for at in (0..MAX_METHOD_ID).step_by(BLOCK as usize) {
+            jni!(
+                jni,
+                SetByteArrayRegion,
+                marks,
+                at as jsize,
+                BLOCK as jsize,
+                zeros.as_ptr()
+            );
             if clear_exception(jni) {
                 ok = false;
                 break;
@@ -305,21 +298,9 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
         if !ok {
             break;
         }
-        let at = (id / DEMOTED_CHUNK) as jsize;
-        let mut chunk = jni!(jni, GetObjectArrayElement, chunks, at).unwrap_or(std::ptr::null_mut());
-        if chunk.is_null() && !clear_exception(jni) {
-            chunk = jni!(jni, NewByteArray, DEMOTED_CHUNK as jsize).unwrap_or(std::ptr::null_mut());
-            if !chunk.is_null() && !clear_exception(jni) {
-                jni!(jni, SetObjectArrayElement, chunks, at, chunk);
-            }
-        }
-        ok = !chunk.is_null()
-            && !clear_exception(jni)
-            && jni!(jni, SetByteArrayRegion, chunk, (id % DEMOTED_CHUNK) as jsize, 1, &1i8).is_some()
-            && !clear_exception(jni);
-        jvm::delete_local(jni, chunk);
+        ok = jni!(jni, SetByteArrayRegion, marks, id as jsize, 1, &1i8).is_some() && !clear_exception(jni);
     }
-    jvm::delete_local(jni, chunks);
+    jvm::delete_local(jni, marks);
     ok
 }
 

@@ -73,25 +73,22 @@ public final class Probe {
     /** Size of the thread-id-indexed cache; a power of two. */
     private static final int SLOTS = 1024;
 
-    /** Method ids per chunk of {@link #DEMOTED}: 1 << CHUNK_BITS. */
-    private static final int CHUNK_BITS = 10;
-    private static final int CHUNK = 1 << CHUNK_BITS;
-    /** Chunks of {@link #DEMOTED}: the agent gives no method an id from CHUNK * CHUNKS on. */
-    private static final int CHUNKS = 1 << 14;
+    /** Method ids are below this: the agent gives no method an id from it on. */
+    private static final int MAX_METHODS = 1 << 20;
 
     /**
-     * Demotion marks by method id, in chunks the agent's demoter creates
-     * and writes through JNI: {@code DEMOTED[id / CHUNK][id % CHUNK]} is 1
-     * once the method is demoted. Stable: once a chunk exists and a mark is
-     * set, the JIT takes them for constants, so that in a demoted method
-     * compiled after its demotion the probes fold away. Within a session a
-     * mark only goes from 0 to 1. A new attach session clears the marks:
-     * the previous session's end retransformed every class with probes
-     * back, which deoptimised all compiled code that had a mark as a
-     * constant.
+     * Demotion marks by method id, written by the agent's demoter through
+     * JNI: {@code DEMOTED[id]} is 1 once the method is demoted. Stable:
+     * once a mark is set, the JIT takes it for a constant, so that in a
+     * demoted method compiled after its demotion the probes fold away.
+     * One flat array (1 MiB), so that {@link #enter} is a load and a test.
+     * Within a session a mark only goes from 0 to 1. A new attach session
+     * clears the marks: the previous session's end retransformed every
+     * class with probes back, which deoptimised all compiled code that had
+     * a mark as a constant.
      */
     @Stable
-    private static final byte[][] DEMOTED = new byte[CHUNKS][];
+    private static final byte[] DEMOTED = new byte[MAX_METHODS];
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
     /** Each slot: the buffer of the last thread whose id maps to it. */
@@ -267,10 +264,9 @@ public final class Probe {
      * neither, whenever its method is demoted.
      */
     public static int enter(int id) {
-        // At most 35 bytes of bytecode, so that C1 and C2 inline it at every
-        // call site (MaxInlineSize): the agent gives no id past the chunks.
-        byte[] marks = DEMOTED[id >>> CHUNK_BITS];
-        if (marks != null && marks[id & (CHUNK - 1)] != 0) {
+        // A load and a test (15 bytes of bytecode), which C1 and C2 inline at
+        // every call site: the agent gives no id past the marks.
+        if (DEMOTED[id] != 0) {
             return -1;
         }
         return recordEnter(id);

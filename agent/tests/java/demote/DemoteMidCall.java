@@ -39,12 +39,8 @@ public class DemoteMidCall {
     static void demoteAll() throws Exception {
         Field f = Class.forName("jtrace.Probe").getDeclaredField("DEMOTED");
         f.setAccessible(true);
-        byte[][] chunks = (byte[][]) f.get(null);
-        for (int c = 0; c < 64; c++) {
-            byte[] marks = new byte[1024];
-            Arrays.fill(marks, (byte) 1);
-            chunks[c] = marks;
-        }
+        byte[] marks = (byte[]) f.get(null);
+        Arrays.fill(marks, 0, 1 << 16, (byte) 1);
     }
 
     public static void main(String[] args) throws Exception {
