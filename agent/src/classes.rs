@@ -72,6 +72,8 @@ static TRIVIAL_WRITTEN: Mutex<(u64, Option<HashSet<u32>>)> = Mutex::new((0, None
 #[derive(Default)]
 struct Ids {
     by_method: HashMap<(String, String, String), u32>,
+    /// The keys by id - 1 (the demoter looks ids up by the hundred).
+    by_id: Vec<(String, String, String)>,
     next: u32,
 }
 
@@ -80,6 +82,7 @@ fn ids() -> &'static Mutex<Ids> {
     IDS.get_or_init(|| {
         Mutex::new(Ids {
             by_method: HashMap::new(),
+            by_id: Vec::new(),
             next: 1,
         })
     })
@@ -153,6 +156,7 @@ fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
         return None;
     }
     ids.next += 1;
+    ids.by_id.push(key.clone());
     ids.by_method.insert(key, id);
     Some(id)
 }
@@ -169,7 +173,7 @@ pub(crate) fn rewritten_method_id(class: &str, name: &str, signature: &str) -> O
 /// The (internal class name, name, descriptor) of a method id.
 pub(crate) fn method_key(id: u32) -> Option<(String, String, String)> {
     let ids = lock(ids());
-    ids.by_method.iter().find(|(_, &v)| v == id).map(|(k, _)| k.clone())
+    ids.by_id.get((id as usize).checked_sub(1)?).cloned()
 }
 
 /// Rewrites a class file if it has selected methods; queues their METHOD_DEFs.
