@@ -196,13 +196,13 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
         skip_forwarders: cfg.skip_forwarders,
     };
     let mut selection = |class: &str, name: &str| -> Selected {
-        let dotted = class.replace('/', ".");
-        if excluded_class(class) || !cfg.method_traced(&dotted, name) {
-            Selected::No
-        } else if cfg.method_named(&dotted, name) {
-            Selected::ByName
-        } else {
-            Selected::Broadly
+        if excluded_class(class) {
+            return Selected::No;
+        }
+        match cfg.method_selection(&class.replace('/', "."), name) {
+            None => Selected::No,
+            Some(true) => Selected::ByName,
+            Some(false) => Selected::Broadly,
         }
     };
     let res = match crate::rewrite::instrument_class(data, &mut select, &mut selection, opts) {

@@ -387,12 +387,15 @@ impl Config {
         self.method_invocation && self.method_rules.iter().any(|r| r.include)
     }
 
-    /// Whether method `name` of class `class` (dotted) is traced by a rule
-    /// that names it outright ([`MethodPattern::names_methods`]): the
-    /// trivial rule's forwarders are only those a wildcard selected.
-    pub fn method_named(&self, class: &str, name: &str) -> bool {
+    /// How method `name` of class `class` (dotted) is selected, with one
+    /// rule lookup: `None` if it is not traced, `Some(true)` if the rule
+    /// that traces it names it outright ([`MethodPattern::names_methods`]:
+    /// the trivial rule's forwarders are only those a wildcard selected),
+    /// `Some(false)` if a wildcard in the method name does.
+    pub fn method_selection(&self, class: &str, name: &str) -> Option<bool> {
         self.method_rule(class, name)
-            .is_some_and(|r| r.include && r.pattern.names_methods())
+            .filter(|r| r.include)
+            .map(|r| r.pattern.names_methods())
     }
 
     /// Whether method `name` of class `class` (dotted) is traced: first
@@ -543,13 +546,14 @@ object_allocation on
              include_method org.h2.*\ninclude_method com.acme.* get?\ninclude_method com.acme.* put\n",
         );
         assert!(errs.is_empty(), "{errs:?}");
-        assert!(cfg.method_named("Main", "run"));
-        assert!(cfg.method_named("x.Y", "handle"));
-        assert!(!cfg.method_named("Main", "other"), "Main.* selects it");
+        let named = |class: &str, name: &str| cfg.method_selection(class, name);
+        assert_eq!(named("Main", "run"), Some(true));
+        assert_eq!(named("x.Y", "handle"), Some(true));
+        assert_eq!(named("Main", "other"), Some(false), "Main.* selects it");
         assert!(cfg.method_traced("Main", "other"));
-        assert!(!cfg.method_named("org.h2.Driver", "connect"));
-        assert!(!cfg.method_named("com.acme.A", "getX"));
-        assert!(cfg.method_named("com.acme.A", "put"));
-        assert!(!cfg.method_named("elsewhere.B", "put"), "not selected at all");
+        assert_eq!(named("org.h2.Driver", "connect"), Some(false));
+        assert_eq!(named("com.acme.A", "getX"), Some(false));
+        assert_eq!(named("com.acme.A", "put"), Some(true));
+        assert_eq!(named("elsewhere.B", "put"), None, "not selected at all");
     }
 }
