@@ -3,7 +3,8 @@
 # bench/h2/H2Load.java (Debian's libh2-java; 8 JDBC threads x 500 rounds of
 # insert, commit, update of one shared row, range query; in-memory
 # database) untraced, traced with --methods 'org.h2.*' (adaptive demotion,
-# the default budget), traced with --complete (every probe), and, on JDK 25,
+# the default budget), traced with no method selected (the floor: kernel
+# recorder, stacks, agent), traced with --complete (every probe), and, on JDK 25,
 # under JFR jdk.MethodTiming filtered to H2's classes; interleaved, REPS
 # times. Prints per run the rounds' elapsed ms (H2Load's own clock: JVM
 # start-up and H2 set-up excluded) and trace size, then the ratios to the
@@ -51,6 +52,9 @@ for r in $(seq "$reps"); do
     one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
     one budget "$jtrace" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/b.jtrace"; mv "$tmp/t.jtrace" "$tmp/b.jtrace"
+    # The floor: kernel recorder, stacks and agent, no method selected.
+    one nomethod "$jtrace" run -o "$tmp/t.jtrace" --methods 'nomatch.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+    rm -rf "$tmp/t.jtrace"
     if [ -n "${BASELINE:-}" ]; then
         one budget_base "$BASELINE" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
         rm -rf "$tmp/t.jtrace"
@@ -84,7 +88,7 @@ def ratios(label, base):
     c = [r[label][2] / r[base][2] for r in by["reps"] if label in r and base in r]
     return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x; "
                   f"CPU min {min(c):.2f}x median {statistics.median(c):.2f}x ({len(v)} runs)")
-for label, base in [("budget", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
+for label, base in [("nomethod", "untraced"), ("budget", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
                     ("complete", "untraced"), ("jfr25", "untraced25")]:
     s = ratios(label, base)
     if s:
