@@ -101,6 +101,13 @@ pub(crate) unsafe fn define(jni: *mut JNIEnv, natives: &[JNINativeMethod]) -> Re
     if clear_exception(jni) {
         return Err("bytecode rewriting: initialising jtrace.Probe failed".into());
     }
+    // `enter` indexes the marks unchecked: an id past them would throw in
+    // the traced program, so the two sides' bound must agree.
+    if marks_length(jni, global) != Some(MAX_METHOD_ID as jsize) {
+        return Err(format!(
+            "bytecode rewriting: jtrace.Probe's DEMOTED marks do not hold {MAX_METHOD_ID} method ids"
+        ));
+    }
     CLASS.store(global, Ordering::SeqCst);
     for (slot, f) in fields {
         slot.store(f, Ordering::SeqCst);
@@ -302,6 +309,18 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     }
     jvm::delete_local(jni, marks);
     ok
+}
+
+/// The length of `Probe.DEMOTED` (`Probe.MAX_METHODS`), if it can be read.
+unsafe fn marks_length(jni: *mut JNIEnv, class: jclass) -> Option<jsize> {
+    let field = static_field(jni, class, c"DEMOTED", c"[B")?;
+    let marks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());
+    if marks.is_null() || clear_exception(jni) {
+        return None;
+    }
+    let len = jni!(jni, GetArrayLength, marks);
+    jvm::delete_local(jni, marks);
+    len
 }
 
 /// A static field of the probe class (looked up at each demotion batch: they are few).
