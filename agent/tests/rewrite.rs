@@ -363,10 +363,13 @@ fn bytecode_rewriting_off_uses_jvmti_events() {
 /// method and every method that inlines one, and a new thread's first
 /// recorded call deoptimises the small recorder rather than every hot
 /// caller; `enter`, `exit` and `exitEx` themselves are a check that C2
-/// inlines, so that a demoted method's probes cost no call. The hot loop
-/// calls a traced method 300 000 times, enough for C2 to compile it; its
-/// inlining decisions must inline `enter` and `exit`, name the annotation
-/// for `recordEnter` and `recordExit`, and inline no recorder.
+/// inlines, so that a demoted method's probes cost no call, and that C1
+/// calls (their padding puts them past its inlining limit), so that its
+/// profiled code does not write their branch counters from every traced
+/// method. The hot loop calls a traced method 300 000 times, enough for C2
+/// to compile it; its inlining decisions must inline `enter` and `exit`
+/// in C2 and leave them to a call in C1, name the annotation for
+/// `recordEnter` and `recordExit`, and inline no recorder.
 #[test]
 fn probe_checks_are_inlined_and_recorders_are_not() {
     let out = scratch_dir("inlining");
@@ -398,6 +401,22 @@ fn probe_checks_are_inlined_and_recorders_are_not() {
                     .iter()
                     .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && inlined(l)),
                 "{j}: {probe} never inlined in {probe_lines:#?}"
+            );
+        }
+        // C1 calls them (PAD in Probe.java): its profiled code would
+        // otherwise write their branch counters, one profile for all.
+        for probe in ["enter", "exit"] {
+            assert!(
+                probe_lines
+                    .iter()
+                    .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && l.contains("callee is too large")),
+                "{j}: {probe} never left to a call by C1 in {probe_lines:#?}"
+            );
+            assert!(
+                !probe_lines
+                    .iter()
+                    .any(|l| l.contains(&format!("jtrace.Probe::{probe} ")) && l.trim_end().ends_with(" inline")),
+                "{j}: C1 inlined {probe} in {probe_lines:#?}"
             );
         }
         for recorder in ["recordEnter", "recordExit"] {

@@ -13,9 +13,9 @@ import jdk.internal.vm.annotation.Stable;
  * {@link #exit} and {@link #exitEx}. A demoted method (adaptive demotion:
  * {@link #DEMOTED}) keeps these calls, which then record nothing, so that
  * demoting needs no retransformation, which would deoptimise its callers
- * and throw its class's compiled code away. The three are small enough for
- * the JIT to inline: in a demoted method compiled after its demotion they
- * fold away. A probe appends one long per event
+ * and throw its class's compiled code away. C2 inlines the three where
+ * they are called hot: in a demoted method compiled after its demotion
+ * they fold away; C1 calls them (see {@link #PAD}). A probe appends one long per event
  * to a per-thread long[] and takes no lock and allocates nothing. The long
  * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
  * the nanoseconds since the thread's previous event (System.nanoTime(), low
@@ -89,6 +89,22 @@ public final class Probe {
      */
     @Stable
     private static final byte[] DEMOTED = new byte[MAX_METHODS];
+
+    /**
+     * Padding of {@link #enter}, {@link #exit} and {@link #exitEx}. Each use
+     * is a getstatic, 3 bytes of bytecode on their recording path, which
+     * makes each of them longer than C1's inlining limit (C1MaxInlineSize,
+     * 35 bytes) and keeps it well under C2's for hot calls (FreqInlineSize,
+     * 325). C1's profiled code (tier 3) then calls them, compiled by C2,
+     * instead of inlining their checks with their branch counters: one
+     * profile of this class that every traced call on every CPU would
+     * write, a cache line the CPUs take from each other at every call
+     * (BENCHMARKS.md, "C1's shared probe profile"). C2 still inlines them
+     * where the call is hot, so that a demoted method's checks fold away.
+     * Final, but not a compile-time constant: javac keeps the getstatic,
+     * and the JIT reads a constant.
+     */
+    private static final int PAD = padding();
 
     private static final ThreadLocal<Probe> CURRENT = new ThreadLocal<Probe>();
     /** Each slot: the buffer of the last thread whose id maps to it. */
@@ -214,6 +230,11 @@ public final class Probe {
         S_TIMED_WAITING = states[6];
     }
 
+    /** What {@link #PAD} holds: a method, so that PAD is no compile-time constant. */
+    private static int padding() {
+        return 0;
+    }
+
     /** The static int constant {@code name} of {@code c}, or -1 if it has none. */
     private static int constant(Unsafe u, Class<?> c, String name) {
         try {
@@ -264,46 +285,47 @@ public final class Probe {
      * neither, whenever its method is demoted.
      */
     public static int enter(int id) {
-        // A load and a test (15 bytes of bytecode), which C1 and C2 inline at
-        // every call site: the agent gives no id past the marks.
+        // A load and a test; the agent gives no id past the marks. The
+        // PADs keep the method past C1's inlining limit (see PAD).
         if (DEMOTED[id] != 0) {
             return -1;
         }
-        return recordEnter(id);
+        return recordEnter(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
     }
 
     /** Records a normal exit; {@code id} is what {@link #enter} returned. */
     public static void exit(int id) {
         if (id >= 0) {
-            recordExit(id);
+            recordExit(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
         }
     }
 
     /** Records an exit by exception; {@code id} is what {@link #enter} returned. */
     public static void exitEx(int id) {
         if (id >= 0) {
-            recordExitEx(id);
+            recordExitEx(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
         }
     }
 
     // The recording halves stay out of line, so that what the JIT inlines
-    // into every traced method is the check alone.
+    // into every traced method is the check alone. Their int parameters
+    // after the id are the PADs, unused.
 
     @DontInline
-    private static int recordEnter(int id) {
+    private static int recordEnter(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6) {
         Probe p = current();
         p.append(System.nanoTime(), (long) id << 32);
         return id;
     }
 
     @DontInline
-    private static void recordExit(int id) {
+    private static void recordExit(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6, int p7, int p8) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT);
     }
 
     @DontInline
-    private static void recordExitEx(int id) {
+    private static void recordExitEx(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6, int p7, int p8) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT_EX);
     }
