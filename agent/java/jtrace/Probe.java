@@ -91,18 +91,19 @@ public final class Probe {
     private static final byte[] DEMOTED = new byte[MAX_METHODS];
 
     /**
-     * Padding of {@link #enter}, {@link #exit} and {@link #exitEx}. Each use
-     * is a getstatic, 3 bytes of bytecode on their recording path, which
-     * makes each of them longer than C1's inlining limit (C1MaxInlineSize,
-     * 35 bytes) and keeps it well under C2's for hot calls (FreqInlineSize,
-     * 325). C1's profiled code (tier 3) then calls them, compiled by C2,
-     * instead of inlining their checks with their branch counters: one
-     * profile of this class that every traced call on every CPU would
-     * write, a cache line the CPUs take from each other at every call
-     * (BENCHMARKS.md, "C1's shared probe profile"). C2 still inlines them
-     * where the call is hot, so that a demoted method's checks fold away.
-     * Final, but not a compile-time constant: javac keeps the getstatic,
-     * and the JIT reads a constant.
+     * Padding of {@link #enter}, {@link #exit} and {@link #exitEx}: 0, so
+     * that their {@code if (PAD != 0)} blocks of {@link #pad} calls never
+     * run, and the JIT, which reads a final field as a constant, drops
+     * them. Their bytes still count: each probe is longer than C1's
+     * inlining limit (C1MaxInlineSize, 35 bytes of bytecode) and well
+     * under C2's for hot calls (FreqInlineSize, 325). C1's profiled code
+     * (tier 3) then calls them, compiled by C2, instead of inlining their
+     * checks with their branch counters: one profile of this class that
+     * every traced call on every CPU would write, a cache line the CPUs
+     * take from each other at every call (BENCHMARKS.md, "C1's shared
+     * probe profile"). C2 still inlines them where the call is hot, so
+     * that a demoted method's checks fold away. Not a compile-time
+     * constant, so that javac keeps the blocks.
      */
     private static final int PAD = padding();
 
@@ -285,47 +286,74 @@ public final class Probe {
      * neither, whenever its method is demoted.
      */
     public static int enter(int id) {
-        // A load and a test; the agent gives no id past the marks. The
-        // PADs keep the method past C1's inlining limit (see PAD).
+        // A load and a test; the agent gives no id past the marks.
         if (DEMOTED[id] != 0) {
             return -1;
         }
-        return recordEnter(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
+        if (PAD != 0) {
+            pad();
+            pad();
+            pad();
+            pad();
+            pad();
+        }
+        return recordEnter(id);
     }
 
     /** Records a normal exit; {@code id} is what {@link #enter} returned. */
     public static void exit(int id) {
         if (id >= 0) {
-            recordExit(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
+            if (PAD != 0) {
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+            }
+            recordExit(id);
         }
     }
 
     /** Records an exit by exception; {@code id} is what {@link #enter} returned. */
     public static void exitEx(int id) {
         if (id >= 0) {
-            recordExitEx(id, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD, PAD);
+            if (PAD != 0) {
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+                pad();
+            }
+            recordExitEx(id);
         }
     }
 
+    /** Never called: see {@link #PAD}. */
+    private static void pad() {
+    }
+
     // The recording halves stay out of line, so that what the JIT inlines
-    // into every traced method is the check alone. Their int parameters
-    // after the id are the PADs, unused.
+    // into every traced method is the check alone.
 
     @DontInline
-    private static int recordEnter(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6) {
+    private static int recordEnter(int id) {
         Probe p = current();
         p.append(System.nanoTime(), (long) id << 32);
         return id;
     }
 
     @DontInline
-    private static void recordExit(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6, int p7, int p8) {
+    private static void recordExit(int id) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT);
     }
 
     @DontInline
-    private static void recordExitEx(int id, int p0, int p1, int p2, int p3, int p4, int p5, int p6, int p7, int p8) {
+    private static void recordExitEx(int id) {
         long t = System.nanoTime();
         current().append(t, (long) id << 32 | EXIT_EX);
     }
