@@ -8,13 +8,16 @@
 # under JFR jdk.MethodTiming filtered to H2's classes; interleaved, REPS
 # times. Prints per run the rounds' elapsed ms (H2Load's own clock: JVM
 # start-up and H2 set-up excluded) and trace size, then the ratios to the
-# untraced run of the same repetition (min / median; elapsed and CPU) and the agreement of
+# untraced run of the same repetition (min / median, and the ratio of the
+# medians; elapsed and CPU) and the agreement of
 # the top-10 methods by off-CPU time (all of it, and the blocking causes
 # alone; then the latter again with --complete's ranking left without the
 # methods the default run declares it skipped) between the last default and
 # --complete traces. Run as root from the repository (jtrace built).
 # BASELINE=<another jtrace binary> adds its default run (label
-# budget_base), interleaved, for before/after ratios taken in one run.
+# budget_base), interleaved (the two take turns at running first), for
+# before/after ratios taken in one run. Every run starts after a sync: the
+# page cache the previous run's trace dirtied is not written back during it.
 # Usage: bench/h2_broad.sh [REPS] [JDK_HOME]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,6 +43,9 @@ echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load: $(upti
 one() {
     local label="$1"; shift
     local ms
+    # The previous run's trace (2 GB for --complete) is written back
+    # first, not while this run is measured.
+    sync
     ms="$(/usr/bin/time -f '%U %S' -o "$tmp/time" "$@" 2>"$tmp/err" | sed -n 's/^rounds_ms \([0-9]*\).*/\1/p')"
     [ -n "$ms" ] || { echo "h2_broad: $label failed:" >&2; cat "$tmp/err" >&2; exit 1; }
     local size=0
@@ -47,18 +53,24 @@ one() {
     echo "$label $ms $size $(awk '{print $1 + $2}' "$tmp/time")"
 }
 
-for r in $(seq "$reps"); do
-    rm -rf "$tmp/t.jtrace" "$tmp/c.jtrace"
-    one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
+budget() {
     one budget "$jtrace" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/b.jtrace"; mv "$tmp/t.jtrace" "$tmp/b.jtrace"
-    # The floor: kernel recorder, stacks and agent, no method selected.
-    one nomethod "$jtrace" run -o "$tmp/t.jtrace" --methods 'nomatch.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
-    rm -rf "$tmp/t.jtrace"
+}
+budget_base() {
     if [ -n "${BASELINE:-}" ]; then
         one budget_base "$BASELINE" run -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
         rm -rf "$tmp/t.jtrace"
     fi
+}
+for r in $(seq "$reps"); do
+    rm -rf "$tmp/t.jtrace" "$tmp/c.jtrace"
+    one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
+    # The two builds take turns at coming first after the untraced run.
+    if [ $((r % 2)) = 1 ]; then budget; budget_base; else budget_base; budget; fi
+    # The floor: kernel recorder, stacks and agent, no method selected.
+    one nomethod "$jtrace" run -o "$tmp/t.jtrace" --methods 'nomatch.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+    rm -rf "$tmp/t.jtrace"
     one complete "$jtrace" run --complete -o "$tmp/t.jtrace" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/c.jtrace"; mv "$tmp/t.jtrace" "$tmp/c.jtrace"
     if [ -x "$jdk25/bin/java" ]; then
@@ -86,7 +98,10 @@ for w in runs:
 def ratios(label, base):
     v = [r[label][0] / r[base][0] for r in by["reps"] if label in r and base in r]
     c = [r[label][2] / r[base][2] for r in by["reps"] if label in r and base in r]
-    return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x; "
+    both = [r for r in by["reps"] if label in r and base in r]
+    of_medians = v and statistics.median(r[label][0] for r in both) / statistics.median(r[base][0] for r in both)
+    return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x "
+                  f"(ratio of the medians {of_medians:.2f}x); "
                   f"CPU min {min(c):.2f}x median {statistics.median(c):.2f}x ({len(v)} runs)")
 for label, base in [("nomethod", "untraced"), ("budget", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
                     ("complete", "untraced"), ("jfr25", "untraced25")]:
