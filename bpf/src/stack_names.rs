@@ -23,8 +23,8 @@ struct MapLine {
     path: String,
 }
 
-/// Parses the executable mappings of a /proc/<pid>/maps text.
-fn exec_mappings(text: &str) -> Vec<MapLine> {
+/// Parses every mapping of a /proc/<pid>/maps text, with whether it is executable.
+fn mappings(text: &str) -> Vec<(MapLine, bool)> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut it = line.splitn(6, char::is_whitespace);
@@ -33,9 +33,7 @@ fn exec_mappings(text: &str) -> Vec<MapLine> {
         else {
             continue;
         };
-        if !perms.contains('x') {
-            continue;
-        }
+        let exec = perms.contains('x');
         let path = it.next().unwrap_or("").trim().to_string();
         let Some((s, e)) = range.split_once('-') else { continue };
         let (Ok(start), Ok(end), Ok(offset), Ok(inode)) = (
@@ -46,17 +44,24 @@ fn exec_mappings(text: &str) -> Vec<MapLine> {
         ) else {
             continue;
         };
-        out.push(MapLine {
-            start,
-            end,
-            offset,
-            inode,
-            dev: dev.to_string(),
-            path,
-        });
+        out.push((
+            MapLine {
+                start,
+                end,
+                offset,
+                inode,
+                dev: dev.to_string(),
+                path,
+            },
+            exec,
+        ));
     }
     out
 }
+
+/// Least time between two reads of a process's maps for addresses in
+/// its anonymous memory (see [`Process::anon`]), ns.
+const ANON_REREAD_NS: u64 = 200_000_000;
 
 /// A process's mappings known so far.
 #[derive(Debug, Default)]
@@ -67,6 +72,21 @@ struct Process {
     written: HashSet<(u64, u64, u64, u64)>,
     /// Addresses no mapping held after a fresh read (not asked again).
     unmapped: HashSet<u64>,
+    /// (start, end) of the anonymous mappings that were not executable at
+    /// the last read, sorted: the JIT's reserved code cache, heaps,
+    /// stacks. An address there that no executable mapping holds is JIT
+    /// code committed since (anonymous: the reader names it from the
+    /// JVM's own code records, not from a mapping) or not code at all (a
+    /// frame-pointer walk that went astray), so it triggers a new read at
+    /// most once per [`ANON_REREAD_NS`]: a JVM's code cache grows in small
+    /// steps, and each step read the whole maps again (≈ 1 ms each, 100 to
+    /// 300 reads in a 2 s H2 run). An address anywhere else (a library
+    /// loaded since) is read at once.
+    anon: Vec<(u64, u64)>,
+    /// Addresses in [`Process::anon`] waiting for the next read.
+    pending: HashSet<u64>,
+    /// When the maps were last read (CLOCK_MONOTONIC ns; 0: never).
+    read_ns: u64,
     /// The process is gone (its maps could not be read).
     gone: bool,
     /// Its last exec: stacks from before it are not named by the
@@ -76,9 +96,14 @@ struct Process {
 
 impl Process {
     fn covers(&self, pc: u64) -> bool {
-        let i = self.ranges.partition_point(|r| r.0 <= pc);
-        i > 0 && pc < self.ranges[i - 1].1
+        in_ranges(&self.ranges, pc)
     }
+}
+
+/// Whether one of `ranges` (sorted by start, not overlapping) holds `pc`.
+fn in_ranges(ranges: &[(u64, u64)], pc: u64) -> bool {
+    let i = ranges.partition_point(|r| r.0 <= pc);
+    i > 0 && pc < ranges[i - 1].1
 }
 
 /// The consumer's memory of what it stored, and the kernel's symbols.
@@ -92,6 +117,8 @@ pub(crate) struct StackNames {
     pub(crate) mappings: u64,
     /// KSYM records written.
     pub(crate) symbols: u64,
+    /// Reads of a /proc/<pid>/maps.
+    maps_reads: u64,
 }
 
 impl StackNames {
@@ -162,15 +189,30 @@ impl StackNames {
 
     fn user(&mut self, tgid: u32, stack_ts: u64, pcs: &[u64], out: &mut Encoder) {
         let p = self.procs.entry(tgid).or_default();
-        if p.gone || stack_ts < p.exec_ts || pcs.iter().all(|&pc| p.covers(pc) || p.unmapped.contains(&pc)) {
+        let known = |pc: &u64| p.covers(*pc) || p.unmapped.contains(pc) || p.pending.contains(pc);
+        if p.gone || stack_ts < p.exec_ts || pcs.iter().all(known) {
+            return;
+        }
+        let ts = now_ns();
+        let fresh: Vec<u64> = pcs.iter().copied().filter(|pc| !known(pc)).collect();
+        if p.read_ns != 0 && ts < p.read_ns + ANON_REREAD_NS && fresh.iter().all(|&pc| in_ranges(&p.anon, pc)) {
+            p.pending.extend(fresh);
             return;
         }
         let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
             p.gone = true;
             return;
         };
-        let ts = now_ns();
-        for m in exec_mappings(&text) {
+        self.maps_reads += 1;
+        p.read_ns = ts;
+        let all = mappings(&text);
+        p.anon = all
+            .iter()
+            .filter(|(m, exec)| !exec && m.inode == 0 && !m.path.starts_with('/'))
+            .map(|(m, _)| (m.start, m.end))
+            .collect();
+        p.anon.sort_unstable();
+        for m in all.into_iter().filter(|(_, exec)| *exec).map(|(m, _)| m) {
             let key = (m.start, m.end, m.offset, m.inode);
             if !p.written.insert(key) {
                 continue;
@@ -207,7 +249,8 @@ impl StackNames {
             });
         }
         p.ranges.sort_unstable();
-        for &pc in pcs {
+        let waited: Vec<u64> = p.pending.drain().collect();
+        for pc in fresh.into_iter().chain(waited) {
             if !p.covers(pc) {
                 p.unmapped.insert(pc);
             }
@@ -242,13 +285,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_executable_mappings_only() {
-        let m = exec_mappings(
+    fn reads_every_mapping_and_whether_it_is_executable() {
+        let all = mappings(
             "55d0a0000000-55d0a0001000 r--p 00000000 08:01 123 /usr/bin/java\n\
              55d0a0001000-55d0a0002000 r-xp 00001000 08:01 123 /usr/bin/java\n\
              7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n\
              7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0                          [vdso]\n",
         );
+        assert_eq!(
+            all.iter().map(|(_, x)| *x).collect::<Vec<_>>(),
+            [false, true, true, true]
+        );
+        let m: Vec<MapLine> = all.into_iter().filter(|(_, x)| *x).map(|(m, _)| m).collect();
         assert_eq!(m.len(), 3);
         assert_eq!(m[0].path, "/usr/bin/java");
         assert_eq!((m[0].start, m[0].offset, m[0].inode), (0x55d0a0001000, 0x1000, 123));
@@ -256,10 +304,9 @@ mod tests {
         assert_eq!(m[2].path, "[vdso]");
     }
 
-    #[test]
-    fn a_stack_of_this_process_gets_its_mappings_once() {
+    /// A STACK record of this process with user frames `pcs`.
+    fn own_stack(pcs: &[u64]) -> Encoder {
         let pid = std::process::id();
-        let pc = a_stack_of_this_process_gets_its_mappings_once as *const () as usize as u64;
         let mut rec = Encoder::new();
         rec.record(&Record {
             tid: pid,
@@ -268,9 +315,47 @@ mod tests {
                 id: 1,
                 tgid: pid,
                 flags: jtrace_format::STACK_USER,
-                frames: vec![jtrace_format::StackFrame { pc, method: 0 }],
+                frames: pcs
+                    .iter()
+                    .map(|&pc| jtrace_format::StackFrame { pc, method: 0 })
+                    .collect(),
             }),
         });
+        rec
+    }
+
+    #[test]
+    fn anonymous_memory_rereads_the_maps_at_most_once_in_a_while() {
+        let mut names = StackNames::default();
+        let code = anonymous_memory_rereads_the_maps_at_most_once_in_a_while as *const () as usize as u64;
+        names.note(&own_stack(&[code]).buf, &mut Encoder::new());
+        assert_eq!(names.maps_reads, 1);
+        // Words of this thread's stack and of the heap are anonymous
+        // memory, not code: at most one more read for them in a while.
+        let on_stack = 0u64;
+        let heap = Box::new(0u64);
+        let anon = [&on_stack as *const u64 as u64, &*heap as *const u64 as u64];
+        let mut out = Encoder::new();
+        for pc in anon {
+            names.note(&own_stack(&[code, pc]).buf, &mut out);
+        }
+        assert_eq!(names.maps_reads, 1, "anonymous addresses wait");
+        assert!(out.buf.is_empty());
+        // An address in no mapping at all may be a library loaded since:
+        // read at once, and what waited is settled by the same read.
+        names.note(&own_stack(&[0x1000]).buf, &mut Encoder::new());
+        assert_eq!(names.maps_reads, 2);
+        let p = &names.procs[&std::process::id()];
+        assert!(p.pending.is_empty());
+        assert!(anon.iter().chain([&0x1000]).all(|pc| p.unmapped.contains(pc)));
+        names.note(&own_stack(&anon).buf, &mut Encoder::new());
+        assert_eq!(names.maps_reads, 2, "settled addresses are not asked again");
+    }
+
+    #[test]
+    fn a_stack_of_this_process_gets_its_mappings_once() {
+        let pc = a_stack_of_this_process_gets_its_mappings_once as *const () as usize as u64;
+        let rec = own_stack(&[pc]);
         let mut names = StackNames::default();
         let mut out = Encoder::new();
         names.note(&rec.buf, &mut out);
