@@ -96,9 +96,9 @@ for w in runs:
     else:
         rep["size_budget"], rep["size_complete"] = int(w[2]), int(w[4])
 def ratios(label, base):
-    v = [r[label][0] / r[base][0] for r in by["reps"] if label in r and base in r]
-    c = [r[label][2] / r[base][2] for r in by["reps"] if label in r and base in r]
     both = [r for r in by["reps"] if label in r and base in r]
+    v = [r[label][0] / r[base][0] for r in both]
+    c = [r[label][2] / r[base][2] for r in both]
     of_medians = v and statistics.median(r[label][0] for r in both) / statistics.median(r[base][0] for r in both)
     return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x "
                   f"(ratio of the medians {of_medians:.2f}x); "
