@@ -26,7 +26,9 @@
 //! Rules are tried top to bottom and the first match wins. A method that
 //! matches no rule is not traced; a thread that matches no rule is traced.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// One problem found in the configuration, with its 1-based line number
 /// (0 when it concerns the file as a whole).
@@ -59,15 +61,17 @@ impl fmt::Display for ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     pat: Vec<char>,
+    /// The pattern itself when it has no wildcard: matched by comparison.
+    literal: Option<String>,
 }
 
 impl Glob {
     /// Compiles `pattern`: `*` matches any run of characters (dots and `$`
     /// included), `?` exactly one character, everything else itself.
     pub fn new(pattern: &str) -> Self {
-        Glob {
-            pat: pattern.chars().collect(),
-        }
+        let pat: Vec<char> = pattern.chars().collect();
+        let literal = (!pat.iter().any(|&c| c == '*' || c == '?')).then(|| pattern.to_string());
+        Glob { pat, literal }
     }
 
     /// Whether it has a wildcard (`*` or `?`) after the last `.` (all of
@@ -79,29 +83,41 @@ impl Glob {
 
     /// Whether the whole of `text` matches.
     pub fn matches(&self, text: &str) -> bool {
-        let t: Vec<char> = text.chars().collect();
-        let p = &self.pat;
-        // Classic linear backtracking: remember the last `*` and retry it
-        // with one more character whenever the rest fails to match.
-        let (mut pi, mut ti) = (0usize, 0usize);
-        let mut star: Option<(usize, usize)> = None;
-        while ti < t.len() {
-            if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == t[ti])) {
-                pi += 1;
-                ti += 1;
-            } else if pi < p.len() && p[pi] == '*' {
-                star = Some((pi, ti));
-                pi += 1;
-            } else if let Some((sp, st)) = star {
-                pi = sp + 1;
-                ti = st + 1;
-                star = Some((sp, st + 1));
-            } else {
-                return false;
-            }
+        if let Some(lit) = &self.literal {
+            return lit == text;
         }
-        p[pi..].iter().all(|&c| c == '*')
+        if text.is_ascii() {
+            // One byte per character: no copy of the text.
+            return wildcard_match(&self.pat, text.as_bytes(), |p, t| p == t as char);
+        }
+        let t: Vec<char> = text.chars().collect();
+        wildcard_match(&self.pat, &t, |p, t| p == t)
     }
+}
+
+/// Whether `t` matches the glob `p` as a whole (`eq` compares a pattern
+/// character with a text element).
+fn wildcard_match<T: Copy>(p: &[char], t: &[T], eq: impl Fn(char, T) -> bool) -> bool {
+    // Classic linear backtracking: remember the last `*` and retry it
+    // with one more character whenever the rest fails to match.
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && eq(p[pi], t[ti]))) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// What a method rule matches.
@@ -114,11 +130,32 @@ pub enum MethodPattern {
 }
 
 impl MethodPattern {
-    /// Whether the method `name` of class `class` (dotted) matches.
-    pub fn matches(&self, class: &str, name: &str) -> bool {
+    /// Whether the method `name` of class `class` (dotted) matches, given
+    /// `full` = `class.name` (joined once per lookup, not once per rule).
+    fn matches_joined(&self, full: &str, class: &str, name: &str) -> bool {
         match self {
-            MethodPattern::Full(g) => g.matches(&format!("{class}.{name}")),
+            MethodPattern::Full(g) => g.matches(full),
             MethodPattern::Split(c, m) => c.matches(class) && m.matches(name),
+        }
+    }
+
+    /// The one `class.method` it matches, if it has no wildcard.
+    fn exact_name(&self) -> Option<String> {
+        match self {
+            MethodPattern::Full(g) => g.literal.clone(),
+            // A method name has no dot: `a b.c` matches nothing, not `a.b.c`.
+            MethodPattern::Split(c, m) => match (&c.literal, &m.literal) {
+                (Some(c), Some(m)) if !m.contains('.') => Some(format!("{c}.{m}")),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether [`Self::exact_name`] is `Some` (without building it).
+    fn is_exact(&self) -> bool {
+        match self {
+            MethodPattern::Full(g) => g.literal.is_some(),
+            MethodPattern::Split(c, m) => c.literal.is_some() && m.literal.as_ref().is_some_and(|m| !m.contains('.')),
         }
     }
 }
@@ -205,6 +242,11 @@ pub struct Config {
     pub method_rules: Vec<MethodRule>,
     /// Thread rules in file order.
     pub thread_rules: Vec<ThreadRule>,
+    /// The first rule naming each `class.method` outright, by that name,
+    /// built at the first lookup (after parsing): a configuration listing
+    /// thousands of methods costs each method one lookup, not a match per
+    /// rule.
+    exact_rules: OnceLock<HashMap<String, usize>>,
 }
 
 impl Default for Config {
@@ -232,6 +274,7 @@ impl Default for Config {
             chunk_ms: 0,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
+            exact_rules: OnceLock::new(),
         }
     }
 }
@@ -410,7 +453,23 @@ impl Config {
         if !self.method_invocation {
             return None;
         }
-        self.method_rules.iter().find(|r| r.pattern.matches(class, name))
+        let exact = self.exact_rules.get_or_init(|| {
+            let mut by_name = HashMap::new();
+            for (i, r) in self.method_rules.iter().enumerate() {
+                if let Some(n) = r.pattern.exact_name() {
+                    by_name.entry(n).or_insert(i);
+                }
+            }
+            by_name
+        });
+        let full = format!("{class}.{name}");
+        // First match wins: an exact rule, or an earlier wildcard rule.
+        let first_exact = exact.get(&full).copied().unwrap_or(self.method_rules.len());
+        self.method_rules[..first_exact]
+            .iter()
+            .filter(|r| !r.pattern.is_exact())
+            .find(|r| r.pattern.matches_joined(&full, class, name))
+            .or_else(|| self.method_rules.get(first_exact))
     }
 
     /// Whether the thread called `name` is traced: first matching rule wins,
@@ -453,6 +512,35 @@ mod tests {
         assert!(!g("a*b*c", "aXbYbZ"));
         assert!(g("**x", "abx"));
         assert!(g("wörker-?", "wörker-1"));
+        assert!(g("w?rker-1", "wörker-1"), "`?` is one character, not one byte");
+        assert!(!g("w??rker-1", "wörker-1"));
+        assert!(g("Demo.main", "Demo.main") && !g("Demo.main", "Demo.mainx"));
+    }
+
+    #[test]
+    fn exact_rules_keep_first_match_wins() {
+        let text = "exclude_method Demo.skip*\ninclude_method Demo.skipNot\n\
+                    include_method Demo.run\nexclude_method Demo.run\n\
+                    exclude_method Demo kept\ninclude_method Demo.*\n\
+                    include_method a b.c\n";
+        let (cfg, errs) = Config::parse(text);
+        assert!(errs.is_empty(), "{errs:?}");
+        // An earlier wildcard rule wins over a later exact one.
+        assert!(!cfg.method_traced("Demo", "skipNot"));
+        // The first of two exact rules wins.
+        assert_eq!(cfg.method_selection("Demo", "run"), Some(true));
+        // An exact split rule (class, method) excludes before the wildcard.
+        assert!(!cfg.method_traced("Demo", "kept"));
+        assert_eq!(cfg.method_selection("Demo", "other"), Some(false));
+        // A method name has no dot: `a b.c` is not `a.b.c`.
+        assert!(!cfg.method_traced("a.b", "c"));
+        // Thousands of exact rules, each found by its name.
+        let many: String = (0..20_000).map(|i| format!("include_method C{i}.m\n")).collect();
+        let (cfg, _) = Config::parse(&many);
+        for i in (0..20_000).step_by(7) {
+            assert!(cfg.method_traced(&format!("C{i}"), "m"));
+            assert!(!cfg.method_traced(&format!("C{i}"), "n"));
+        }
     }
 
     #[test]
