@@ -12,6 +12,7 @@
 
 mod agent_conf;
 mod attach;
+mod demoted_rules;
 mod disk;
 mod dump;
 mod hotspot;

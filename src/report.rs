@@ -33,6 +33,11 @@ pub(crate) struct ReportArgs {
     /// `frame_lines`), functions inlined there as frames of their own.
     #[arg(long)]
     lines: bool,
+    /// Instead of the report, print configuration rules (`exclude_method`)
+    /// for the methods the trace demoted, for `jtrace run --config`: they
+    /// then get no probes from the start (docs/OVERHEAD.md).
+    #[arg(long, conflicts_with_all = ["json", "thread", "method", "cause"])]
+    exclude_demoted: bool,
     #[command(flatten)]
     stream: StreamArgs,
 }
@@ -62,7 +67,9 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot report on trace {}", trace.display()))
     }?;
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.exclude_demoted {
+        out.write_all(crate::demoted_rules::exclude_demoted(&report, &trace.display().to_string()).as_bytes())?;
+    } else if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {

@@ -69,6 +69,36 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
     }
 }
 
+/// `jtrace report --exclude-demoted` turns a trace's demotions into rules
+/// that leave those methods without probes from the start of the next run:
+/// there `tiny` is neither traced nor demoted, and the blocking methods
+/// keep every call.
+#[test]
+fn demoted_methods_can_be_left_out_from_the_start_of_the_next_run() {
+    for jdk in JDKS {
+        let first = tempdir("demoted-first");
+        run_demotion(jdk, &first, &[], "1500");
+        let rules = String::from_utf8(jtrace_stdout(&["report", "--exclude-demoted"], &first)).unwrap();
+        let excluded: Vec<&str> = rules.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(excluded, vec!["exclude_method Demotion$Work tiny"], "{jdk}:\n{rules}");
+        let conf = tempdir("demoted-conf").join("keep.conf");
+        std::fs::write(&conf, &rules).unwrap();
+        let second = tempdir("demoted-second");
+        let (tiny, napper, socket_wait) = run_demotion(jdk, &second, &["--config", conf.to_str().unwrap()], "1000");
+        let trace = Trace::open(&second).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        assert!(r.demoted.is_empty(), "{jdk}: demoted {:?}", r.demoted);
+        let calls = calls_by_name(&r);
+        assert!(
+            tiny > 0 && !calls.contains_key("tiny"),
+            "{jdk}: tiny ran {tiny} times, traced {calls:?}"
+        );
+        assert_eq!(calls["napper"], napper, "{jdk}: napper");
+        assert_eq!(calls["socketWait"], socket_wait, "{jdk}: socketWait");
+    }
+}
+
 /// A class-loading wait is not blocking: `LoadWait$Plugin.applyAsLong`
 /// and `LoadWait$SerialPlugin.applyAsLong`, whose first calls (four threads
 /// at once) wait ≈ 150 ms for their loader's lock (a parallel-capable one,

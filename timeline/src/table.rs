@@ -379,6 +379,11 @@ fn left_out_tables(s: &mut String, r: &Report) {
             ]);
         }
         t.write(s);
+        let _ = writeln!(
+            s,
+            "   To give them no probes from the start of the next run: `jtrace report <trace> --exclude-demoted > keep.conf`,\n   \
+             then `jtrace run --config keep.conf ...`"
+        );
     }
     if !r.short_calls_dropped.is_empty() {
         let _ = writeln!(
