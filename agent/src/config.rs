@@ -239,11 +239,11 @@ pub struct Config {
     /// `chunk_ms` (0: no age bound): a new chunk past this age ([`crate::chunks`]).
     pub chunk_ms: u64,
     /// Method rules in file order.
-    pub method_rules: Vec<MethodRule>,
+    pub(crate) method_rules: Vec<MethodRule>,
     /// Thread rules in file order.
     pub thread_rules: Vec<ThreadRule>,
     /// The first rule naming each `class.method` outright, by that name,
-    /// built at the first lookup (after parsing): a configuration listing
+    /// built at the first lookup after a rule was added: a configuration listing
     /// thousands of methods costs each method one lookup, not a match per
     /// rule.
     exact_rules: OnceLock<HashMap<String, usize>>,
@@ -334,6 +334,8 @@ impl Config {
                     include: directive == "include_method",
                     pattern,
                 });
+                // Rebuilt at the next lookup with this rule.
+                self.exact_rules = OnceLock::new();
             }
             "include_thread" | "exclude_thread" => {
                 // Thread names may contain spaces ("Signal Dispatcher"), so the
