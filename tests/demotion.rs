@@ -69,6 +69,48 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
     }
 }
 
+/// A demoted method's calls after its demotion are estimated from its
+/// traced caller's (`PerRequest`: `helper` runs exactly 50 times per
+/// `request`): recorded plus estimated is within 10 % of its real calls,
+/// where the agent's warm-up rate alone says far fewer.
+#[test]
+fn calls_after_a_demotion_are_estimated_from_the_callers_calls() {
+    for jdk in JDKS {
+        let out = tempdir("per-request");
+        let cp = classes();
+        let java = java(jdk);
+        let o = jtrace_run(
+            &out,
+            &["--methods", "PerRequest$Work.*"],
+            &[
+                java.to_str().unwrap(),
+                "-cp",
+                cp.to_str().unwrap(),
+                "PerRequest",
+                "1500",
+            ],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let (requests, helpers, _) = summary_counts(&o.stdout, "request");
+        let r = jtrace_merge::build_report(&Trace::open(&out).unwrap(), &Default::default());
+        let calls = calls_by_name(&r);
+        assert_eq!(calls["request"], requests, "{jdk}: request keeps every call");
+        let d = r.demoted.iter().find(|d| d.name == "helper");
+        let d = d.unwrap_or_else(|| panic!("{jdk}: helper not demoted: {:?}", r.demoted));
+        let total = d.calls_recorded + d.est_calls_after;
+        eprintln!(
+            "{jdk}: helper {helpers} calls, {} recorded, ≈{} after (agent's rate {}/s)",
+            d.calls_recorded, d.est_calls_after, d.rate_per_s
+        );
+        assert!(
+            total as f64 > helpers as f64 * 0.9 && (total as f64) < helpers as f64 * 1.1,
+            "{jdk}: {} recorded + ≈{} after, against {helpers}",
+            d.calls_recorded,
+            d.est_calls_after
+        );
+    }
+}
+
 /// `jtrace report --exclude-demoted` turns a trace's demotions into rules
 /// that leave those methods without probes from the start of the next run:
 /// there `tiny` is neither traced nor demoted, and the blocking methods

@@ -27,8 +27,10 @@ pub struct DemotedJson {
     pub rate_per_s: u64,
     /// Their mean wall, ns.
     pub mean_wall_ns: u64,
-    /// Estimate of its calls after the demotion (not recorded): the rate
-    /// times the time left in the trace.
+    /// Estimate of its calls after the demotion (not recorded): per call
+    /// of its nearest traced caller never demoted, as many as before it
+    /// ([`crate::demoted_estimate`]); for calls with no such caller, the
+    /// rate times the time left in the trace.
     pub est_calls_after: u64,
 }
 
@@ -48,11 +50,13 @@ pub struct ShortDroppedJson {
 }
 
 /// The demoted methods (earliest first) that `keep` keeps, with their
-/// recorded calls from `calls`.
+/// recorded calls from `calls` and their calls after the demotion from
+/// `after` (given the estimate by the agent's rate).
 pub(crate) fn demoted(
     trace: &Trace,
     calls: &dyn Fn(MethodIdx) -> u64,
     keep: &dyn Fn(MethodIdx) -> bool,
+    after: &dyn Fn(MethodIdx, u64) -> u64,
 ) -> Vec<DemotedJson> {
     let start = trace.meta.start_monotonic_ns;
     let end = start + trace.duration_ns();
@@ -62,7 +66,7 @@ pub(crate) fn demoted(
         .filter(|d| keep(d.method))
         .map(|d| {
             let info = &trace.methods[d.method as usize];
-            let after = end.saturating_sub(d.ts) as u128 * d.rate_per_s as u128 / 1_000_000_000;
+            let by_rate = end.saturating_sub(d.ts) as u128 * d.rate_per_s as u128 / 1_000_000_000;
             let row = DemotedJson {
                 class: info.class.clone(),
                 name: info.name.clone(),
@@ -72,7 +76,7 @@ pub(crate) fn demoted(
                 calls_seen: d.calls,
                 rate_per_s: d.rate_per_s,
                 mean_wall_ns: d.mean_ns,
-                est_calls_after: after as u64,
+                est_calls_after: after(d.method, by_rate as u64),
             };
             (d.ts, row)
         })

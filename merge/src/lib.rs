@@ -99,6 +99,7 @@
 
 mod call_index;
 mod cause;
+mod demoted_estimate;
 mod describe;
 mod event;
 mod file_io;

@@ -332,7 +332,7 @@ fn sorted_methods(trace: &Trace, map: &BTreeMap<MethodIdx, MethodStats>, filter:
 
 /// Builds the report of a trace held in memory.
 pub fn build_report(trace: &Trace, filter: &ReportFilter) -> Report {
-    let mut agg = Aggregate::new(trace.jit.clone());
+    let mut agg = Aggregate::new(trace);
     analyze(trace, &mut agg);
     finish_report(trace, agg, filter)
 }
@@ -346,7 +346,7 @@ pub fn build_report_streaming(
     opts: &StreamOptions,
 ) -> anyhow::Result<Report> {
     let (trace, events) = stream::open(dir, opts)?;
-    let mut agg = Aggregate::new(trace.jit.clone());
+    let mut agg = Aggregate::new(&trace);
     stream::analyze(&trace, events, &mut agg)?;
     Ok(finish_report(&trace, agg, filter))
 }
@@ -428,7 +428,12 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         threads,
         methods: sorted_methods(trace, &all, filter),
         allocations: allocations(trace, filter, &keep_thread),
-        demoted: left_out::demoted(trace, &|m| all.get(&m).map_or(0, |s| s.calls), &keep_method),
+        demoted: left_out::demoted(
+            trace,
+            &|m| all.get(&m).map_or(0, |s| s.calls),
+            &keep_method,
+            &|m, by_rate| agg.after_demotion.estimate(m, by_rate),
+        ),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
         trivial_skipped: left_out::trivial(trace, &keep_method),
         stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, filter.lines),

@@ -105,13 +105,16 @@ pub(crate) struct Aggregate {
     /// The walked thread's time after its last switch-out, which goes
     /// under that switch-out's stacks as in the collapsed and pprof exports.
     tail: crate::tail::Tail,
+    /// What the estimate of demoted methods' later calls needs.
+    pub(crate) after_demotion: crate::demoted_estimate::AfterDemotion,
 }
 
 impl Aggregate {
-    /// An empty aggregate; `jit` says whether a method had compiled code at a time.
-    pub(crate) fn new(jit: JitHistory) -> Aggregate {
+    /// An empty aggregate for the walk of `trace`.
+    pub(crate) fn new(trace: &crate::trace::Trace) -> Aggregate {
         Aggregate {
-            jit,
+            jit: trace.jit.clone(),
+            after_demotion: crate::demoted_estimate::AfterDemotion::new(trace),
             ..Aggregate::default()
         }
     }
@@ -128,13 +131,18 @@ fn stats_of(table: &mut Vec<MethodStats>, m: MethodIdx) -> &mut MethodStats {
 }
 
 impl Visitor for Aggregate {
-    fn thread_begin(&mut self, _thread: &ThreadInfo) {
+    fn thread_begin(&mut self, thread: &ThreadInfo) {
         self.tail.begin();
+        self.after_demotion.thread_begin(thread);
+    }
+    fn enter(&mut self, thread: &ThreadInfo, ts: u64, depth: usize, method: MethodIdx) {
+        self.after_demotion.enter(thread, ts, depth, method);
     }
     fn event(&mut self, _thread: &ThreadInfo, e: &crate::Timed) {
         self.tail.event(e);
     }
-    fn exit(&mut self, thread: &ThreadInfo, _depth: usize, inv: &Invocation) {
+    fn exit(&mut self, thread: &ThreadInfo, depth: usize, inv: &Invocation) {
+        self.after_demotion.exit(thread, depth, inv);
         if !inv.outermost {
             return;
         }
