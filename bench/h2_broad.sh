@@ -14,6 +14,9 @@
 # alone; then the latter again with --complete's ranking left without the
 # methods the default run declares it skipped) between the last default and
 # --complete traces. Run as root from the repository (jtrace built).
+# Each repetition also runs the default again with the rules `jtrace report
+# --exclude-demoted` makes of the previous default trace (label nextrun:
+# the demoted methods get no probes from the start).
 # BASELINE=<another jtrace binary> adds its default run (label
 # budget_base), interleaved (the two take turns at running first), for
 # before/after ratios taken in one run. Every run starts after a sync: the
@@ -68,6 +71,10 @@ for r in $(seq "$reps"); do
     one untraced "$jdk/bin/java" -cp "$cp" H2Load mem
     # The two builds take turns at coming first after the untraced run.
     if [ $((r % 2)) = 1 ]; then budget; budget_base; else budget_base; budget; fi
+    # The next run of the same program, without the demoted methods' probes.
+    "$jtrace" report "$tmp/b.jtrace" --exclude-demoted > "$tmp/keep.conf"
+    one nextrun "$jtrace" run -o "$tmp/t.jtrace" --config "$tmp/keep.conf" --methods 'org.h2.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
+    rm -rf "$tmp/n.jtrace"; mv "$tmp/t.jtrace" "$tmp/n.jtrace"
     # The floor: kernel recorder, stacks and agent, no method selected.
     one nomethod "$jtrace" run -o "$tmp/t.jtrace" --methods 'nomatch.*' -- "$jdk/bin/java" -cp "$cp" H2Load mem
     rm -rf "$tmp/t.jtrace"
@@ -82,7 +89,8 @@ done | tee "$tmp/runs"
 
 "$jtrace" report --json "$tmp/b.jtrace" > "$tmp/b.json"
 "$jtrace" report --json "$tmp/c.jtrace" > "$tmp/c.json"
-python3 - "$tmp/runs" "$tmp/b.json" "$tmp/c.json" <<'PY'
+"$jtrace" report --json "$tmp/n.jtrace" > "$tmp/n.json"
+python3 - "$tmp/runs" "$tmp/b.json" "$tmp/c.json" "$tmp/n.json" <<'PY'
 import json, statistics, sys
 runs = [l.split() for l in open(sys.argv[1])]
 by = {}
@@ -103,7 +111,7 @@ def ratios(label, base):
     return v and (f"{label}/{base}: elapsed min {min(v):.2f}x median {statistics.median(v):.2f}x "
                   f"(ratio of the medians {of_medians:.2f}x); "
                   f"CPU min {min(c):.2f}x median {statistics.median(c):.2f}x ({len(v)} runs)")
-for label, base in [("nomethod", "untraced"), ("budget", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
+for label, base in [("nomethod", "untraced"), ("budget", "untraced"), ("nextrun", "untraced"), ("budget_base", "untraced"), ("budget", "budget_base"),
                     ("complete", "untraced"), ("jfr25", "untraced25")]:
     s = ratios(label, base)
     if s:
@@ -135,6 +143,9 @@ for blocking, leave_out in ((False, ()), (True, ()), (True, skipped)):
     print(f"top-10 by {what}: {len(set(b) & set(c))} of 10 shared, same order: {b == c}")
     for i, (x, y) in enumerate(zip(b, c)):
         print(f"  {i + 1:2} {x:60} {'=' if x == y else y}")
+n = top(sys.argv[4], True)
+c = top(sys.argv[3], True)
+print(f"top-10 by blocking off-CPU, the last nextrun against --complete: {len(set(n) & set(c))} of 10 shared, same order: {n == c}")
 d = bj.get("demoted", [])
 # One METHOD_DEMOTED timestamp per retransformation batch.
 print(f"demoted methods (last budget run): {len(d)} in {len({x['demoted_at_ns'] for x in d})} batches; "
