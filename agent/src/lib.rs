@@ -48,6 +48,7 @@
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
 //! | `jvm`, `sys` | JVMTI/JNI handles, call macros and checked wrappers; the bindings |
 //! | `config` | the configuration file |
+//! | `glob` | the `*`/`?` patterns of its rules |
 #![deny(missing_docs)]
 
 mod batch;
@@ -60,6 +61,7 @@ mod demotion;
 mod drain;
 mod events;
 mod existing_threads;
+mod glob;
 mod hooks;
 mod jvm;
 mod load;
