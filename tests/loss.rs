@@ -319,14 +319,7 @@ fn after_jtrace_is_killed_time_is_not_covered() {
     jtrace_merge::stream::analyze(&t, events, &mut after).unwrap();
     assert!(after.1 > 0, "no invocation after jtrace was killed");
     let r = jtrace_merge::build_report_streaming(&out, &Default::default(), &Default::default()).unwrap();
-    for th in &r.threads {
-        assert_eq!(
-            th.wall_ns,
-            th.cpu_ns + th.off_cpu_ns.total() + th.not_covered_ns,
-            "thread {}",
-            th.tid
-        );
-    }
+    assert_threads_exact(&r);
     let work = r.methods.iter().find(|m| m.name == "work").unwrap();
     assert!(work.not_covered_ns > work.wall_ns / 2, "{work:?}");
     assert_eq!(r.trace.kernel_covered_ns, Some(k - t.meta.start_monotonic_ns));

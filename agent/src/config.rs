@@ -88,14 +88,6 @@ impl MethodPattern {
             },
         }
     }
-
-    /// Whether [`Self::exact_name`] is `Some` (without building it).
-    fn is_exact(&self) -> bool {
-        match self {
-            MethodPattern::Full(g) => g.literal().is_some(),
-            MethodPattern::Split(c, m) => c.literal().is_some() && m.literal().is_some_and(|m| !m.contains('.')),
-        }
-    }
 }
 
 impl MethodPattern {
@@ -124,6 +116,15 @@ pub struct ThreadRule {
     pub include: bool,
     /// Glob over the Java thread name.
     pub pattern: Glob,
+}
+
+/// The method rules, indexed ([`Config::method_rule`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct RuleIndex {
+    /// The first rule naming each `class.method` outright, by that name.
+    exact: HashMap<String, usize>,
+    /// The other rules (wildcards), in order.
+    wildcard: Vec<usize>,
 }
 
 /// The parsed configuration.
@@ -180,11 +181,10 @@ pub struct Config {
     pub(crate) method_rules: Vec<MethodRule>,
     /// Thread rules in file order.
     pub thread_rules: Vec<ThreadRule>,
-    /// The first rule naming each `class.method` outright, by that name,
-    /// built at the first lookup after a rule was added: a configuration listing
-    /// thousands of methods costs each method one lookup, not a match per
-    /// rule.
-    exact_rules: OnceLock<HashMap<String, usize>>,
+    /// The method rules indexed, built at the first lookup after a rule
+    /// was added: a configuration listing thousands of methods costs each
+    /// method one hash lookup, not a match per rule.
+    rule_index: OnceLock<RuleIndex>,
 }
 
 impl Default for Config {
@@ -212,7 +212,7 @@ impl Default for Config {
             chunk_ms: 0,
             method_rules: Vec::new(),
             thread_rules: Vec::new(),
-            exact_rules: OnceLock::new(),
+            rule_index: OnceLock::new(),
         }
     }
 }
@@ -273,7 +273,7 @@ impl Config {
                     pattern,
                 });
                 // Rebuilt at the next lookup with this rule.
-                self.exact_rules = OnceLock::new();
+                self.rule_index = OnceLock::new();
             }
             "include_thread" | "exclude_thread" => {
                 // Thread names may contain spaces ("Signal Dispatcher"), so the
@@ -393,21 +393,26 @@ impl Config {
         if !self.method_invocation {
             return None;
         }
-        let exact = self.exact_rules.get_or_init(|| {
-            let mut by_name = HashMap::new();
+        let index = self.rule_index.get_or_init(|| {
+            let mut index = RuleIndex::default();
             for (i, r) in self.method_rules.iter().enumerate() {
-                if let Some(n) = r.pattern.exact_name() {
-                    by_name.entry(n).or_insert(i);
+                match r.pattern.exact_name() {
+                    Some(n) => {
+                        index.exact.entry(n).or_insert(i);
+                    }
+                    None => index.wildcard.push(i),
                 }
             }
-            by_name
+            index
         });
         let full = format!("{class}.{name}");
         // First match wins: an exact rule, or an earlier wildcard rule.
-        let first_exact = exact.get(&full).copied().unwrap_or(self.method_rules.len());
-        self.method_rules[..first_exact]
+        let first_exact = index.exact.get(&full).copied().unwrap_or(self.method_rules.len());
+        index
+            .wildcard
             .iter()
-            .filter(|r| !r.pattern.is_exact())
+            .take_while(|&&i| i < first_exact)
+            .map(|&i| &self.method_rules[i])
             .find(|r| r.pattern.matches_joined(&full, class, name))
             .or_else(|| self.method_rules.get(first_exact))
     }

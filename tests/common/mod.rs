@@ -227,7 +227,11 @@ pub fn assert_exact(trace: &Trace) {
         );
         assert_eq!(b.wall, inv.exit - inv.entry);
     }
-    let r = jtrace_merge::build_report(trace, &Default::default());
+    assert_threads_exact(&jtrace_merge::build_report(trace, &Default::default()));
+}
+
+/// Checks that every thread of a report splits its wall time exactly.
+pub fn assert_threads_exact(r: &jtrace_merge::report::Report) {
     for th in &r.threads {
         assert_eq!(
             th.wall_ns,
