@@ -7,8 +7,8 @@
 //! interpreter (BENCHMARKS.md, issue 17). The rewriter still leaves
 //! demoted methods out should their class be rewritten again.
 
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::classes;
 use crate::demotion::{self, PENDING, PENDING_SIGNAL};
@@ -17,6 +17,10 @@ use crate::mutex::lock;
 use crate::probe_class;
 use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
 use jtrace_format::{Payload, Record};
+
+/// Demoter threads attached to the JVM (one per session, the last one's
+/// until it sees its session end).
+static ATTACHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Starts the demoter of the current session (at its first demotion: a
 /// session that demotes nothing has no demoter thread). It ends when the
@@ -38,10 +42,34 @@ fn run(session: u64) {
         debug("demotion: the JVM refused to attach the demoter thread");
         return;
     }
+    ATTACHED.fetch_add(1, Ordering::SeqCst);
+    work(session, jni);
+    // SAFETY: attached above; no JNI frame of ours is in use.
+    unsafe { jvm::detach_current() };
+    ATTACHED.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Wakes the demoter of an ended session and waits (briefly) until it has
+/// left the JVM: at VM death, a thread still attached would hold the JVM's
+/// exit up for 0.3 s ([`jvm::detach_current`]).
+pub(crate) fn stop() {
+    {
+        let _pending = lock(&PENDING);
+        PENDING_SIGNAL.notify_all();
+    }
+    let until = Instant::now() + Duration::from_millis(200);
+    while ATTACHED.load(Ordering::SeqCst) != 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Applies the session's demotions as they come, until the session ends.
+fn work(session: u64, jni: *mut crate::sys::JNIEnv) {
     loop {
         let ids: Vec<u32> = {
             let mut pending = lock(&PENDING);
-            if pending.is_empty() {
+            // Checked under the lock that [`stop`] notifies under: its wake-up is not lost.
+            if pending.is_empty() && SESSION.load(Ordering::SeqCst) == session && active().is_some() {
                 pending = PENDING_SIGNAL
                     .wait_timeout(pending, Duration::from_millis(200))
                     .map(|(g, _)| g)

@@ -230,6 +230,7 @@ unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
         // recorded until then is valid and the loss count must be written.
         if let Some(rec) = RECORDER.get() {
             ENABLED.store(false, Ordering::SeqCst);
+            crate::demoter::stop();
             // A callback already past its check (a GC or JIT event, another
             // thread's allocation sample) may still be recording: let it
             // finish, or its record would come after JVM_END and be lost.

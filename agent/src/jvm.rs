@@ -136,6 +136,20 @@ pub(crate) unsafe fn attach_daemon(name: &CStr) -> *mut JNIEnv {
     p.cast()
 }
 
+/// Detaches the calling thread, attached by [`attach_daemon`]. A thread
+/// left attached waits in native code, and the JVM's exit waits up to
+/// 0.3 s for such threads to block (HotSpot's
+/// `VM_Exit::wait_for_threads_in_native_to_block`).
+///
+/// # Safety
+/// On a thread [`attach_daemon`] attached, with no JNI frame of it in use.
+pub(crate) unsafe fn detach_current() {
+    let vm = VM.load(Ordering::SeqCst);
+    if let Some(detach) = vm.as_ref().and_then(|v| (**v).DetachCurrentThread) {
+        detach(vm);
+    }
+}
+
 /// Clears (and returns whether there was) a pending Java exception, such
 /// as the NoSuchMethodError of a failed lookup.
 ///
