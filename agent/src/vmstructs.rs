@@ -42,17 +42,71 @@ fn read<T: Copy + Default>(addr: usize) -> Option<T> {
     (n == std::mem::size_of::<T>() as isize).then_some(v)
 }
 
-/// A C string of the VM's tables (static data of libjvm.so).
-fn read_cstr(addr: usize) -> Option<String> {
-    let mut out = Vec::new();
-    while out.len() < 256 {
-        let b: u8 = read(addr + out.len())?;
-        if b == 0 {
-            return Some(String::from_utf8_lossy(&out).into_owned());
-        }
-        out.push(b);
+/// Chunks [`TableReader`] copies: 4 KiB-aligned, so each lies within one
+/// page whatever the page size.
+const CHUNK: usize = 4096;
+
+/// Reads the VM's type and struct tables (static data of libjvm.so, not
+/// written once the VM runs) a chunk at a time, each chunk copied once: a
+/// table scan reads thousands of entries and names, and one
+/// `process_vm_readv` per word or byte cost ≈ 0.25 s of system time at
+/// every start (BENCHMARKS.md, "The agent's start-up").
+#[derive(Default)]
+struct TableReader {
+    chunks: std::collections::HashMap<usize, Option<Box<[u8; CHUNK]>>>,
+}
+
+impl TableReader {
+    /// The chunk holding `addr`, copied on first use; `None` if unmapped.
+    fn chunk(&mut self, addr: usize) -> Option<&[u8; CHUNK]> {
+        let base = addr & !(CHUNK - 1);
+        self.chunks
+            .entry(base)
+            .or_insert_with(|| {
+                let mut c = Box::new([0u8; CHUNK]);
+                copy_in(base, &mut c[..]).then_some(c)
+            })
+            .as_deref()
     }
-    None
+
+    /// Copies `out.len()` bytes at `addr` into `out`.
+    fn bytes(&mut self, mut addr: usize, mut out: &mut [u8]) -> bool {
+        if addr == 0 {
+            return false;
+        }
+        while !out.is_empty() {
+            let at = addr % CHUNK;
+            let n = out.len().min(CHUNK - at);
+            let Some(c) = self.chunk(addr) else {
+                return false;
+            };
+            out[..n].copy_from_slice(&c[at..at + n]);
+            (addr, out) = (addr + n, &mut out[n..]);
+        }
+        true
+    }
+
+    /// The word at `addr`.
+    fn word(&mut self, addr: usize) -> Option<usize> {
+        let mut b = [0u8; 8];
+        self.bytes(addr, &mut b).then(|| u64::from_ne_bytes(b) as usize)
+    }
+
+    /// The C string at `addr` (at most 256 bytes).
+    fn cstr(&mut self, addr: usize) -> Option<String> {
+        let mut out = Vec::new();
+        while out.len() < 256 {
+            let mut b = [0u8; 1];
+            if !self.bytes(addr + out.len(), &mut b) {
+                return None;
+            }
+            if b[0] == 0 {
+                return Some(String::from_utf8_lossy(&out).into_owned());
+            }
+            out.push(b[0]);
+        }
+        None
+    }
 }
 
 /// The value of an exported `uint64_t`/pointer variable of libjvm.so.
@@ -170,14 +224,15 @@ impl NativeAddresses {
         if table == 0 || stride == 0 {
             return None;
         }
+        let mut mem = TableReader::default();
         for i in 0..100_000 {
             let e = table + i * stride;
-            let tn: usize = read(e + type_name)?;
+            let tn = mem.word(e + type_name)?;
             if tn == 0 {
                 return None;
             }
-            if read_cstr(tn)? == name {
-                return Some(read::<u64>(e + size)? as usize).filter(|&n| n > 0);
+            if mem.cstr(tn)? == name {
+                return mem.word(e + size).filter(|&n| n > 0);
             }
         }
         None
@@ -282,20 +337,21 @@ unsafe fn offsets_in(lib: *mut c_void, wanted: &[(&str, &str)]) -> Option<Vec<Op
         return None;
     }
     let mut out = vec![None; wanted.len()];
+    let mut mem = TableReader::default();
     // The table ends with an entry without a type name; bounded anyway.
     for i in 0..100_000 {
         let e = table + i * stride;
-        let tn: usize = read(e + type_name)?;
+        let tn = mem.word(e + type_name)?;
         if tn == 0 {
             break;
         }
-        let fnp: usize = read(e + field_name)?;
+        let fnp = mem.word(e + field_name)?;
         if fnp == 0 {
             continue;
         }
-        let (t, f) = (read_cstr(tn)?, read_cstr(fnp)?);
+        let (t, f) = (mem.cstr(tn)?, mem.cstr(fnp)?);
         for (slot, _) in out.iter_mut().zip(wanted).filter(|(_, w)| w.0 == t && w.1 == f) {
-            *slot = Some(read::<u64>(e + offset)? as usize);
+            *slot = Some(mem.word(e + offset)?);
         }
     }
     Some(out)
@@ -304,6 +360,52 @@ unsafe fn offsets_in(lib: *mut c_void, wanted: &[(&str, &str)]) -> Option<Vec<Op
 /// Reads a pointer-sized word of our own memory; `None` if it is not mapped.
 pub(crate) fn read_word(addr: usize) -> Option<usize> {
     read(addr)
+}
+
+/// Reads the word at each of `addrs` of our own memory (`None` where it is
+/// not mapped), up to 1 024 in one `process_vm_readv`: a class's methods
+/// are read together, not with a system call each.
+pub(crate) fn read_words_at(addrs: &[usize]) -> Vec<Option<usize>> {
+    const BATCH: usize = 1024; // IOV_MAX
+    let mut out = vec![None; addrs.len()];
+    let mut words = vec![0usize; BATCH];
+    let mut start = 0;
+    while start < addrs.len() {
+        let batch = &addrs[start..addrs.len().min(start + BATCH)];
+        let local: Vec<libc::iovec> = words[..batch.len()]
+            .iter_mut()
+            .map(|w| libc::iovec {
+                iov_base: (w as *mut usize).cast(),
+                iov_len: 8,
+            })
+            .collect();
+        let remote: Vec<libc::iovec> = batch
+            .iter()
+            .map(|&a| libc::iovec {
+                iov_base: a as *mut c_void,
+                iov_len: 8,
+            })
+            .collect();
+        // SAFETY: copies from our own address space into `words`; the
+        // transfer stops at the first source that is not mapped.
+        let n = unsafe {
+            libc::process_vm_readv(
+                libc::getpid(),
+                local.as_ptr(),
+                local.len() as _,
+                remote.as_ptr(),
+                remote.len() as _,
+                0,
+            )
+        };
+        let whole = (n.max(0) as usize) / 8;
+        for (o, &w) in out[start..].iter_mut().zip(&words[..whole]) {
+            *o = Some(w);
+        }
+        // The one that stopped the transfer (if any) is unreadable: go on after it.
+        start += whole + usize::from(whole < batch.len());
+    }
+    out
 }
 
 /// Reads `N` bytes of our own memory; `None` if they are not mapped.
@@ -337,4 +439,42 @@ fn copy_in(addr: usize, out: &mut [u8]) -> bool {
     // source is an error (EFAULT), not a fault.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
     n == out.len() as isize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batched_reads_skip_only_the_unmapped_words() {
+        let words: Vec<usize> = (0..3000).map(|i| i * 7 + 1).collect();
+        let mut addrs: Vec<usize> = words.iter().map(|w| w as *const usize as usize).collect();
+        // Unmapped: the first page, at the start, inside a batch and at a batch's end.
+        for i in [0, 500, 1023, 2999] {
+            addrs[i] = 8 * i;
+        }
+        let got = read_words_at(&addrs);
+        for (i, (g, w)) in got.iter().zip(&words).enumerate() {
+            let unmapped = [0, 500, 1023, 2999].contains(&i);
+            assert_eq!(*g, (!unmapped).then_some(*w), "word {i}");
+        }
+    }
+
+    #[test]
+    fn table_reads_cross_chunks_and_stop_at_unmapped_memory() {
+        let text = vec![b'x'; 3 * CHUNK];
+        let mut s = text.clone();
+        s.push(0);
+        let mut mem = TableReader::default();
+        let at = s.as_ptr() as usize + 10;
+        assert_eq!(mem.cstr(at).map(|c| c.len()), None, "longer than 256 bytes");
+        let end = s.as_ptr() as usize + s.len() - 5;
+        assert_eq!(mem.cstr(end).as_deref(), Some("xxxx"));
+        let v: [usize; 3] = [11, 22, 33];
+        assert_eq!(mem.word(&v[1] as *const usize as usize), Some(22));
+        assert_eq!(mem.word(16), None);
+        let mut buf = vec![0u8; 2 * CHUNK + 100];
+        assert!(mem.bytes(s.as_ptr() as usize + 7, &mut buf));
+        assert!(buf.iter().all(|&b| b == b'x'));
+    }
 }

@@ -287,11 +287,12 @@ unsafe fn describe_class(rec: &Recorder, env: *mut jvmtiEnv, klass: jclass, ts: 
     if jvmti!(env, GetClassMethods, klass, &mut n, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
         return;
     }
-    let mut out = Vec::with_capacity(n.max(0) as usize);
-    for i in 0..n.max(0) as usize {
-        let m = *methods.add(i);
-        // A jmethodID points at its Method* (HotSpot).
-        let Some(addr) = vmstructs::read_word(m as usize).filter(|&a| a != 0) else {
+    let ids = std::slice::from_raw_parts(methods, n.max(0) as usize);
+    // A jmethodID points at its Method* (HotSpot).
+    let addrs = vmstructs::read_words_at(&ids.iter().map(|&m| m as usize).collect::<Vec<_>>());
+    let mut out = Vec::with_capacity(ids.len());
+    for (&m, addr) in ids.iter().zip(addrs) {
+        let Some(addr) = addr.filter(|&a| a != 0) else {
             continue;
         };
         if let Some(id) = code_method_id(rec, env, m, ts) {
