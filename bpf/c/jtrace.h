@@ -63,4 +63,8 @@ struct hotspot_layout {
 	__u64 code_hi;
 };
 
+/* Cookies of the agent's hooks in their multi link (agent_hooks_multi). */
+#define AGENT_HOOK_HOTSPOT_LAYOUT 0
+#define AGENT_HOOK_JAVA_THREAD 1
+
 #endif /* JTRACE_H */

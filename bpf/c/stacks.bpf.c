@@ -35,8 +35,7 @@ static __always_inline __u32 current_tgid(void)
 }
 
 /* jtrace_hotspot_layout(const struct hotspot_layout *l) of the agent. */
-SEC("uprobe")
-int BPF_UPROBE(hotspot_layout, const struct hotspot_layout *l)
+static __always_inline int on_hotspot_layout(const struct hotspot_layout *l)
 {
 	__u32 tgid = current_tgid();
 	struct hotspot_layout v;
@@ -48,8 +47,7 @@ int BPF_UPROBE(hotspot_layout, const struct hotspot_layout *l)
 }
 
 /* jtrace_java_thread(u64 tid, u64 java_thread) of the agent: 0 forgets. */
-SEC("uprobe")
-int BPF_UPROBE(java_thread, __u64 tid, __u64 java_thread)
+static __always_inline int on_java_thread(__u64 tid, __u64 java_thread)
 {
 	__u32 t = tid;
 
@@ -60,6 +58,32 @@ int BPF_UPROBE(java_thread, __u64 tid, __u64 java_thread)
 	else
 		bpf_map_delete_elem(&java_threads, &t);
 	return 0;
+}
+
+SEC("uprobe")
+int BPF_UPROBE(hotspot_layout, const struct hotspot_layout *l)
+{
+	return on_hotspot_layout(l);
+}
+
+SEC("uprobe")
+int BPF_UPROBE(java_thread, __u64 tid, __u64 java_thread)
+{
+	return on_java_thread(tid, java_thread);
+}
+
+/*
+ * Both hooks in one multi link (Linux 6.6), the cookie telling which: a
+ * uprobe's perf event detaches under a global lock, one RCU grace period
+ * after another, while multi links detach together (BENCHMARKS.md, "The
+ * agent's start-up and exit").
+ */
+SEC("uprobe.multi")
+int BPF_UPROBE(agent_hooks_multi, __u64 a, __u64 b)
+{
+	if (bpf_get_attach_cookie(ctx) == AGENT_HOOK_HOTSPOT_LAYOUT)
+		return on_hotspot_layout((const struct hotspot_layout *)a);
+	return on_java_thread(a, b);
 }
 
 /*

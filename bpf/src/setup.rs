@@ -108,8 +108,9 @@ pub(crate) fn setup<'o>(
     p.lib_exit.set_autoload(lib_calls && !multi);
     p.lib_enter_multi.set_autoload(lib_calls && multi);
     p.lib_exit_multi.set_autoload(lib_calls && multi);
-    p.hotspot_layout.set_autoload(agent_hooks);
-    p.java_thread.set_autoload(agent_hooks);
+    p.hotspot_layout.set_autoload(agent_hooks && !multi);
+    p.java_thread.set_autoload(agent_hooks && !multi);
+    p.agent_hooks_multi.set_autoload(agent_hooks && multi);
     p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
     let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
     if syscalls {
@@ -173,7 +174,11 @@ pub(crate) fn setup<'o>(
     };
     let mut clocks = Vec::new();
     if agent_hooks {
-        links.extend(attach_agent_hooks(&sk, cfg.agent_library.as_deref().expect("checked"))?);
+        links.extend(attach_agent_hooks(
+            &sk,
+            cfg.agent_library.as_deref().expect("checked"),
+            multi,
+        )?);
     }
     if cfg.stacks && cfg.cpu_sample_hz > 0 {
         clocks = open_cpu_clocks(cfg.cpu_sample_hz, libbpf_rs::num_possible_cpus().unwrap_or(1))?;
@@ -190,26 +195,53 @@ pub(crate) fn setup<'o>(
 }
 
 /// The agent's announcement functions (agent/src/events/code.rs), probed
-/// in every process that maps the library.
-fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path) -> Result<Vec<Link>> {
+/// in every process that maps the library: with `multi`, both in one
+/// uprobe.multi link (their cookies say which), which detaches alongside
+/// the library calls' links instead of a grace period after them.
+fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path, multi: bool) -> Result<Vec<Link>> {
     let names = ["jtrace_hotspot_layout", "jtrace_java_thread"];
     let found = lookup_functions(lib, &names).with_context(|| format!("reading {}", lib.display()))?;
-    let mut links = Vec::new();
-    for ((name, sym), prog) in names
-        .iter()
-        .zip(found)
-        .zip([&sk.progs.hotspot_layout, &sk.progs.java_thread])
-    {
+    let mut offsets = Vec::new();
+    for (name, sym) in names.iter().zip(found) {
         let Sym::Function(offset) = sym else {
             bail!(
                 "{}: no function {name} (not a jtrace agent of this version?)",
                 lib.display()
             );
         };
-        let link = prog
-            .attach_uprobe_with_opts(-1, lib, offset as usize, UprobeOpts::default())
-            .map_err(|e| load_error(&format!("attaching a uprobe to {name} ({})", lib.display()), e))?;
-        links.push(link);
+        offsets.push(offset as usize);
+    }
+    let attach_error = |e| {
+        load_error(
+            &format!("attaching uprobes to {} ({})", names.join(" and "), lib.display()),
+            e,
+        )
+    };
+    if multi {
+        let opts = UprobeMultiOpts {
+            offsets,
+            cookies: vec![
+                u64::from(jtrace_h::AGENT_HOOK_HOTSPOT_LAYOUT),
+                u64::from(jtrace_h::AGENT_HOOK_JAVA_THREAD),
+            ],
+            ..Default::default()
+        };
+        let link = sk
+            .progs
+            .agent_hooks_multi
+            .attach_uprobe_multi_with_opts(-1, lib, "", opts)
+            .map_err(attach_error)?;
+        return Ok(vec![link]);
+    }
+    let mut links = Vec::new();
+    for (offset, prog) in offsets
+        .into_iter()
+        .zip([&sk.progs.hotspot_layout, &sk.progs.java_thread])
+    {
+        links.push(
+            prog.attach_uprobe_with_opts(-1, lib, offset, UprobeOpts::default())
+                .map_err(attach_error)?,
+        );
     }
     Ok(links)
 }
