@@ -166,10 +166,10 @@ fn record(
 ) -> Result<KernelStats> {
     let mut cfg = cfg;
     let chunks = cfg.chunks.take();
-    let mut object = MaybeUninit::uninit();
-    let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     let written = file.metadata().map_or(0, |m| m.len());
     let name = cfg.out_name.display().to_string();
+    // Before the programs load: the sink starts reading the kernel's
+    // symbols meanwhile (StackNames::preload).
     let sink = RefCell::new(Sink::with_floor(
         file,
         name,
@@ -178,6 +178,8 @@ fn record(
         cfg.stacks,
         cfg.min_free,
     ));
+    let mut object = MaybeUninit::uninit();
+    let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
     if let Some(plan) = chunks {
         let started = crate::stack_names::now_ns();
         sink.borrow_mut()

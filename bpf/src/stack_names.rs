@@ -111,6 +111,8 @@ fn in_ranges(ranges: &[(u64, u64)], pc: u64) -> bool {
 pub(crate) struct StackNames {
     procs: HashMap<u32, Process>,
     kallsyms: Option<Option<Kallsyms>>,
+    /// The kernel's symbols being read by [`StackNames::preload`]'s thread.
+    loading: Option<std::thread::JoinHandle<Option<Kallsyms>>>,
     ksyms: HashSet<u64>,
     build_ids: HashMap<(String, u64), Vec<u8>>,
     /// MAPPING records written.
@@ -125,11 +127,32 @@ pub(crate) struct StackNames {
 }
 
 impl StackNames {
-    /// Reads the kernel's symbols now, before recording starts: reading
-    /// them takes tens of milliseconds, which the consumer must not spend
-    /// while short-lived processes exit unnamed.
+    /// Starts reading the kernel's symbols on a thread of their own, before
+    /// recording starts: reading them takes ≈ 0.1 s of kernel time, which
+    /// the consumer must not spend while short-lived processes exit
+    /// unnamed, and which overlaps the loading of the BPF programs.
     pub(crate) fn preload(&mut self) {
-        self.kallsyms.get_or_insert_with(|| Kallsyms::load().ok());
+        if self.kallsyms.is_none() && self.loading.is_none() {
+            let loading = std::thread::Builder::new()
+                .name("jtrace-kallsyms".into())
+                .spawn(|| Kallsyms::load().ok());
+            match loading {
+                Ok(handle) => self.loading = Some(handle),
+                Err(_) => self.kallsyms = Some(Kallsyms::load().ok()),
+            }
+        }
+    }
+
+    /// Has the kernel's symbols in `kallsyms`: waits for
+    /// [`StackNames::preload`]'s thread, or reads them now if none started.
+    fn finish_loading(&mut self) {
+        if self.kallsyms.is_none() {
+            let loaded = match self.loading.take() {
+                Some(handle) => handle.join().ok().flatten(),
+                None => Kallsyms::load().ok(),
+            };
+            self.kallsyms = Some(loaded);
+        }
     }
 
     /// Process `tgid` called exec at `ts`: its mappings are new.
@@ -169,7 +192,8 @@ impl StackNames {
     }
 
     fn kernel(&mut self, pcs: &[u64], out: &mut Encoder) {
-        let Some(k) = self.kallsyms.get_or_insert_with(|| Kallsyms::load().ok()) else {
+        self.finish_loading();
+        let Some(k) = self.kallsyms.as_ref().and_then(Option::as_ref) else {
             return;
         };
         for &pc in pcs {
