@@ -15,7 +15,7 @@ use jtrace_format as fmt;
 use jtrace_symbols::access::BinaryAccess;
 use jtrace_symbols::codemap::CodeAt;
 use jtrace_symbols::elf::{demangle, SymbolTable, PLT};
-use jtrace_symbols::lines::SourceLine;
+use jtrace_symbols::lines::{build_id_path, SourceLine};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -497,24 +497,28 @@ impl<'t> Symbolizer<'t> {
             candidates.push(root.join(path.trim_start_matches('/')));
         }
         candidates.push(PathBuf::from(path));
-        let debug_file = (build_id.len() > 1).then(|| {
-            let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-            PathBuf::from(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]))
-        });
-        candidates.extend(debug_file.clone());
-        let load = |c: &PathBuf| {
+        let debug_root = Path::new("/usr/lib/debug");
+        candidates.extend(build_id_path(debug_root, build_id));
+        let load = |c: &PathBuf, build_id: &[u8]| {
             let t = SymbolTable::load_file(&self.access.open(c).ok()?, c).ok()?;
             let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
             same.then_some(t)
         };
         let mut found = candidates
             .iter()
-            .find_map(|c| load(c).map(|table| Found { table, path: c.clone() }));
+            .find_map(|c| load(c, build_id).map(|table| Found { table, path: c.clone() }));
         // The binary found, its debug file's symbols too (functions a
-        // library does not export: libc's futex waits, say).
-        if let (Some(f), Some(d)) = (&mut found, &debug_file) {
-            if f.path != *d {
-                if let Some(debug) = load(d) {
+        // library does not export: libc's futex waits, say), by the
+        // recorded build id or, for a mapping recorded without one, the
+        // binary's own.
+        if let Some(f) = &mut found {
+            let id = if build_id.is_empty() {
+                f.table.build_id.clone().unwrap_or_default()
+            } else {
+                build_id.to_vec()
+            };
+            if let Some(d) = build_id_path(debug_root, &id).filter(|d| f.path != *d) {
+                if let Some(debug) = load(&d, &id) {
                     f.table.add_debug_symbols(debug);
                 }
             }
@@ -532,5 +536,37 @@ impl<'t> Symbolizer<'t> {
         };
         self.binaries.borrow_mut().insert(key, result.clone());
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jtrace_symbols::elf::build_id;
+
+    /// A mapping recorded without a build id (its file could not be read
+    /// then) still gets the debug file's symbols, by the binary's own
+    /// build id: libc's unexported functions (`clone3`, the futex waits)
+    /// are only there (libc6-dbg, which scripts/setup.sh installs).
+    #[test]
+    fn a_binary_recorded_without_a_build_id_gets_its_debug_files_symbols() {
+        let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+        let id = build_id(Path::new(libc)).unwrap().expect("libc has a build id");
+        let debug = build_id_path(Path::new("/usr/lib/debug"), &id).unwrap();
+        assert!(
+            debug.exists(),
+            "{} missing: install libc6-dbg (scripts/setup.sh)",
+            debug.display()
+        );
+        let exported = SymbolTable::load(Path::new(libc)).unwrap().len();
+        let trace = Trace::default();
+        let s = Symbolizer::new(&trace);
+        let with_id = s.binary(libc, &id).expect("libc read").table.len();
+        let without_id = s.binary(libc, &[]).expect("libc read").table.len();
+        assert!(
+            with_id > exported,
+            "the debug file adds symbols: {with_id} against {exported}"
+        );
+        assert_eq!(without_id, with_id);
     }
 }
