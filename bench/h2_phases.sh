@@ -3,8 +3,8 @@
 # bench/h2/H2Load.java (as in bench/h2_broad.sh) run through
 # bench/h2/Phases.java, whose wall-clock stamps split each command's
 # elapsed time into start-up (command start to main: jtrace's set-up and
-# the JVM's start with the agent), main (H2's set-up and the rounds) and
-# exit (main's end to the command's end: the JVM's shutdown, the agent's
+# the JVM's start with the agent), main (H2's set-up, then the rounds,
+# which H2Load times itself) and exit (main's end to the command's end: the JVM's shutdown, the agent's
 # and jtrace's stop). Untraced, jtrace with no method selected, and the
 # default `--methods 'org.h2.*'`; BASELINE=<another jtrace binary> adds
 # the last two with it (labels base_*), for before/after ratios in one
@@ -26,7 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
 cp="$h2:$tmp/cls"
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
 
-# one LABEL CMD...: prints "LABEL startup_ms main_ms exit_ms"
+# one LABEL CMD...: prints "LABEL startup_ms setup_ms rounds_ms exit_ms"
 one() {
     local label="$1"; shift
     sync
@@ -35,10 +35,11 @@ one() {
     start="$(date +%s%3N)"
     out="$("$@" 2>"$tmp/err")" || { echo "h2_phases: $label failed:" >&2; cat "$tmp/err" >&2; exit 1; }
     end="$(date +%s%3N)"
-    local ms me
+    local ms me rounds
     ms="$(sed -n 's/^main_start_ms //p' <<<"$out")"
     me="$(sed -n 's/^main_end_ms //p' <<<"$out")"
-    echo "$label $((ms - start)) $((me - ms)) $((end - me))"
+    rounds="$(sed -n 's/^rounds_ms \([0-9]*\).*/\1/p' <<<"$out")"
+    echo "$label $((ms - start)) $((me - ms - rounds)) $rounds $((end - me))"
 }
 
 java_cmd=("$jdk/bin/java" -cp "$cp" Phases H2Load mem)
@@ -63,10 +64,11 @@ import sys, statistics as st, collections
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     w = line.split()
-    runs[w[0]].append(tuple(int(x) for x in w[1:4]))
-med = {l: [st.median(r[i] for r in v) for i in range(3)] for l, v in runs.items()}
+    runs[w[0]].append(tuple(int(x) for x in w[1:5]))
+med = {l: [st.median(r[i] for r in v) for i in range(4)] for l, v in runs.items()}
 u = med["untraced"]
-print("label          start-up  main   exit  total (ms, medians; + over untraced)")
+print("label          start-up  set-up rounds   exit  total (ms, medians; + over untraced)")
 for l, m in med.items():
-    print(f"{l:14s} {m[0]:7.0f} {m[1]:6.0f} {m[2]:6.0f} {sum(m):6.0f}   +{m[0]-u[0]:.0f} +{m[1]-u[1]:.0f} +{m[2]-u[2]:.0f} = +{sum(m)-sum(u):.0f}")
+    over = " ".join(f"+{m[i] - u[i]:.0f}" for i in range(4))
+    print(f"{l:14s} {m[0]:7.0f} {m[1]:7.0f} {m[2]:6.0f} {m[3]:6.0f} {sum(m):6.0f}   {over} = +{sum(m) - sum(u):.0f}")
 PY
