@@ -3,7 +3,8 @@
 //! block (in the JVM: a sleep, a contended monitor; in the kernel: a socket
 //! read the JVM does not report), but not for a class-loading wait, and
 //! says so in the report; `--min-duration` leaves short leaf calls out and
-//! counts every one of them.
+//! counts every one of them; the demoter thread leaves the JVM before it
+//! exits.
 
 mod common;
 
@@ -314,5 +315,61 @@ fn interpreted_frames_are_named_after_a_demotion() {
             assert!(!names.iter().any(|n| n.contains("unknown method")), "{jdk}: {names:?}");
         }
         std::fs::remove_dir_all(&out).ok();
+    }
+}
+
+/// The demoter, a thread the agent attaches to the JVM, has left it when
+/// the JVM exits: left attached it would wait in native code, and HotSpot's
+/// exit waits up to 0.3 s for such threads to block
+/// (`VM_Exit::wait_for_threads_in_native_to_block`). HotSpot's own log
+/// (`-Xlog:os+thread`) says which threads attached and which detached.
+#[test]
+fn the_demoter_has_left_the_jvm_when_it_exits() {
+    for jdk in JDKS {
+        let out = tempdir("demoter-detach");
+        let cp = classes();
+        let java = java(jdk);
+        let o = jtrace_run(
+            &out,
+            &["--methods", "Demotion$Work.*"],
+            &[
+                java.to_str().unwrap(),
+                "-Xlog:os+thread=info",
+                "-cp",
+                cp.to_str().unwrap(),
+                "Demotion",
+                "1000",
+            ],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let log = String::from_utf8_lossy(&o.stdout);
+        // "Thread attached (tid: N, …", "JavaThread detaching (tid: N)"
+        // ("(name: \"…\", tid: N)" on JDK 25).
+        let tids = |what: &str| -> Vec<u32> {
+            log.lines()
+                .filter(|l| l.contains(what))
+                .filter_map(|l| l.split("tid: ").nth(1))
+                .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+                .collect()
+        };
+        let attached = tids("] Thread attached (");
+        let detached = tids("] JavaThread detaching (");
+        let trace = Trace::open(&out).unwrap();
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        assert!(!r.demoted.is_empty(), "{jdk}: nothing demoted, no demoter to check");
+        // The first is the launcher's thread, which destroys the JVM attached.
+        assert!(
+            attached.len() >= 2,
+            "{jdk}: the demoter's attach is not in the log:\n{log}"
+        );
+        let left: Vec<u32> = attached[1..]
+            .iter()
+            .filter(|t| !detached.contains(t))
+            .copied()
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{jdk}: threads {left:?} still attached at exit:\n{log}"
+        );
     }
 }
