@@ -26,6 +26,27 @@ fn run_demotion(jdk: &str, out: &std::path::Path, extra: &[&str], millis: &str) 
     summary_counts(&o.stdout, "tiny")
 }
 
+/// `Demotion millis` under jtrace (`--methods 'Demotion$Work.*'`) with one
+/// more JVM flag; its output, once it has succeeded.
+fn run_demotion_with_jvm_flag(jdk: &str, out: &std::path::Path, flag: &str, millis: &str) -> std::process::Output {
+    let cp = classes();
+    let java = java(jdk);
+    let o = jtrace_run(
+        out,
+        &["--methods", "Demotion$Work.*"],
+        &[
+            java.to_str().unwrap(),
+            flag,
+            "-cp",
+            cp.to_str().unwrap(),
+            "Demotion",
+            millis,
+        ],
+    );
+    assert!(o.status.success(), "{jdk}: jtrace run failed");
+    o
+}
+
 #[test]
 fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
     for jdk in JDKS {
@@ -278,21 +299,7 @@ fn interpreted_frames_are_named_after_a_demotion() {
     }
     for jdk in [JDK17, JDK25] {
         let out = tempdir("demotion-xint");
-        let cp = classes();
-        let java = java(jdk);
-        let o = jtrace_run(
-            &out,
-            &["--methods", "Demotion$Work.*"],
-            &[
-                java.to_str().unwrap(),
-                "-Xint",
-                "-cp",
-                cp.to_str().unwrap(),
-                "Demotion",
-                "3000",
-            ],
-        );
-        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        run_demotion_with_jvm_flag(jdk, &out, "-Xint", "3000");
         let trace = Trace::open(&out).unwrap();
         let r = jtrace_merge::build_report(&trace, &Default::default());
         let d = r
@@ -327,21 +334,7 @@ fn interpreted_frames_are_named_after_a_demotion() {
 fn the_demoter_has_left_the_jvm_when_it_exits() {
     for jdk in JDKS {
         let out = tempdir("demoter-detach");
-        let cp = classes();
-        let java = java(jdk);
-        let o = jtrace_run(
-            &out,
-            &["--methods", "Demotion$Work.*"],
-            &[
-                java.to_str().unwrap(),
-                "-Xlog:os+thread=info",
-                "-cp",
-                cp.to_str().unwrap(),
-                "Demotion",
-                "1000",
-            ],
-        );
-        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let o = run_demotion_with_jvm_flag(jdk, &out, "-Xlog:os+thread=info", "1000");
         let log = String::from_utf8_lossy(&o.stdout);
         // "Thread attached (tid: N, …", "JavaThread detaching (tid: N)"
         // ("(name: \"…\", tid: N)" on JDK 25).
