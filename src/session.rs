@@ -191,18 +191,23 @@ impl Session {
         let Some(recorder) = self.recorder.take() else {
             return KernelStats::default();
         };
-        // Let in-flight kernel events of the last exits reach the ring buffer.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        self.meta.end_monotonic_ns = clock_ns(rustix::time::ClockId::Monotonic);
-        let stats = recorder.stop().unwrap_or_else(|e| {
-            let error = format!("stopping kernel tracing: {e:#}");
-            eprintln!("jtrace: {error}");
-            KernelStats {
-                write_error: Some(error),
-                ..Default::default()
-            }
-        });
+        // The tracepoints go on for 20 ms, while the uprobes detach: the
+        // last exits' switches may still be on their way to the ring buffer.
+        let stats = recorder
+            .stop_after(std::time::Duration::from_millis(20))
+            .unwrap_or_else(|e| {
+                let error = format!("stopping kernel tracing: {e:#}");
+                eprintln!("jtrace: {error}");
+                KernelStats {
+                    write_error: Some(error),
+                    ..Default::default()
+                }
+            });
         let m = &mut self.meta;
+        m.end_monotonic_ns = match stats.ended_ns {
+            0 => clock_ns(rustix::time::ClockId::Monotonic),
+            ended => ended,
+        };
         m.kernel_records = stats.records;
         m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_inferred_switch_ins = stats.inferred_switch_ins;

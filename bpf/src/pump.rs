@@ -4,7 +4,8 @@
 
 use std::cell::RefCell;
 use std::mem::offset_of;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -23,6 +24,78 @@ const POLL_TIMEOUT: Duration = Duration::from_millis(50);
 /// leaves a readable prefix.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 
+/// How the pump is told to stop: a flag, and an eventfd that ends its wait
+/// at once (a ring buffer poll would otherwise run out its timeout).
+pub(crate) struct StopSignal {
+    requested: AtomicBool,
+    /// How long the tracepoints keep recording after the stop (ns).
+    settle_ns: AtomicU64,
+    wake: OwnedFd,
+}
+
+impl StopSignal {
+    pub(crate) fn new() -> Result<StopSignal> {
+        // SAFETY: eventfd takes no pointer; a non-negative result is a new
+        // descriptor that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(anyhow!("creating an eventfd: {}", std::io::Error::last_os_error()));
+        }
+        Ok(StopSignal {
+            requested: AtomicBool::new(false),
+            settle_ns: AtomicU64::new(0),
+            // SAFETY: see above.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Asks the pump to stop: the uprobes detach at once, the tracepoints
+    /// after `settle`, time for events already under way to be submitted.
+    pub(crate) fn request(&self, settle: Duration) {
+        self.settle_ns.store(settle.as_nanos() as u64, Ordering::Relaxed);
+        self.requested.store(true, Ordering::Release);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to our own eventfd. A
+        // failure (the counter full) still leaves it readable: ignored.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    fn requested(&self) -> bool {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    fn settle(&self) -> Duration {
+        Duration::from_nanos(self.settle_ns.load(Ordering::Relaxed))
+    }
+
+    /// Waits until the ring buffer's consumer should be woken or a stop is
+    /// requested, at most `timeout`.
+    fn wait(&self, rb: &RingBuffer<'_>, timeout: Duration) -> Result<()> {
+        let mut fds = [
+            libc::pollfd {
+                fd: rb.epoll_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two initialised pollfds, the count says two.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            // EINTR from a signal (Ctrl-C) is not a reason to stop recording.
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(anyhow!("waiting for the BPF ring buffer: {e}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The consumer of the skeleton's ring buffer, feeding `sink`.
 pub(crate) fn ring_buffer<'a>(sk: &skel::JtraceSkel<'_>, sink: &'a RefCell<Sink>) -> Result<RingBuffer<'a>> {
     let mut builder = RingBufferBuilder::new();
@@ -38,25 +111,22 @@ pub(crate) fn ring_buffer<'a>(sk: &skel::JtraceSkel<'_>, sink: &'a RefCell<Sink>
 }
 
 /// Moves samples from the ring buffer to the sink until `stop`, then
-/// detaches the programs and drains what is left.
+/// detaches the programs and drains what is left. Returns when the
+/// recording ended: the end of the settle, before the tracepoints detached.
 pub(crate) fn pump(
     rb: &RingBuffer<'_>,
     sk: &mut skel::JtraceSkel<'_>,
     uprobes: &mut Vec<Link>,
     sink: &RefCell<Sink>,
-    stop: &AtomicBool,
+    stop: &StopSignal,
     late: &mut LateSafepoints,
-) -> Result<()> {
+) -> Result<u64> {
     let mut last_flush = Instant::now();
-    while !stop.load(Ordering::Acquire) {
-        // The BPF side usually submits without a wakeup, so a poll that
-        // times out has not consumed anything: consume explicitly.
-        if let Err(e) = rb.poll(POLL_TIMEOUT).and_then(|()| rb.consume()) {
-            // EINTR from a signal (Ctrl-C) is not a reason to stop recording.
-            if e.kind() != libbpf_rs::ErrorKind::Interrupted {
-                return Err(anyhow!("polling the BPF ring buffer: {e}"));
-            }
-        }
+    while !stop.requested() {
+        stop.wait(rb, POLL_TIMEOUT)?;
+        // The BPF side usually submits without a wakeup: consume whatever
+        // the wait ended for.
+        consume(rb)?;
         if last_flush.elapsed() >= FLUSH_EVERY {
             sink.borrow_mut().flush();
             last_flush = Instant::now();
@@ -68,17 +138,38 @@ pub(crate) fn pump(
         }
         late.poll(sk, uprobes, &mut s);
     }
-    // Detach first so that nothing arrives after the final drain. Each
-    // uprobe link's release waits for an RCU grace period (≈0.1 s here):
-    // released together, the waits overlap.
+    // Each uprobe link's release waits for an RCU grace period (≈ 30–70 ms
+    // here): released together, the waits overlap, and they overlap the
+    // settle, while the tracepoints still record the switches of threads
+    // that had just exited.
+    let settle_until = Instant::now() + stop.settle();
     std::thread::scope(|s| {
         for link in uprobes.drain(..) {
             s.spawn(move || drop(link));
         }
-    });
+        loop {
+            let left = settle_until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            if let Err(e) = rb.poll(left) {
+                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
+                    return Err(anyhow!("polling the BPF ring buffer: {e}"));
+                }
+            }
+            consume(rb)?;
+        }
+    })?;
+    let ended = crate::stack_names::now_ns();
+    // Detach the rest so that nothing arrives after the final drain.
     sk.links = Default::default();
-    rb.consume().map_err(|e| anyhow!("draining the BPF ring buffer: {e}"))?;
-    flush_pending_wakeups(sk, &mut sink.borrow_mut())
+    consume(rb).map_err(|e| e.context("draining the BPF ring buffer"))?;
+    flush_pending_wakeups(sk, &mut sink.borrow_mut())?;
+    Ok(ended)
+}
+
+fn consume(rb: &RingBuffer<'_>) -> Result<()> {
+    rb.consume().map_err(|e| anyhow!("consuming the BPF ring buffer: {e}"))
 }
 
 /// Makes the BPF side write every stack again on its next use, under a

@@ -6,15 +6,15 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use jtrace_format::{Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC};
 
 use crate::features::{check_pid_max, required_kernel_features};
-use crate::pump::{pump, ring_buffer};
+use crate::pump::{pump, ring_buffer, StopSignal};
 use crate::setup::setup;
 use crate::sink::Sink;
 use crate::stats::{read_stats, KernelStats};
@@ -24,7 +24,7 @@ use crate::{resolve_lib_calls, RecorderConfig, ResolvedLibCall};
 /// writing the stream file. Dropping it without [`KernelRecorder::stop`]
 /// also stops it, discarding the statistics.
 pub struct KernelRecorder {
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     thread: Option<JoinHandle<Result<KernelStats>>>,
 }
 
@@ -58,7 +58,7 @@ impl KernelRecorder {
         // skeleton, so all of them live on the consumer thread's stack; the
         // thread reports set-up success or failure through this channel.
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::new()?);
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jtrace-kernel".into())
@@ -82,13 +82,21 @@ impl KernelRecorder {
 
     /// Detaches the programs, writes what is left in the ring buffer, flushes
     /// and fsyncs the stream file, and returns the counters.
-    pub fn stop(mut self) -> Result<KernelStats> {
-        self.finish().expect("thread present until stop or drop")
+    pub fn stop(self) -> Result<KernelStats> {
+        self.stop_after(Duration::ZERO)
     }
 
-    fn finish(&mut self) -> Option<Result<KernelStats>> {
+    /// As [`KernelRecorder::stop`], but the tracepoints keep recording for
+    /// `settle` first (the uprobes detach meanwhile): events of the last
+    /// moments, such as the final switch of a thread whose process was just
+    /// reaped, may still be on their way to the ring buffer.
+    pub fn stop_after(mut self, settle: Duration) -> Result<KernelStats> {
+        self.finish(settle).expect("thread present until stop or drop")
+    }
+
+    fn finish(&mut self, settle: Duration) -> Option<Result<KernelStats>> {
         let thread = self.thread.take()?;
-        self.stop.store(true, Ordering::Release);
+        self.stop.request(settle);
         Some(match thread.join() {
             Ok(r) => r,
             Err(_) => Err(anyhow!("the kernel consumer thread panicked")),
@@ -98,7 +106,7 @@ impl KernelRecorder {
 
 impl Drop for KernelRecorder {
     fn drop(&mut self) {
-        let _ = self.finish();
+        let _ = self.finish(Duration::ZERO);
     }
 }
 
@@ -161,7 +169,7 @@ fn record(
     cfg: RecorderConfig,
     probes: Vec<ResolvedLibCall>,
     (file, probe_defs): (File, Vec<u8>),
-    stop: &AtomicBool,
+    stop: &StopSignal,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Result<KernelStats> {
     let mut cfg = cfg;
@@ -188,11 +196,12 @@ fn record(
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
     let mut late = crate::late_safepoints::LateSafepoints::new(&probes);
-    pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
+    let ended = pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
     drop(rb);
 
     sink.borrow_mut().flush();
     let mut stats = read_stats(&sk, &sink.borrow().counts())?;
+    stats.ended_ns = ended;
     stats.probe_defs = probes.len() as u64;
     stats.records += stats.probe_defs;
     let (_file, failure) = sink.into_inner().finish();

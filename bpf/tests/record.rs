@@ -219,6 +219,57 @@ fn records_sleep_wakeup_and_filters_launcher() {
     );
 }
 
+/// The kernel's `TASK_DEAD` state bit: a thread's last switch-out.
+const TASK_DEAD: u32 = 0x80;
+
+/// A process's threads exit, the launcher reaps it and stops at once: every
+/// thread's last switch-out, which the kernel makes after the process can
+/// be reaped, is still in the stream (the tracepoints settle while the
+/// uprobes detach), and the recording's end comes after all of them.
+#[test]
+fn the_last_switches_of_a_reaped_process_are_recorded() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("reaped");
+    let rec = KernelRecorder::start(config(&dir)).expect("start recorder");
+    // Eight processes that exit as soon as they start, and their shell.
+    let status = Command::new("/bin/sh")
+        .args(["-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stats = rec
+        .stop_after(std::time::Duration::from_millis(20))
+        .expect("stop recorder");
+    let recs = decode(&dir);
+    let sorted = check_common(&recs, &stats);
+    let exited: BTreeSet<u32> = sorted
+        .iter()
+        .filter(|r| matches!(r.payload, Payload::Exit(_)))
+        .map(|r| r.tid)
+        .collect();
+    assert!(exited.len() >= 9, "EXIT records of sh and its children: {exited:?}");
+    for tid in &exited {
+        let last = sorted
+            .iter()
+            .rev()
+            .find_map(|r| match &r.payload {
+                Payload::SwitchOut(o) if r.tid == *tid => Some((r.ts, o.prev_state)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("tid {tid}: no switch-out at all"));
+        assert!(
+            last.1 & TASK_DEAD != 0,
+            "tid {tid}: its last switch-out is not its dying one: {last:?}"
+        );
+        assert!(
+            last.0 < stats.ended_ns,
+            "tid {tid}: its last switch-out at {} after the recording's end {}",
+            last.0,
+            stats.ended_ns
+        );
+    }
+}
+
 #[test]
 fn records_preemption_of_pinned_spinners() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
