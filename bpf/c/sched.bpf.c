@@ -155,9 +155,13 @@ static __always_inline struct pt_regs *saved_regs(struct task_struct *t)
 	if (off && stack)
 		return bpf_rdonly_cast((void *)(stack + off), bpf_core_type_id_kernel(struct pt_regs));
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	if (regs && stack)
+	if (!regs)
+		return NULL;
+	if (stack)
 		pt_regs_off = (__u64)regs - stack;
-	return regs;
+	/* The same pointer type on both paths: the verifier walks what uses
+	 * the registers once, not once per type. */
+	return bpf_rdonly_cast(regs, bpf_core_type_id_kernel(struct pt_regs));
 }
 
 
@@ -262,22 +266,23 @@ static __always_inline void flush_wakeup(struct switch_batch *batch)
 }
 
 /*
- * The stacks of `prev` at its switch-out, into the trailing fields of its
- * SWITCH_OUT (stacks.bpf.h). A dying thread's last switch has none.
+ * The stacks of `prev` at its switch-out (stacks.bpf.h), for the trailing
+ * fields of its SWITCH_OUT: the kernel stack's id in the low half, the
+ * user stack's in the high half. A dying thread's last switch has none.
  */
-static __always_inline void note_stacks(void *ctx, struct task_struct *prev, __u32 tid, __u32 tgid, __u64 ts,
-					unsigned int prev_state, struct switch_out_stacks_rec *r)
+static __always_inline __u64 note_stacks(void *ctx, struct task_struct *prev, __u32 tid, __u32 tgid, __u64 ts,
+					 unsigned int prev_state)
 {
 	struct pt_regs *regs;
+	__u64 ids;
 
-	r->kstack = 0;
-	r->ustack = 0;
 	if (prev_state & TASK_DEAD)
-		return;
-	r->kstack = kernel_stack(ctx, 0, tid, ts);
+		return 0;
+	ids = kernel_stack(ctx, 0, tid, ts);
 	regs = saved_regs(prev);
 	if (regs)
-		r->ustack = user_stack(0, tid, tgid, ts, regs->ip, regs->bp, regs->sp);
+		ids |= (__u64)user_stack(0, tid, tgid, ts, regs->ip, regs->bp, regs->sp) << 32;
+	return ids;
 }
 
 SEC("tp_btf/sched_switch")
@@ -317,6 +322,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		struct switch_out_rec *r;
 		/* Its switch-in on this CPU was reported (see above). */
 		bool seen_in = batch->in_tid == prev_pid;
+		/* First, while one verifier state reaches it: the stack code is
+		 * then verified once, not once per path of what follows. */
+		__u64 stacks = stack_mode ? note_stacks(ctx, prev, prev_pid, prev_tgid, ts, prev_state) : 0;
 
 		in_ts = batch->last_ts;
 		batch->in_tid = 0;
@@ -350,8 +358,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r->prev_state = preempt ? 0 : prev_state;
 		r->cpu = cpu;
 		r->next_tid = next_pid;
-		if (stack_mode)
-			note_stacks(ctx, prev, prev_pid, prev_tgid, ts, prev_state, (void *)r);
+		if (stack_mode) {
+			((struct switch_out_stacks_rec *)r)->kstack = (__u32)stacks;
+			((struct switch_out_stacks_rec *)r)->ustack = stacks >> 32;
+		}
 		off += size;
 	}
 	if (in) {
