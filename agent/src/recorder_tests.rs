@@ -312,7 +312,10 @@ fn unfinished_stream_is_a_readable_prefix() {
     let _ = std::fs::remove_file(&path);
     // Preallocated (by the creator, maybe more by the grower), not truncated.
     let len = data.len() as u64;
-    assert!(len >= INITIAL && (len - RESERVE).is_multiple_of(CHUNK), "{len}");
+    assert!(
+        len >= INITIAL + RESERVE && (len - RESERVE - INITIAL).is_multiple_of(CHUNK),
+        "{len}"
+    );
     assert_eq!(FileHeader::parse(&data).unwrap().flags & STREAM_COMPLETE, 0);
     let recs = records(&data);
     // Whole 64 KiB chunks reached the file; the last partial buffer did

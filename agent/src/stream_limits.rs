@@ -5,8 +5,10 @@
 
 /// The file is grown in steps that double from [`INITIAL`] up to this size.
 pub(crate) const GROW_STEP: u64 = 32 << 20;
-/// Allocated at creation (a short run never waits for the grower).
-pub(crate) const INITIAL: u64 = 4 << 20;
+/// Allocated at creation, with the [`RESERVE`]: enough for the records of
+/// the JVM's start, while the grower, woken by the first append, allocates
+/// ahead. Small, because the creator prepares it on the JVM's start-up path.
+pub(crate) const INITIAL: u64 = 1 << 20;
 /// Growing allocates and faults in this much at a time and publishes it at
 /// once, so an appender that has to wait for the grower waits for little.
 pub(crate) const CHUNK: u64 = 2 << 20;
