@@ -150,6 +150,9 @@ pub(crate) fn pump(
         loop {
             let left = settle_until.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                // While the uprobes' grace periods run out: what is written
+                // goes to disk now, leaving the final sync only the tail.
+                sink.borrow_mut().sync_written();
                 return Ok(());
             }
             if let Err(e) = rb.poll(left) {

@@ -301,6 +301,14 @@ impl Sink {
         }
     }
 
+    /// Writes the buffer out and syncs the file's data to disk, ahead of
+    /// [`Sink::finish`]'s sync (which reports a failure: this one's is
+    /// left to it).
+    pub(crate) fn sync_written(&mut self) {
+        self.flush();
+        let _ = self.file.sync_data();
+    }
+
     /// Writes what is buffered; returns the file and, if some records could
     /// not be written, why and which.
     pub(crate) fn finish(mut self) -> (File, Option<WriteFailure>) {
