@@ -95,9 +95,9 @@ impl<T> CodeMap<T> {
     /// The code at `pc` at time `ts`. A range is live from its load to its
     /// unload; of two live ranges at one address (an unload record may come
     /// after the load of the code that took the freed addresses), the one
-    /// loaded last is there. A pc seen before its code's load record (the
-    /// record of code compiled just before is written a little after)
-    /// counts if no other range held it.
+    /// loaded last is there. A pc seen where no range was live, before a
+    /// range's load record (the record of code compiled just before is
+    /// written a little after), is in the first range loaded after.
     pub fn lookup(&self, pc: u64, ts: u64) -> CodeAt<'_, T> {
         match self.find(pc, ts) {
             Found::Live(i) => CodeAt::Live(&self.ranges[i].value),
@@ -140,7 +140,11 @@ impl<T> CodeMap<T> {
                 if live.is_none_or(|l| r.loaded > self.ranges[l].loaded) {
                     live = Some(i);
                 }
-            } else if r.loaded > ts && r.unloaded == u64::MAX {
+            } else if r.loaded > ts {
+                // Its load record came after `ts` (HotSpot may post it late,
+                // from its service thread), whether or not it was unloaded
+                // since: no known code was live there at `ts`, and the first
+                // code loaded after is the only one that can have been.
                 if later.is_none_or(|l| r.loaded < self.ranges[l].loaded) {
                     later = Some(i);
                 }
@@ -202,6 +206,27 @@ mod tests {
         m.load(0x1000, 0x100, 40, "b");
         m.finish();
         assert_eq!(m.lookup(0x1010, 50), CodeAt::Live(&"b"));
+    }
+
+    #[test]
+    fn code_whose_load_record_lags_names_its_pcs_though_it_was_unloaded_since() {
+        let mut m = CodeMap::default();
+        m.load(0x1000, 0x100, 10, "a");
+        m.unload(0x1000, 30);
+        // b ran from before 40 (its record lagged), and was unloaded at 60.
+        m.load(0x1000, 0x100, 40, "b");
+        m.unload(0x1000, 60);
+        m.load(0x1000, 0x100, 70, "c");
+        m.finish();
+        assert_eq!(m.lookup(0x1010, 35), CodeAt::Live(&"b"));
+        assert_eq!(m.lookup(0x1010, 65), CodeAt::Live(&"c"));
+        assert_eq!(m.lookup(0x1010, 20), CodeAt::Live(&"a"));
+        // Past every range's unload, nothing can be named.
+        let mut m = CodeMap::default();
+        m.load(0x1000, 0x100, 10, "a");
+        m.unload(0x1000, 30);
+        m.finish();
+        assert_eq!(m.lookup(0x1010, 35), CodeAt::Stale);
     }
 
     #[test]
