@@ -231,6 +231,34 @@ fn compiled_and_inlined_frames_are_named() {
     }
 }
 
+/// `jtrace info` (which reads the trace's tables only, not its events)
+/// counts the frames it cannot name as the views name them: before the
+/// scan sorted its code maps, it counted most JIT frames of a run.
+#[test]
+fn info_counts_the_unresolved_frames_the_views_have() {
+    let (dir, trace) = record(JDKS[0], &[]);
+    let sym = Symbolizer::new(&trace);
+    sym.name_all();
+    let expected = sym.problems().unresolved_frames;
+    let info = jtrace_info(&dir);
+    let line = info
+        .lines()
+        .find(|l| l.trim_start().starts_with("frames"))
+        .unwrap_or_else(|| panic!("no frames line in:\n{info}"));
+    let counted: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(counted, expected, "{line}");
+    // And few: the scenarios' frames are all nameable but for JVM start-up.
+    let frames: usize = trace.stacks.pairs.iter().map(|p| sym.pair_frames(*p).len()).sum();
+    assert!(
+        expected * 20 < frames as u64,
+        "{expected} of {frames} frames unresolved"
+    );
+}
+
 /// With C1 only (`-XX:TieredStopAtLevel=1`), the same code is C1 code:
 /// named `_[1]` from the nmethod's level the agent read. (Native methods'
 /// wrappers are neither C1's nor C2's: level 0, `_[j]`.)

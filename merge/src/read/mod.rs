@@ -129,6 +129,9 @@ impl Trace {
             th.last_ts = last;
         }
         r.trace.set_kernel_coverage(kernel_until);
+        // The code maps and symbols sorted for lookups, as `open` leaves
+        // them: `info` names every stack to count what it cannot name.
+        r.trace.stacks.finish();
         let window_from = r.window_from;
         r.trace.set_window(window_from);
         Ok(r.trace)
