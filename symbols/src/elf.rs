@@ -66,14 +66,21 @@ pub fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
     };
     let mut out = vec![Sym::Missing; names.len()];
     for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+        // A function found stays found: nothing left to look for.
+        if out.iter().all(|s| matches!(s, Sym::Function(_))) {
+            break;
+        }
         if sym.is_undefined() {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
+        // Bytes, not `name()`: libjvm has 100 000 symbols, and checking each
+        // name's UTF-8 cost more than the comparisons.
+        let Ok(name) = sym.name_bytes() else { continue };
         let SymbolFlags::Elf { st_info, .. } = sym.flags() else {
             continue;
         };
-        for (i, _) in names.iter().enumerate().filter(|(_, n)| **n == name) {
+        for (i, _) in names.iter().enumerate().filter(|(_, n)| n.as_bytes() == name) {
+            let name = String::from_utf8_lossy(name);
             out[i] = match (st_info & 0xf, out[i]) {
                 (_, Sym::Function(off)) => Sym::Function(off),
                 (STT_FUNC, _) => match file_offset(sym.address()) {
