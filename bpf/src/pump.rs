@@ -68,6 +68,15 @@ impl StopSignal {
         Duration::from_nanos(self.settle_ns.load(Ordering::Relaxed))
     }
 
+    /// Reads the wake-up, so that [`StopSignal::wait`] waits for the ring
+    /// buffer alone again (during the settle).
+    fn clear_wake(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live buffer from our own
+        // non-blocking eventfd; nothing to read is not an error here.
+        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    }
+
     /// Waits until the ring buffer's consumer should be woken or a stop is
     /// requested, at most `timeout`.
     fn wait(&self, rb: &RingBuffer<'_>, timeout: Duration) -> Result<()> {
@@ -83,8 +92,10 @@ impl StopSignal {
                 revents: 0,
             },
         ];
+        // Whole milliseconds, rounded up: a wait shorter than one is no spin.
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         // SAFETY: two initialised pollfds, the count says two.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as i32) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             // EINTR from a signal (Ctrl-C) is not a reason to stop recording.
@@ -143,7 +154,8 @@ pub(crate) fn pump(
     // settle, while the tracepoints still record the switches of threads
     // that had just exited.
     let settle_until = Instant::now() + stop.settle();
-    std::thread::scope(|s| {
+    stop.clear_wake();
+    std::thread::scope(|s| -> Result<()> {
         for link in uprobes.drain(..) {
             s.spawn(move || drop(link));
         }
@@ -155,11 +167,7 @@ pub(crate) fn pump(
                 sink.borrow_mut().sync_written();
                 return Ok(());
             }
-            if let Err(e) = rb.poll(left) {
-                if e.kind() != libbpf_rs::ErrorKind::Interrupted {
-                    return Err(anyhow!("polling the BPF ring buffer: {e}"));
-                }
-            }
+            stop.wait(rb, left)?;
             consume(rb)?;
         }
     })?;
