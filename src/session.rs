@@ -191,8 +191,10 @@ impl Session {
         let Some(recorder) = self.recorder.take() else {
             return KernelStats::default();
         };
-        // The tracepoints go on for 20 ms, while the uprobes detach: the
-        // last exits' switches may still be on their way to the ring buffer.
+        // The recording ends here. The tracepoints go on for 20 ms while the
+        // uprobes detach: the last exits' switches may still be on their
+        // way to the ring buffer.
+        self.meta.end_monotonic_ns = clock_ns(rustix::time::ClockId::Monotonic);
         let stats = recorder
             .stop_after(std::time::Duration::from_millis(20))
             .unwrap_or_else(|e| {
@@ -204,10 +206,6 @@ impl Session {
                 }
             });
         let m = &mut self.meta;
-        m.end_monotonic_ns = match stats.ended_ns {
-            0 => clock_ns(rustix::time::ClockId::Monotonic),
-            ended => ended,
-        };
         m.kernel_records = stats.records;
         m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_inferred_switch_ins = stats.inferred_switch_ins;

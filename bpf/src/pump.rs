@@ -122,8 +122,10 @@ pub(crate) fn ring_buffer<'a>(sk: &skel::JtraceSkel<'_>, sink: &'a RefCell<Sink>
 }
 
 /// Moves samples from the ring buffer to the sink until `stop`, then
-/// detaches the programs and drains what is left. Returns when the
-/// recording ended: the end of the settle, before the tracepoints detached.
+/// detaches the programs and drains what is left. Every source is complete
+/// up to the stop's request (the uprobes detach only after it, and the
+/// settle catches the tracepoints' events still on their way); some events
+/// after it may be in the stream too.
 pub(crate) fn pump(
     rb: &RingBuffer<'_>,
     sk: &mut skel::JtraceSkel<'_>,
@@ -131,7 +133,7 @@ pub(crate) fn pump(
     sink: &RefCell<Sink>,
     stop: &StopSignal,
     late: &mut LateSafepoints,
-) -> Result<u64> {
+) -> Result<()> {
     let mut last_flush = Instant::now();
     while !stop.requested() {
         stop.wait(rb, POLL_TIMEOUT)?;
@@ -171,12 +173,10 @@ pub(crate) fn pump(
             consume(rb)?;
         }
     })?;
-    let ended = crate::stack_names::now_ns();
     // Detach the rest so that nothing arrives after the final drain.
     sk.links = Default::default();
     consume(rb).map_err(|e| e.context("draining the BPF ring buffer"))?;
-    flush_pending_wakeups(sk, &mut sink.borrow_mut())?;
-    Ok(ended)
+    flush_pending_wakeups(sk, &mut sink.borrow_mut())
 }
 
 fn consume(rb: &RingBuffer<'_>) -> Result<()> {

@@ -87,9 +87,10 @@ impl KernelRecorder {
     }
 
     /// As [`KernelRecorder::stop`], but the tracepoints keep recording for
-    /// `settle` first (the uprobes detach meanwhile): events of the last
-    /// moments, such as the final switch of a thread whose process was just
-    /// reaped, may still be on their way to the ring buffer.
+    /// `settle` (the uprobes detach meanwhile): events of the moment of the
+    /// stop, such as the final switch of a thread whose process was just
+    /// reaped, may still be on their way to the ring buffer. Every kind of
+    /// event is recorded up to the call; a few after it may be too.
     pub fn stop_after(mut self, settle: Duration) -> Result<KernelStats> {
         self.finish(settle).expect("thread present until stop or drop")
     }
@@ -196,12 +197,11 @@ fn record(
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
     let _ = ready.send(Ok(()));
     let mut late = crate::late_safepoints::LateSafepoints::new(&probes);
-    let ended = pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
+    pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
     drop(rb);
 
     sink.borrow_mut().flush();
     let mut stats = read_stats(&sk, &sink.borrow().counts())?;
-    stats.ended_ns = ended;
     stats.probe_defs = probes.len() as u64;
     stats.records += stats.probe_defs;
     let (_file, failure) = sink.into_inner().finish();

@@ -86,10 +86,6 @@ pub struct KernelStats {
     /// Non-zero on kernels or sandboxes that run no tracepoint programs while
     /// some (hidden) task is current.
     pub inferred_switch_ins: u64,
-    /// When the recording ended (CLOCK_MONOTONIC, ns): the last instant
-    /// the tracepoints recorded before they were detached. 0 if it did not
-    /// stop cleanly.
-    pub ended_ns: u64,
 }
 
 /// What the ring-buffer consumer counted itself (the BPF maps hold the rest).

@@ -225,7 +225,7 @@ const TASK_DEAD: u32 = 0x80;
 /// A process's threads exit, the launcher reaps it and stops at once: every
 /// thread's last switch-out, which the kernel makes after the process can
 /// be reaped, is still in the stream (the tracepoints settle while the
-/// uprobes detach), and the recording's end comes after all of them.
+/// uprobes detach).
 #[test]
 fn the_last_switches_of_a_reaped_process_are_recorded() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -260,12 +260,6 @@ fn the_last_switches_of_a_reaped_process_are_recorded() {
         assert!(
             last.1 & TASK_DEAD != 0,
             "tid {tid}: its last switch-out is not its dying one: {last:?}"
-        );
-        assert!(
-            last.0 < stats.ended_ns,
-            "tid {tid}: its last switch-out at {} after the recording's end {}",
-            last.0,
-            stats.ended_ns
         );
     }
 }
