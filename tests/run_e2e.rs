@@ -155,6 +155,48 @@ fn sleeping_method_and_exit_code() {
     }
 }
 
+/// Overloads read apart: the report's rows and the text trace name each
+/// overloaded method with its parameter types (two rows are never one
+/// name twice), and a method that is not overloaded by its name alone;
+/// each overload keeps its own sleep.
+#[test]
+fn overloaded_methods_are_named_with_their_parameters() {
+    let out = tempdir("overloads").join("o.jtrace");
+    let o = jtrace_run(
+        &out,
+        &["--methods", "Overloads.nap,Overloads.once"],
+        &[
+            java(JDK17).to_str().unwrap(),
+            "-cp",
+            classes().to_str().unwrap(),
+            "Overloads",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = report_text(&out);
+    let row = |label: &str| {
+        let line = (report.lines())
+            .find(|l| l.split("  ").next() == Some(label))
+            .unwrap_or_else(|| panic!("no row {label:?} in:\n{report}"));
+        // calls, then wall ms.
+        let fields: Vec<&str> = line[label.len()..].split_whitespace().collect();
+        (fields[0].parse::<u64>().unwrap(), fields[1].parse::<f64>().unwrap())
+    };
+    let (calls, by_int) = row("Overloads.nap(int)");
+    assert_eq!(calls, 1);
+    let (calls, by_string) = row("Overloads.nap(String)");
+    assert_eq!(calls, 1);
+    assert!((5.0..20.0).contains(&by_int), "nap(int) wall {by_int} ms");
+    assert!((40.0..200.0).contains(&by_string), "nap(String) wall {by_string} ms");
+    row("Overloads.once");
+    assert!(!report.contains("Overloads.once("), "{report}");
+    assert!(!report.lines().any(|l| l.starts_with("Overloads.nap ")), "{report}");
+    let txt = text(&out);
+    for label in ["→ Overloads.once", "→ Overloads.nap(int)", "→ Overloads.nap(String)"] {
+        assert!(txt.contains(label), "no {label:?} in:\n{txt}");
+    }
+}
+
 /// A bad line in `--config`: the agent names it by its line number in the
 /// user's file, and the JVM runs on untraced with its own exit code.
 #[test]

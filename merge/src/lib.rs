@@ -107,6 +107,7 @@ mod jit;
 mod kway;
 pub mod left_out;
 mod meta;
+pub mod method_label;
 mod options;
 mod percentile;
 mod read;

@@ -1,6 +1,7 @@
 //! The report as a readable table (`jtrace report` without `--json`).
 
 use crate::text::ms;
+use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::{AllocJson, MethodJson, Report};
 use jtrace_merge::{Cause, OffCpu};
 use std::fmt::Write as _;
@@ -27,7 +28,7 @@ fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
 /// Interpreted vs compiled calls per method, when the JVMs recorded JIT
 /// events, for the methods where it tells something: compiled at some point,
 /// or called often (a hot method never compiled, e.g. one too big to be).
-fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
+fn jit_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, top: usize) {
     let rows: Vec<&MethodJson> = methods
         .iter()
         .filter(|m| m.calls_compiled.is_some() && (m.first_compiled_ns.is_some() || m.calls >= 1000))
@@ -57,7 +58,7 @@ fn jit_table(s: &mut String, methods: &[MethodJson], top: usize) {
                 format!("{:.3}", wall as f64 / n as f64 / 1e3)
             }
         };
-        let name = format!("{}.{}", m.class, m.name);
+        let name = labels.label(&m.class, &m.name, &m.signature);
         let _ = writeln!(
             s,
             "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
@@ -119,7 +120,7 @@ fn not_covered_cell(ns: u64) -> String {
     }
 }
 
-fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool) {
+fn method_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, top: usize, by_off: bool) {
     let mut rows: Vec<&MethodJson> = methods.iter().collect();
     if by_off {
         rows.sort_by_key(|m| std::cmp::Reverse(m.off_cpu_ns.total()));
@@ -141,7 +142,7 @@ fn method_table(s: &mut String, methods: &[MethodJson], top: usize, by_off: bool
     t.row(head);
     for m in rows {
         let off = m.off_cpu_ns.total();
-        let name = format!("{}.{}", m.class, m.name);
+        let name = labels.label(&m.class, &m.name, &m.signature);
         let mut r = vec![
             truncate(&name, 44),
             m.calls.to_string(),
@@ -183,6 +184,7 @@ fn truncate(s: &str, n: usize) -> String {
 /// Renders the report: method table, per-method wall statistics, threads, losses.
 pub fn render_report(r: &Report, top: usize) -> String {
     let mut s = String::new();
+    let labels = report_labels(r);
     let t = &r.trace;
     let _ = writeln!(s, "jtrace report: {}", t.path);
     let _ = writeln!(
@@ -220,7 +222,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
     if r.methods.is_empty() {
         let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
     } else {
-        method_table(&mut s, &r.methods, top, true);
+        method_table(&mut s, &r.methods, &labels, top, true);
         let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
         let mut t = Table::new(vec![
             (44, true),
@@ -239,7 +241,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
                 .into(),
         );
         for m in r.methods.iter().take(top) {
-            let name = format!("{}.{}", m.class, m.name);
+            let name = labels.label(&m.class, &m.name, &m.signature);
             t.row(vec![
                 truncate(&name, 44),
                 m.calls.to_string(),
@@ -253,7 +255,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
             ]);
         }
         t.write(&mut s);
-        jit_table(&mut s, &r.methods, top);
+        jit_table(&mut s, &r.methods, &labels, top);
     }
 
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
@@ -298,8 +300,18 @@ pub fn render_report(r: &Report, top: usize) -> String {
     );
     alloc_table(&mut s, &r.allocations, top);
     crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top);
-    left_out_tables(&mut s, r);
+    left_out_tables(&mut s, r, &labels);
     s
+}
+
+/// The overloads among every method the report names.
+fn report_labels(r: &Report) -> MethodLabels {
+    let methods = (r.methods.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
+    let demoted = (r.demoted.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
+    let short = (r.short_calls_dropped.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
+    let trivial = (r.trivial_skipped.iter().flat_map(|t| &t.methods))
+        .map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
+    MethodLabels::new(methods.chain(demoted).chain(short).chain(trivial))
 }
 
 /// Sampled allocations by class and site, when the agent sampled them.
@@ -332,7 +344,7 @@ fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
 /// Appends the demoted methods and the short calls dropped, if any (every
 /// one of them: nothing is left out silently), and how many methods were
 /// not instrumented as trivial (the JSON report lists them).
-fn left_out_tables(s: &mut String, r: &Report) {
+fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
     if let Some(t) = &r.trivial_skipped {
         let _ = writeln!(
             s,
@@ -344,7 +356,7 @@ fn left_out_tables(s: &mut String, r: &Report) {
             .methods
             .iter()
             .take(8)
-            .map(|m| format!("{}.{}", m.class, m.name))
+            .map(|m| labels.label(&m.class, &m.name, &m.signature))
             .collect();
         let more = if t.methods.len() > some.len() { ", …" } else { "" };
         let _ = writeln!(s, "   e.g. {}{more}", some.join(", "));
@@ -370,7 +382,7 @@ fn left_out_tables(s: &mut String, r: &Report) {
         );
         for d in &r.demoted {
             t.row(vec![
-                truncate(&format!("{}.{}", d.class, d.name), 44),
+                truncate(&labels.label(&d.class, &d.name, &d.signature), 44),
                 ms(d.demoted_at_ns),
                 d.calls_recorded.to_string(),
                 d.rate_per_s.to_string(),
@@ -395,7 +407,7 @@ fn left_out_tables(s: &mut String, r: &Report) {
         t.row(["method", "calls", "mean µs"].map(String::from).into());
         for d in &r.short_calls_dropped {
             t.row(vec![
-                truncate(&format!("{}.{}", d.class, d.name), 44),
+                truncate(&labels.label(&d.class, &d.name, &d.signature), 44),
                 d.calls.to_string(),
                 format!("{:.2}", d.mean_wall_ns as f64 / 1e3),
             ]);

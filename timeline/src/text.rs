@@ -3,6 +3,7 @@
 //! CPU per invocation, and the off-CPU intervals nested where they occurred.
 
 use crate::export::Exporter;
+use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{
     analyze, describe_evidence, describe_syscall, Breakdown, CallIndex, Evidence, FrameKind, Invocation, MethodIdx,
@@ -107,6 +108,7 @@ struct TextWriter<'a, W: Write> {
     trace: &'a Trace,
     symbols: Symbolizer<'a>,
     lookup: Lookup,
+    labels: MethodLabels,
     out: W,
     opts: TextOptions,
     t0: u64,
@@ -125,7 +127,8 @@ impl<'a, W: Write> TextWriter<'a, W> {
     }
 
     fn name(&self, m: MethodIdx) -> String {
-        self.trace.methods[m as usize].qualified()
+        let m = &self.trace.methods[m as usize];
+        self.labels.label(&m.class, &m.name, &m.signature)
     }
 
     /// "tid 12 \"pool-1\" in Cache.refresh", as [`CallIndex::describe_waker`] says it.
@@ -494,6 +497,9 @@ fn run<W: Write>(
             Symbolizer::new(trace)
         },
         lookup,
+        labels: MethodLabels::new(
+            (trace.methods.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str())),
+        ),
         out,
         opts: opts.clone(),
         t0: trace.meta.start_monotonic_ns,
