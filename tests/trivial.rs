@@ -83,12 +83,30 @@ fn skipped_and_recorded(forwarders: bool) {
         let nap = r.methods.iter().find(|m| m.name == "napper").unwrap();
         let sleep = nap.off_cpu_ns.get(jtrace_merge::Cause::Sleep);
         assert!(sleep >= napper / 64 * 2_000_000, "{jdk}: napper slept {sleep} ns");
+        // The skipped forwarder's blocking time, from the stacks of the
+        // blocks: napper's sleeps, every one of which is under relay. The
+        // getter never sleeps.
+        let from_stacks = |name: &str| {
+            (r.stack_only_methods.iter().find(|m| m.name == name)).map(|m| m.off_cpu_ns.get(jtrace_merge::Cause::Sleep))
+        };
+        assert_eq!(from_stacks("value").unwrap_or(0), 0, "{jdk}: the getter slept");
+        if forwarders {
+            let relay = from_stacks("relay").unwrap_or_else(|| panic!("{jdk}: no relay in {:?}", r.stack_only_methods));
+            assert!(
+                relay <= sleep && relay >= sleep - sleep / 50,
+                "{jdk}: relay {relay} ns from stacks, napper slept {sleep} ns"
+            );
+        }
         // The text report says it, and the JSON report lists it.
         let text = report_text(&out);
         assert!(
             text.contains(&format!("== Trivial methods not instrumented: {}", expected.len()))
                 && text.contains("Trivial$Work.value")
-                && (!forwarders || text.contains("Trivial$Work.relay")),
+                && (!forwarders || text.contains("Trivial$Work.relay"))
+                && (!forwarders
+                    || text
+                        .lines()
+                        .any(|l| l.starts_with("Trivial$Work.relay ") && l.contains(" - "))),
             "{jdk}: {text}"
         );
         let json = report_json(&out);

@@ -217,6 +217,11 @@ pub struct Report {
     /// method; absent when the trace recorded no stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stacks: Option<crate::report_stacks::StacksJson>,
+    /// The methods of `trivial_skipped` with the off-CPU time of the
+    /// intervals whose stacks hold them, most first; absent when none (or
+    /// no stacks were recorded).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack_only_methods: Vec<crate::report_stacks::StackMethodJson>,
 }
 
 /// Sampled allocations of one class at one site.
@@ -437,6 +442,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
         trivial_skipped: left_out::trivial(trace, &keep_method),
         stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, filter.lines),
+        stack_only_methods: crate::report_stacks::stack_only_methods(trace, &agg.stacks, &keep_thread, &keep_method),
     }
 }
 

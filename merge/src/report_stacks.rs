@@ -2,15 +2,16 @@
 //! stack, summed while the report is built, then named and ranked per
 //! cause, per thread and per method (the stack's innermost Java frame
 //! outside the JDK, else its innermost Java frame: no `--methods` needed). Memory grows with the distinct
-//! stacks, never with the number of events.
+//! stacks, never with the number of events. Also the off-CPU time of the
+//! selected methods left without probes, from the stacks that hold them.
 
 use crate::cause::{Cause, OffCpu};
-use crate::event::ThreadInfo;
+use crate::event::{MethodIdx, ThreadInfo};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::trace::Trace;
 use crate::visitor::OffCpuInterval;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Stacks listed per cause, thread or method.
 pub const TOP_STACKS: usize = 5;
@@ -204,4 +205,73 @@ fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {
 /// Whether the name is one of a cause (for readers of [`StackGroupJson::key`]).
 pub fn is_cause(key: &str) -> bool {
     Cause::from_name(key).is_some()
+}
+
+/// A selected method the agent left without probes (`trivial_skipped`:
+/// a getter, or a forwarder), with the off-CPU time of every interval
+/// whose stack holds it: what its probes would have measured, from the
+/// stacks instead (each interval once, however often the stack holds the
+/// method).
+#[derive(Debug, Clone, Serialize)]
+pub struct StackMethodJson {
+    /// Class.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// JVM signature.
+    pub signature: String,
+    /// Off-CPU time of the intervals whose stack holds it, by cause.
+    pub off_cpu_ns: OffCpu,
+}
+
+/// The methods of `trace.trivial` that `keep_method` keeps, with the
+/// off-CPU time under the stacks that hold them, over the threads
+/// `keep_thread` keeps; most time first, none without time. Empty if the
+/// trace recorded no stacks.
+pub(crate) fn stack_only_methods(
+    trace: &Trace,
+    time: &StackTime,
+    keep_thread: &dyn Fn(&ThreadInfo) -> bool,
+    keep_method: &dyn Fn(MethodIdx) -> bool,
+) -> Vec<StackMethodJson> {
+    if trace.stacks.is_empty() || trace.trivial.is_empty() {
+        return Vec::new();
+    }
+    let symbols = Symbolizer::new(trace);
+    let mut held: HashMap<u32, Vec<MethodIdx>> = HashMap::new();
+    let mut off: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
+    for (tid, pairs) in &time.by_thread {
+        if !trace.threads.get(tid).is_some_and(|t| keep_thread(t)) {
+            continue;
+        }
+        for (&pair, o) in pairs {
+            let methods = held.entry(pair).or_insert_with(|| {
+                let set: BTreeSet<MethodIdx> = (symbols.frames(pair).iter())
+                    .filter_map(|f| f.method)
+                    .filter(|m| trace.trivial.contains(m) && keep_method(*m))
+                    .collect();
+                set.into_iter().collect()
+            });
+            for m in methods.iter() {
+                let t = off.entry(*m).or_default();
+                for (c, ns) in o.nonzero() {
+                    t.add(c, ns);
+                }
+            }
+        }
+    }
+    let mut v: Vec<StackMethodJson> = (off.into_iter())
+        .filter(|(_, o)| o.total() > 0)
+        .map(|(m, off_cpu_ns)| {
+            let info = &trace.methods[m as usize];
+            StackMethodJson {
+                class: info.class.clone(),
+                name: info.name.clone(),
+                signature: info.signature.clone(),
+                off_cpu_ns,
+            }
+        })
+        .collect();
+    v.sort_by_key(|m| std::cmp::Reverse(m.off_cpu_ns.total()));
+    v
 }

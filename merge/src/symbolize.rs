@@ -8,6 +8,7 @@
 //! from DWARF, and functions inlined there are frames of their own
 //! (`source_lines`).
 
+use crate::event::MethodIdx;
 use crate::source_lines::{LineProblems, SourceLines};
 use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
 use crate::trace::Trace;
@@ -53,6 +54,9 @@ pub struct Frame {
     /// Its source line (native frames, only when asked for:
     /// [`Symbolizer::with_lines`]).
     pub line: Option<SourceLine>,
+    /// A Java frame's method in [`Trace::methods`](crate::Trace::methods)
+    /// (with its signature: overloads apart).
+    pub method: Option<MethodIdx>,
 }
 
 impl Frame {
@@ -79,7 +83,20 @@ impl Frame {
 
     /// A frame without a source line.
     pub fn new(name: String, kind: FrameKind) -> Frame {
-        Frame { name, kind, line: None }
+        Frame {
+            name,
+            kind,
+            line: None,
+            method: None,
+        }
+    }
+
+    /// The frame of Java method `method`, named `name`.
+    fn java(method: MethodIdx, name: String, kind: FrameKind) -> Frame {
+        Frame {
+            method: Some(method),
+            ..Frame::new(name, kind)
+        }
     }
 
     /// Whether it is a Java method.
@@ -321,13 +338,13 @@ impl<'t> Symbolizer<'t> {
     fn user_frame(&self, jvm: Option<&JvmCode>, f: &fmt::StackFrame, s: &RawStack, exact: bool, out: &mut Vec<Frame>) {
         let ts = s.ts;
         let methods = &self.trace.methods;
-        let java = |m: u32| methods.get(m as usize).map(|m| m.qualified());
+        let java = |m: u32| methods.get(m as usize).map(|info| (m, info.qualified()));
         if let Some(j) = jvm {
             let i = j.blobs.partition_point(|b| b.start <= f.pc);
             if let Some(b) = i.checked_sub(1).map(|i| &j.blobs[i]).filter(|b| f.pc < b.end) {
                 if b.interpreter {
                     match j.methods.at(f.method, ts).and_then(java) {
-                        Some(name) => out.push(Frame::new(name, FrameKind::Interpreted)),
+                        Some((m, name)) => out.push(Frame::java(m, name, FrameKind::Interpreted)),
                         None => {
                             self.problems.borrow_mut().unresolved_frames += 1;
                             out.push(Frame::unresolved("[interpreted: unknown method]".into()));
@@ -364,7 +381,7 @@ impl<'t> Symbolizer<'t> {
                                     FrameKind::Inlined
                                 };
                                 match m.and_then(java) {
-                                    Some(name) => out.push(Frame::new(name, kind)),
+                                    Some((m, name)) => out.push(Frame::java(m, name, kind)),
                                     None => {
                                         self.problems.borrow_mut().unresolved_frames += 1;
                                         out.push(Frame::unresolved("[compiled: unknown method]".into()));
@@ -373,7 +390,7 @@ impl<'t> Symbolizer<'t> {
                             }
                         }
                         None => match c.method.and_then(java) {
-                            Some(name) => out.push(Frame::new(name, outer)),
+                            Some((m, name)) => out.push(Frame::java(m, name, outer)),
                             None => {
                                 self.problems.borrow_mut().unresolved_frames += 1;
                                 out.push(Frame::unresolved("[compiled: unknown method]".into()));

@@ -3,6 +3,7 @@
 use crate::text::ms;
 use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::{AllocJson, MethodJson, Report};
+use jtrace_merge::report_stacks::StackMethodJson;
 use jtrace_merge::{Cause, OffCpu};
 use std::fmt::Write as _;
 
@@ -120,14 +121,34 @@ fn not_covered_cell(ns: u64) -> String {
     }
 }
 
-fn method_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, top: usize, by_off: bool) {
-    let mut rows: Vec<&MethodJson> = methods.iter().collect();
-    if by_off {
-        rows.sort_by_key(|m| std::cmp::Reverse(m.off_cpu_ns.total()));
+/// A row of the methods table: a traced method, or a selected method left
+/// without probes whose off-CPU time comes from the stacks that hold it.
+enum MethodRow<'a> {
+    Traced(&'a MethodJson),
+    FromStacks(&'a StackMethodJson),
+}
+
+impl MethodRow<'_> {
+    fn off(&self) -> &OffCpu {
+        match self {
+            MethodRow::Traced(m) => &m.off_cpu_ns,
+            MethodRow::FromStacks(m) => &m.off_cpu_ns,
+        }
     }
+}
+
+/// The methods by off-CPU time, the traced ones and those left without
+/// probes (their calls, wall and CPU are `-`: not recorded).
+fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, top: usize) {
+    let mut rows: Vec<MethodRow> = (r.methods.iter().map(MethodRow::Traced))
+        .chain(r.stack_only_methods.iter().map(MethodRow::FromStacks))
+        .collect();
+    rows.sort_by_key(|m| std::cmp::Reverse(m.off().total()));
     rows.truncate(top);
-    let cols = used_causes(rows.iter().map(|m| &m.off_cpu_ns));
-    let uncovered = rows.iter().any(|m| m.not_covered_ns > 0);
+    let cols = used_causes(rows.iter().map(|m| m.off()));
+    let uncovered = rows
+        .iter()
+        .any(|m| matches!(m, MethodRow::Traced(m) if m.not_covered_ns > 0));
     let mut widths = vec![(44, true), (7, false), (11, false), (11, false), (11, false)];
     widths.extend(cols.iter().map(|_| (15, false)));
     widths.extend(uncovered.then_some((11, false)));
@@ -140,29 +161,51 @@ fn method_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, t
     head.extend(uncovered.then(|| "not covered".to_string()));
     head.extend(["vol sw".to_string(), "invol sw".to_string()]);
     t.row(head);
-    for m in rows {
-        let off = m.off_cpu_ns.total();
-        let name = labels.label(&m.class, &m.name, &m.signature);
-        let mut r = vec![
-            truncate(&name, 44),
-            m.calls.to_string(),
-            ms(m.wall_ns),
-            ms(m.cpu_ns),
-            ms(off),
-        ];
+    let mut from_stacks = false;
+    for row in rows {
+        let off = row.off().total();
+        let mut r = match row {
+            MethodRow::Traced(m) => vec![
+                truncate(&labels.label(&m.class, &m.name, &m.signature), 44),
+                m.calls.to_string(),
+                ms(m.wall_ns),
+                ms(m.cpu_ns),
+                ms(off),
+            ],
+            MethodRow::FromStacks(m) => {
+                from_stacks = true;
+                let name = truncate(&labels.label(&m.class, &m.name, &m.signature), 44);
+                vec![name, "-".into(), "-".into(), "-".into(), ms(off)]
+            }
+        };
         for c in &cols {
-            let v = m.off_cpu_ns.get(*c);
+            let v = row.off().get(*c);
             r.push(if v == 0 {
                 "-".to_string()
             } else {
                 format!("{} {}", ms(v), pct(v, off))
             });
         }
-        r.extend(uncovered.then(|| not_covered_cell(m.not_covered_ns)));
-        r.extend([m.voluntary_switches.to_string(), m.involuntary_switches.to_string()]);
+        match row {
+            MethodRow::Traced(m) => {
+                r.extend(uncovered.then(|| not_covered_cell(m.not_covered_ns)));
+                r.extend([m.voluntary_switches.to_string(), m.involuntary_switches.to_string()]);
+            }
+            MethodRow::FromStacks(_) => {
+                r.extend(uncovered.then(|| "-".to_string()));
+                r.extend(["-".to_string(), "-".to_string()]);
+            }
+        }
         t.row(r);
     }
     t.write(s);
+    if from_stacks {
+        let _ = writeln!(
+            s,
+            "(calls -: a selected method left without probes (trivial or forwarder): its off-CPU time is that of \
+             the intervals whose stacks hold it)"
+        );
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -222,7 +265,7 @@ pub fn render_report(r: &Report, top: usize) -> String {
     if r.methods.is_empty() {
         let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
     } else {
-        method_table(&mut s, &r.methods, &labels, top, true);
+        method_table(&mut s, r, &labels, top);
         let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
         let mut t = Table::new(vec![
             (44, true),
