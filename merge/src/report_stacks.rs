@@ -241,7 +241,7 @@ pub(crate) fn stack_only_methods(
     let mut held: HashMap<u32, Vec<MethodIdx>> = HashMap::new();
     let mut off: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
     for (tid, pairs) in &time.by_thread {
-        if !trace.threads.get(tid).is_some_and(|t| keep_thread(t)) {
+        if !trace.threads.get(tid).is_some_and(keep_thread) {
             continue;
         }
         for (&pair, o) in pairs {
