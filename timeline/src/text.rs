@@ -131,25 +131,23 @@ impl<'a, W: Write> TextWriter<'a, W> {
         self.labels.label(&m.class, &m.name, &m.signature)
     }
 
-    /// "tid 12 \"pool-1\" in Cache.refresh", as [`CallIndex::describe_waker`] says it.
+    /// "tid 12 \"pool-1\" in Cache.refresh", as [`CallIndex::describe_waker`]
+    /// says it, with the method named as everywhere in the text.
     fn waker(&mut self, w: &Wake, start: u64) -> String {
-        match &mut self.lookup {
-            Lookup::Whole(index) => index.describe_waker(self.trace, w),
-            Lookup::Streamed { wakes, .. } => {
-                // The interval's wake is the first wakeup after its switch-out.
-                let m = wakes
-                    .iter()
-                    .find(|(x, _)| x.ts >= start && x == w)
-                    .and_then(|&(_, m)| m);
-                // The name part, from an index that knows no method.
-                let mut s = CallIndex::default().describe_waker(self.trace, w);
-                if let Some(m) = m {
-                    s.push_str(" in ");
-                    s.push_str(&self.name(m));
-                }
-                s
-            }
+        let m = match &mut self.lookup {
+            Lookup::Whole(index) => index.method_at(w.waker_tid, w.ts),
+            // The interval's wake is the first wakeup after its switch-out.
+            Lookup::Streamed { wakes, .. } => (wakes.iter())
+                .find(|(x, _)| x.ts >= start && x == w)
+                .and_then(|&(_, m)| m),
+        };
+        // The name part, from an index that knows no method.
+        let mut s = CallIndex::default().describe_waker(self.trace, w);
+        if let Some(m) = m {
+            s.push_str(" in ");
+            s.push_str(&self.name(m));
         }
+        s
     }
 
     /// "entering contended monitor of X", "in read(fd 5: …)", as
