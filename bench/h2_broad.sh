@@ -131,8 +131,11 @@ bj = json.load(open(sys.argv[2]))
 # getters and forwarders: trivial_skipped): --complete traces them, and a
 # forwarder's blocking time is also its traced callee's.
 skipped = {sig(x) for x in (bj.get("trivial_skipped") or {}).get("methods", [])}
+# The report ranks the methods left without probes too, with their
+# off-CPU time from the stacks that hold them (stack_only_methods).
 def top(path, blocking, leave_out=()):
-    m = [x for x in json.load(open(path))["methods"] if sig(x) not in leave_out]
+    j = json.load(open(path))
+    m = [x for x in j["methods"] + j.get("stack_only_methods", []) if sig(x) not in leave_out]
     off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if k != "tracer" and (not blocking or k not in NOT_BLOCKING))
     return [sig(x) for x in sorted(m, key=off, reverse=True)[:10]]
 for blocking, leave_out in ((False, ()), (True, ()), (True, skipped)):

@@ -93,8 +93,10 @@ pub(crate) struct AgentSetup {
 
 impl TraceArgs {
     /// Reads `--config` as `user` and builds the agent's configuration,
-    /// before anything touches the disk (bad input leaves nothing behind).
-    pub(crate) fn agent_setup(&self, user: &User) -> anyhow::Result<AgentSetup> {
+    /// before anything touches the disk (bad input leaves nothing behind);
+    /// `stacks`: the recording takes stacks (forwarders then get no probes:
+    /// their blocking time comes from the stacks).
+    pub(crate) fn agent_setup(&self, user: &User, stacks: bool) -> anyhow::Result<AgentSetup> {
         let config = self.config.as_deref().map(|p| UserConfig::read(p, user)).transpose()?;
         let out = self
             .output
@@ -109,7 +111,7 @@ impl TraceArgs {
             conf.push_str(&format!("overhead_budget {}\n", self.overhead_budget));
             // Trivial methods (getters, setters) get no probes: jtrace_format::TRIVIAL_RULE.
             conf.push_str("skip_trivial on\n");
-            if self.skip_forwarders {
+            if self.skip_forwarders || (stacks && !self.keep_forwarders) {
                 conf.push_str("skip_forwarders on\n");
             }
         }

@@ -134,7 +134,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     let agent = agent_path()?;
     check_readable_by(&agent, &jvm.user)?;
     jtrace_bpf::required_kernel_features()?;
-    let setup = args.trace.agent_setup(&owner)?;
+    let setup = args.trace.agent_setup(&owner, args.kernel.stacks())?;
     let out = &setup.out;
     // While recording, the directory belongs to the JVM's user (the agent
     // writes its stream there); it is handed to the invoking user at the end.

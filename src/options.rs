@@ -42,14 +42,19 @@ pub(crate) struct TraceArgs {
     /// instrumented, are instrumented too.
     #[arg(long)]
     pub(crate) complete: bool,
-    /// Also leave without probes the forwarders a wildcard selected: short
-    /// methods (at most 35 bytes of bytecode, HotSpot's MaxInlineSize)
+    /// Leave without probes the forwarders a wildcard selected (short
+    /// methods, at most 35 bytes of bytecode, HotSpot's MaxInlineSize,
     /// whose calls all go to traced methods or to java.base methods that
-    /// never block. Cheaper (probes cost them the JIT's inlining), but a
-    /// forwarder's blocking time is then only its callee's: it leaves the
-    /// report's ranking (docs/OVERHEAD.md).
-    #[arg(long, conflicts_with = "complete")]
+    /// never block) even with --no-stacks. By default they get none
+    /// whenever stacks are recorded: probes would cost them the JIT's
+    /// inlining, and the report takes their blocking time from the stacks
+    /// that hold them (docs/OVERHEAD.md).
+    #[arg(long, conflicts_with_all = ["complete", "keep_forwarders"])]
     pub(crate) skip_forwarders: bool,
+    /// Give the forwarders a wildcard selected their probes: their calls,
+    /// wall and CPU time are recorded (and cost the JIT's inlining).
+    #[arg(long)]
+    pub(crate) keep_forwarders: bool,
     /// Leave out calls shorter than this (`5us`, `1ms`) that have no traced
     /// child, no exception and did not block; counted per method in the
     /// report. Default: every call is written.
@@ -164,6 +169,12 @@ impl KernelArgs {
         cfg.cpu_sample_hz = if self.no_stacks { 0 } else { self.cpu_samples };
         // The traced JVMs' agent announces what the Java part of a stack needs.
         cfg.agent_library = crate::agent_conf::agent_path().ok();
+    }
+
+    /// Whether stacks are recorded (the kernel and user stack of every
+    /// switch-out).
+    pub(crate) fn stacks(&self) -> bool {
+        !self.no_stacks
     }
 
     /// CPU samples per second the recording takes (0: none).

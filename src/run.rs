@@ -54,7 +54,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     }
     check_readable_by(&agent, &owner)?;
     jtrace_bpf::required_kernel_features()?;
-    let setup = args.trace.agent_setup(&owner)?;
+    let setup = args.trace.agent_setup(&owner, args.kernel.stacks())?;
     if setup.out.to_string_lossy().chars().any(char::is_whitespace) {
         bail!(
             "output path {:?} contains white space, which JAVA_TOOL_OPTIONS cannot carry",

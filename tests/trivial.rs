@@ -1,11 +1,13 @@
 //! The trivial-method rule (issue 17): under a broad `--methods`, a
 //! getter (no call, loop, allocation or lock in a few bytes of bytecode)
-//! and, with `--skip-forwarders`, a forwarder (a short method whose calls
-//! all go to traced methods) get no probes at load time and the report lists them with the rule
-//! that skipped them; a busy method and a blocking one are recorded call
-//! for call, the blocking one's sleeps are its own although a forwarder
-//! called it, and accounting stays exact (the skipped methods' time is
-//! their callers' own). A forwarder named outright is traced; `--complete`
+//! and, when stacks are recorded (unless `--keep-forwarders`), a forwarder
+//! (a short method whose calls all go to traced methods) get no probes at
+//! load time and the report lists them with the rule that skipped them,
+//! the forwarder with its blocking time from the stacks; a busy method and
+//! a blocking one are recorded call for call, the blocking one's sleeps are
+//! its own although a forwarder called it, and accounting stays exact (the
+//! skipped methods' time is their callers' own). A forwarder named
+//! outright is traced, and so is one under `--no-stacks`; `--complete`
 //! instruments both.
 
 mod common;
@@ -28,20 +30,24 @@ fn run_trivial(jdk: &str, out: &std::path::Path, methods: &str, extra: &[&str]) 
 }
 
 #[test]
-fn a_getter_is_not_instrumented_and_is_listed_the_others_are_recorded() {
-    skipped_and_recorded(false);
+fn a_getter_and_a_forwarder_get_no_probes_and_are_listed_the_others_are_recorded() {
+    skipped_and_recorded(&[], true);
 }
 
 #[test]
-fn skip_forwarders_leaves_a_wildcard_selected_forwarder_without_probes() {
-    skipped_and_recorded(true);
+fn keep_forwarders_gives_a_wildcard_selected_forwarder_its_probes() {
+    skipped_and_recorded(&["--keep-forwarders"], false);
 }
 
-/// Runs Trivial under `Trivial$Work.*` (with `--skip-forwarders` if
-/// `forwarders`) and checks what was left without probes and what was
-/// recorded.
-fn skipped_and_recorded(forwarders: bool) {
-    let extra: &[&str] = if forwarders { &["--skip-forwarders"] } else { &[] };
+#[test]
+fn without_stacks_a_forwarder_keeps_its_probes() {
+    skipped_and_recorded(&["--no-stacks"], false);
+}
+
+/// Runs Trivial under `Trivial$Work.*` with `extra` options and checks
+/// what was left without probes (the forwarder too if `forwarders`) and
+/// what was recorded.
+fn skipped_and_recorded(extra: &[&str], forwarders: bool) {
     let mut expected = vec!["Trivial$Work.value()I"];
     if forwarders {
         expected.insert(0, "Trivial$Work.relay(I)V");

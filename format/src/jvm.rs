@@ -169,16 +169,18 @@ pub const FORWARDER_MAX_CODE_LEN: usize = 35;
 /// resolution, a `<clinit>`, which is traced if selected) and an implicit
 /// exception (a null receiver) are the caller's, as all of its time is.
 ///
-/// A forwarder (with `--skip-forwarders`), selected by a wildcard: code short enough for the JIT to
+/// A forwarder (when stacks are recorded, unless `--keep-forwarders`; with `--no-stacks`, only with
+/// `--skip-forwarders`), selected by a wildcard: code short enough for the JIT to
 /// inline it at every call site ([`FORWARDER_MAX_CODE_LEN`]; probes would
 /// push it past that and cost the run its inlining), straight, with no
 /// lock, whose every call goes to a method with probes of its own or to
 /// one of java.base's that never blocks. Whatever blocks under it blocks
-/// in a traced callee; its own time is its caller's.
+/// in a traced callee; its own time is its caller's, and the report takes
+/// its blocking time from the stacks that hold it.
 pub const TRIVIAL_RULE: &str = "bytecode of at most 64 bytes with no invoke*, new/newarray/anewarray/multianewarray, \
 monitorenter/monitorexit, athrow, jsr/ret/wide or backward branch, no exception handler, \
 not synchronized, not native, not a constructor or static initialiser; \
-or, with --skip-forwarders and if a wildcard in the method name selected it, a forwarder: bytecode of at most 35 bytes (HotSpot's MaxInlineSize) \
+or, if a wildcard in the method name selected it and stacks are recorded (unless --keep-forwarders; with --no-stacks, only with --skip-forwarders), a forwarder: bytecode of at most 35 bytes (HotSpot's MaxInlineSize) \
 with no backward branch, exception handler, monitorenter/monitorexit, invokedynamic or jsr/ret/wide, \
 not synchronized, not a constructor or static initialiser, whose every call goes to a method the selection instruments \
 or to one of java.base that never blocks (the boxed primitives and Number, Math, StrictMath, String, StringBuilder, \
