@@ -137,7 +137,9 @@ def top(path, blocking, leave_out=()):
     j = json.load(open(path))
     m = [x for x in j["methods"] + j.get("stack_only_methods", []) if sig(x) not in leave_out]
     off = lambda x: sum(v for k, v in x["off_cpu_ns"].items() if k != "tracer" and (not blocking or k not in NOT_BLOCKING))
-    return [sig(x) for x in sorted(m, key=off, reverse=True)[:10]]
+    # Exact ties (a forwarder chain blocks only in its innermost callee)
+    # rank by name: the same order in both traces.
+    return [sig(x) for x in sorted(m, key=lambda x: (-off(x), sig(x)))[:10]]
 for blocking, leave_out in ((False, ()), (True, ()), (True, skipped)):
     b, c = top(sys.argv[2], blocking), top(sys.argv[3], blocking, leave_out)
     what = "blocking off-CPU (no runqueue, gc, safepoint, tracer)" if blocking else "off-CPU (no tracer)"
