@@ -404,6 +404,8 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         let info = &trace.methods[m as usize];
         (filter.method.as_deref()).is_none_or(|p| glob_match(p, &format!("{}.{}", info.class, info.name)))
     };
+    let (stacks, stack_only_methods) =
+        crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, &keep_method, filter.lines);
     let meta = &trace.meta;
     let mut problems = trace.losses.truncated.clone();
     problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
@@ -441,8 +443,8 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         ),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
         trivial_skipped: left_out::trivial(trace, &keep_method),
-        stacks: crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, filter.lines),
-        stack_only_methods: crate::report_stacks::stack_only_methods(trace, &agg.stacks, &keep_thread, &keep_method),
+        stacks,
+        stack_only_methods,
     }
 }
 

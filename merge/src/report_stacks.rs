@@ -151,21 +151,24 @@ impl Names<'_> {
 }
 
 /// The `stacks` object of the threads `keep` keeps, `None` if the trace
-/// recorded no stacks; with `lines`, native frames with their source lines.
+/// recorded no stacks (with `lines`, native frames with their source
+/// lines), and the [`stack_only_methods`] that `keep_method` keeps.
 pub(crate) fn stacks_json(
     trace: &Trace,
     time: &StackTime,
     keep: &dyn Fn(&ThreadInfo) -> bool,
+    keep_method: &dyn Fn(MethodIdx) -> bool,
     lines: bool,
-) -> Option<StacksJson> {
+) -> (Option<StacksJson>, Vec<StackMethodJson>) {
     if trace.stacks.is_empty() {
-        return None;
+        return (None, Vec::new());
     }
     let symbols = Symbolizer::new(trace);
     let mut names = Names {
         symbols: if lines { symbols.with_lines() } else { symbols },
         lines,
     };
+    let stack_only = stack_only_methods(trace, time, &names.symbols, keep, keep_method);
     let mut by_cause: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
     let mut by_method: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
@@ -188,11 +191,12 @@ pub(crate) fn stacks_json(
             }
         }
     }
-    Some(StacksJson {
+    let stacks = StacksJson {
         by_cause: ranked(by_cause, &mut names, TOP_STACKS),
         by_thread: ranked(by_thread, &mut names, TOP_STACKS),
         by_method: ranked(by_method, &mut names, TOP_STACKS),
-    })
+    };
+    (Some(stacks), stack_only)
 }
 
 fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {
@@ -226,18 +230,17 @@ pub struct StackMethodJson {
 
 /// The methods of `trace.trivial` that `keep_method` keeps, with the
 /// off-CPU time under the stacks that hold them, over the threads
-/// `keep_thread` keeps; most time first, none without time. Empty if the
-/// trace recorded no stacks.
-pub(crate) fn stack_only_methods(
+/// `keep_thread` keeps; most time first, none without time.
+fn stack_only_methods(
     trace: &Trace,
     time: &StackTime,
+    symbols: &Symbolizer,
     keep_thread: &dyn Fn(&ThreadInfo) -> bool,
     keep_method: &dyn Fn(MethodIdx) -> bool,
 ) -> Vec<StackMethodJson> {
-    if trace.stacks.is_empty() || trace.trivial.is_empty() {
+    if trace.trivial.is_empty() {
         return Vec::new();
     }
-    let symbols = Symbolizer::new(trace);
     let mut held: HashMap<u32, Vec<MethodIdx>> = HashMap::new();
     let mut off: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
     for (tid, pairs) in &time.by_thread {
