@@ -91,6 +91,64 @@ fn a_hot_tiny_method_is_demoted_and_blocking_ones_are_kept() {
     }
 }
 
+/// A method demoted as hot, short and not blocking that blocks later
+/// (`LateBlocker`: `step` sleeps 1 ms in one call of 256 once half the run
+/// is over): its calls after the demotion are not recorded, but their
+/// off-CPU time is in the report, from the stacks that hold it, and so is
+/// every one of its sleeps.
+#[test]
+fn a_demoted_method_that_blocks_later_shows_its_blocked_time_from_the_stacks() {
+    for jdk in JDKS {
+        let out = tempdir("late-blocker");
+        let cp = classes();
+        let java = java(jdk);
+        let o = jtrace_run(
+            &out,
+            &["--methods", "LateBlocker$Work.*"],
+            &[
+                java.to_str().unwrap(),
+                "-cp",
+                cp.to_str().unwrap(),
+                "LateBlocker",
+                "1000",
+            ],
+        );
+        assert!(o.status.success(), "{jdk}: jtrace run failed");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let sleeps: u64 = (stdout.split_whitespace())
+            .skip_while(|w| *w != "sleeps")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{jdk}: {stdout}"));
+        assert!(sleeps >= 50, "{jdk}: only {sleeps} sleeps");
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let r = jtrace_merge::build_report(&trace, &Default::default());
+        let sleep = jtrace_merge::Cause::Sleep;
+        let d = (r.demoted.iter().find(|d| d.name == "step"))
+            .unwrap_or_else(|| panic!("{jdk}: step not demoted: {:?}", r.demoted));
+        // What was recorded, before the demotion, never slept.
+        let recorded = r.methods.iter().find(|m| m.name == "step").unwrap();
+        assert_eq!(recorded.off_cpu_ns.get(sleep), 0, "{jdk}: {recorded:?}");
+        // Each sleep is at least 1 ms: all of them, from the stacks, and
+        // no more than the main thread slept.
+        let after = d.off_cpu_after_ns.get(sleep);
+        let main = r.threads.iter().find(|t| t.name == "main").unwrap();
+        assert!(
+            after >= sleeps * 1_000_000 && after <= main.off_cpu_ns.get(sleep),
+            "{jdk}: {after} ns of sleep after the demotion for {sleeps} sleeps; main slept {} ns",
+            main.off_cpu_ns.get(sleep)
+        );
+        let text = report_text(&out);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("LateBlocker$Work.step ") && l.contains(" sleep ")),
+            "{jdk}: {text}"
+        );
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
+
 /// A demoted method's calls after its demotion are estimated from its
 /// traced caller's (`PerRequest`: `helper` runs exactly 50 times per
 /// `request`): recorded plus estimated is within 10 % of its real calls,

@@ -58,6 +58,24 @@ impl AfterDemotion {
         self.demotion.get(m as usize).copied().flatten()
     }
 
+    /// How many of the trace's distinct demotion times are at or before
+    /// `ts` (`None` if nothing was demoted): what began at `ts` came after
+    /// the demotion of each method whose [`Self::demotion_index`] is lower.
+    pub(crate) fn epoch(&self, ts: u64) -> Option<u32> {
+        (!self.times.is_empty()).then(|| self.times.partition_point(|&t| t <= ts) as u32)
+    }
+
+    /// The place of `m`'s demotion time among the trace's distinct
+    /// demotion times; `None` if it was never demoted.
+    pub(crate) fn demotion_index(&self, m: MethodIdx) -> Option<u32> {
+        self.demoted(m).map(|j| j as u32)
+    }
+
+    /// The demoted methods among the walked thread's open (recorded) calls.
+    pub(crate) fn open_demoted(&self) -> impl Iterator<Item = MethodIdx> + '_ {
+        self.stack.iter().copied().filter(|&m| self.demoted(m).is_some())
+    }
+
     /// `m`'s calls after its demotion: from its callers' calls, and for its
     /// calls with no traced caller never demoted, `by_rate` (the agent's
     /// rate times the time left) in proportion.

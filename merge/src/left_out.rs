@@ -4,6 +4,7 @@
 //! write as shorter than `--min-duration`, and the selected methods it did
 //! not instrument as trivial.
 
+use crate::cause::OffCpu;
 use crate::event::MethodIdx;
 use crate::trace::Trace;
 use serde::Serialize;
@@ -32,6 +33,11 @@ pub struct DemotedJson {
     /// ([`crate::demoted_estimate`]); for calls with no such caller, the
     /// rate times the time left in the trace.
     pub est_calls_after: u64,
+    /// The off-CPU time of its calls after the demotion (not recorded),
+    /// by cause, from the stacks that hold it: intervals that began after
+    /// the demotion with it on the stack, outside its calls begun before.
+    /// Empty without stacks.
+    pub off_cpu_after_ns: OffCpu,
 }
 
 /// Calls of one method not written as shorter than `--min-duration`.
@@ -50,13 +56,15 @@ pub struct ShortDroppedJson {
 }
 
 /// The demoted methods (earliest first) that `keep` keeps, with their
-/// recorded calls from `calls` and their calls after the demotion from
-/// `after` (given the estimate by the agent's rate).
+/// recorded calls from `calls`, their calls after the demotion from
+/// `after` (given the estimate by the agent's rate) and those calls'
+/// off-CPU time from `off_after`.
 pub(crate) fn demoted(
     trace: &Trace,
     calls: &dyn Fn(MethodIdx) -> u64,
     keep: &dyn Fn(MethodIdx) -> bool,
     after: &dyn Fn(MethodIdx, u64) -> u64,
+    off_after: &dyn Fn(MethodIdx) -> OffCpu,
 ) -> Vec<DemotedJson> {
     let start = trace.meta.start_monotonic_ns;
     let end = start + trace.duration_ns();
@@ -77,6 +85,7 @@ pub(crate) fn demoted(
                 rate_per_s: d.rate_per_s,
                 mean_wall_ns: d.mean_ns,
                 est_calls_after: after(d.method, by_rate as u64),
+                off_cpu_after_ns: off_after(d.method),
             };
             (d.ts, row)
         })

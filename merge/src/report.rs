@@ -404,8 +404,14 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         let info = &trace.methods[m as usize];
         (filter.method.as_deref()).is_none_or(|p| glob_match(p, &format!("{}.{}", info.class, info.name)))
     };
-    let (stacks, stack_only_methods) =
-        crate::report_stacks::stacks_json(trace, &agg.stacks, &keep_thread, &keep_method, filter.lines);
+    let (stacks, stack_only) = crate::report_stacks::stacks_json(
+        trace,
+        &agg.stacks,
+        &keep_thread,
+        &keep_method,
+        &|m| agg.after_demotion.demotion_index(m),
+        filter.lines,
+    );
     let meta = &trace.meta;
     let mut problems = trace.losses.truncated.clone();
     problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
@@ -440,11 +446,12 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             &|m| all.get(&m).map_or(0, |s| s.calls),
             &keep_method,
             &|m, by_rate| agg.after_demotion.estimate(m, by_rate),
+            &|m| stack_only.after_demotion.get(&m).copied().unwrap_or_default(),
         ),
         short_calls_dropped: left_out::short_dropped(trace, &keep_method),
         trivial_skipped: left_out::trivial(trace, &keep_method),
         stacks,
-        stack_only_methods,
+        stack_only_methods: stack_only.methods,
     }
 }
 

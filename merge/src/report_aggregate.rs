@@ -157,10 +157,19 @@ impl Visitor for Aggregate {
     fn off_cpu(&mut self, thread: &ThreadInfo, _depth: usize, iv: &crate::visitor::OffCpuInterval) {
         self.tail.off_cpu(&iv.split.off);
         self.stacks.add(thread.tid, iv);
+        if let (Some(pair), Some(epoch)) = (iv.stack, self.after_demotion.epoch(iv.start)) {
+            let open: Vec<MethodIdx> = self.after_demotion.open_demoted().collect();
+            self.stacks.add_demoted(thread.tid, pair, epoch, &open, &iv.split.off);
+        }
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
         if let Some((off, crate::tail::TailStack::Recorded(pair))) = self.tail.end(totals) {
             self.stacks.add_time(thread.tid, pair, &off);
+            // After the thread's last switch-out: after every demotion so far.
+            if let Some(epoch) = self.after_demotion.epoch(u64::MAX) {
+                let open: Vec<MethodIdx> = self.after_demotion.open_demoted().collect();
+                self.stacks.add_demoted(thread.tid, pair, epoch, &open, &off);
+            }
         }
         let t = self.per_thread.entry(thread.tid).or_default();
         t.0 = *totals;

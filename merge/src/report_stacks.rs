@@ -16,10 +16,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// Stacks listed per cause, thread or method.
 pub const TOP_STACKS: usize = 5;
 
-/// Off-CPU time under each stack pair, per thread.
+/// Off-CPU time under each stack pair, per thread; and, when methods were
+/// demoted, per demotion epoch too (how many demotion times came before
+/// the interval), with the part in open recorded calls of demoted methods.
 #[derive(Debug, Default)]
 pub(crate) struct StackTime {
     by_thread: BTreeMap<u32, HashMap<u32, OffCpu>>,
+    /// (tid, pair, epoch) → off-CPU time.
+    by_epoch: HashMap<(u32, u32, u32), OffCpu>,
+    /// (tid, pair, epoch, demoted method) → the part of `by_epoch` spent
+    /// in a recorded call of that method (begun before its demotion).
+    in_recorded: HashMap<(u32, u32, u32, MethodIdx), OffCpu>,
 }
 
 impl StackTime {
@@ -32,9 +39,16 @@ impl StackTime {
 
     /// Adds off-CPU time of thread `tid` under stack pair `pair`.
     pub(crate) fn add_time(&mut self, tid: u32, pair: u32, off: &OffCpu) {
-        let t = self.by_thread.entry(tid).or_default().entry(pair).or_default();
-        for (c, ns) in off.nonzero() {
-            t.add(c, ns);
+        add(self.by_thread.entry(tid).or_default(), pair, off);
+    }
+
+    /// Adds off-CPU time of thread `tid` under `pair` that began after
+    /// `epoch` demotion times, while the thread was in recorded calls of
+    /// the demoted methods `open`.
+    pub(crate) fn add_demoted(&mut self, tid: u32, pair: u32, epoch: u32, open: &[MethodIdx], off: &OffCpu) {
+        add_off(self.by_epoch.entry((tid, pair, epoch)).or_default(), off);
+        for &m in open {
+            add_off(self.in_recorded.entry((tid, pair, epoch, m)).or_default(), off);
         }
     }
 }
@@ -150,25 +164,42 @@ impl Names<'_> {
     }
 }
 
+/// What the stacks say of the methods without probes (those `keep_method`
+/// keeps, over the threads `keep_thread` keeps).
+#[derive(Debug, Default)]
+pub(crate) struct StackOnly {
+    /// The selected methods left without probes: `stack_only_methods`.
+    pub(crate) methods: Vec<StackMethodJson>,
+    /// By demoted method: the off-CPU time of its calls after its demotion
+    /// (not recorded), from the stacks that hold it.
+    pub(crate) after_demotion: BTreeMap<MethodIdx, OffCpu>,
+}
+
 /// The `stacks` object of the threads `keep` keeps, `None` if the trace
 /// recorded no stacks (with `lines`, native frames with their source
-/// lines), and the [`stack_only_methods`] that `keep_method` keeps.
+/// lines), and what the stacks say of the methods without probes that
+/// `keep_method` keeps (`demotion`: a method's
+/// [`AfterDemotion::demotion_index`](crate::demoted_estimate::AfterDemotion::demotion_index)).
 pub(crate) fn stacks_json(
     trace: &Trace,
     time: &StackTime,
     keep: &dyn Fn(&ThreadInfo) -> bool,
     keep_method: &dyn Fn(MethodIdx) -> bool,
+    demotion: &dyn Fn(MethodIdx) -> Option<u32>,
     lines: bool,
-) -> (Option<StacksJson>, Vec<StackMethodJson>) {
+) -> (Option<StacksJson>, StackOnly) {
     if trace.stacks.is_empty() {
-        return (None, Vec::new());
+        return (None, StackOnly::default());
     }
     let symbols = Symbolizer::new(trace);
     let mut names = Names {
         symbols: if lines { symbols.with_lines() } else { symbols },
         lines,
     };
-    let stack_only = stack_only_methods(trace, time, &names.symbols, keep, keep_method);
+    let stack_only = StackOnly {
+        methods: stack_only_methods(trace, time, &names.symbols, keep, keep_method),
+        after_demotion: after_demotion(trace, time, &names.symbols, keep, keep_method, demotion),
+    };
     let mut by_cause: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
     let mut by_method: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
@@ -200,9 +231,12 @@ pub(crate) fn stacks_json(
 }
 
 fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {
-    let t = pairs.entry(pair).or_default();
+    add_off(pairs.entry(pair).or_default(), off);
+}
+
+fn add_off(to: &mut OffCpu, off: &OffCpu) {
     for (c, ns) in off.nonzero() {
-        t.add(c, ns);
+        to.add(c, ns);
     }
 }
 
@@ -277,4 +311,56 @@ fn stack_only_methods(
         .collect();
     v.sort_by_key(|m| std::cmp::Reverse(m.off_cpu_ns.total()));
     v
+}
+
+/// By demoted method that `keep_method` keeps: the off-CPU time, over the
+/// threads `keep_thread` keeps, of the intervals that began after its
+/// demotion with it on the stack, less those in a recorded call of it
+/// (one begun before the demotion, still open): the time of the calls its
+/// probes no longer record.
+fn after_demotion(
+    trace: &Trace,
+    time: &StackTime,
+    symbols: &Symbolizer,
+    keep_thread: &dyn Fn(&ThreadInfo) -> bool,
+    keep_method: &dyn Fn(MethodIdx) -> bool,
+    demotion: &dyn Fn(MethodIdx) -> Option<u32>,
+) -> BTreeMap<MethodIdx, OffCpu> {
+    // The demoted methods each stack holds, each once.
+    let mut held: HashMap<u32, BTreeSet<MethodIdx>> = HashMap::new();
+    let mut held_by = |pair: u32| {
+        held.entry(pair)
+            .or_insert_with(|| {
+                (symbols.frames(pair).iter())
+                    .filter_map(|f| f.method)
+                    .filter(|&m| demotion(m).is_some() && keep_method(m))
+                    .collect()
+            })
+            .clone()
+    };
+    let kept = |tid: &u32| trace.threads.get(tid).is_some_and(keep_thread);
+    let after = |m: MethodIdx, epoch: u32| demotion(m).is_some_and(|d| epoch > d);
+    let mut added: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
+    for (&(_, pair, epoch), off) in time.by_epoch.iter().filter(|((tid, ..), _)| kept(tid)) {
+        for m in held_by(pair).into_iter().filter(|&m| after(m, epoch)) {
+            add_off(added.entry(m).or_default(), off);
+        }
+    }
+    let mut recorded: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
+    for (&(tid, pair, epoch, m), off) in &time.in_recorded {
+        if kept(&tid) && after(m, epoch) && held_by(pair).contains(&m) {
+            add_off(recorded.entry(m).or_default(), off);
+        }
+    }
+    (added.into_iter())
+        .map(|(m, off)| {
+            let mut left = OffCpu::default();
+            let minus = recorded.get(&m).copied().unwrap_or_default();
+            for (c, ns) in off.nonzero() {
+                left.add(c, ns.saturating_sub(minus.get(c)));
+            }
+            (m, left)
+        })
+        .filter(|(_, off)| off.total() > 0)
+        .collect()
 }

@@ -107,9 +107,21 @@ impl Table {
                     }
                 })
                 .collect();
-            let _ = writeln!(s, "{}", line.join(" "));
+            let _ = writeln!(s, "{}", line.join(" ").trim_end());
         }
     }
+}
+
+/// `12.345 (sleep 10.002, runqueue 2.343)`: the total and its causes, or `-`.
+fn by_cause(off: &OffCpu) -> String {
+    if off.total() == 0 {
+        return "-".into();
+    }
+    let causes: Vec<String> = off
+        .nonzero()
+        .map(|(c, ns)| format!("{} {}", c.name(), ms(ns)))
+        .collect();
+    format!("{} ({})", ms(off.total()), causes.join(", "))
 }
 
 /// The `not covered` column's cell: ms, or `-`.
@@ -417,11 +429,20 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
             (11, false),
             (11, false),
             (13, false),
+            (14, true),
         ]);
         t.row(
-            ["method", "at ms", "recorded", "calls/s", "mean µs", "est. after"]
-                .map(String::from)
-                .into(),
+            [
+                "method",
+                "at ms",
+                "recorded",
+                "calls/s",
+                "mean µs",
+                "est. after",
+                "off CPU after (ms, from stacks)",
+            ]
+            .map(String::from)
+            .into(),
         );
         for d in &r.demoted {
             t.row(vec![
@@ -431,6 +452,7 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
                 d.rate_per_s.to_string(),
                 format!("{:.2}", d.mean_wall_ns as f64 / 1e3),
                 format!("≈{}", d.est_calls_after),
+                by_cause(&d.off_cpu_after_ns),
             ]);
         }
         t.write(s);
