@@ -262,6 +262,34 @@ pub struct StackMethodJson {
     pub off_cpu_ns: OffCpu,
 }
 
+/// The methods that stack pairs hold (their Java frames' methods) and that
+/// `wanted` keeps, each once per pair, named once per pair.
+struct HeldMethods<'a> {
+    symbols: &'a Symbolizer<'a>,
+    wanted: &'a dyn Fn(MethodIdx) -> bool,
+    by_pair: HashMap<u32, BTreeSet<MethodIdx>>,
+}
+
+impl<'a> HeldMethods<'a> {
+    fn new(symbols: &'a Symbolizer<'a>, wanted: &'a dyn Fn(MethodIdx) -> bool) -> HeldMethods<'a> {
+        HeldMethods {
+            symbols,
+            wanted,
+            by_pair: HashMap::new(),
+        }
+    }
+
+    fn of(&mut self, pair: u32) -> &BTreeSet<MethodIdx> {
+        let (symbols, wanted) = (self.symbols, self.wanted);
+        self.by_pair.entry(pair).or_insert_with(|| {
+            (symbols.frames(pair).iter())
+                .filter_map(|f| f.method)
+                .filter(|&m| wanted(m))
+                .collect()
+        })
+    }
+}
+
 /// The methods of `trace.trivial` that `keep_method` keeps, with the
 /// off-CPU time under the stacks that hold them, over the threads
 /// `keep_thread` keeps; most time first, none without time.
@@ -275,25 +303,16 @@ fn stack_only_methods(
     if trace.trivial.is_empty() {
         return Vec::new();
     }
-    let mut held: HashMap<u32, Vec<MethodIdx>> = HashMap::new();
+    let wanted = |m| trace.trivial.contains(&m) && keep_method(m);
+    let mut held = HeldMethods::new(symbols, &wanted);
     let mut off: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
     for (tid, pairs) in &time.by_thread {
         if !trace.threads.get(tid).is_some_and(keep_thread) {
             continue;
         }
         for (&pair, o) in pairs {
-            let methods = held.entry(pair).or_insert_with(|| {
-                let set: BTreeSet<MethodIdx> = (symbols.frames(pair).iter())
-                    .filter_map(|f| f.method)
-                    .filter(|m| trace.trivial.contains(m) && keep_method(*m))
-                    .collect();
-                set.into_iter().collect()
-            });
-            for m in methods.iter() {
-                let t = off.entry(*m).or_default();
-                for (c, ns) in o.nonzero() {
-                    t.add(c, ns);
-                }
+            for &m in held.of(pair) {
+                add_off(off.entry(m).or_default(), o);
             }
         }
     }
@@ -326,29 +345,19 @@ fn after_demotion(
     keep_method: &dyn Fn(MethodIdx) -> bool,
     demotion: &dyn Fn(MethodIdx) -> Option<u32>,
 ) -> BTreeMap<MethodIdx, OffCpu> {
-    // The demoted methods each stack holds, each once.
-    let mut held: HashMap<u32, BTreeSet<MethodIdx>> = HashMap::new();
-    let mut held_by = |pair: u32| {
-        held.entry(pair)
-            .or_insert_with(|| {
-                (symbols.frames(pair).iter())
-                    .filter_map(|f| f.method)
-                    .filter(|&m| demotion(m).is_some() && keep_method(m))
-                    .collect()
-            })
-            .clone()
-    };
+    let wanted = |m| demotion(m).is_some() && keep_method(m);
+    let mut held = HeldMethods::new(symbols, &wanted);
     let kept = |tid: &u32| trace.threads.get(tid).is_some_and(keep_thread);
     let after = |m: MethodIdx, epoch: u32| demotion(m).is_some_and(|d| epoch > d);
     let mut added: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
     for (&(_, pair, epoch), off) in time.by_epoch.iter().filter(|((tid, ..), _)| kept(tid)) {
-        for m in held_by(pair).into_iter().filter(|&m| after(m, epoch)) {
+        for &m in held.of(pair).iter().filter(|&&m| after(m, epoch)) {
             add_off(added.entry(m).or_default(), off);
         }
     }
     let mut recorded: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
     for (&(tid, pair, epoch, m), off) in &time.in_recorded {
-        if kept(&tid) && after(m, epoch) && held_by(pair).contains(&m) {
+        if kept(&tid) && after(m, epoch) && held.of(pair).contains(&m) {
             add_off(recorded.entry(m).or_default(), off);
         }
     }
