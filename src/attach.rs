@@ -113,6 +113,7 @@ pub(crate) fn attach(args: AttachArgs) -> ExitCode {
 
 /// `jtrace attach PID --stop`: ends an orphaned session.
 fn stop_orphan(pid: u32) -> anyhow::Result<()> {
+    User::invoking()?.check_may_trace(pid)?;
     let jvm = hotspot::inspect(pid)?;
     let agent = agent_path()?;
     match load_agent(&jvm, &agent, "stop")? {
@@ -129,8 +130,9 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     if args.stop {
         return stop_orphan(args.pid);
     }
-    let jvm = hotspot::inspect(args.pid)?;
     let owner = User::invoking()?;
+    owner.check_may_trace(args.pid)?;
+    let jvm = hotspot::inspect(args.pid)?;
     let agent = agent_path()?;
     check_readable_by(&agent, &jvm.user)?;
     jtrace_bpf::required_kernel_features()?;
@@ -144,9 +146,9 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
         return Err(e);
     }
     let disk = args.disk.plan(&dir);
-    let conf_path = out.join(jtrace_format::AGENT_CONFIG_FILE);
     let conf = setup.conf.clone() + &disk.agent_lines();
     dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
+    let agent_options = dir.agent_options(jtrace_format::AGENT_CONFIG_FILE)?;
     let meta = session::new_meta(session::command_line(jvm.pid), jvm.pid, &args.trace.methods);
     // JVMTI reports no safepoints: probe the JVM's libjvm.so for them, as
     // `run` and `record` do.
@@ -156,12 +158,15 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
     signals::stop_on_signals()?;
 
     let stream = crate::ring::first_stream_file(&format!("{}{}", jtrace_format::JVM_FILE_PREFIX, jvm.nspid), &disk);
-    let started = load_agent(&jvm, &agent, &format!("config={}", conf_path.display()));
+    let started = load_agent(&jvm, &agent, &agent_options);
     let state = read_stream(&session.dir, &stream);
     if let Err(e) = check_started(&jvm, started.as_ref(), &state) {
-        if started.is_err() && hotspot::alive(jvm.pid) {
-            // No answer (timeout, broken connection): the agent may be
-            // starting all the same; make sure it does not stay on.
+        // No answer in time, or a session started whose stream is not
+        // where it should be: the agent may be recording all the same, so
+        // make sure it does not stay on. (Any other code says the agent
+        // started nothing: a session it found running is not ours to stop.)
+        let maybe_on = matches!(started, Err(_) | Ok(0));
+        if maybe_on && hotspot::alive(jvm.pid) {
             let _ = load_agent(&jvm, &agent, "stop");
         }
         session.abandon();

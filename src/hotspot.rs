@@ -165,17 +165,52 @@ fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
-/// Whether process `pid` still exists.
+/// Whether process `pid` still runs: it exists and has not exited (a
+/// zombie, which `kill(pid, 0)` still finds, has).
 pub(crate) fn alive(pid: u32) -> bool {
-    i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) S …`: the state follows the last `)` (comm may hold one).
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, None | Some('Z') | Some('X'))
 }
 
 fn is_socket(p: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// Whether the JVM's attach socket is there, and may be trusted: as the
+/// JDK's own client checks, it must be a socket (not a link to one)
+/// owned by the JVM's user, which no one else may write. Anything else at
+/// its name was put there by someone else, and is refused.
+fn attach_socket(jvm: &Jvm, sock: &Path) -> anyhow::Result<bool> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let md = match std::fs::symlink_metadata(sock) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("cannot look at {}", sock.display())),
+    };
+    if !md.file_type().is_socket() {
+        bail!(
+            "{} is not a socket (a link or a file planted there?); refusing to use it",
+            sock.display()
+        );
+    }
+    if md.uid() != jvm.user.uid.as_raw() || md.mode() & 0o022 != 0 {
+        bail!(
+            "the attach socket {} belongs to uid {} (mode {:o}), not to the JVM's user (uid {}) alone; \
+             refusing it (another user may have planted it)",
+            sock.display(),
+            md.uid(),
+            md.mode() & 0o777,
+            jvm.user.uid.as_raw()
+        );
+    }
+    Ok(true)
 }
 
 /// Makes the JVM start its attach listener (trigger file + SIGQUIT); runs
@@ -269,8 +304,9 @@ fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<Stri
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     jvm.user.clone().run_as(move || {
         let sock = PathBuf::from(format!("/proc/{}/root/tmp/.java_pid{}", jvm.pid, jvm.nspid));
-        if !is_socket(&sock) {
+        if !attach_socket(&jvm, &sock)? {
             start_listener(&jvm, &sock)?;
+            attach_socket(&jvm, &sock)?;
         }
         let mut s = match UnixStream::connect(&sock) {
             // A socket file left by an earlier process with the same pid
@@ -280,6 +316,7 @@ fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<Stri
                 std::fs::remove_file(&sock)
                     .with_context(|| format!("cannot remove the stale attach socket {}", sock.display()))?;
                 start_listener(&jvm, &sock)?;
+                attach_socket(&jvm, &sock)?;
                 UnixStream::connect(&sock)
             }
             r => r,

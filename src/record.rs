@@ -54,6 +54,7 @@ pub(crate) fn record(args: RecordArgs) -> ExitCode {
 
 fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
     let owner = User::invoking()?;
+    owner.check_may_trace(args.pid)?;
     jtrace_bpf::required_kernel_features()?;
     let out = std::path::absolute(&args.output)?;
     let command = session::command_line(args.pid);

@@ -63,9 +63,9 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     }
     let dir = TraceDir::prepare(&setup.out, &owner)?;
     let disk = args.disk.plan(&dir);
-    let conf_path = setup.out.join(jtrace_format::AGENT_CONFIG_FILE);
     let conf = setup.conf.clone() + &disk.agent_lines();
     dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
+    let agent_options = dir.agent_options(jtrace_format::AGENT_CONFIG_FILE)?;
     let meta = session::new_meta(args.command.clone(), 0, &args.trace.methods);
     let libjvm = jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]);
     let mut session = Session::start(
@@ -83,7 +83,7 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     if !tool_opts.is_empty() {
         tool_opts.push(' ');
     }
-    tool_opts.push_str(&format!("-agentpath:{}={}", agent.display(), conf_path.display()));
+    tool_opts.push_str(&format!("-agentpath:{}={agent_options}", agent.display()));
     // Frame pointers in JIT-compiled code, so that stacks walk through it.
     if !args.trace.no_frame_pointer {
         tool_opts.push_str(" -XX:+PreserveFramePointer");

@@ -107,6 +107,9 @@ pub(crate) struct Session {
     recorder: Option<KernelRecorder>,
     /// A ring recording's keeper.
     keeper: Option<crate::ring::Keeper>,
+    /// Who writes the trace meanwhile (the traced command's or the JVM's
+    /// user): their files in it are handed over at the end.
+    writer: User,
 }
 
 impl Session {
@@ -160,7 +163,7 @@ impl Session {
             }
         };
         dir.keep_room();
-        dir.hand_over(recording_user)?;
+        dir.hand_over(recording_user, recording_user)?;
         let keeper = match &disk.ring {
             Some(r) => Some(crate::ring::Keeper::start(dir.try_clone()?, r.clone())?),
             None => None,
@@ -170,6 +173,7 @@ impl Session {
             meta,
             recorder: Some(recorder),
             keeper,
+            writer: recording_user.clone(),
         })
     }
 
@@ -226,7 +230,7 @@ impl Session {
     pub(crate) fn finish(self, owner: &User) -> anyhow::Result<()> {
         self.dir.release_room();
         self.dir.store_meta(&self.meta)?;
-        self.dir.hand_over(owner)
+        self.dir.hand_over(owner, &self.writer)
     }
 
     /// Ends a session that failed to get going: the recorder stopped, the

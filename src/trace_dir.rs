@@ -13,11 +13,13 @@ use anyhow::{bail, Context};
 use jtrace_merge::Meta;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
 use rustix::io::Errno;
+use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Mode of the trace directory: its owner only.
 const DIR_MODE: u32 = 0o700;
@@ -35,6 +37,10 @@ pub(crate) struct TraceDir {
     fd: OwnedFd,
     path: PathBuf,
     creator: User,
+    /// The inodes of the files jtrace created in it (shared by every
+    /// handle): only these, and the files of the user who writes the trace,
+    /// are ever handed over.
+    made: Arc<Mutex<HashSet<u64>>>,
 }
 
 impl TraceDir {
@@ -50,7 +56,37 @@ impl TraceDir {
             fd,
             path: path.to_path_buf(),
             creator: creator.clone(),
+            made: Default::default(),
         })
+    }
+
+    /// The directory's identity, `<dev>:<ino>`, which the agent checks
+    /// before it reads or writes a thing there (agent/src/out_dir.rs).
+    pub(crate) fn identity(&self) -> anyhow::Result<String> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        Ok(format!("{}:{}", st.st_dev, st.st_ino))
+    }
+
+    /// The agent's options for this directory: its identity, then the
+    /// configuration file `conf` (a name in it).
+    pub(crate) fn agent_options(&self, conf: &str) -> anyhow::Result<String> {
+        Ok(format!(
+            "dir={},config={}",
+            self.identity()?,
+            self.path.join(conf).display()
+        ))
+    }
+
+    /// Notes that jtrace made the file open as `fd`.
+    fn note_made(&self, fd: impl rustix::fd::AsFd) {
+        if let Ok(st) = rustix::fs::fstat(fd) {
+            self.made.lock().unwrap_or_else(|p| p.into_inner()).insert(st.st_ino);
+        }
+    }
+
+    /// Whether jtrace made the file of inode `ino`.
+    fn was_made(&self, ino: u64) -> bool {
+        self.made.lock().unwrap_or_else(|p| p.into_inner()).contains(&ino)
     }
 
     /// The directory's path (as given, made absolute).
@@ -75,6 +111,7 @@ impl TraceDir {
             Mode::from_raw_mode(FILE_MODE),
         )
         .with_context(|| format!("cannot create {}", self.path.join(name).display()))?;
+        self.note_made(&fd);
         Ok(File::from(fd))
     }
 
@@ -85,6 +122,7 @@ impl TraceDir {
             fd: self.fd.try_clone()?,
             path: self.path.clone(),
             creator: self.creator.clone(),
+            made: self.made.clone(),
         })
     }
 
@@ -186,8 +224,11 @@ impl TraceDir {
 
     /// Writes meta.json atomically, without following links.
     pub(crate) fn store_meta(&self, meta: &Meta) -> anyhow::Result<()> {
-        meta.store_in(&self.fd)
-            .with_context(|| format!("cannot write the metadata of {}", self.path.display()))
+        let ino = meta
+            .store_in(&self.fd)
+            .with_context(|| format!("cannot write the metadata of {}", self.path.display()))?;
+        self.made.lock().unwrap_or_else(|p| p.into_inner()).insert(ino);
+        Ok(())
     }
 
     /// The size of the directory's file system in bytes, if it says.
@@ -256,17 +297,30 @@ impl TraceDir {
     }
 
     /// Hands every file jtrace or the agent wrote to `owner`, readable by
-    /// them only, then the directory itself (mode 0700). What is not a
-    /// regular file with a single link (something planted: a symbolic link,
-    /// a FIFO, a directory, a hard link to a file elsewhere) is left as it
-    /// is, with a warning.
-    pub(crate) fn hand_over(&self, owner: &User) -> anyhow::Result<()> {
+    /// them only, then the directory itself (mode 0700). Handed over are
+    /// the files jtrace created (known by inode) and those of `writer`, the
+    /// user who wrote the trace meanwhile (the agent's streams); a file
+    /// anyone else owns (one the traced command moved in), and what is not
+    /// a regular file with a single link (a symbolic link, a FIFO, a
+    /// directory, a hard link to a file elsewhere), is left as it is, with
+    /// a warning.
+    pub(crate) fn hand_over(&self, owner: &User, writer: &User) -> anyhow::Result<()> {
         for name in self.entries()? {
             let shown = self.path.join(name.to_string_lossy().as_ref());
             if self.is_handed(&name, owner) {
                 continue;
             }
-            match self.open_regular(&name) {
+            let file = self.open_regular(&name).and_then(|file| {
+                let st = rustix::fs::fstat(&file)?;
+                if !self.was_made(st.st_ino) && st.st_uid != writer.uid.as_raw() {
+                    bail!(
+                        "it belongs to uid {}, and neither jtrace nor the traced JVM made it",
+                        st.st_uid
+                    );
+                }
+                Ok(file)
+            });
+            match file {
                 Ok(file) => {
                     rustix::fs::fchmod(&file, Mode::from_raw_mode(FILE_MODE))
                         .and_then(|()| rustix::fs::fchown(&file, Some(owner.uid), Some(owner.gid)))

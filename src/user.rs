@@ -105,6 +105,37 @@ impl User {
         Ok(())
     }
 
+    /// Checks that this user may trace process `pid`: root may trace any
+    /// process; anyone else only one the kernel lets them read as a
+    /// debugger would (`ptrace_may_access` in PTRACE_MODE_READ: the same
+    /// user and a dumpable process, or the capability in its user
+    /// namespace, as a rootless container's owner has). The kernel is
+    /// asked directly: its answer to this user's reading of
+    /// `/proc/PID/ns/pid`.
+    pub(crate) fn check_may_trace(&self, pid: u32) -> anyhow::Result<()> {
+        if self.uid.is_root() {
+            return Ok(());
+        }
+        let link = format!("/proc/{pid}/ns/pid");
+        let asked = self.run_as(|| Ok(rustix::fs::readlinkat(rustix::fs::CWD, link.as_str(), Vec::new())));
+        match asked? {
+            Ok(_) => Ok(()),
+            Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::SRCH) => bail!("no process with pid {pid}"),
+            Err(e) => {
+                let owner = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|s| User::from_proc_status(&s))
+                    .map_or_else(|| "another user".to_string(), |u| format!("uid {}", u.uid.as_raw()));
+                bail!(
+                    "uid {uid} may not trace process {pid}, which runs as {owner}: the kernel does not let \
+                     uid {uid} debug it ({e}). Trace your own processes; to trace another user's as root, with \
+                     the trace root's too, run `sudo env -u SUDO_UID -u SUDO_GID jtrace …`",
+                    uid = self.uid.as_raw()
+                )
+            }
+        }
+    }
+
     /// "uid U, gid G, groups A B C", for messages.
     pub(crate) fn describe(&self) -> String {
         let groups: Vec<String> = self.groups.iter().map(|g| g.as_raw().to_string()).collect();

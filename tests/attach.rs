@@ -8,6 +8,7 @@ use common::*;
 use jtrace_merge::{Cause, OffCpuInterval, ThreadInfo, Trace, Visitor};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -22,9 +23,11 @@ impl Visitor for Blocks {
     }
 }
 
-/// Starts AttachTarget and waits for its "ready" line; returns the child
-/// (stdout still piped, after that line; closing its stdin ends it) and the
-/// file of its call times.
+/// Starts AttachTarget as uid 65534 (the user the tests attach as,
+/// through sudo: an ordinary user may trace only their own processes) and
+/// waits for its "ready" line; returns the child (stdout still piped,
+/// after that line; closing its stdin ends it) and the file of its call
+/// times.
 fn start_target(jdk: &str, dir: &Path) -> (Child, BufReader<std::process::ChildStdout>, PathBuf) {
     // Before any attach, including those a test spawns itself: a JVM keeps
     // the first agent library it loaded for every later attach.
@@ -35,6 +38,8 @@ fn start_target(jdk: &str, dir: &Path) -> (Child, BufReader<std::process::ChildS
         .arg(classes())
         .arg("AttachTarget")
         .arg(&times)
+        .uid(65534)
+        .gid(65534)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -487,6 +492,10 @@ fn a_stale_attach_socket_is_replaced() {
         let pid = child.id();
         let sock = PathBuf::from(format!("/tmp/.java_pid{pid}"));
         drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind a stale socket"));
+        // Left by an earlier JVM of the same user (one of another user's
+        // is refused: tests/security_attach.rs).
+        std::os::unix::fs::chown(&sock, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(sock.exists());
         let out = dir.join("s.jtrace");
         let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
@@ -519,6 +528,8 @@ fn a_method_demoted_in_one_session_is_traced_again_in_the_next() {
             .arg("-cp")
             .arg(classes())
             .arg("AttachHot")
+            .uid(65534)
+            .gid(65534)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -7,98 +7,14 @@
 
 mod common;
 
+use common::hostile::*;
 use common::*;
 use jtrace_merge::Trace;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The attacker's account.
-struct TestUser {
-    uid: u32,
-    gid: u32,
-    /// Its supplementary group `jtrace-test-extra`.
-    extra_gid: u32,
-}
-
-/// Creates the test account if missing (scripts/test-user.sh) and returns its ids.
-fn test_user() -> &'static TestUser {
-    static USER: OnceLock<TestUser> = OnceLock::new();
-    USER.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-user.sh");
-        let st = Command::new("bash").arg(script).status().expect("run test-user.sh");
-        assert!(st.success(), "cannot create the test account jtrace-test");
-        let id = |args: &[&str]| -> u32 {
-            let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-            assert!(o.status.success(), "{args:?} failed");
-            let out = String::from_utf8(o.stdout).unwrap();
-            // `getent group` prints name:x:gid:members.
-            let field = out.trim().split(':').nth(2).unwrap_or(out.trim()).to_string();
-            field.parse().unwrap()
-        };
-        TestUser {
-            uid: id(&["id", "-u", "jtrace-test"]),
-            gid: id(&["id", "-g", "jtrace-test"]),
-            extra_gid: id(&["getent", "group", "jtrace-test-extra"]),
-        }
-    })
-}
-
-/// A root-only file (0600) with `content`: what an attack aims at.
-fn root_file(dir: &Path, name: &str, content: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, content).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-    p
-}
-
-/// A directory with this owner and mode.
-fn dir_of(path: PathBuf, uid: u32, gid: u32, mode: u32) -> PathBuf {
-    std::fs::create_dir_all(&path).unwrap();
-    std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-    path
-}
-
-/// Owner, mode and content of a file, or owner, mode and sorted entries
-/// (each with its own state) of a directory, not following links: equal
-/// before and after an attack means nothing was touched.
-fn state(p: &Path) -> String {
-    let md = std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let head = format!("{} uid {} gid {} mode {:o}", p.display(), md.uid(), md.gid(), md.mode());
-    if md.is_dir() {
-        let mut names: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().path()).collect();
-        names.sort();
-        let inner: Vec<String> = names.iter().map(|n| state(n)).collect();
-        format!("{head} [{}]", inner.join("; "))
-    } else if md.file_type().is_symlink() {
-        format!("{head} -> {}", std::fs::read_link(p).unwrap().display())
-    } else {
-        format!("{head} {:?}", std::fs::read(p).unwrap())
-    }
-}
-
-/// Runs `jtrace <args>` as root invoked through sudo by `uid`/`gid`.
-fn jtrace_as(uid: u32, gid: u32, args: &[&str]) -> Output {
-    ensure_agent();
-    let o = Command::new(jtrace())
-        .args(args)
-        .env("SUDO_UID", uid.to_string())
-        .env("SUDO_GID", gid.to_string())
-        .output()
-        .expect("run jtrace");
-    eprintln!("--- jtrace {args:?} stdout\n{}", String::from_utf8_lossy(&o.stdout));
-    eprintln!("--- jtrace stderr\n{}", String::from_utf8_lossy(&o.stderr));
-    o
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Item 1: during `jtrace run` the command (the invoking user) plants links
 /// in its trace directory to root's files: at `.meta.json.tmp` (root used
@@ -315,32 +231,8 @@ fn command_keeps_the_users_supplementary_groups() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// A JVM running as the test account (AttachTarget, working directory
-/// `cwd`); returns it with its stdout after the "ready" line.
-fn start_jvm_as(u: &TestUser, cwd: &Path, times: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    ensure_agent();
-    let mut child = Command::new(java(JDKS[0]))
-        .arg("-cp")
-        .arg(classes())
-        .arg("AttachTarget")
-        .arg(times)
-        .current_dir(cwd)
-        .uid(u.uid)
-        .gid(u.gid)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start java");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n", "AttachTarget did not start");
-    (child, out)
-}
-
 /// Items 1 and 2 through `jtrace attach`, on a JVM of the test account
-/// attached to by another user (uid 65534, through sudo):
+/// attached to by that account (through sudo):
 /// * a third user planted a link at the attach trigger's name in the JVM's
 ///   shared working directory, to a file of the JVM's user: it is not
 ///   followed (the file is not truncated), the attach still works;
@@ -377,8 +269,8 @@ fn attach_follows_no_planted_link() {
 
     let out = base.join("a.jtrace");
     let o = jtrace_as(
-        65534,
-        65534,
+        u.uid,
+        u.gid,
         &["attach", &pid.to_string(), "--config", s(&conf), "-o", s(&out)],
     );
     assert_eq!(o.status.code(), Some(1));
@@ -398,8 +290,8 @@ fn attach_follows_no_planted_link() {
             "-o",
         ])
         .arg(&out)
-        .env("SUDO_UID", "65534")
-        .env("SUDO_GID", "65534")
+        .env("SUDO_UID", u.uid.to_string())
+        .env("SUDO_GID", u.gid.to_string())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -444,11 +336,11 @@ fn attach_follows_no_planted_link() {
     let trace = Trace::open(&out).unwrap();
     assert!(trace.meta.complete);
     let md = std::fs::metadata(&out).unwrap();
-    assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o700));
+    assert_eq!((md.uid(), md.mode() & 0o777), (u.uid, 0o700));
     for name in ["meta.json", "kernel.bin", "agent.conf", &format!("jvm-{pid}.bin")] {
         let md = std::fs::symlink_metadata(out.join(name)).unwrap();
         assert!(md.is_file(), "{name}");
-        assert_eq!((md.uid(), md.mode() & 0o777), (65534, 0o600), "{name}");
+        assert_eq!((md.uid(), md.mode() & 0o777), (u.uid, 0o600), "{name}");
     }
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -14,8 +14,9 @@
 //! Virtual threads' mounts are not restated.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::out_dir::OutDir;
 use jtrace_format::{batch_events, kind, BatchedKind, Chunk, Encoder, MethodEvent, Payload, Record};
 
 /// When the stream begins a new chunk, and where.
@@ -26,14 +27,14 @@ pub(crate) struct ChunkPlan {
     /// Past this age in ns (0: no age bound).
     pub(crate) ns: u64,
     /// The trace directory.
-    pub(crate) dir: PathBuf,
+    pub(crate) dir: Arc<OutDir>,
 }
 
 impl ChunkPlan {
-    /// The file of chunk `seq` of this JVM's stream.
-    pub(crate) fn file(&self, seq: u64) -> PathBuf {
+    /// The file name of chunk `seq` of this JVM's stream.
+    pub(crate) fn file(&self, seq: u64) -> String {
         let stream = format!("{}{}", jtrace_format::JVM_FILE_PREFIX, std::process::id());
-        self.dir.join(jtrace_format::chunk_file(&stream, seq))
+        jtrace_format::chunk_file(&stream, seq)
     }
 
     /// How far ahead of the data a chunk's file may be allocated: an

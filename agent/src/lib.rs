@@ -19,6 +19,7 @@
 //! | module | job |
 //! |---|---|
 //! | `load` | loading: the configuration, the stream file, capabilities and callbacks |
+//! | `out_dir` | the trace directory: opened once and checked, files created in it without following links |
 //! | `hooks` | JVMTI callbacks: VM init/death, thread start/end, JVMTI method events |
 //! | `session` | starting a recording session (VMInit or attach), stopping an attached one |
 //! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
@@ -67,6 +68,7 @@ mod jvm;
 mod load;
 mod mutex;
 mod os;
+mod out_dir;
 mod probe_class;
 mod probe_natives;
 mod recorder;

@@ -11,6 +11,7 @@ use crate::chunks::ChunkPlan;
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
+use crate::out_dir::{DirId, OutDir};
 use crate::recorder::Recorder;
 use crate::state::{
     guard, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, NAMED, RECORDER, SESSION, SESSION_BUFS,
@@ -47,36 +48,59 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     } else if ATTACHED.load(Ordering::SeqCst) {
         return Err(Failure::Busy);
     }
-    let path = match config_path(options) {
-        Ok(p) => p,
+    let opts = match AgentOptions::parse(options) {
+        Ok(o) => o,
         Err(e) => {
-            report_untraced(&[e.message], None);
+            report_untraced(&[e], None);
             return Err(Failure::BadConfig);
         }
     };
-    let text = match std::fs::read_to_string(&path) {
+    let (text, dir) = match opts.read_config() {
         Ok(t) => t,
         Err(e) => {
-            report_untraced(&[format!("{path}: cannot read configuration: {e}")], None);
+            report_untraced(&[e], None);
             return Err(Failure::BadConfig);
         }
     };
+    let path = &opts.config;
     let (cfg, errors) = Config::parse(&text);
     if !errors.is_empty() {
-        let msgs: Vec<String> = errors.iter().map(|e| e.located(&path)).collect();
-        report_untraced(&msgs, cfg.output.as_deref());
+        let msgs: Vec<String> = errors.iter().map(|e| e.located(path)).collect();
+        let dir = dir.or_else(|| cfg.output.as_deref().and_then(|o| OutDir::open(o, None).ok()));
+        report_untraced(&msgs, dir.as_ref());
         return Err(Failure::BadConfig);
     }
     let Some(output) = cfg.output.clone() else {
         report_untraced(&[format!("{path}: no `output` directive")], None);
         return Err(Failure::BadConfig);
     };
+    let dir = match dir {
+        // jtrace's configuration lives in the trace directory it names.
+        Some(d) if same_dir(&output, &opts.config_dir()) => d,
+        Some(_) => {
+            report_untraced(
+                &[format!(
+                    "{path}: `output {output}` is not the directory the configuration is in"
+                )],
+                None,
+            );
+            return Err(Failure::BadConfig);
+        }
+        None => match OutDir::open(&output, None) {
+            Ok(d) => d,
+            Err(e) => {
+                report_untraced(&[e], None);
+                return Err(Failure::BadConfig);
+            }
+        },
+    };
+    let dir = std::sync::Arc::new(dir);
     let chunks = (cfg.chunk_bytes > 0 || cfg.chunk_ms > 0).then(|| ChunkPlan {
         bytes: cfg.chunk_bytes,
         ns: cfg.chunk_ms.saturating_mul(1_000_000),
-        dir: output.clone().into(),
+        dir: dir.clone(),
     });
-    let file = match create_stream(&output, chunks.as_ref().map(|_| 0)) {
+    let file = match create_stream(&dir, chunks.as_ref().map(|_| 0)) {
         Ok(f) => f,
         Err(e) => {
             report_untraced(&[e], None);
@@ -186,26 +210,70 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
     Ok(())
 }
 
-/// A problem found before the stream exists.
-struct LoadError {
-    message: String,
+/// The agent's options: `[dir=<dev>:<ino>,]config=<path>` or a bare path.
+/// jtrace gives `dir`, the identity of the trace directory it prepared
+/// (which holds the configuration): then nothing is read or written
+/// anywhere else, whatever is put at that path meanwhile.
+struct AgentOptions {
+    config: String,
+    dir: Option<DirId>,
 }
 
-/// Extracts the configuration path from the agent options (`<path>` or `config=<path>`).
-fn config_path(options: *const c_char) -> Result<String, LoadError> {
-    let opts = if options.is_null() {
-        String::new()
-    } else {
-        // SAFETY: the JVM passes a NUL-terminated string.
-        unsafe { CStr::from_ptr(options) }.to_string_lossy().into_owned()
-    };
-    let path = opts.strip_prefix("config=").unwrap_or(&opts).trim().to_string();
-    if path.is_empty() {
-        return Err(LoadError {
-            message: "no configuration file given (use -agentpath:libjtrace_agent.so=<config file>)".into(),
-        });
+impl AgentOptions {
+    fn parse(options: *const c_char) -> Result<AgentOptions, String> {
+        let opts = if options.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the JVM passes a NUL-terminated string.
+            unsafe { CStr::from_ptr(options) }.to_string_lossy().into_owned()
+        };
+        let mut rest = opts.trim();
+        let mut dir = None;
+        if let Some(r) = rest.strip_prefix("dir=") {
+            let (id, after) = r.split_once(',').unwrap_or((r, ""));
+            dir =
+                Some(DirId::parse(id).ok_or_else(|| format!("bad directory identity {id:?} in the agent's options"))?);
+            rest = after;
+        }
+        let config = rest.strip_prefix("config=").unwrap_or(rest).trim().to_string();
+        if config.is_empty() {
+            return Err("no configuration file given (use -agentpath:libjtrace_agent.so=<config file>)".into());
+        }
+        Ok(AgentOptions { config, dir })
     }
-    Ok(path)
+
+    /// The directory the configuration file is in.
+    fn config_dir(&self) -> String {
+        match self.config.rsplit_once('/') {
+            Some(("", _)) => "/".into(),
+            Some((d, _)) => d.into(),
+            None => ".".into(),
+        }
+    }
+
+    /// The configuration's text, and with jtrace's directory identity the
+    /// trace directory, opened and checked, that it was read from.
+    fn read_config(&self) -> Result<(String, Option<OutDir>), String> {
+        let path = &self.config;
+        let Some(id) = self.dir else {
+            // Used by hand: the JVM's own user names its own file.
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read configuration: {e}"))?;
+            return Ok((text, None));
+        };
+        let dir = OutDir::open(&self.config_dir(), Some(id))?;
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let text = dir
+            .read_small(name)
+            .map_err(|e| format!("{path}: cannot read configuration: {e}"))?;
+        Ok((text, Some(dir)))
+    }
+}
+
+/// Whether two spellings of an absolute directory path are the same
+/// (trailing slashes aside).
+fn same_dir(a: &str, b: &str) -> bool {
+    let t = |s: &str| s.trim_end_matches('/').to_string();
+    t(a) == t(b)
 }
 
 /// The thread that begins the chunks of a ring recording when due
@@ -232,42 +300,28 @@ fn start_rotation() {
     }
 }
 
-/// Creates `<dir>/jvm-<pid>.bin`, or chunk `chunk` of it in a ring
-/// recording (mode 0600; the directory 0700 if missing).
-fn create_stream(dir: &str, chunk: Option<u64>) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = std::path::Path::new(dir);
-    if !dir.is_dir() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
-    }
+/// Creates `jvm-<pid>.bin` in the trace directory, or chunk `chunk` of
+/// it in a ring recording (mode 0600, new: nothing there is reused or
+/// followed).
+fn create_stream(dir: &OutDir, chunk: Option<u64>) -> Result<std::fs::File, String> {
     let stream = format!("{}{}", jtrace_format::JVM_FILE_PREFIX, std::process::id());
-    let path = dir.join(match chunk {
+    let name = match chunk {
         Some(seq) => jtrace_format::chunk_file(&stream, seq),
         None => format!("{stream}.bin"),
-    });
+    };
     // Read-write: the recorder maps it.
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+    dir.create_new(&name)
+        .map_err(|e| format!("cannot create {}: {e}", dir.shown(&name)))
 }
 
 /// Reports problems that keep the agent from tracing: on stderr, and as
 /// AGENT_ERROR records in the stream when the output directory is known.
-fn report_untraced(messages: &[String], output: Option<&str>) {
+fn report_untraced(messages: &[String], dir: Option<&OutDir>) {
     for m in messages {
         say(m);
     }
     say("not tracing this JVM");
-    let Some(dir) = output else { return };
+    let Some(dir) = dir else { return };
     let Ok(file) = create_stream(dir, None) else { return };
     if let Ok(rec) = Recorder::new(file, say, 0) {
         for m in messages {

@@ -330,22 +330,21 @@ impl Recorder {
             return;
         }
         let seq = c.seq.load(Ordering::Relaxed) + 1;
-        let path = c.plan.file(seq);
+        let name = c.plan.file(seq);
         let fail = |e: String| {
-            let _ = std::fs::remove_file(&path);
+            c.plan.dir.remove(&name);
             if !c.failed.swap(true, Ordering::SeqCst) {
                 (self.on_full)(&format!(
                     "cannot begin chunk {} of the trace's JVM stream ({e}): it goes on in {}",
-                    path.display(),
-                    c.plan.file(seq - 1).display()
+                    c.plan.dir.shown(&name),
+                    c.plan.dir.shown(&c.plan.file(seq - 1))
                 ));
             }
         };
-        let created = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let created = c
+            .plan
+            .dir
+            .create_new(&name)
             .and_then(|f| StreamFile::create_stepped(f, c.min_free, c.plan.max_step()));
         let next = match created {
             Ok(n) => Arc::new(n),

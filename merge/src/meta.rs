@@ -125,7 +125,7 @@ impl Meta {
             Mode::empty(),
         )
         .map_err(|e| anyhow::anyhow!("cannot open the trace directory {}: {e}", dir.display()))?;
-        self.store_in(&fd)
+        self.store_in(&fd).map(|_| ())
     }
 
     /// Writes `meta.json` (mode 0600) into the open directory `dir`
@@ -133,7 +133,8 @@ impl Meta {
     /// never sees half a file. Safe in a directory another user can write
     /// (jtrace runs as root): nothing there is followed or reused, a stale
     /// or planted temporary file is unlinked, not written through.
-    pub fn store_in(&self, dir: impl AsFd) -> anyhow::Result<()> {
+    /// Returns the inode of the file written.
+    pub fn store_in(&self, dir: impl AsFd) -> anyhow::Result<u64> {
         let dir = dir.as_fd();
         let bytes = serde_json::to_vec_pretty(self)?;
         match rustix::fs::unlinkat(dir, META_TMP, AtFlags::empty()) {
@@ -147,12 +148,13 @@ impl Meta {
             Mode::from_raw_mode(0o600),
         )
         .map_err(|e| anyhow::anyhow!("cannot create {META_TMP}: {e}"))?;
+        let ino = rustix::fs::fstat(&fd)?.st_ino;
         std::fs::File::from(fd)
             .write_all(&bytes)
             .map_err(|e| anyhow::anyhow!("cannot write {META_TMP}: {e}"))?;
         rustix::fs::renameat(dir, META_TMP, dir, jtrace_format::META_FILE)
             .map_err(|e| anyhow::anyhow!("cannot rename {META_TMP} to {}: {e}", jtrace_format::META_FILE))?;
-        Ok(())
+        Ok(ino)
     }
 
     /// Total kernel records lost: not put into the ring buffer, or taken

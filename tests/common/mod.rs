@@ -3,6 +3,8 @@
 //! `jtrace run` and check the merged result.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
