@@ -280,3 +280,56 @@ fn damaged_traces_never_crash_the_readers() {
     std::fs::remove_dir_all(&work).unwrap();
     std::fs::remove_dir_all(src.parent().unwrap()).unwrap();
 }
+
+/// A stream replaced by something that is not a file: a link to
+/// `/dev/zero` (endless zeros), a link to another trace's stream, a FIFO
+/// (a read would wait forever). Every reader says so and reads the rest;
+/// none panics, hangs or follows the link.
+#[test]
+fn streams_replaced_by_links_or_devices_are_refused() {
+    let src = real_trace();
+    let work = tempdir("fuzz-links");
+    let names: Vec<String> = streams(&src)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "kernel.bin") && names.iter().any(|n| n.starts_with("jvm-")));
+    let o = |s: &'static str| std::ffi::OsStr::new(s);
+    for (i, name) in names.iter().enumerate() {
+        for kind in ["/dev/zero", "other", "fifo"] {
+            let dir = work.join(format!("m{i}-{}.jtrace", kind.replace('/', "")));
+            std::fs::create_dir_all(&dir).unwrap();
+            for e in std::fs::read_dir(&src).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+            }
+            let target = dir.join(name);
+            std::fs::remove_file(&target).unwrap();
+            match kind {
+                "fifo" => assert!(Command::new("mkfifo").arg(&target).status().unwrap().success()),
+                "other" => std::os::unix::fs::symlink(src.join(name), &target).unwrap(),
+                dev => std::os::unix::fs::symlink(dev, &target).unwrap(),
+            }
+            let what = format!("{name} replaced by {kind}");
+            let d = dir.as_os_str();
+            for c in [
+                vec![o("info"), d],
+                vec![o("report"), o("--json"), d],
+                vec![o("text"), o("--all"), d],
+                vec![o("why"), d, o("--method"), o("Demo.*")],
+                vec![o("export"), d, o("--format"), o("csv")],
+            ] {
+                run_checked(&c, &what);
+            }
+            let info = Command::new(jtrace()).arg("info").arg(&dir).output().unwrap();
+            let said = String::from_utf8_lossy(&info.stdout) + String::from_utf8_lossy(&info.stderr);
+            assert!(
+                said.contains("not a regular file"),
+                "{what}: info does not say so:\n{said}"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&work).unwrap();
+    std::fs::remove_dir_all(src.parent().unwrap()).unwrap();
+}

@@ -255,6 +255,9 @@ impl TraceReader {
         let why = match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !kernel => return false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => "it is missing".to_string(),
+            Ok(m) if !m.is_file() || files.parts.is_empty() => {
+                "it is not a regular file (a link, a device or a FIFO put at its name): not read".to_string()
+            }
             Ok(m) if m.is_file() && m.len() < fmt::FILE_HEADER_LEN as u64 => format!(
                 "it is too short to be a jtrace stream ({} bytes, less than its {}-byte header): not read",
                 m.len(),

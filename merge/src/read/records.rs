@@ -90,7 +90,7 @@ pub(crate) struct RecordReader {
 impl RecordReader {
     /// Opens a stream and checks its header; returns it with the header.
     pub(crate) fn open(path: &Path, magic: [u8; 8]) -> anyhow::Result<(FileHeader, RecordReader)> {
-        let mut file = File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let mut file = open_stream_file(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let mut head = [0u8; fmt::FILE_HEADER_LEN];
         let n = read_full(&mut file, &mut head).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let header = check_header(path, &head[..n], magic)?;
@@ -225,6 +225,21 @@ impl std::fmt::Debug for RecordReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RecordReader({})", self.path.display())
     }
+}
+
+/// Opens a stream file for reading: a regular file only (a link there is
+/// not followed, a FIFO not waited on, a device not read: what is put at a
+/// stream's name is not a stream).
+fn open_stream_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]

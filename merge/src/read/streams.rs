@@ -32,16 +32,21 @@ impl StreamFiles {
 pub(crate) fn list(dir: &Path) -> anyhow::Result<(StreamFiles, Vec<StreamFiles>)> {
     let mut plain: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut chunks: BTreeMap<String, BTreeMap<u64, PathBuf>> = BTreeMap::new();
+    // Streams whose name holds something else: said, not read.
+    let mut not_files: BTreeMap<String, PathBuf> = BTreeMap::new();
     for e in std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))? {
         let Ok(e) = e else { continue };
-        // A link or anything else under a stream's name is not one of its files.
-        if !e.file_type().is_ok_and(|t| t.is_file()) {
-            continue;
-        }
         let name = e.file_name();
         let Some((stream, seq)) = name.to_str().and_then(fmt::parse_stream_file) else {
             continue;
         };
+        // A link or anything else under a stream's name is not one of its files.
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            if seq.is_none() {
+                not_files.insert(stream.to_string(), e.path());
+            }
+            continue;
+        }
         match seq {
             None => {
                 plain.insert(stream.to_string(), e.path());
@@ -75,6 +80,12 @@ pub(crate) fn list(dir: &Path) -> anyhow::Result<(StreamFiles, Vec<StreamFiles>)
                 parts: vec![p],
             },
         );
+    }
+    for (stream, path) in not_files {
+        streams.entry(stream).or_insert(StreamFiles {
+            path,
+            parts: Vec::new(),
+        });
     }
     let kernel = streams.remove(fmt::KERNEL_STREAM).unwrap_or_else(|| StreamFiles {
         path: dir.join(fmt::KERNEL_FILE),
@@ -112,7 +123,9 @@ pub(crate) struct Chain {
 impl Chain {
     /// Opens the first of `files`' parts (there must be one).
     pub(crate) fn open(files: &StreamFiles, magic: [u8; 8]) -> anyhow::Result<Chain> {
-        let first = files.parts.first().expect("a stream with a file");
+        let Some(first) = files.parts.first() else {
+            anyhow::bail!("{}: not a regular file", files.path.display());
+        };
         let (header, cur) = RecordReader::open(first, magic)?;
         let mut c = Chain {
             parts: files.parts.clone(),

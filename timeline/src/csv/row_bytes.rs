@@ -7,19 +7,34 @@
 use crate::model::{pid_of, Span};
 use jtrace_merge::{Cause, ThreadInfo, Trace};
 
-/// Appends `field` to `out` as the `csv` crate writes it inside a record
-/// (quoted when it holds `,`, `"`, `\r` or `\n`, its quotes doubled).
+/// Appends the text `field` to `out` as the `csv` crate writes it inside
+/// a record (quoted when it holds `,`, `"`, `\r` or `\n`, its quotes
+/// doubled), neutralised first if a spreadsheet would take it for a
+/// formula ([`neutralised`]).
 pub(super) fn push_field(out: &mut Vec<u8>, field: &str) {
     // Alone in a record an empty field would be written `""`; in a row of
     // many it is nothing.
     if field.is_empty() {
         return;
     }
+    let field = neutralised(field);
     let mut w = csv::Writer::from_writer(Vec::new());
     // Writing to memory cannot fail.
-    w.write_record([field]).expect("CSV into memory");
+    w.write_record([field.as_ref()]).expect("CSV into memory");
     let record = w.into_inner().expect("CSV into memory");
     out.extend_from_slice(record.strip_suffix(b"\n").unwrap_or(&record));
+}
+
+/// A text cell as a spreadsheet may read it without running it: one that
+/// begins with `=`, `+`, `-`, `@`, a tab or a carriage return (a thread
+/// or method name the traced program chose, such as `=HYPERLINK(…)`)
+/// gets a leading `'`, as OWASP's advice on CSV injection says
+/// (docs/EXPORTS.md). Numbers are not text cells and are written as they are.
+pub(super) fn neutralised(field: &str) -> std::borrow::Cow<'_, str> {
+    match field.as_bytes().first() {
+        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r') => format!("'{field}").into(),
+        _ => field.into(),
+    }
 }
 
 /// Formats the rows of one trace's invocations.
@@ -110,6 +125,28 @@ impl<'a> RowBytes<'a> {
 mod tests {
     use super::push_field;
 
+    /// Names a spreadsheet would run as formulas are written as text.
+    #[test]
+    fn formula_like_names_are_neutralised() {
+        for (name, cell) in [
+            (
+                "=HYPERLINK(\"http://x\",\"y\")",
+                "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"",
+            ),
+            ("+1+2", "'+1+2"),
+            ("-2+3", "'-2+3"),
+            ("@SUM(A1:A9)", "'@SUM(A1:A9)"),
+            ("\tcmd", "'\tcmd"),
+            ("\rcmd", "\"'\rcmd\""),
+            ("main", "main"),
+            ("a=b", "a=b"),
+        ] {
+            let mut got = Vec::new();
+            push_field(&mut got, name);
+            assert_eq!(String::from_utf8_lossy(&got), cell, "{name:?}");
+        }
+    }
+
     /// The `csv` crate's writer is the reference: each field between two
     /// plain ones comes out the same.
     #[test]
@@ -125,9 +162,10 @@ mod tests {
             "pool-1-thread-1",
             "(Ljava/lang/String;I)V",
             "Ünïcödé, ok",
+            "=HYPERLINK(\"http://x\",\"y\")",
         ] {
             let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record(["x", field, "y"]).unwrap();
+            w.write_record(["x", &super::neutralised(field), "y"]).unwrap();
             let want = w.into_inner().unwrap();
             let mut got = b"x,".to_vec();
             push_field(&mut got, field);
