@@ -10,7 +10,7 @@
 //! JVM's user while the agent writes into it, and is handed to the invoking
 //! user at the end.
 
-use crate::agent_conf::{agent_path, check_readable_by};
+use crate::agent_lib::{agent_path, check_readable_by};
 use crate::disk::DiskArgs;
 use crate::hotspot::{self, load_agent, Jvm};
 use crate::options::{parse_duration, KernelArgs, TraceArgs};

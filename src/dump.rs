@@ -10,7 +10,7 @@
 //! incomplete, with the time of the snapshot. A reader takes the copied
 //! chunks as streams cut off there.
 
-use crate::session::clock_ns;
+use crate::clock::clock_ns;
 use crate::user::User;
 use anyhow::{bail, Context};
 use jtrace_merge::Meta;

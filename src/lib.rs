@@ -11,7 +11,9 @@
 //! `export`, `info`) is the views of jtrace-timeline over jtrace-merge.
 
 mod agent_conf;
+mod agent_lib;
 mod attach;
+mod clock;
 mod demoted_rules;
 mod disk;
 mod dump;

@@ -168,7 +168,7 @@ impl KernelArgs {
         cfg.stacks = !self.no_stacks;
         cfg.cpu_sample_hz = if self.no_stacks { 0 } else { self.cpu_samples };
         // The traced JVMs' agent announces what the Java part of a stack needs.
-        cfg.agent_library = crate::agent_conf::agent_path().ok();
+        cfg.agent_library = crate::agent_lib::agent_path().ok();
     }
 
     /// Whether stacks are recorded (the kernel and user stack of every

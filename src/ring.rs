@@ -12,8 +12,8 @@
 //! holding the directory's lock so that `jtrace dump` never links half a
 //! ring.
 
+use crate::clock::clock_ns;
 use crate::disk::{DiskPlan, Ring};
-use crate::session::clock_ns;
 use crate::trace_dir::TraceDir;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

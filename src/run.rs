@@ -6,7 +6,7 @@
 //! trace's metadata is written first as incomplete and rewritten as complete
 //! only when everything is flushed.
 
-use crate::agent_conf::{agent_path, check_readable_by};
+use crate::agent_lib::{agent_path, check_readable_by};
 use crate::disk::DiskArgs;
 use crate::options::{KernelArgs, TraceArgs};
 use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};

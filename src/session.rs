@@ -3,6 +3,7 @@
 //! kernel recorder writing kernel.bin into it, and the end: the recorder
 //! stopped, the metadata rewritten, the files handed to the user.
 
+use crate::clock::clock_ns;
 use crate::disk::{DiskArgs, DiskPlan};
 use crate::options::KernelArgs;
 use crate::trace_dir::TraceDir;
@@ -35,12 +36,6 @@ pub(crate) fn prepare(kernel: &KernelArgs, disk: &DiskArgs, command: &str) -> Re
 pub(crate) fn failed(e: anyhow::Error) -> ExitCode {
     eprintln!("jtrace: {e:#}");
     ExitCode::from(1)
-}
-
-/// Nanoseconds on `clock`.
-pub(crate) fn clock_ns(clock: rustix::time::ClockId) -> u64 {
-    let ts = rustix::time::clock_gettime(clock);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The metadata of a recording that starts now: incomplete until

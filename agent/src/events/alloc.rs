@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use jtrace_format::{AllocSample, Payload};
 
-use super::jit::code_method_id;
+use super::method_ids::code_method_id;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::recorder::Recorder;

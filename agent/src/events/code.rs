@@ -15,7 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use jtrace_format::{CodeBlob, CompiledInline, MethodAddrs, Payload, PcInline, Record, CODE_INTERPRETER, CODE_STUB};
 
-use super::jit::code_method_id;
+use super::method_ids::code_method_id;
 use crate::classes;
 use crate::comp_level::CompLevels;
 use crate::jvm::{self, jvmti};

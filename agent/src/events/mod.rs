@@ -1,7 +1,8 @@
 //! JVM events that explain time off CPU without method events: contended
 //! monitor enter and Object.wait ([`monitors`]; which of them are class
 //! loading: [`class_loading`]), garbage collection pauses
-//! ([`gc`]), JIT code load/unload ([`jit`]), sampled allocations
+//! ([`gc`]), JIT code load/unload ([`jit`]; the ids of the methods they
+//! name: [`method_ids`]), sampled allocations
 //! ([`alloc`]), park and sleep ([`park_sleep`]). This module decides which
 //! families are on: it asks for their capabilities at load and enables
 //! their events at VMInit (or attach).
@@ -22,6 +23,7 @@ mod class_loading;
 pub(crate) mod code;
 mod gc;
 mod jit;
+mod method_ids;
 mod monitors;
 pub(crate) mod park_sleep;
 
@@ -160,7 +162,7 @@ pub(crate) fn early_events() -> Vec<jvmtiEvent> {
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     let f = FEATURES.get().copied().unwrap_or_default();
     // A new session (attach) describes its methods and GC windows afresh.
-    jit::new_session();
+    method_ids::new_session();
     gc::new_session();
     // First: on attach, park and sleep natives are re-bound while the
     // method probes already run.
