@@ -3,10 +3,10 @@
 //! `jtrace` and `trace` (a second name, for `sudo trace run -- java …`) call
 //! [`main`].
 //!
-//! `dump` snapshots a ring recording as it goes on ([`dump`]).
-//! Recording (`run`, `record`, `attach`) runs as root: a [`session`] of the
+//! `dump` snapshots a ring recording as it goes on (`dump.rs`).
+//! Recording (`run`, `record`, `attach`) runs as root: a session (`session.rs`) of the
 //! kernel recorder and the JVM agent writing into a trace directory
-//! ([`trace_dir`]) that belongs to the traced user, touched only as
+//! (`trace_dir.rs`) that belongs to the traced user, touched only as
 //! docs/ARCHITECTURE.md invariant 6 says. Reading (`text`, `report`, `why`, `timeline`,
 //! `export`, `info`) is the views of jtrace-timeline over jtrace-merge.
 

@@ -147,7 +147,7 @@ pub unsafe extern "C" fn Agent_OnLoad(vm: *mut JavaVM, options: *mut c_char, _re
 /// attach`): options `config=<file>` start a recording session, `stop` ends
 /// it and leaves the JVM as it was. HotSpot calls this again each time the
 /// library is loaded again, so one JVM can be attached to many times.
-/// Returns 0 on success, else an [`rc`] code (the stream and jtrace say
+/// Returns 0 on success, else an `rc` code (the stream and jtrace say
 /// why); the JVM runs on in every case.
 ///
 /// # Safety

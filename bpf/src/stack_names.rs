@@ -1,7 +1,7 @@
 //! What names the stacks later, stored while the processes live: for each
 //! STACK record the consumer writes, the executable mappings of its
 //! process that hold its user addresses (MAPPING, with the file's build id
-//! and offset, read from /proc/<pid>/maps), and the kernel functions of
+//! and offset, read from `/proc/<pid>/maps`), and the kernel functions of
 //! its kernel addresses (KSYM, from /proc/kallsyms). Each mapping and
 //! symbol is written once.
 

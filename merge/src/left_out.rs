@@ -30,7 +30,7 @@ pub struct DemotedJson {
     pub mean_wall_ns: u64,
     /// Estimate of its calls after the demotion (not recorded): per call
     /// of its nearest traced caller never demoted, as many as before it
-    /// ([`crate::demoted_estimate`]); for calls with no such caller, the
+    /// (`demoted_estimate.rs`); for calls with no such caller, the
     /// rate times the time left in the trace.
     pub est_calls_after: u64,
     /// The off-CPU time of its calls after the demotion (not recorded),

@@ -1,5 +1,5 @@
 //! The critical path of one invocation: a walk back from its exit over the
-//! [`Index`]. On the invocation's thread, time on CPU and on the run queue
+//! `Index`. On the invocation's thread, time on CPU and on the run queue
 //! is on the path as it is; a blocked stretch is replaced by what its
 //! *blocker* did meanwhile, walked the same way on the blocker's thread,
 //! recursively, until CPU time, a timer (sleep, a monitor back-off), or a
