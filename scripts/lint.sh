@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo fmt --all --check
-cargo clippy --release --workspace --all-targets -- -D warnings
+cargo clippy --release --workspace --all-targets --all-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
 python3 scripts/check-module-cycles.py

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test, including the root / eBPF / real-JVM ones: run as root.
+# Every test, including the root / eBPF / real-JVM ones (the `system-tests`
+# feature; plain `cargo test` leaves them out): run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,4 +9,4 @@ if [ "$(id -u)" != 0 ]; then
     exit 2
 fi
 cargo build --release --workspace
-cargo test --release --workspace --no-fail-fast -- --test-threads=2
+cargo test --release --workspace --all-features --no-fail-fast -- --test-threads=2

@@ -3,9 +3,7 @@
 //! DataFusion: off-CPU time by cause per method is 100 times the report's,
 //! seen on every host and trace. Runs in the default test run: a few seconds.
 
-#[path = "../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

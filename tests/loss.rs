@@ -8,9 +8,7 @@
 
 mod common;
 
-#[path = "../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 /// The agent's own sizes of its stream mapping.
 #[path = "../agent/src/stream_limits.rs"]

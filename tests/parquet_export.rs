@@ -3,9 +3,7 @@
 //! --json`'s per-thread and per-method totals from the tables, exactly; a
 //! missing -o or a symbolic link as the directory is a clear error.
 
-#[path = "../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 mod common;
 

@@ -1,9 +1,7 @@
 //! Progress on stderr: a spinner when stderr is a terminal (a pty made by
 //! python's `pty` module) and the work runs long enough, nothing otherwise.
 
-#[path = "../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use std::path::Path;
 use std::process::Command;

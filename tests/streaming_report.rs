@@ -6,9 +6,8 @@
 
 mod common;
 
-#[path = "../merge/tests/common/callback_log.rs"]
-mod callback_log;
 use callback_log::Log;
+use jtrace_testkit::callback_log;
 
 use common::*;
 use jtrace_merge::stream::{self, StreamOptions};

@@ -8,9 +8,7 @@
 
 mod common;
 
-#[path = "../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use common::{jtrace, run_measured, tempdir};
 use std::ffi::OsStr;

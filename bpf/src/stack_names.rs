@@ -384,6 +384,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "system-tests"),
+        ignore = "needs root (build ids through /proc/PID/map_files)"
+    )]
     fn a_stack_of_this_process_gets_its_mappings_once() {
         let pc = a_stack_of_this_process_gets_its_mappings_once as *const () as usize as u64;
         let rec = own_stack(&[pc]);

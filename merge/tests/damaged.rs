@@ -2,9 +2,7 @@
 //! read, what is missing is said, and time no stream covers is given no
 //! cause. Both readers (whole and streamed) agree on every case.
 
-#[path = "../examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use jtrace_format::{Decoder, FileHeader, FILE_HEADER_LEN, STREAM_COMPLETE};
 use jtrace_merge::stream::{self, StreamOptions};

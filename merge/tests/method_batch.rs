@@ -2,13 +2,10 @@
 //! their events: the same synthetic trace written both ways gives the same
 //! callbacks and the same report, in memory and streamed with spilled runs.
 
-#[path = "../examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
-#[path = "common/callback_log.rs"]
-mod callback_log;
 use callback_log::Log;
+use jtrace_testkit::callback_log;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{analyze, build_report, build_report_streaming, ReportFilter, Trace};

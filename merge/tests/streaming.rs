@@ -1,13 +1,10 @@
 //! The streaming analysis gives exactly what the in-memory one gives: every
 //! visitor callback and the whole JSON report, with and without spilled runs.
 
-#[path = "../examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
-#[path = "common/callback_log.rs"]
-mod callback_log;
 use callback_log::Log;
+use jtrace_testkit::callback_log;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::{

@@ -4,219 +4,11 @@
 //! its exact expected path. The traces are written with the real encoder
 //! and read by the real reader, streamed.
 
-use jtrace_format::{self as fmt, fd_kind, kind, Encoder, FileHeader, Payload, Record};
+use jtrace_format::{fd_kind, kind};
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::why::{explain, Selection, WhyOptions};
-use jtrace_merge::Meta;
-use std::collections::BTreeMap;
+use jtrace_testkit::TraceBuilder as Builder;
 use std::path::{Path, PathBuf};
-
-/// The streams of a trace of several processes.
-#[derive(Default)]
-struct Builder {
-    kernel: Encoder,
-    /// Per JVM pid, its stream.
-    jvms: BTreeMap<u32, Encoder>,
-    /// Each tid's process.
-    pids: BTreeMap<u32, u32>,
-}
-
-impl Builder {
-    fn k(&mut self, tid: u32, ts: u64, payload: Payload) {
-        self.kernel.record(&Record { tid, ts, payload });
-    }
-    fn j(&mut self, tid: u32, ts: u64, payload: Payload) {
-        let pid = self.pids[&tid];
-        self.jvms.entry(pid).or_default().record(&Record { tid, ts, payload });
-    }
-    fn pid(&self, tid: u32) -> u32 {
-        self.pids[&tid]
-    }
-    /// A JVM `pid` and its methods (id, "Class.name").
-    fn jvm(&mut self, pid: u32, methods: &[(u64, &str)]) {
-        self.pids.insert(pid, pid);
-        self.j(
-            pid,
-            0,
-            Payload::JvmStart(fmt::JvmStart {
-                pid,
-                vm_version: "test".into(),
-            }),
-        );
-        for &(id, name) in methods {
-            let (class, method) = name.rsplit_once('.').unwrap();
-            self.j(
-                pid,
-                0,
-                Payload::MethodDef(fmt::MethodDef {
-                    method: id,
-                    class: class.into(),
-                    name: method.into(),
-                    signature: "()V".into(),
-                }),
-            );
-        }
-    }
-    /// A Java thread of JVM `pid`, on CPU from `ts`.
-    fn java_thread(&mut self, pid: u32, tid: u32, ts: u64, name: &str) {
-        self.pids.insert(tid, pid);
-        self.j(
-            tid,
-            ts,
-            Payload::ThreadStart(fmt::ThreadStart {
-                daemon: 0,
-                name: name.into(),
-                group: "main".into(),
-                parent: String::new(),
-            }),
-        );
-        self.switch_in(tid, ts, 0);
-    }
-    /// A thread no JVM knows (named by its comm), on CPU from `ts`.
-    fn native_thread(&mut self, pid: u32, tid: u32, ts: u64, comm: &str) {
-        self.pids.insert(tid, pid);
-        let mut c = [0u8; 16];
-        c[..comm.len()].copy_from_slice(comm.as_bytes());
-        self.k(
-            tid,
-            ts,
-            Payload::Comm(fmt::TaskInfo {
-                tgid: pid,
-                reserved: 0,
-                comm: c,
-            }),
-        );
-        self.switch_in(tid, ts, 0);
-    }
-    fn switch_in(&mut self, tid: u32, ts: u64, prev_tid: u32) {
-        let tgid = self.pid(tid);
-        self.k(
-            tid,
-            ts,
-            Payload::SwitchIn(fmt::SwitchIn {
-                tgid,
-                cpu: 0,
-                prev_tid,
-                reserved: 0,
-            }),
-        );
-    }
-    fn switch_out(&mut self, tid: u32, ts: u64, preempted: bool, next_tid: u32) {
-        let tgid = self.pid(tid);
-        self.k(
-            tid,
-            ts,
-            Payload::SwitchOut(fmt::SwitchOut {
-                tgid,
-                prev_state: if preempted { fmt::TASK_RUNNING } else { 1 },
-                cpu: 0,
-                next_tid,
-            }),
-        );
-    }
-    fn wakeup(&mut self, tid: u32, ts: u64, waker: u32) {
-        let tgid = self.pid(tid);
-        let waker_tgid = self.pids.get(&waker).copied().unwrap_or(0);
-        self.k(
-            tid,
-            ts,
-            Payload::Wakeup(fmt::Wakeup {
-                tgid,
-                waker_tid: waker,
-                waker_tgid,
-                target_cpu: 0,
-                new_task: 0,
-                flags: 0,
-            }),
-        );
-    }
-    /// Blocks `tid` from `out` until `waker` wakes it at `wake`; on CPU at `back`.
-    fn block(&mut self, tid: u32, out: u64, wake: u64, waker: u32, back: u64) {
-        self.switch_out(tid, out, false, 0);
-        self.wakeup(tid, wake, waker);
-        self.switch_in(tid, back, 99);
-    }
-    /// A syscall of `tid` from `ts` to `exit` that blocked, on fd 5 of `fdk`.
-    fn syscall(&mut self, tid: u32, ts: u64, exit: u64, nr: u32, fdk: u32) {
-        self.k(
-            tid,
-            ts,
-            Payload::Syscall(fmt::Syscall {
-                exit_ts: exit,
-                nr,
-                fd_kind: fdk,
-                ret: 1,
-                fd: if fdk == fd_kind::NONE { -1 } else { 5 },
-                flags: fmt::SYSCALL_BLOCKED,
-                family: if fdk == fd_kind::SOCKET { 2 } else { 0 },
-                protocol: if fdk == fd_kind::SOCKET { 6 } else { 0 },
-                sport: 40000,
-                dport: 7000,
-                saddr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                daddr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                ..Default::default()
-            }),
-        );
-    }
-    fn enter(&mut self, tid: u32, ts: u64, m: u64) {
-        self.j(
-            tid,
-            ts,
-            Payload::MethodEntry(fmt::MethodEvent {
-                method: m,
-                flags: 0,
-                reserved: 0,
-            }),
-        );
-    }
-    fn exit(&mut self, tid: u32, ts: u64, m: u64) {
-        self.j(
-            tid,
-            ts,
-            Payload::MethodExit(fmt::MethodEvent {
-                method: m,
-                flags: 0,
-                reserved: 0,
-            }),
-        );
-    }
-    fn jvm_event(&mut self, tid: u32, ts: u64, k: u16, class: &str) {
-        self.j(
-            tid,
-            ts,
-            Payload::Jvm(
-                k,
-                fmt::JvmBlock {
-                    arg: 0,
-                    class: class.into(),
-                },
-            ),
-        );
-    }
-    fn write(&self, dir: &Path, end: u64) {
-        std::fs::create_dir_all(dir).unwrap();
-        let meta = Meta {
-            format: "jtrace".into(),
-            version: fmt::FORMAT_VERSION,
-            complete: true,
-            jtrace_version: "test".into(),
-            start_monotonic_ns: 0,
-            end_monotonic_ns: end,
-            pid: *self.jvms.keys().next().unwrap_or(&1),
-            command: vec!["test".into()],
-            ..Default::default()
-        };
-        meta.store(dir).unwrap();
-        let mut k = FileHeader::new(fmt::KERNEL_MAGIC).to_bytes().to_vec();
-        k.extend_from_slice(&self.kernel.buf);
-        std::fs::write(dir.join(fmt::KERNEL_FILE), k).unwrap();
-        for (pid, enc) in &self.jvms {
-            let mut j = FileHeader::new(fmt::JVM_MAGIC).to_bytes().to_vec();
-            j.extend_from_slice(&enc.buf);
-            std::fs::write(dir.join(format!("{}{pid}.bin", fmt::JVM_FILE_PREFIX)), j).unwrap();
-        }
-    }
-}
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("jtrace-why-{name}-{}", std::process::id()));
@@ -297,7 +89,7 @@ fn monitor_with_back_off_is_held_by_the_owner() {
     b.switch_out(A, 93_000, false, 0);
     b.switch_out(B, 93_000, false, 0);
     let dir = tempdir("monitor");
-    b.write(&dir, 100_000);
+    b.write_unended(&dir, 0, 100_000);
     for budget in [256 << 20, 0] {
         let (path, hops, wall) = why(&dir, "GtX.a", budget);
         assert_eq!(wall, 90_500);
@@ -339,7 +131,7 @@ fn a_wakeup_by_the_vm_thread_inside_an_enter_is_not_the_release() {
     b.switch_out(B, 95_000, false, 0);
     b.switch_out(V, 95_000, false, 0);
     let dir = tempdir("monitor-vm");
-    b.write(&dir, 100_000);
+    b.write_unended(&dir, 0, 100_000);
     for budget in [256 << 20, 0] {
         let (path, hops, wall) = why(&dir, "GtX.a", budget);
         assert_eq!(wall, 92_500);
@@ -367,7 +159,7 @@ fn a_wakeup_by_the_vm_thread_inside_an_enter_is_not_the_release() {
 /// thread ended (a disk interrupt): the path stops there.
 #[test]
 fn wait_is_notified_by_the_notifier() {
-    use fmt::syscall_nr as nr;
+    use jtrace_format::syscall_nr as nr;
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
     b.java_thread(100, A, 0, "chain-a");
@@ -378,11 +170,11 @@ fn wait_is_notified_by_the_notifier() {
     b.jvm_event(A, 50_030, kind::MONITOR_WAITED, "GtX$Lock");
     b.exit(A, 51_000, 1);
     b.enter(B, 800, 2);
-    b.syscall(B, 1900, 40_003, nr::FSYNC, fd_kind::FILE);
+    b.blocked_syscall(B, 1900, 40_003, nr::FSYNC, fd_kind::FILE);
     b.block(B, 2000, 40_000, 0, 40_005);
     b.exit(B, 50_500, 2);
     let dir = tempdir("wait");
-    b.write(&dir, 60_000);
+    b.write_unended(&dir, 0, 60_000);
     let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
     assert_eq!(
         path,
@@ -403,7 +195,7 @@ fn wait_is_notified_by_the_notifier() {
 /// two hops, the second through a futex.
 #[test]
 fn park_then_futex_two_hops() {
-    use fmt::syscall_nr as nr;
+    use jtrace_format::syscall_nr as nr;
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
     b.java_thread(100, A, 0, "chain-a");
@@ -416,11 +208,11 @@ fn park_then_futex_two_hops() {
     b.jvm_event(A, 30_020, kind::PARK_END, "java.util.concurrent.CountDownLatch$Sync");
     b.exit(A, 31_000, 1);
     b.enter(B, 800, 2);
-    b.syscall(B, 1990, 20_150, nr::FUTEX, fd_kind::NONE);
+    b.blocked_syscall(B, 1990, 20_150, nr::FUTEX, fd_kind::NONE);
     b.block(B, 2000, 20_000, C, 20_100);
     b.exit(B, 30_500, 2);
     let dir = tempdir("park");
-    b.write(&dir, 40_000);
+    b.write_unended(&dir, 0, 40_000);
     let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
     assert_eq!(
         path,
@@ -447,7 +239,7 @@ fn park_then_futex_two_hops() {
 /// answers after sleeping: the path crosses the processes.
 #[test]
 fn socket_answered_by_another_process() {
-    use fmt::syscall_nr as nr;
+    use jtrace_format::syscall_nr as nr;
     const S: u32 = 21;
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a")]);
@@ -455,7 +247,7 @@ fn socket_answered_by_another_process() {
     b.java_thread(100, A, 0, "main");
     b.java_thread(200, S, 0, "main");
     b.enter(A, 500, 1);
-    b.syscall(A, 1000, 100_100, nr::READ, fd_kind::SOCKET);
+    b.blocked_syscall(A, 1000, 100_100, nr::READ, fd_kind::SOCKET);
     b.block(A, 1100, 100_000, S, 100_050);
     b.exit(A, 101_000, 1);
     b.enter(S, 500, 1);
@@ -464,7 +256,7 @@ fn socket_answered_by_another_process() {
     b.jvm_event(S, 95_010, kind::SLEEP_END, "");
     b.exit(S, 100_500, 1);
     let dir = tempdir("socket");
-    b.write(&dir, 110_000);
+    b.write_unended(&dir, 0, 110_000);
     let opts = WhyOptions {
         method: "GtX.a".into(),
         ..Default::default()
@@ -509,7 +301,7 @@ fn socket_answered_by_another_process() {
 /// A reads a pipe a process outside any JVM writes to.
 #[test]
 fn pipe_written_by_a_native_process() {
-    use fmt::syscall_nr as nr;
+    use jtrace_format::syscall_nr as nr;
     const W: u32 = 31;
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a")]);
@@ -517,11 +309,11 @@ fn pipe_written_by_a_native_process() {
     b.native_thread(300, W, 0, "writer");
     b.switch_out(W, 15_000, false, 0);
     b.enter(A, 500, 1);
-    b.syscall(A, 1000, 9_020, nr::READ, fd_kind::PIPE);
+    b.blocked_syscall(A, 1000, 9_020, nr::READ, fd_kind::PIPE);
     b.block(A, 1100, 9_000, W, 9_010);
     b.exit(A, 10_000, 1);
     let dir = tempdir("pipe");
-    b.write(&dir, 20_000);
+    b.write_unended(&dir, 0, 20_000);
     let (path, hops, _) = why(&dir, "GtX.a", 256 << 20);
     assert_eq!(
         path,
@@ -540,7 +332,7 @@ fn pipe_written_by_a_native_process() {
 /// around, and stops at the depth limit.
 #[test]
 fn runqueue_holder_mutual_waits_and_limits() {
-    use fmt::syscall_nr as nr;
+    use jtrace_format::syscall_nr as nr;
     let mut b = Builder::default();
     b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
     b.java_thread(100, A, 0, "chain-a");
@@ -548,16 +340,16 @@ fn runqueue_holder_mutual_waits_and_limits() {
     b.enter(A, 100, 1);
     b.enter(B, 100, 2);
     // B waits on A, then A on B, then A is preempted by B.
-    b.syscall(B, 1000, 3_000, nr::FUTEX, fd_kind::NONE);
+    b.blocked_syscall(B, 1000, 3_000, nr::FUTEX, fd_kind::NONE);
     b.block(B, 1000, 2_000, A, 2_100);
-    b.syscall(A, 4000, 6_000, nr::FUTEX, fd_kind::NONE);
+    b.blocked_syscall(A, 4000, 6_000, nr::FUTEX, fd_kind::NONE);
     b.block(A, 4000, 5_000, B, 5_050);
     b.switch_out(A, 7000, true, B);
     b.switch_in(A, 7500, B);
     b.exit(A, 8000, 1);
     b.exit(B, 8000, 2);
     let dir = tempdir("mutual");
-    b.write(&dir, 10_000);
+    b.write_unended(&dir, 0, 10_000);
     let (path, hops, wall) = why(&dir, "GtX.a", 256 << 20);
     assert_eq!(wall, 7_900);
     assert_eq!(
@@ -642,7 +434,7 @@ fn percentile_and_compare() {
     }
     b.switch_out(B, t, false, 0);
     let dir = tempdir("compare");
-    b.write(&dir, t + 10_000);
+    b.write_unended(&dir, 0, t + 10_000);
     let opts = WhyOptions {
         method: "GtX.*".into(),
         selection: Selection::Percentile(95.0),

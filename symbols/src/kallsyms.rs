@@ -88,6 +88,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "system-tests"),
+        ignore = "needs root (kallsyms shows addresses to root only)"
+    )]
     fn reads_this_kernel() {
         // Root (the tests run as root): addresses are visible.
         let k = Kallsyms::load().unwrap();

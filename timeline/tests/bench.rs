@@ -23,15 +23,15 @@ use std::time::Instant;
 /// window every 2 ms (copied into every thread by the merge).
 fn synthetic(dir: &std::path::Path, threads: u32, calls: u64) {
     let mut b = Builder::default();
-    b.jvm_start(1000);
-    b.method(1, "bench.Server", "handle", "()V");
-    b.method(2, "bench.Dao", "query", "(I)J");
-    b.method(3, "bench.Codec", "decode", "([B)V");
+    b.jvm_start(PID, 1000);
+    b.method(PID, 1, "bench.Server", "handle", "()V");
+    b.method(PID, 2, "bench.Dao", "query", "(I)J");
+    b.method(PID, 3, "bench.Codec", "decode", "([B)V");
     let mut end = 0;
     for i in 0..threads {
         let tid = 200 + i;
-        b.java_thread(tid, 1000, &format!("worker-{i}"), "main");
-        b.switch_in(tid, 1000);
+        b.thread_start(PID, tid, 1000, &format!("worker-{i}"), "main");
+        b.switch_in(tid, 1000, 0);
         let mut t = 2000 + i as u64 * 137;
         for c in 0..calls {
             let lock = format!("bench.Pool$Lock{}", (c * 31 + i as u64) % 64);
@@ -40,11 +40,11 @@ fn synthetic(dir: &std::path::Path, threads: u32, calls: u64) {
             if c % 3 != 0 {
                 b.jvm_event(tid, t + 2000, kind::MONITOR_CONTENDED_ENTER, &lock);
             }
-            b.switch_out(tid, t + 3000, c % 3 == 0);
+            b.switch_out(tid, t + 3000, c % 3 == 0, 0);
             if c % 3 != 0 {
                 b.wakeup(tid, t + 6000, if i == 0 { 200 + threads - 1 } else { tid - 1 });
             }
-            b.switch_in(tid, t + 6500);
+            b.switch_in(tid, t + 6500, 0);
             if c % 3 != 0 {
                 b.jvm_event(tid, t + 6600, kind::MONITOR_CONTENDED_ENTERED, &lock);
             }

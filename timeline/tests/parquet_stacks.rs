@@ -7,7 +7,7 @@
 
 mod fixture;
 
-use fixture::{Builder, MAIN, WORKER};
+use fixture::{Builder, MAIN, PID, WORKER};
 use jtrace_merge::stream::StreamOptions;
 use std::path::Path;
 
@@ -16,20 +16,20 @@ fn off_cpu_intervals_name_their_stacks_and_duckdb_joins_their_frames() {
     let base = fixture::tempdir("parquet-stacks");
     let dir = base.join("t.jtrace");
     let mut b = Builder::default();
-    b.jvm_start(1000);
-    b.method(1, "A", "run", "()V");
-    b.java_thread(MAIN, 1000, "main", "main");
-    b.java_thread(WORKER, 1000, "worker", "main");
+    b.jvm_start(PID, 1000);
+    b.method(PID, 1, "A", "run", "()V");
+    b.thread_start(PID, MAIN, 1000, "main", "main");
+    b.thread_start(PID, WORKER, 1000, "worker", "main");
     b.ksym(0xffff_0000, 0xffff_0100, "schedule");
     b.ksym(0xffff_0100, 0xffff_0200, "futex_wait");
     b.kernel_stack(7, &[0xffff_0010, 0xffff_0120]);
-    b.switch_in(MAIN, 1000);
+    b.switch_in(MAIN, 1000, 0);
     b.enter(MAIN, 2000, 1);
     b.switch_out_with_stack(MAIN, 3000, 0, 7);
     b.wakeup(MAIN, 5000, WORKER);
-    b.switch_in(MAIN, 5500);
-    b.switch_out(MAIN, 6000, false); // no stack recorded
-    b.switch_in(MAIN, 7000);
+    b.switch_in(MAIN, 5500, 0);
+    b.switch_out(MAIN, 6000, false, 0); // no stack recorded
+    b.switch_in(MAIN, 7000, 0);
     b.exit(MAIN, 8000, 1);
     b.write(&dir, 1000, 9000);
 

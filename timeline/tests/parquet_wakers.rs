@@ -6,9 +6,7 @@
 //! same whether the walk's events, queries and answers stay in memory or
 //! spill to many sorted runs.
 
-#[path = "../../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{CallIndex, Trace};

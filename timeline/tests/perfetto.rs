@@ -8,9 +8,7 @@
 //! thread a flow, every GC/safepoint window a slice, and every interned id
 //! resolves.
 
-#[path = "../../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 mod fixture;
 
@@ -307,17 +305,17 @@ fn assert_same_content(got: &Value, exp: &mut Expected, trace: &Trace) {
 /// full. Decoded as trace_processor does, every switch is the recorded one.
 #[test]
 fn chained_switches_are_compact_and_resolve_to_the_recorded_ones() {
-    use fixture::Builder;
+    use fixture::{Builder, PID};
     const A: u32 = 101;
     const B: u32 = 102;
     const OTHER: u32 = 999; // untraced
     let base = fixture::tempdir("perfetto-compact");
     let dir = base.join("t.jtrace");
     let mut b = Builder::default();
-    b.jvm_start(1000);
-    b.method(1, "W", "work", "()V");
-    b.java_thread(A, 1000, "a", "main");
-    b.java_thread(B, 1000, "b", "main");
+    b.jvm_start(PID, 1000);
+    b.method(PID, 1, "W", "work", "()V");
+    b.thread_start(PID, A, 1000, "a", "main");
+    b.thread_start(PID, B, 1000, "b", "main");
     b.comm(A, 1001, "a");
     b.comm(B, 1001, "b");
     // CPU 0: idle -> A -> B (traced to traced) -> other -> A -> idle.

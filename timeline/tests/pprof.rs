@@ -12,13 +12,11 @@
 //!   `cpu` nanoseconds, samples × period; the collapsed export folding the
 //!   same time under the same stacks, and the report's top stacks too.
 
-#[path = "../../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 mod fixture;
 
-use fixture::{Builder, MAIN, WORKER};
+use fixture::{Builder, MAIN, PID, WORKER};
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor};
 use jtrace_timeline::export::{self, CollapsedOptions, Exporter, Pprof};
@@ -177,31 +175,29 @@ fn pprof_off_cpu_profile_decodes_and_adds_up() {
 fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
     let base = fixture::tempdir("pprof-stacks");
     let dir = base.join("t.jtrace");
-    let mut b = Builder {
-        cpu_sample_hz: 99,
-        ..Default::default()
-    };
-    b.jvm_start(1000);
-    b.method(1, "A", "run", "()V");
-    b.java_thread(MAIN, 1000, "main", "main");
-    b.java_thread(WORKER, 1000, "worker", "main");
+    let mut b = Builder::default();
+    b.cpu_sample_hz = 99;
+    b.jvm_start(PID, 1000);
+    b.method(PID, 1, "A", "run", "()V");
+    b.thread_start(PID, MAIN, 1000, "main", "main");
+    b.thread_start(PID, WORKER, 1000, "worker", "main");
     b.ksym(0xffff_0000, 0xffff_0100, "schedule");
     b.ksym(0xffff_0100, 0xffff_0200, "futex_wait");
     b.ksym(0xffff_0200, 0xffff_0300, "tcp_recvmsg");
     b.kernel_stack(7, &[0xffff_0010, 0xffff_0120]);
     b.kernel_stack(8, &[0xffff_0010, 0xffff_0220]);
-    b.switch_in(MAIN, 1000);
+    b.switch_in(MAIN, 1000, 0);
     b.cpu_sample(MAIN, 1500, 7);
     b.enter(MAIN, 2000, 1);
     b.cpu_sample(MAIN, 2500, 7);
     b.cpu_sample(MAIN, 2600, 8);
     b.switch_out_with_stack(MAIN, 3000, 0, 7);
     b.wakeup(MAIN, 5000, WORKER);
-    b.switch_in(MAIN, 5500);
-    b.switch_out(MAIN, 6000, false); // no stack recorded: A.run
-    b.switch_in(MAIN, 7000);
+    b.switch_in(MAIN, 5500, 0);
+    b.switch_out(MAIN, 6000, false, 0); // no stack recorded: A.run
+    b.switch_in(MAIN, 7000, 0);
     b.switch_out_with_stack(MAIN, 7200, 0, 9); // stack 9 was lost: labelled
-    b.switch_in(MAIN, 7300);
+    b.switch_in(MAIN, 7300, 0);
     b.exit(MAIN, 8000, 1);
     // Off CPU until the end: the tail, under this switch-out's stack.
     b.switch_out_with_stack(MAIN, 8500, 0, 8);

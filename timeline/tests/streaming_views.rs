@@ -4,9 +4,7 @@
 //! the text names (syscalls written at a switch and at their exit, JVM
 //! states, GC windows, page faults, wakers inside traced methods).
 
-#[path = "../../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 mod fixture;
 
@@ -199,17 +197,17 @@ fn missing_temp_dir_is_a_clear_error() {
 /// entered at the very instant the outer one returns.
 #[test]
 fn csv_rows_of_a_long_outermost_invocation_spill_and_merge_in_order() {
-    use fixture::{Builder, MAIN, WORKER};
+    use fixture::{Builder, MAIN, PID, WORKER};
     let dir = fixture::tempdir("csv-spill").join("t.jtrace");
     let mut b = Builder::default();
-    b.jvm_start(1000);
-    b.method(1, "Main", "main", "([Ljava/lang/String;)V");
-    b.method(2, "A", "step", "()V");
-    b.method(3, "B", "inner", "(I)J");
-    b.java_thread(MAIN, 1000, "main", "main");
-    b.java_thread(WORKER, 1000, "worker", "main");
-    b.switch_in(MAIN, 1000);
-    b.switch_in(WORKER, 1000);
+    b.jvm_start(PID, 1000);
+    b.method(PID, 1, "Main", "main", "([Ljava/lang/String;)V");
+    b.method(PID, 2, "A", "step", "()V");
+    b.method(PID, 3, "B", "inner", "(I)J");
+    b.thread_start(PID, MAIN, 1000, "main", "main");
+    b.thread_start(PID, WORKER, 1000, "worker", "main");
+    b.switch_in(MAIN, 1000, 0);
+    b.switch_in(WORKER, 1000, 0);
     let mut ts = 2000;
     b.enter(MAIN, ts, 1);
     for i in 0..20_000u64 {

@@ -18,7 +18,7 @@ fn block_keeps_its_syscall_when_a_later_record_enters_inside_it() {
     let mut b = Builder::default();
     let tid = 200;
     b.comm(tid, 1000, "reader");
-    b.switch_in(tid, 1000);
+    b.switch_in(tid, 1000, 0);
     // Blocked in read(fd 3) from 1500 to 2000 (at-switch record).
     b.syscall(
         tid,
@@ -30,7 +30,7 @@ fn block_keeps_its_syscall_when_a_later_record_enters_inside_it() {
             ..Default::default()
         },
     );
-    b.switch_out(tid, 1500, false);
+    b.switch_out(tid, 1500, false, 0);
     // A write(fd 4) whose full record (written at its exit) says it was
     // entered at 1800, inside the block.
     b.syscall(
@@ -44,9 +44,9 @@ fn block_keeps_its_syscall_when_a_later_record_enters_inside_it() {
             ..Default::default()
         },
     );
-    b.switch_in(tid, 2000);
-    b.switch_out(tid, 3000, true);
-    b.switch_in(tid, 3500);
+    b.switch_in(tid, 2000, 0);
+    b.switch_out(tid, 3000, true, 0);
+    b.switch_in(tid, 3500, 0);
     b.write(&dir, 1000, 4000);
 
     let opts = TextOptions {

@@ -9,9 +9,7 @@
 //! recursion, threads forked and ended, GC windows, records out of stream
 //! order.
 
-#[path = "../../merge/examples/synth.rs"]
-#[allow(dead_code)]
-mod synth;
+use jtrace_testkit::synth;
 
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{Meta, Trace};
@@ -145,51 +143,52 @@ impl Rng {
 /// Every window of every trace draws what the full walk draws.
 #[test]
 fn anomalies_library_calls_and_equal_times_draw_the_same() {
-    use jtrace_format::{self as fmt, Payload, Record};
+    use fixture::PID;
+    use jtrace_format::{self as fmt, Payload};
     let mut left_out = 0;
     for seed in 0..12u64 {
         let mut r = Rng(seed * 7919 + 1);
         let mut b = fixture::Builder::default();
-        b.jvm_start(1000);
+        b.jvm_start(PID, 1000);
         for m in 1..=6 {
-            b.method(m, "C", &format!("m{m}"), "()V");
+            b.method(PID, m, "C", &format!("m{m}"), "()V");
         }
-        b.kernel.record(&Record {
-            tid: 0,
-            ts: 0,
-            payload: Payload::ProbeDef(fmt::ProbeDef {
+        b.k(
+            0,
+            0,
+            Payload::ProbeDef(fmt::ProbeDef {
                 probe: 1,
                 library: "libz.so.1".into(),
                 symbol: "inflate".into(),
             }),
-        });
+        );
         let end = 2_000_000;
         for tid in [101u32, 102, 103] {
-            b.java_thread(tid, 1000, &format!("t{tid}"), "main");
+            b.thread_start(PID, tid, 1000, &format!("t{tid}"), "main");
             // The kernel side: switches every so often (rarely on 103).
             let mut ts = 1000 + r.below(20_000);
             let mut on = false;
             while ts < end - 20_000 {
                 if on {
-                    b.switch_out(tid, ts, r.below(2) == 0);
+                    b.switch_out(tid, ts, r.below(2) == 0, 0);
                 } else {
-                    b.switch_in(tid, ts);
+                    b.switch_in(tid, ts, 0);
                 }
                 on = !on;
                 ts += if tid == 103 { 200_000 } else { 1 + r.below(30_000) };
                 if r.below(8) == 0 {
                     let at = ts - r.below(ts - 1000).min(5000);
                     let exit_ts = at + r.below(40_000);
-                    b.kernel.record(&Record {
+                    b.k(
                         tid,
-                        ts: at,
-                        payload: Payload::LibCall(fmt::LibCall {
+                        at,
+                        Payload::LibCall(fmt::LibCall {
                             exit_ts,
                             probe: 1,
                             reserved: 0,
                             ret: 0,
                         }),
-                    });
+                    );
                 }
             }
             // The Java side: calls nested at random, with anomalies.

@@ -1,6 +1,5 @@
 //! A visitor that writes down every callback as text, so that two analyses
-//! of one trace (in memory, streaming) can be compared exactly. Shared by
-//! merge/tests/streaming.rs and the workspace's tests/streaming_report.rs.
+//! of one trace (in memory, streaming) can be compared exactly.
 
 use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, SyscallInfo, ThreadInfo, ThreadTotals, Visitor, Wake};
 
