@@ -8,5 +8,5 @@ if [ "$(id -u)" != 0 ]; then
     echo "test: the eBPF and JVM tests need root; run: sudo $0" >&2
     exit 2
 fi
-cargo build --release --workspace
+cargo build --release --workspace --all-features
 cargo test --release --workspace --all-features --no-fail-fast -- --test-threads=2

@@ -77,7 +77,9 @@ pub fn ensure_agent() {
     DONE.get_or_init(|| {
         let release = jtrace().components().any(|c| c.as_os_str() == "release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "jtrace-agent"]);
+        // The features of the workspace's test build (scripts/test.sh), so
+        // that the library is not built anew for them.
+        cmd.args(["build", "-q", "-p", "jtrace-agent", "--all-features"]);
         if release {
             cmd.arg("--release");
         }
