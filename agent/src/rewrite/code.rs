@@ -1,7 +1,9 @@
 //! Rewriting of one Code attribute: probes inserted, everything relocated.
 
 use super::class_file::{err, put_u2, put_u4, ConstPool, Reader, Result};
-use super::stack_map::{relocate_stack_map, slots_of, OffsetMap, VType};
+use super::stack_map::{
+    relocate_stack_map, slots_of, OffsetMap, VType, ITEM_INTEGER, ITEM_TOP, ITEM_UNINITIALIZED_THIS,
+};
 
 /// What the rewriter needs to know about the method being rewritten.
 pub(crate) struct MethodCtx {
@@ -424,10 +426,10 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         if let Some(l) = guard {
             let mut slots = locals.iter().map(slots_of).sum::<u32>();
             while slots < l as u32 {
-                locals.push(VType::Simple(0));
+                locals.push(VType::Simple(ITEM_TOP));
                 slots += 1;
             }
-            locals.push(VType::Simple(1));
+            locals.push(VType::Simple(ITEM_INTEGER));
         }
         locals
     };
@@ -441,7 +443,11 @@ pub(crate) fn rewrite_code(body: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ct
         // probe; the agent closes such frames when it sees the caller's exit.
         Some(k) => {
             if new_off[k] > enter_len {
-                regions.push((enter_len, new_off[k], with_guard(vec![VType::Simple(6)])));
+                regions.push((
+                    enter_len,
+                    new_off[k],
+                    with_guard(vec![VType::Simple(ITEM_UNINITIALIZED_THIS)]),
+                ));
             }
             regions.push((new_off[k + 1], end, with_guard(Vec::new())));
         }
