@@ -4,7 +4,8 @@
 //! into memory (as the HTML timeline does).
 
 use crate::export::Exporter;
-use crate::model::{pid_of, thread_order, time_origin, OffSpan, ThreadData, View};
+use crate::model::{thread_order, time_origin, OffSpan, ThreadData, View};
+use crate::process::pid_of;
 use crate::segments::cause_segments_in;
 use crate::windows::{window_name, JvmWindow, WindowIndex};
 use jtrace_merge::{describe_evidence, Evidence, Trace};

@@ -37,6 +37,7 @@ mod model;
 mod parquet;
 mod perfetto;
 mod pprof;
+mod process;
 pub mod scope;
 mod segments;
 mod stack_table;

@@ -229,7 +229,7 @@ impl Visitor for Writer<'_> {
     }
     fn event(&mut self, t: &ThreadInfo, e: &Timed) {
         if let Event::Window { cause, begin } = e.event {
-            let pid = crate::model::pid_of(self.trace, t);
+            let pid = crate::process::pid_of(self.trace, t);
             self.windows
                 .entry(pid)
                 .or_default()
@@ -251,7 +251,7 @@ impl Visitor for Writer<'_> {
         } else {
             trace
                 .jit
-                .compiled_at(crate::model::pid_of(trace, t), inv.method, inv.entry)
+                .compiled_at(crate::process::pid_of(trace, t), inv.method, inv.entry)
         };
         self.row(INVOCATIONS, |r| {
             r.u64(t.tid as u64)
