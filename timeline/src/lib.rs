@@ -47,16 +47,19 @@ pub mod text;
 mod why;
 mod windows;
 
-pub use export::{
-    write_chrome, write_chrome_view, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming,
-    write_perfetto, write_perfetto_streaming, CollapsedOptions, Exporter,
-};
+pub use chrome::{write_chrome, write_chrome_view, Chrome, STATE_TID_OFFSET, STOPS_TID};
+pub use collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
+pub use csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
+pub use export::Exporter;
 pub use highlight::{highlight_paths, HighlightPath};
 pub use html::{write_html, write_html_view, HtmlOptions};
 pub use model::{collect, thread_order, time_origin, OffSpan, Scope, Span, ThreadData, View};
+pub use parquet::{write_parquet, TABLES as PARQUET_TABLES};
+pub use perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
+pub use pprof::Pprof;
 pub use segments::{cause_segments, cause_segments_in};
 pub use table::render_report;
-pub use text::{write_text, write_text_streaming, TextOptions};
+pub use text::{write_text, write_text_streaming, Text, TextOptions};
 pub use why::{render_why, WhyTextOptions};
 pub use windows::{jvm_windows, jvm_windows_of_stops, window_name, JvmWindow};
 
