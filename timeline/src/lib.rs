@@ -2,22 +2,29 @@
 //! table, the HTML timeline and the exports (Chrome trace-event JSON,
 //! collapsed stacks, CSV).
 //!
-//! Layout:
+//! Layout, each layer importing only those above it (and the helpers at
+//! the end of this file):
 //!
+//! * helpers: `process.rs` (the process a thread belongs to), `windows.rs`
+//!   (GC and safepoint windows), `evidence.rs` (what determines an
+//!   evidence string, so exports make each once), `export.rs` (the
+//!   [`Exporter`] trait the export formats implement);
 //! * the model the in-memory views share: `model.rs` (threads with their
 //!   invocations and off-CPU intervals, of the whole trace or of a part a
 //!   [`Scope`] selects), `scope.rs` (a part read in bounded memory, and the
-//!   memory a view needs), `windows.rs` (GC and
-//!   safepoint windows), `segments.rs` (where each cause of an interval lies
-//!   in time: the one layout rule the Chrome export and the HTML page use),
-//!   `evidence.rs` (what determines an evidence string, so exports make
-//!   each once), `tail.rs` (the off-CPU time after a thread's last
-//!   switch-out, where the stack-folding exports put it);
-//! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
-//!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
-//!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
-//!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
-//!   `jtrace why` as text.
+//!   memory a view needs), `segments.rs` (where each cause of an interval
+//!   lies in time: the one layout rule the Chrome export and the HTML page
+//!   use);
+//! * one module per output: `text.rs`, `table.rs` (with `stack_table.rs`),
+//!   `html.rs` (with its viewer in `assets/`, the critical paths it
+//!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
+//!   `chrome.rs`, `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/`
+//!   (a directory of tables, not an [`Exporter`]); `why.rs`, the critical
+//!   paths of `jtrace why` as text. This file re-exports them.
+//!
+//! The off-CPU time after a thread's last switch-out, which the
+//! stack-folding exports put under its stack, is the merge crate's
+//! ([`jtrace_merge::tail`]).
 //!
 //! The streaming views (text, collapsed, CSV, Perfetto) are [`jtrace_merge::Visitor`]s
 //! that read a trace of any length in bounded memory; the others read the
