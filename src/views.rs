@@ -9,7 +9,10 @@ use anyhow::Context;
 use jtrace_merge::Trace;
 use jtrace_timeline::export::Exporter;
 use jtrace_timeline::scope::ViewKind;
-use jtrace_timeline::{export, html};
+use jtrace_timeline::{
+    html, write_chrome_view, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming, write_parquet,
+    write_perfetto, write_perfetto_streaming, CollapsedOptions, Pprof,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -255,7 +258,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             anyhow::bail!("--format parquet writes a directory of tables: give it with -o DIR");
         };
         // It always streams (--in-memory gives the same tables).
-        let paths = export::write_parquet(&args.trace, dir, &args.stream.options())?;
+        let paths = write_parquet(&args.trace, dir, &args.stream.options())?;
         eprintln!("jtrace: wrote {} tables in {}", paths.len(), dir.display());
         return Ok(());
     }
@@ -300,26 +303,26 @@ fn write_export(
         lines: args.lines,
     };
     if let Some(plan) = chrome {
-        return Ok(plan.draw(|view| export::write_chrome_view(view, out))?);
+        return Ok(plan.draw(|view| write_chrome_view(view, out))?);
     }
-    let pprof = export::Pprof { lines: args.lines };
+    let pprof = Pprof { lines: args.lines };
     match (args.format, whole) {
         (ExportFormat::Collapsed, _) => {
-            let opts = export::CollapsedOptions {
+            let opts = CollapsedOptions {
                 thread: args.per_thread,
                 all: args.all,
                 cpu: args.cpu,
                 lines: args.lines,
             };
             match whole {
-                Some(trace) => export::write_collapsed(trace, &opts, out)?,
-                None => export::write_collapsed_streaming(dir, &opts, out, &stream)?,
+                Some(trace) => write_collapsed(trace, &opts, out)?,
+                None => write_collapsed_streaming(dir, &opts, out, &stream)?,
             }
         }
-        (ExportFormat::Csv, Some(trace)) => export::write_csv(trace, out)?,
-        (ExportFormat::Csv, None) => export::write_csv_streaming(dir, out, &stream)?,
-        (ExportFormat::Perfetto, Some(trace)) => export::write_perfetto(trace, out)?,
-        (ExportFormat::Perfetto, None) => export::write_perfetto_streaming(dir, out, &stream)?,
+        (ExportFormat::Csv, Some(trace)) => write_csv(trace, out)?,
+        (ExportFormat::Csv, None) => write_csv_streaming(dir, out, &stream)?,
+        (ExportFormat::Perfetto, Some(trace)) => write_perfetto(trace, out)?,
+        (ExportFormat::Perfetto, None) => write_perfetto_streaming(dir, out, &stream)?,
         (ExportFormat::Text, Some(trace)) => jtrace_timeline::write_text(trace, out, &text_opts)?,
         (ExportFormat::Text, None) => write_text(dir, &text_opts, &args.stream, out)?,
         (ExportFormat::Chrome, _) => unreachable!("chrome is drawn from its plan"),

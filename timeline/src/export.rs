@@ -1,20 +1,21 @@
 //! Exports of a merged trace into formats other tools read, one module per
-//! format behind one interface, [`Exporter`]:
+//! format behind one interface, [`Exporter`] (the crate root re-exports
+//! the formats; this module imports none of them):
 //!
-//! * [`Chrome`] ([`write_chrome`], `chrome.rs`): Chrome trace-event JSON,
-//!   for Perfetto UI and chrome://tracing;
-//! * [`Collapsed`] ([`write_collapsed`], `collapsed.rs`): folded stacks of
-//!   off-CPU time by cause (flame graphs, speedscope);
-//! * [`Csv`] ([`write_csv`], `csv/`): one row per method invocation with
-//!   the report's columns;
-//! * [`Perfetto`] ([`write_perfetto`], `perfetto/`): Perfetto's native
-//!   protobuf trace (track events plus the kernel's scheduling), streamed;
-//! * [`write_parquet`] (`parquet/`): a directory of Parquet tables, streamed
-//!   (not an [`Exporter`]: it writes files, not one stream);
-//! * [`Pprof`] (`pprof/`): off-CPU time by cause and the CPU samples as
+//! * [`Chrome`](crate::Chrome) ([`write_chrome`](crate::write_chrome), `chrome.rs`): Chrome
+//!   trace-event JSON, for Perfetto UI and chrome://tracing;
+//! * [`Collapsed`](crate::Collapsed) ([`write_collapsed`](crate::write_collapsed),
+//!   `collapsed.rs`): folded stacks of off-CPU time by cause (flame graphs, speedscope);
+//! * [`Csv`](crate::Csv) ([`write_csv`](crate::write_csv), `csv/`): one row per method
+//!   invocation with the report's columns;
+//! * [`Perfetto`](crate::Perfetto) ([`write_perfetto`](crate::write_perfetto), `perfetto/`):
+//!   Perfetto's native protobuf trace (track events plus the kernel's scheduling), streamed;
+//! * [`write_parquet`](crate::write_parquet) (`parquet/`): a directory of Parquet tables,
+//!   streamed (not an [`Exporter`]: it writes files, not one stream);
+//! * [`Pprof`](crate::Pprof) (`pprof/`): off-CPU time by cause and the CPU samples as
 //!   one gzipped pprof profile, with their recorded stacks and `cause` and
 //!   `thread` labels, streamed;
-//! * [`Text`] ([`crate::write_text`], `text.rs`): the merged text trace.
+//! * [`Text`](crate::Text) ([`crate::write_text`], `text.rs`): the merged text trace.
 //!
 //! A new format is one more module with
 //! one more [`Exporter`]: a streaming format implements
@@ -27,14 +28,6 @@ use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::Trace;
 use std::io::Write;
 use std::path::Path;
-
-pub use crate::chrome::{write_chrome, write_chrome_view, Chrome, STATE_TID_OFFSET, STOPS_TID};
-pub use crate::collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
-pub use crate::csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
-pub use crate::parquet::{write_parquet, TABLES as PARQUET_TABLES};
-pub use crate::perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
-pub use crate::pprof::Pprof;
-pub use crate::text::Text;
 
 /// One output format of `jtrace export`.
 pub trait Exporter {

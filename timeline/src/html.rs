@@ -12,7 +12,8 @@
 //! re-exported here, where the CLI has always found them.
 
 use crate::highlight::{paths_json, HighlightPath, PathJson};
-use crate::model::{pid_of, thread_order, time_origin, ThreadData, View};
+use crate::model::{thread_order, time_origin, ThreadData, View};
+use crate::process::pid_of;
 use crate::segments::{layout_order, window_segments};
 use crate::windows::{window_name, WindowIndex};
 use jtrace_merge::{describe_evidence, Cause, Evidence, Frame, FrameKind, OffCpu, Symbolizer, Trace};

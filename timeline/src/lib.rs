@@ -2,22 +2,29 @@
 //! table, the HTML timeline and the exports (Chrome trace-event JSON,
 //! collapsed stacks, CSV).
 //!
-//! Layout:
+//! Layout, each layer importing only those above it (and the helpers at
+//! the end of this file):
 //!
+//! * helpers: `process.rs` (the process a thread belongs to), `windows.rs`
+//!   (GC and safepoint windows), `evidence.rs` (what determines an
+//!   evidence string, so exports make each once), `export.rs` (the
+//!   [`Exporter`] trait the export formats implement);
 //! * the model the in-memory views share: `model.rs` (threads with their
 //!   invocations and off-CPU intervals, of the whole trace or of a part a
 //!   [`Scope`] selects), `scope.rs` (a part read in bounded memory, and the
-//!   memory a view needs), `windows.rs` (GC and
-//!   safepoint windows), `segments.rs` (where each cause of an interval lies
-//!   in time: the one layout rule the Chrome export and the HTML page use),
-//!   `evidence.rs` (what determines an evidence string, so exports make
-//!   each once), `tail.rs` (the off-CPU time after a thread's last
-//!   switch-out, where the stack-folding exports put it);
-//! * one module per output: `text.rs`, `table.rs`, `html.rs` (with its
-//!   viewer in `assets/`, the critical paths it highlights in `highlight.rs`, and `chromium.rs` for PNG shots), `chrome.rs`,
-//!   `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/` (a directory of tables, outside [`export::Exporter`]); the export formats behind one interface in
-//!   `export.rs` ([`export::Exporter`]); `why.rs`, the critical paths of
-//!   `jtrace why` as text.
+//!   memory a view needs), `segments.rs` (where each cause of an interval
+//!   lies in time: the one layout rule the Chrome export and the HTML page
+//!   use);
+//! * one module per output: `text.rs`, `table.rs` (with `stack_table.rs`),
+//!   `html.rs` (with its viewer in `assets/`, the critical paths it
+//!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
+//!   `chrome.rs`, `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/`
+//!   (a directory of tables, not an [`Exporter`]); `why.rs`, the critical
+//!   paths of `jtrace why` as text. This file re-exports them.
+//!
+//! The off-CPU time after a thread's last switch-out, which the
+//! stack-folding exports put under its stack, is the merge crate's
+//! ([`jtrace_merge::tail`]).
 //!
 //! The streaming views (text, collapsed, CSV, Perfetto) are [`jtrace_merge::Visitor`]s
 //! that read a trace of any length in bounded memory; the others read the
@@ -37,6 +44,7 @@ mod model;
 mod parquet;
 mod perfetto;
 mod pprof;
+mod process;
 pub mod scope;
 mod segments;
 mod stack_table;
@@ -46,16 +54,19 @@ pub mod text;
 mod why;
 mod windows;
 
-pub use export::{
-    write_chrome, write_chrome_view, write_collapsed, write_collapsed_streaming, write_csv, write_csv_streaming,
-    write_perfetto, write_perfetto_streaming, CollapsedOptions, Exporter,
-};
+pub use chrome::{write_chrome, write_chrome_view, Chrome, STATE_TID_OFFSET, STOPS_TID};
+pub use collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
+pub use csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
+pub use export::Exporter;
 pub use highlight::{highlight_paths, HighlightPath};
 pub use html::{write_html, write_html_view, HtmlOptions};
 pub use model::{collect, thread_order, time_origin, OffSpan, Scope, Span, ThreadData, View};
+pub use parquet::{write_parquet, TABLES as PARQUET_TABLES};
+pub use perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
+pub use pprof::Pprof;
 pub use segments::{cause_segments, cause_segments_in};
 pub use table::render_report;
-pub use text::{write_text, write_text_streaming, TextOptions};
+pub use text::{write_text, write_text_streaming, Text, TextOptions};
 pub use why::{render_why, WhyTextOptions};
 pub use windows::{jvm_windows, jvm_windows_of_stops, window_name, JvmWindow};
 

@@ -301,13 +301,3 @@ pub fn time_origin(trace: &Trace) -> u64 {
         (s, None) => s,
     }
 }
-
-/// The process of a thread: its thread-group id, or the traced JVM's pid
-/// when the recording did not name one.
-pub(crate) fn pid_of(trace: &Trace, t: &ThreadInfo) -> u32 {
-    if t.tgid != 0 {
-        t.tgid
-    } else {
-        trace.meta.pid
-    }
-}

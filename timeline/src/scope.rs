@@ -11,6 +11,7 @@
 
 use crate::model::{Collector, Scope, View};
 use crate::windows::{jvm_windows_of_stops, JvmWindow};
+use jtrace_format as fmt;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
 use std::path::Path;
@@ -47,22 +48,52 @@ impl ViewKind {
 }
 
 /// The events in a trace directory's streams, at most: a JVM stream's
-/// method events take 8 bytes each in METHOD_BATCH records, every other
-/// record at least 32 — known from the file sizes, without reading them.
+/// method events take one packed entry each in METHOD_BATCH records, every
+/// other record at least the smallest kernel record — known from the file
+/// sizes (and the record sizes of [`jtrace_format`]), without reading them.
 pub fn events_upper_bound(dir: &Path) -> std::io::Result<u64> {
+    let (kernel_record, batched) = (kernel_record_min(), batch_event_len());
     let mut n = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name();
         let name = name.to_string_lossy();
         let len = e.metadata()?.len();
-        match jtrace_format::parse_stream_file(&name) {
-            Some((jtrace_format::KERNEL_STREAM, _)) => n += len / 32,
-            Some(_) => n += len / 8,
+        match fmt::parse_stream_file(&name) {
+            Some((fmt::KERNEL_STREAM, _)) => n += len / kernel_record,
+            Some(_) => n += len / batched,
             None => {}
         }
     }
     Ok(n)
+}
+
+/// Bytes of the smallest kernel record: a header and the smallest fixed
+/// payload (the records with variable parts are longer).
+fn kernel_record_min() -> u64 {
+    let payloads = [
+        fmt::SwitchOut::LEN,
+        fmt::SwitchIn::LEN,
+        fmt::Wakeup::LEN,
+        fmt::Fork::LEN,
+        fmt::TaskInfo::LEN,
+        fmt::Syscall::LEN,
+        fmt::PageFault::LEN,
+        fmt::BlockIo::LEN,
+        fmt::LibCall::LEN,
+    ];
+    let smallest = payloads.into_iter().min().expect("payload sizes");
+    (fmt::RECORD_HEADER_LEN + smallest) as u64
+}
+
+/// Bytes one more event adds to a METHOD_BATCH record, as the format's
+/// writer packs it.
+fn batch_event_len() -> u64 {
+    let (mut w, mut buf) = (fmt::BatchWriter::new(0), Vec::new());
+    w.push(&mut buf, 0, 0, fmt::BatchedKind::Entry);
+    let one = buf.len();
+    w.push(&mut buf, 0, 0, fmt::BatchedKind::Exit);
+    (buf.len() - one) as u64
 }
 
 /// Memory a view of `events` events needs, whole.
@@ -166,5 +197,38 @@ impl<'a> View<'a> {
             windows,
             scope,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams of the smallest records: the bound counts at least every event.
+    #[test]
+    fn the_bound_is_at_least_the_events() {
+        let dir = std::env::temp_dir().join(format!("jtrace-scope-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = 1000;
+        let mut enc = fmt::Encoder::new();
+        for i in 0..n {
+            let payload = fmt::Payload::SwitchIn(fmt::SwitchIn {
+                tgid: 1,
+                cpu: 0,
+                prev_tid: 0,
+                reserved: 0,
+            });
+            enc.record(&fmt::Record { tid: 1, ts: i, payload });
+        }
+        std::fs::write(dir.join(fmt::KERNEL_FILE), &enc.buf).unwrap();
+        let (mut w, mut jvm) = (fmt::BatchWriter::new(1), Vec::new());
+        for i in 0..n {
+            w.push(&mut jvm, i, 7, fmt::BatchedKind::Entry);
+        }
+        w.finish(&mut jvm);
+        std::fs::write(dir.join(format!("{}1.bin", fmt::JVM_FILE_PREFIX)), &jvm).unwrap();
+        let bound = events_upper_bound(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!((2 * n..2 * n + 10).contains(&bound), "{bound}");
     }
 }

@@ -2,7 +2,7 @@
 //! them: one interval per window, paired from the begin/end events the merge
 //! copies to every Java thread of the JVM.
 
-use crate::model::pid_of;
+use crate::process::pid_of;
 use jtrace_merge::{Cause, Event, Trace};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

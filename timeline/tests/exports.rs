@@ -5,7 +5,10 @@ mod fixture;
 
 use fixture::*;
 use jtrace_merge::{analyze, build_report, Cause, Invocation, ThreadInfo, Trace, Visitor};
-use jtrace_timeline::export::{self, CollapsedOptions, CsvColumn, CSV_COLUMNS, NO_METHOD_FRAME, STATE_TID_OFFSET};
+use jtrace_timeline::{
+    write_chrome, write_collapsed, write_csv, CollapsedOptions, CsvColumn, CSV_COLUMNS, NO_METHOD_FRAME,
+    STATE_TID_OFFSET,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,7 +27,7 @@ fn ns(v: &Value) -> u64 {
 
 fn chrome(t: &Trace) -> Value {
     let mut buf = Vec::new();
-    export::write_chrome(t, &mut buf).unwrap();
+    write_chrome(t, &mut buf).unwrap();
     serde_json::from_slice(&buf).expect("chrome export is valid JSON")
 }
 
@@ -182,7 +185,7 @@ fn chrome_totals_equal_the_report() {
 
 fn collapsed(t: &Trace, opts: &CollapsedOptions) -> Vec<(String, u64)> {
     let mut buf = Vec::new();
-    export::write_collapsed(t, opts, &mut buf).unwrap();
+    write_collapsed(t, opts, &mut buf).unwrap();
     String::from_utf8(buf)
         .unwrap()
         .lines()
@@ -309,7 +312,7 @@ impl Visitor for Count {
 fn csv_parses_back_with_every_invocation() {
     let t = trace();
     let mut buf = Vec::new();
-    export::write_csv(&t, &mut buf).unwrap();
+    write_csv(&t, &mut buf).unwrap();
     let mut r = csv::Reader::from_reader(buf.as_slice());
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     // The header is the exporter's column list, spelled out…

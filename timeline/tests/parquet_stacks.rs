@@ -34,7 +34,7 @@ fn off_cpu_intervals_name_their_stacks_and_duckdb_joins_their_frames() {
     b.write(&dir, 1000, 9000);
 
     let tables = base.join("tables");
-    jtrace_timeline::export::write_parquet(&dir, &tables, &StreamOptions::default()).unwrap();
+    jtrace_timeline::write_parquet(&dir, &tables, &StreamOptions::default()).unwrap();
     let setup = std::process::Command::new("bash")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-python.sh"))
         .status()

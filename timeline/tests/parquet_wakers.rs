@@ -51,7 +51,7 @@ fn waker_methods_filled_after_the_walk_are_the_call_index_s() {
             memory_budget: budget,
             ..Default::default()
         };
-        jtrace_timeline::export::write_parquet(&dir, &out, &opts).unwrap();
+        jtrace_timeline::write_parquet(&dir, &out, &opts).unwrap();
         files.push(
             ["wakeups", "off_cpu_intervals", "invocations", "threads"]
                 .iter()

@@ -16,8 +16,7 @@ use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{
     describe_evidence, Cause, Event, Evidence, Invocation, OffCpuInterval, ThreadInfo, Timed, Trace, Visitor,
 };
-use jtrace_timeline::export::{Chrome, Exporter, Perfetto};
-use jtrace_timeline::{jvm_windows, window_name};
+use jtrace_timeline::{jvm_windows, window_name, Chrome, Exporter, Perfetto};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

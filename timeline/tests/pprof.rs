@@ -19,7 +19,7 @@ mod fixture;
 use fixture::{Builder, MAIN, PID, WORKER};
 use jtrace_merge::stream::StreamOptions;
 use jtrace_merge::{Invocation, MethodIdx, OffCpuInterval, ThreadInfo, ThreadTotals, Trace, Visitor};
-use jtrace_timeline::export::{self, CollapsedOptions, Exporter, Pprof};
+use jtrace_timeline::{write_collapsed, CollapsedOptions, Exporter, Pprof};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -273,7 +273,7 @@ fn recorded_stacks_and_cpu_samples_are_the_profiles_stacks() {
         all: true,
         ..Default::default()
     };
-    export::write_collapsed(&trace, &all, &mut buf).unwrap();
+    write_collapsed(&trace, &all, &mut buf).unwrap();
     let mut folded: Vec<String> = String::from_utf8(buf).unwrap().lines().map(str::to_string).collect();
     folded.sort();
     let mut want: Vec<String> = off

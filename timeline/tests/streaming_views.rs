@@ -10,8 +10,10 @@ mod fixture;
 
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::Trace;
-use jtrace_timeline::export::{self, Collapsed, CollapsedOptions, Csv, Exporter, Perfetto, Text};
-use jtrace_timeline::{write_text_streaming, TextOptions};
+use jtrace_timeline::{
+    write_csv, write_csv_streaming, write_text_streaming, Collapsed, CollapsedOptions, Csv, Exporter, Perfetto, Text,
+    TextOptions,
+};
 use std::path::{Path, PathBuf};
 
 fn tempdir(name: &str) -> PathBuf {
@@ -177,7 +179,7 @@ fn missing_temp_dir_is_a_clear_error() {
     let e = write_text_streaming(&dir, &mut b, &TextOptions::default(), &o).unwrap_err();
     let msg = format!("{e:#}");
     assert!(msg.contains("no-such-dir") && msg.contains("--temp-dir"), "{msg}");
-    let e = export::write_csv_streaming(&dir, &mut Vec::new(), &o).unwrap_err();
+    let e = write_csv_streaming(&dir, &mut Vec::new(), &o).unwrap_err();
     assert!(format!("{e:#}").contains("--memory-budget"), "{e:#}");
     // A trace that fits the budget needs no temporary directory at all.
     let fits = StreamOptions {
@@ -236,11 +238,11 @@ fn csv_rows_of_a_long_outermost_invocation_spill_and_merge_in_order() {
     b.write(&dir, 1000, ts + 100);
     let t = Trace::open(&dir).unwrap();
     let mut expected = Vec::new();
-    export::write_csv(&t, &mut expected).unwrap();
+    write_csv(&t, &mut expected).unwrap();
     assert!(expected.iter().filter(|&&c| c == b'\n').count() > 60_000);
     for budget in [64 << 10, 1 << 20, 256 << 20] {
         let mut got = Vec::new();
-        export::write_csv_streaming(&dir, &mut got, &opts(budget)).unwrap();
+        write_csv_streaming(&dir, &mut got, &opts(budget)).unwrap();
         assert_same(budget, &[("csv".into(), expected.clone())], &[("csv".into(), got)]);
     }
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();

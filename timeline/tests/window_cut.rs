@@ -31,7 +31,7 @@ fn drawn(model: ScopedModel) -> (Vec<u8>, Vec<u8>) {
     let mut html = Vec::new();
     write_html_view(&view, &HtmlOptions::default(), &mut html).unwrap();
     let mut chrome = Vec::new();
-    jtrace_timeline::export::write_chrome_view(&view, &mut chrome).unwrap();
+    jtrace_timeline::write_chrome_view(&view, &mut chrome).unwrap();
     (html, chrome)
 }
 

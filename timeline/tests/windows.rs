@@ -7,8 +7,9 @@ mod fixture;
 use fixture::*;
 use jtrace_format::kind;
 use jtrace_merge::{Cause, Trace};
-use jtrace_timeline::export::{self, STATE_TID_OFFSET, STOPS_TID};
-use jtrace_timeline::{cause_segments, cause_segments_in, collect, jvm_windows};
+use jtrace_timeline::{
+    cause_segments, cause_segments_in, collect, jvm_windows, write_chrome, STATE_TID_OFFSET, STOPS_TID,
+};
 use serde_json::Value;
 
 const HOLDER: u32 = 104;
@@ -95,7 +96,7 @@ fn window_part_of_a_block_is_placed_on_its_window() {
 
 fn chrome(t: &Trace) -> Vec<Value> {
     let mut buf = Vec::new();
-    export::write_chrome(t, &mut buf).unwrap();
+    write_chrome(t, &mut buf).unwrap();
     let doc: Value = serde_json::from_slice(&buf).expect("valid JSON");
     doc["traceEvents"].as_array().unwrap().clone()
 }

@@ -67,6 +67,25 @@ pub(crate) fn put_u4(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
 
+// Constant-pool tags (JVMS §4.4).
+const CONSTANT_UTF8: u8 = 1;
+const CONSTANT_INTEGER: u8 = 3;
+const CONSTANT_FLOAT: u8 = 4;
+const CONSTANT_LONG: u8 = 5;
+const CONSTANT_DOUBLE: u8 = 6;
+const CONSTANT_CLASS: u8 = 7;
+const CONSTANT_STRING: u8 = 8;
+const CONSTANT_FIELDREF: u8 = 9;
+const CONSTANT_METHODREF: u8 = 10;
+const CONSTANT_INTERFACE_METHODREF: u8 = 11;
+const CONSTANT_NAME_AND_TYPE: u8 = 12;
+const CONSTANT_METHOD_HANDLE: u8 = 15;
+const CONSTANT_METHOD_TYPE: u8 = 16;
+const CONSTANT_DYNAMIC: u8 = 17;
+const CONSTANT_INVOKE_DYNAMIC: u8 = 18;
+const CONSTANT_MODULE: u8 = 19;
+const CONSTANT_PACKAGE: u8 = 20;
+
 /// The constant-pool entries the rewriter needs to read.
 #[derive(Debug, Clone)]
 enum Cp {
@@ -104,41 +123,41 @@ impl ConstPool {
             let tag = r.u1()?;
             let mut slots = 1;
             entries[i] = match tag {
-                1 => {
+                CONSTANT_UTF8 => {
                     let n = r.u2()? as usize;
                     let s = String::from_utf8_lossy(r.bytes(n)?).into_owned();
                     utf8_index.entry(s.clone()).or_insert(i as u16);
                     Cp::Utf8(s)
                 }
-                3 | 4 => {
+                CONSTANT_INTEGER | CONSTANT_FLOAT => {
                     r.bytes(4)?;
                     Cp::Other
                 }
-                5 | 6 => {
+                CONSTANT_LONG | CONSTANT_DOUBLE => {
                     r.bytes(8)?;
                     slots = 2;
                     Cp::Other
                 }
-                7 => Cp::Class(r.u2()?),
-                8 | 16 | 19 | 20 => {
+                CONSTANT_CLASS => Cp::Class(r.u2()?),
+                CONSTANT_STRING | CONSTANT_METHOD_TYPE | CONSTANT_MODULE | CONSTANT_PACKAGE => {
                     r.bytes(2)?;
                     Cp::Other
                 }
-                9 => {
+                CONSTANT_FIELDREF => {
                     r.bytes(4)?;
                     Cp::Other
                 }
-                10 | 11 => Cp::MemberRef(r.u2()?, r.u2()?),
-                12 => {
+                CONSTANT_METHODREF | CONSTANT_INTERFACE_METHODREF => Cp::MemberRef(r.u2()?, r.u2()?),
+                CONSTANT_NAME_AND_TYPE => {
                     let name = r.u2()?;
                     r.u2()?;
                     Cp::NameAndType(name)
                 }
-                15 => {
+                CONSTANT_METHOD_HANDLE => {
                     r.bytes(3)?;
                     Cp::Other
                 }
-                17 | 18 => {
+                CONSTANT_DYNAMIC | CONSTANT_INVOKE_DYNAMIC => {
                     r.bytes(4)?;
                     Cp::Other
                 }
@@ -175,6 +194,14 @@ impl ConstPool {
         }
     }
 
+    /// Internal name of Class entry `idx`.
+    pub(crate) fn class_name(&self, idx: u16) -> Option<&str> {
+        match self.entries.get(idx as usize) {
+            Some(Cp::Class(name)) => self.utf8(*name),
+            _ => None,
+        }
+    }
+
     /// Name of the method a Methodref/InterfaceMethodref refers to.
     pub(crate) fn member_name(&self, idx: u16) -> Option<&str> {
         let Some(Cp::MemberRef(_, nat)) = self.entries.get(idx as usize) else {
@@ -192,10 +219,7 @@ impl ConstPool {
         let Some(Cp::MemberRef(class, _)) = self.entries.get(idx as usize) else {
             return None;
         };
-        let Some(Cp::Class(name)) = self.entries.get(*class as usize) else {
-            return None;
-        };
-        self.utf8(*name)
+        self.class_name(*class)
     }
 
     fn push(&mut self, bytes: &[u8]) -> Result<u16> {
@@ -213,7 +237,7 @@ impl ConstPool {
         if let Some(&i) = self.utf8_index.get(s) {
             return Ok(i);
         }
-        let mut b = vec![1];
+        let mut b = vec![CONSTANT_UTF8];
         put_u2(&mut b, s.len() as u16);
         b.extend_from_slice(s.as_bytes());
         let i = self.push(&b)?;
@@ -227,7 +251,7 @@ impl ConstPool {
             return Ok(i);
         }
         let n = self.utf8_entry(name)?;
-        let mut b = vec![7];
+        let mut b = vec![CONSTANT_CLASS];
         put_u2(&mut b, n);
         let i = self.push(&b)?;
         self.class_index.insert(name.to_string(), i);
@@ -237,11 +261,11 @@ impl ConstPool {
     /// Appends a Methodref entry.
     pub(crate) fn methodref(&mut self, class: u16, name: &str, desc: &str) -> Result<u16> {
         let (n, d) = (self.utf8_entry(name)?, self.utf8_entry(desc)?);
-        let mut nat = vec![12];
+        let mut nat = vec![CONSTANT_NAME_AND_TYPE];
         put_u2(&mut nat, n);
         put_u2(&mut nat, d);
         let nat = self.push(&nat)?;
-        let mut b = vec![10];
+        let mut b = vec![CONSTANT_METHODREF];
         put_u2(&mut b, class);
         put_u2(&mut b, nat);
         self.push(&b)
@@ -252,7 +276,7 @@ impl ConstPool {
         if let Some(&i) = self.int_index.get(&v) {
             return Ok(i);
         }
-        let mut b = vec![3];
+        let mut b = vec![CONSTANT_INTEGER];
         put_u4(&mut b, v);
         let i = self.push(&b)?;
         self.int_index.insert(v, i);

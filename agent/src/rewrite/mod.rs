@@ -224,7 +224,7 @@ pub fn instrument_class(
     let cp_end = r.pos;
     let _access = r.u2()?;
     let this_class = r.u2()?;
-    let class = class_name_of(data, this_class, &cp).unwrap_or_default();
+    let class = cp.class_name(this_class).unwrap_or_default().to_string();
     if class.is_empty() {
         return err("cannot read this_class");
     }
@@ -400,11 +400,11 @@ fn initial_locals(
     class: &str,
     cp: &mut ConstPool,
 ) -> Result<Vec<stack_map::VType>> {
-    use stack_map::VType;
+    use stack_map::{VType, ITEM_DOUBLE, ITEM_FLOAT, ITEM_INTEGER, ITEM_LONG, ITEM_UNINITIALIZED_THIS};
     let mut out = Vec::new();
     if !is_static {
         out.push(if is_init && class != "java/lang/Object" {
-            VType::Simple(6)
+            VType::Simple(ITEM_UNINITIALIZED_THIS)
         } else {
             VType::Object(this_class)
         });
@@ -436,10 +436,10 @@ fn initial_locals(
             VType::Object(cp.class_entry(name)?)
         } else {
             match b[i] {
-                b'Z' | b'B' | b'C' | b'S' | b'I' => VType::Simple(1),
-                b'F' => VType::Simple(2),
-                b'D' => VType::Simple(3),
-                b'J' => VType::Simple(4),
+                b'Z' | b'B' | b'C' | b'S' | b'I' => VType::Simple(ITEM_INTEGER),
+                b'F' => VType::Simple(ITEM_FLOAT),
+                b'D' => VType::Simple(ITEM_DOUBLE),
+                b'J' => VType::Simple(ITEM_LONG),
                 _ => return err("bad method descriptor"),
             }
         });
@@ -449,36 +449,6 @@ fn initial_locals(
         }
     }
     Ok(out)
-}
-
-/// Name of the Class constant at `idx` (re-reading the pool, which stores
-/// only what the rewriter needs).
-fn class_name_of(data: &[u8], idx: u16, cp: &ConstPool) -> Option<String> {
-    let mut r = Reader::new(data);
-    r.pos = 8;
-    let count = r.u2().ok()? as usize;
-    let mut i = 1;
-    while i < count {
-        let tag = r.u1().ok()?;
-        let (len, slots) = match tag {
-            1 => (r.clone().u2().ok()? as usize + 2, 1),
-            3 | 4 | 9..=12 | 17 | 18 => (4, 1),
-            5 | 6 => (8, 2),
-            7 | 8 | 16 | 19 | 20 => (2, 1),
-            15 => (3, 1),
-            _ => return None,
-        };
-        if i == idx as usize {
-            if tag != 7 {
-                return None;
-            }
-            let name = r.u2().ok()?;
-            return cp.utf8(name).map(str::to_string);
-        }
-        r.bytes(len).ok()?;
-        i += slots;
-    }
-    None
 }
 
 /// Rewrites one method_info whose Code attribute gets the probes.
@@ -513,7 +483,7 @@ fn rewrite_method(raw: &[u8], cp: &mut ConstPool, refs: &ProbeRefs, ctx: &code::
 
 #[cfg(test)]
 mod tests {
-    use super::stack_map::VType;
+    use super::stack_map::{VType, ITEM_DOUBLE, ITEM_INTEGER, ITEM_LONG, ITEM_UNINITIALIZED_THIS};
     use super::*;
 
     #[test]
@@ -529,11 +499,11 @@ mod tests {
             l,
             vec![
                 VType::Object(7),
-                VType::Simple(1),
+                VType::Simple(ITEM_INTEGER),
                 VType::Object(arr),
                 VType::Object(s),
-                VType::Simple(3),
-                VType::Simple(1),
+                VType::Simple(ITEM_DOUBLE),
+                VType::Simple(ITEM_INTEGER),
                 VType::Object(arr2),
                 VType::Object(s),
             ]
@@ -542,7 +512,7 @@ mod tests {
         // A constructor's receiver is uninitializedThis (not Object's), a static method has none.
         assert_eq!(
             initial_locals("()V", false, true, 7, "a/B", &mut cp).unwrap(),
-            vec![VType::Simple(6)]
+            vec![VType::Simple(ITEM_UNINITIALIZED_THIS)]
         );
         assert_eq!(
             initial_locals("()V", false, true, 7, "java/lang/Object", &mut cp).unwrap(),
@@ -550,7 +520,7 @@ mod tests {
         );
         assert_eq!(
             initial_locals("(J)V", true, false, 7, "a/B", &mut cp).unwrap(),
-            vec![VType::Simple(4)]
+            vec![VType::Simple(ITEM_LONG)]
         );
         for bad in ["(Ljava/lang/String", "([", "(Q)V"] {
             assert!(initial_locals(bad, true, false, 7, "a/B", &mut cp).is_err(), "{bad}");

@@ -20,7 +20,19 @@ impl OffsetMap {
     }
 }
 
-/// A verification_type_info; `Uninitialized` carries an old offset.
+// verification_type_info tags (JVMS §4.7.4) of the verification types
+// of §4.10.1.2.
+pub(super) const ITEM_TOP: u8 = 0;
+pub(super) const ITEM_INTEGER: u8 = 1;
+pub(super) const ITEM_FLOAT: u8 = 2;
+pub(super) const ITEM_DOUBLE: u8 = 3;
+pub(super) const ITEM_LONG: u8 = 4;
+pub(super) const ITEM_UNINITIALIZED_THIS: u8 = 6;
+const ITEM_OBJECT: u8 = 7;
+const ITEM_UNINITIALIZED: u8 = 8;
+
+/// A verification_type_info; `Simple` is a tag without operand (`ITEM_TOP`
+/// to `ITEM_UNINITIALIZED_THIS`), `Uninitialized` carries an old offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum VType {
     Simple(u8),
@@ -31,16 +43,16 @@ pub(super) enum VType {
 /// Local variable slots a verification type takes (long and double: two).
 pub(super) fn slots_of(v: &VType) -> u32 {
     match v {
-        VType::Simple(3) | VType::Simple(4) => 2,
+        VType::Simple(ITEM_DOUBLE | ITEM_LONG) => 2,
         _ => 1,
     }
 }
 
 fn read_vtype(r: &mut Reader) -> Result<VType> {
     Ok(match r.u1()? {
-        7 => VType::Object(r.u2()?),
-        8 => VType::Uninitialized(r.u2()? as u32),
-        t @ 0..=6 => VType::Simple(t),
+        ITEM_OBJECT => VType::Object(r.u2()?),
+        ITEM_UNINITIALIZED => VType::Uninitialized(r.u2()? as u32),
+        t @ ITEM_TOP..=ITEM_UNINITIALIZED_THIS => VType::Simple(t),
         t => return err(format!("bad verification type {t}")),
     })
 }
@@ -49,11 +61,11 @@ fn write_vtype(out: &mut Vec<u8>, v: VType, map: &OffsetMap) -> Result<()> {
     match v {
         VType::Simple(t) => out.push(t),
         VType::Object(c) => {
-            out.push(7);
+            out.push(ITEM_OBJECT);
             put_u2(out, c);
         }
         VType::Uninitialized(o) => {
-            out.push(8);
+            out.push(ITEM_UNINITIALIZED);
             put_u2(out, map.get(o)? as u16);
         }
     }
@@ -229,10 +241,10 @@ fn with_guard(frames: Vec<(u32, Frame)>, local: u16, initial: &[VType]) -> Resul
             return err("a stack map frame has more locals than max_locals");
         }
         while slots < local as u32 {
-            l.push(VType::Simple(0));
+            l.push(VType::Simple(ITEM_TOP));
             slots += 1;
         }
-        l.push(VType::Simple(1));
+        l.push(VType::Simple(ITEM_INTEGER));
         out.push((off, Frame::Full(l, stack)));
     }
     Ok(out)

@@ -4,7 +4,8 @@
 //! `csv::Writer::write_record` cost ≈ 30 allocations; the export took
 //! ≈ 1.4 µs a row that way (BENCHMARKS.md, "Exports against `report`").
 
-use crate::model::{pid_of, Span};
+use crate::model::Span;
+use crate::process::pid_of;
 use jtrace_merge::{Cause, ThreadInfo, Trace};
 
 /// Appends the text `field` to `out` as the `csv` crate writes it inside

@@ -12,6 +12,7 @@
 //! files. Files are written under temporary names and renamed into place
 //! when all are complete: a failed export leaves no half-written table.
 
+mod column;
 mod table;
 mod waiting;
 mod wakes;
@@ -19,6 +20,7 @@ mod wakes;
 use crate::evidence::{evidence_key, EvidenceKey};
 use crate::windows::{pair_windows, window_name, WindowMarks};
 use anyhow::Context;
+use column::Kind;
 use jtrace_merge::stream::{self, unlinked_temp_file, StreamOptions};
 use jtrace_merge::{
     describe_evidence, describe_syscall, Breakdown, Cause, Event, Evidence, FrameKind, Invocation, MethodIdx,
@@ -28,7 +30,7 @@ use parquet::data_type::ByteArray;
 use rustc_hash::FxHashMap;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use table::{Kind, Table};
+use table::Table;
 use wakes::WakeLog;
 
 /// The tables, in the order they are created.
@@ -229,7 +231,7 @@ impl Visitor for Writer<'_> {
     }
     fn event(&mut self, t: &ThreadInfo, e: &Timed) {
         if let Event::Window { cause, begin } = e.event {
-            let pid = crate::model::pid_of(self.trace, t);
+            let pid = crate::process::pid_of(self.trace, t);
             self.windows
                 .entry(pid)
                 .or_default()
@@ -251,7 +253,7 @@ impl Visitor for Writer<'_> {
         } else {
             trace
                 .jit
-                .compiled_at(crate::model::pid_of(trace, t), inv.method, inv.entry)
+                .compiled_at(crate::process::pid_of(trace, t), inv.method, inv.entry)
         };
         self.row(INVOCATIONS, |r| {
             r.u64(t.tid as u64)

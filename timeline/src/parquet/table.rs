@@ -3,11 +3,11 @@
 //! row group whatever the table's length. A column can wait for its values
 //! until after the walk ([`Table::wait_for`], `waiting.rs`).
 
+use super::column::{Buf, Kind, NULL};
 use super::waiting::Waiting;
 use anyhow::Context;
 use parquet::basic::{Compression, Encoding};
-use parquet::column::writer::{get_typed_column_writer_mut, ColumnWriter};
-use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
+use parquet::data_type::ByteArray;
 use parquet::file::properties::{DeltaBinaryPackedEncoderOptions, EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
@@ -18,80 +18,8 @@ use std::sync::Arc;
 /// Rows per row group.
 pub const ROW_GROUP: usize = 64 * 1024;
 
-/// A column's type: every integer is INT64 (signed, which every engine
-/// reads; the values are below 2^63), strings are UTF-8 BYTE_ARRAY.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `int64`, not null.
-    I64,
-    /// `int64`, nullable.
-    OptI64,
-    /// `boolean`, not null.
-    Bool,
-    /// `boolean`, nullable.
-    OptBool,
-    /// `string`, not null.
-    Str,
-    /// `string`, nullable.
-    OptStr,
-}
-
-impl Kind {
-    fn parquet(self) -> &'static str {
-        match self {
-            Kind::I64 => "required int64",
-            Kind::OptI64 => "optional int64",
-            Kind::Bool => "required boolean",
-            Kind::OptBool => "optional boolean",
-            Kind::Str => "required binary",
-            Kind::OptStr => "optional binary",
-        }
-    }
-    fn nullable(self) -> bool {
-        matches!(self, Kind::OptI64 | Kind::OptBool | Kind::OptStr)
-    }
-}
-
 /// Rows buffered row-major before they are spread into the columns.
 const MINI: usize = 256;
-
-/// What a nullable integer or boolean cell holds for null (values are
-/// below 2^63, so never negative).
-pub const NULL: i64 = i64::MIN;
-
-/// A column's buffered values (present ones only) and definition levels
-/// (nullable columns only).
-pub(super) struct Buf {
-    pub(super) kind: Kind,
-    pub(super) ints: Vec<i64>,
-    pub(super) bools: Vec<bool>,
-    pub(super) strs: Vec<ByteArray>,
-    pub(super) defs: Vec<i16>,
-}
-
-impl Buf {
-    /// Writes the values into a column chunk's writer.
-    pub(super) fn put(&self, w: &mut ColumnWriter) -> parquet::errors::Result<()> {
-        let defs = self.kind.nullable().then_some(&self.defs[..]);
-        match self.kind {
-            Kind::I64 | Kind::OptI64 => get_typed_column_writer_mut::<Int64Type>(w).write_batch(&self.ints, defs, None),
-            Kind::Bool | Kind::OptBool => {
-                get_typed_column_writer_mut::<BoolType>(w).write_batch(&self.bools, defs, None)
-            }
-            Kind::Str | Kind::OptStr => {
-                get_typed_column_writer_mut::<ByteArrayType>(w).write_batch(&self.strs, defs, None)
-            }
-        }?;
-        Ok(())
-    }
-
-    fn clear(&mut self) {
-        self.ints.clear();
-        self.bools.clear();
-        self.strs.clear();
-        self.defs.clear();
-    }
-}
 
 /// A Parquet file being written, row by row.
 ///
@@ -169,16 +97,7 @@ impl Table {
         Ok(Table {
             cells: Vec::with_capacity(MINI * columns.len()),
             row_start: 0,
-            bufs: columns
-                .iter()
-                .map(|&(_, kind)| Buf {
-                    kind,
-                    ints: Vec::new(),
-                    bools: Vec::new(),
-                    strs: Vec::new(),
-                    defs: Vec::new(),
-                })
-                .collect(),
+            bufs: columns.iter().map(|&(_, kind)| Buf::new(kind)).collect(),
             rows: 0,
             writer: Some(writer),
             temp,
@@ -462,5 +381,78 @@ mod tests {
         }
         assert_eq!(rows, n);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Row `i`: an id, its reference (null every third row, else
+    /// non-decreasing), a string and a nullable boolean.
+    fn reference(i: i64) -> i64 {
+        if i % 3 == 0 {
+            NULL
+        } else {
+            i / 2 + (i << 20)
+        }
+    }
+
+    /// The value a reference stands for: null for some.
+    fn answer(r: i64) -> i64 {
+        if r == NULL || r % 5 == 0 {
+            NULL
+        } else {
+            r % 1000
+        }
+    }
+
+    fn write(path: &std::path::Path, n: i64, waits: bool) {
+        use Kind::*;
+        let columns: Vec<(String, Kind)> = [I64, OptI64, Str, OptBool]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (format!("c{i}"), *k))
+            .collect();
+        let mut t = Table::new("t", columns, File::create(path).unwrap(), path.into()).unwrap();
+        if waits {
+            t.wait_for(
+                1,
+                jtrace_merge::stream::unlinked_temp_file(&std::env::temp_dir(), "waiting-test").unwrap(),
+            );
+        }
+        for i in 0..n {
+            let r = reference(i);
+            let v = if waits { r } else { answer(r) };
+            t.i64(i).opt_u64((v != NULL).then_some(v as u64));
+            t.str(&format!("s{}", i % 7))
+                .opt_bool((i % 4 != 0).then_some(i % 8 == 1));
+            t.end_row().unwrap();
+        }
+        if waits {
+            let mut groups = 0;
+            while let Some(refs) = t.next_waiting().unwrap() {
+                let values: Vec<i64> = refs.iter().map(|&r| answer(r)).collect();
+                t.fill_waiting(&values).unwrap();
+                groups += 1;
+            }
+            assert_eq!(groups, (n as usize).div_ceil(ROW_GROUP));
+        }
+        t.finish().unwrap();
+    }
+
+    /// A column filled in after the rows, group by group, gives the very
+    /// file written with its values at once.
+    #[test]
+    fn a_column_filled_after_the_rows_gives_the_same_file() {
+        let dir = std::env::temp_dir();
+        let pid = std::process::id();
+        let (direct, later) = (
+            dir.join(format!("jtrace-direct-{pid}.parquet")),
+            dir.join(format!("jtrace-later-{pid}.parquet")),
+        );
+        let n = (2 * ROW_GROUP + 1000) as i64;
+        write(&direct, n, false);
+        write(&later, n, true);
+        let (a, b) = (std::fs::read(&direct).unwrap(), std::fs::read(&later).unwrap());
+        assert!(a.len() > 10_000);
+        assert!(a == b, "the files differ");
+        std::fs::remove_file(direct).unwrap();
+        std::fs::remove_file(later).unwrap();
     }
 }

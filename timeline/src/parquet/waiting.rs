@@ -8,7 +8,7 @@
 //! group's buffers and each parked group's chunk metadata (what the file's
 //! footer holds anyway).
 
-use super::table::{Buf, NULL};
+use super::column::{Buf, NULL};
 use bytes::Bytes;
 use parquet::column::writer::{get_column_writer, ColumnCloseResult};
 use parquet::file::properties::WriterPropertiesPtr;
@@ -163,84 +163,4 @@ fn read_varint(b: &[u8], at: &mut usize) -> anyhow::Result<u64> {
         }
     }
     anyhow::bail!("a parked row group holds a reference too long")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::table::{Kind, Table, ROW_GROUP};
-    use super::NULL;
-    use std::fs::File;
-
-    /// Row `i`: an id, its reference (null every third row, else
-    /// non-decreasing), a string and a nullable boolean.
-    fn reference(i: i64) -> i64 {
-        if i % 3 == 0 {
-            NULL
-        } else {
-            i / 2 + (i << 20)
-        }
-    }
-
-    /// The value a reference stands for: null for some.
-    fn answer(r: i64) -> i64 {
-        if r == NULL || r % 5 == 0 {
-            NULL
-        } else {
-            r % 1000
-        }
-    }
-
-    fn write(path: &std::path::Path, n: i64, waits: bool) {
-        use Kind::*;
-        let columns: Vec<(String, Kind)> = [I64, OptI64, Str, OptBool]
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (format!("c{i}"), *k))
-            .collect();
-        let mut t = Table::new("t", columns, File::create(path).unwrap(), path.into()).unwrap();
-        if waits {
-            t.wait_for(
-                1,
-                jtrace_merge::stream::unlinked_temp_file(&std::env::temp_dir(), "waiting-test").unwrap(),
-            );
-        }
-        for i in 0..n {
-            let r = reference(i);
-            let v = if waits { r } else { answer(r) };
-            t.i64(i).opt_u64((v != NULL).then_some(v as u64));
-            t.str(&format!("s{}", i % 7))
-                .opt_bool((i % 4 != 0).then_some(i % 8 == 1));
-            t.end_row().unwrap();
-        }
-        if waits {
-            let mut groups = 0;
-            while let Some(refs) = t.next_waiting().unwrap() {
-                let values: Vec<i64> = refs.iter().map(|&r| answer(r)).collect();
-                t.fill_waiting(&values).unwrap();
-                groups += 1;
-            }
-            assert_eq!(groups, (n as usize).div_ceil(ROW_GROUP));
-        }
-        t.finish().unwrap();
-    }
-
-    /// A column filled in after the rows, group by group, gives the very
-    /// file written with its values at once.
-    #[test]
-    fn a_column_filled_after_the_rows_gives_the_same_file() {
-        let dir = std::env::temp_dir();
-        let pid = std::process::id();
-        let (direct, later) = (
-            dir.join(format!("jtrace-direct-{pid}.parquet")),
-            dir.join(format!("jtrace-later-{pid}.parquet")),
-        );
-        let n = (2 * ROW_GROUP + 1000) as i64;
-        write(&direct, n, false);
-        write(&later, n, true);
-        let (a, b) = (std::fs::read(&direct).unwrap(), std::fs::read(&later).unwrap());
-        assert!(a.len() > 10_000);
-        assert!(a == b, "the files differ");
-        std::fs::remove_file(direct).unwrap();
-        std::fs::remove_file(later).unwrap();
-    }
 }

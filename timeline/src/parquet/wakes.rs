@@ -5,7 +5,8 @@
 //! wait for it (`waiting.rs`) with a reference to the wakeup that ended
 //! each interval.
 
-use super::table::{Table, NULL};
+use super::column::NULL;
+use super::table::Table;
 use anyhow::Context;
 use jtrace_merge::stream::{ThreadAnswers, WakerAnswers};
 use jtrace_merge::{Trace, Wake};

@@ -30,7 +30,7 @@ mod wire;
 
 use crate::evidence::evidence_key;
 use crate::export::Exporter;
-use crate::model::pid_of;
+use crate::process::pid_of;
 use crate::windows::{pair_windows, window_name, WindowMarks};
 use fields::{event, track, tree, TRACE_PACKET};
 use jtrace_merge::stream::{self, StreamOptions};
