@@ -8,12 +8,14 @@
 //! cause) of the thread's running totals, and an invocation's figures are the
 //! difference of those totals between its exit and its entry.
 
-use crate::cause::{Breakdown, Cause, OffCpu};
+mod frames;
+
+use crate::cause::{Breakdown, Cause};
 use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
 use crate::syscall::syscall_cause;
-use crate::tid_map::TidMap;
 use crate::trace::Trace;
-use crate::visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
+use crate::visitor::{Evidence, OffCpuInterval, ThreadTotals, Visitor, Wake};
+use frames::{End, Frames};
 
 /// What the thread was inside of, besides methods: the evidence for a block.
 #[derive(Default)]
@@ -59,6 +61,33 @@ impl Context {
         }
         (Cause::Unknown, Evidence::None)
     }
+
+    /// A JVM-level blocking state begins or ends; an end closes the
+    /// innermost state of its cause and any opened inside it.
+    fn block(&mut self, cause: Cause, begin: bool, detail: u32) {
+        if begin {
+            self.jvm.push((cause, detail));
+        } else if let Some(p) = self.jvm.iter().rposition(|&(c, _)| c == cause) {
+            self.jvm.truncate(p);
+        }
+    }
+
+    /// A GC or safepoint window begins or ends.
+    fn window(&mut self, cause: Cause, begin: bool) {
+        let n = if cause == Cause::Gc {
+            &mut self.gc
+        } else {
+            &mut self.safepoint
+        };
+        *n = if begin { *n + 1 } else { n.saturating_sub(1) };
+    }
+
+    /// Forgets what the kernel said (the syscall in flight, a fault): it
+    /// explains nothing after a gap in the kernel's coverage.
+    fn forget_kernel(&mut self) {
+        self.syscall = None;
+        self.fault = false;
+    }
 }
 
 // One per walked thread, replaced at every switch: boxing `Off` would
@@ -78,47 +107,46 @@ enum CpuState {
     },
 }
 
-struct Frame {
-    method: MethodIdx,
-    entry: u64,
-    /// The thread's totals at entry, but for `off`: see [`OffSnapshots`].
-    at_entry: Breakdown0,
-    /// Index in [`OffSnapshots`] of the off-CPU totals at entry.
-    off: u32,
-    outermost: bool,
-}
-
-/// A [`Breakdown`] without its off-CPU part.
-#[derive(Clone, Copy)]
-struct Breakdown0 {
-    wall: u64,
-    cpu: u64,
-    not_covered: u64,
-    voluntary: u64,
-    involuntary: u64,
-}
-
-/// The off-CPU totals (104 bytes) as frames entered them: they change only
-/// while the thread is off CPU, so the frames entered between two off-CPU
-/// stretches share one snapshot instead of each copying it. Frames refer to
-/// snapshots in stack order, so the snapshots form a stack too.
-#[derive(Default)]
-struct OffSnapshots {
-    /// (version of the off-CPU totals, the totals).
-    snaps: Vec<(u64, OffCpu)>,
-    /// Bumped whenever the running off-CPU totals change.
-    version: u64,
-}
-
-impl OffSnapshots {
-    /// The index of a snapshot of `off` (the running totals) as they are now.
+impl CpuState {
+    /// Off CPU from `since`, not woken yet, no stack yet.
     #[inline]
-    fn take(&mut self, off: &OffCpu) -> u32 {
-        match self.snaps.last() {
-            Some(&(v, _)) if v == self.version => {}
-            _ => self.snaps.push((self.version, *off)),
+    fn off(since: u64, preempted: bool, prev_state: u32, at_out: Breakdown, evidence: Evidence) -> Self {
+        CpuState::Off {
+            since,
+            preempted,
+            prev_state,
+            wake: None,
+            at_out,
+            evidence,
+            stack: None,
         }
-        (self.snaps.len() - 1) as u32
+    }
+
+    /// The off-CPU interval of this state ending at `end`, the thread's
+    /// totals being `acc`; `None` on CPU.
+    #[inline]
+    fn interval(&self, end: u64, acc: &Breakdown) -> Option<OffCpuInterval> {
+        match *self {
+            CpuState::On => None,
+            CpuState::Off {
+                since,
+                preempted,
+                prev_state,
+                wake,
+                at_out,
+                evidence,
+                stack,
+            } => Some(OffCpuInterval {
+                start: since,
+                end,
+                preempted,
+                prev_state,
+                wake,
+                split: *acc - at_out,
+                evidence,
+                stack,
+            }),
+        }
     }
 }
 
@@ -134,10 +162,8 @@ pub struct ThreadWalk<'a> {
     last: Option<u64>,
     state: CpuState,
     seen_switch: bool,
-    stack: Vec<Frame>,
-    open_count: TidMap<u32>,
+    frames: Frames,
     ctx: Context,
-    offs: OffSnapshots,
     /// Where the kernel or the JVM stream stops covering the thread, not
     /// yet passed: see [`ThreadWalk::cross_coverage_ends`].
     kernel_until: Option<u64>,
@@ -165,10 +191,8 @@ impl<'a> ThreadWalk<'a> {
             last: None,
             state: CpuState::On,
             seen_switch: false,
-            stack: Vec::new(),
-            open_count: Default::default(),
+            frames: Frames::default(),
             ctx: Context::default(),
-            offs: OffSnapshots::default(),
             kernel_until: thread.kernel_until,
             jvm_until: thread.jvm_until,
             next_end: earliest(thread.kernel_until, thread.jvm_until),
@@ -179,67 +203,29 @@ impl<'a> ThreadWalk<'a> {
 
     /// Number of open frames.
     pub fn depth(&self) -> usize {
-        self.stack.len()
+        self.frames.len()
     }
 
     /// The next event of the thread (not earlier than the previous one).
     /// `syscall` is the record of an [`Event::Syscall`] entry (it names the
     /// cause of blocks inside it); it is ignored for other events.
     pub fn event(&mut self, e: &Timed, syscall: Option<&SyscallInfo>, v: &mut dyn Visitor) {
-        let thread = self.thread;
         if e.ts > self.next_end {
             self.cross_coverage_ends(e.ts, v);
         }
         self.attribute(e.ts);
-        if let Some(from) = self.before_window {
-            let switch = matches!(e.event, Event::SwitchIn { .. } | Event::SwitchOut { .. });
-            if e.ts >= from && switch {
-                // Covered from here: nothing known from before explains later time.
-                self.before_window = None;
-                self.state = CpuState::On;
-                self.ctx.syscall = None;
-                self.ctx.fault = false;
-            } else if e.event.from_kernel() {
-                return;
-            }
-        }
-        if self.uncovered && e.event.from_kernel() {
+        if !self.covered(e) {
             return;
         }
-        v.event(thread, e);
+        v.event(self.thread, e);
         // `self.acc` is read where needed, not copied per event (a
         // Breakdown is ~150 bytes; most events do not need it).
-        let (stack, totals, ctx) = (&mut self.stack, &mut self.totals, &mut self.ctx);
-
         match e.event {
             Event::SwitchOut {
                 preempted, prev_state, ..
-            } => {
-                if matches!(self.state, CpuState::Off { .. }) {
-                    totals.anomalies += 1;
-                }
-                self.seen_switch = true;
-                if preempted {
-                    self.acc.involuntary += 1;
-                } else {
-                    self.acc.voluntary += 1;
-                }
-                let evidence = if preempted {
-                    Evidence::Preempted
-                } else {
-                    ctx.evidence().1
-                };
-                self.state = CpuState::Off {
-                    since: e.ts,
-                    preempted,
-                    prev_state,
-                    wake: None,
-                    at_out: self.acc,
-                    evidence,
-                    stack: None,
-                };
-            }
+            } => self.switch_out(e.ts, preempted, prev_state),
             Event::Stack(idx) => {
+                // A switch-out's stacks follow it at the same time.
                 if let CpuState::Off { since, stack, .. } = &mut self.state {
                     if *since == e.ts {
                         *stack = Some(idx);
@@ -248,150 +234,134 @@ impl<'a> ThreadWalk<'a> {
             }
             Event::Wakeup {
                 waker_tid, waker_tgid, ..
-            } => {
-                let w = Wake {
+            } => self.wakeup(
+                Wake {
                     ts: e.ts,
                     waker_tid,
                     waker_tgid,
-                };
-                if let CpuState::Off { wake: wake @ None, .. } = &mut self.state {
-                    *wake = Some(w);
-                }
-                v.wakeup(thread, stack.len(), &w);
-            }
-            Event::SwitchIn { .. } => match self.state {
-                CpuState::Off {
-                    since,
-                    preempted,
-                    prev_state,
-                    wake,
-                    at_out,
-                    evidence,
-                    stack: stacks,
-                } => {
-                    let split = self.acc - at_out;
-                    let iv = OffCpuInterval {
-                        start: since,
-                        end: e.ts,
-                        preempted,
-                        prev_state,
-                        wake,
-                        split,
-                        evidence,
-                        stack: stacks,
-                    };
-                    v.off_cpu(thread, stack.len(), &iv);
-                    self.state = CpuState::On;
-                    ctx.fault = false;
-                }
-                CpuState::On => {
-                    // The first switch-in of a thread seen mid-life is normal;
-                    // a later one means a switch-out was lost.
-                    if self.seen_switch {
-                        totals.anomalies += 1;
-                    }
-                    self.seen_switch = true;
-                }
-            },
-            Event::ThreadStart => {
-                // A new thread is not running until its first switch-in.
-                if !self.seen_switch && stack.is_empty() {
-                    self.state = CpuState::Off {
-                        since: e.ts,
-                        preempted: false,
-                        prev_state: 0,
-                        wake: None,
-                        at_out: self.acc,
-                        evidence: Evidence::None,
-                        stack: None,
-                    };
-                }
-            }
-            Event::Syscall { idx, enter } => {
-                if enter {
-                    ctx.syscall = Some((idx, syscall.map_or(Cause::SyscallOther, syscall_cause)));
-                    ctx.fault = false;
-                    if let Some(sc) = syscall {
-                        v.syscall(thread, idx, sc);
-                    }
-                } else if ctx.syscall.is_some_and(|(i, _)| i == idx) {
-                    ctx.syscall = None;
-                }
-            }
-            Event::PageFault { .. } => ctx.fault = true,
-            Event::Block { cause, begin, detail } => {
-                if begin {
-                    ctx.jvm.push((cause, detail));
-                } else if let Some(p) = ctx.jvm.iter().rposition(|&(c, _)| c == cause) {
-                    ctx.jvm.truncate(p);
-                }
-            }
-            Event::Window { cause, begin } => {
-                let n = if cause == Cause::Gc {
-                    &mut ctx.gc
-                } else {
-                    &mut ctx.safepoint
-                };
-                *n = if begin { *n + 1 } else { n.saturating_sub(1) };
-            }
+                },
+                v,
+            ),
+            Event::SwitchIn { .. } => self.switch_in(e.ts, v),
+            Event::ThreadStart => self.thread_start(e.ts),
+            Event::Syscall { idx, enter } => self.syscall(idx, enter, syscall, v),
+            Event::PageFault { .. } => self.ctx.fault = true,
+            Event::Block { cause, begin, detail } => self.ctx.block(cause, begin, detail),
+            Event::Window { cause, begin } => self.ctx.window(cause, begin),
             Event::Enter(m) => {
-                let n = self.open_count.entry(m).or_insert(0);
-                let outermost = *n == 0;
-                *n += 1;
-                v.enter(thread, e.ts, stack.len(), m);
-                let acc = &self.acc;
-                stack.push(Frame {
-                    method: m,
-                    entry: e.ts,
-                    at_entry: Breakdown0 {
-                        wall: acc.wall,
-                        cpu: acc.cpu,
-                        not_covered: acc.not_covered,
-                        voluntary: acc.voluntary,
-                        involuntary: acc.involuntary,
-                    },
-                    off: self.offs.take(&acc.off),
-                    outermost,
-                });
+                v.enter(self.thread, e.ts, self.frames.len(), m);
+                self.frames.push(m, e.ts, &self.acc);
             }
-            Event::Exit { method, exception } => {
-                let Some(pos) = stack.iter().rposition(|f| f.method == method) else {
-                    totals.anomalies += 1;
-                    return;
-                };
-                // Frames above the matching one lost their exits.
-                while stack.len() > pos + 1 {
-                    totals.anomalies += 1;
-                    let f = stack.pop().unwrap();
-                    close(
-                        thread,
-                        f,
-                        e.ts,
-                        &self.acc,
-                        false,
-                        true,
-                        &mut self.open_count,
-                        stack,
-                        &mut self.offs,
-                        v,
-                    );
-                }
-                let f = stack.pop().unwrap();
-                close(
-                    thread,
-                    f,
-                    e.ts,
-                    &self.acc,
-                    exception,
-                    false,
-                    &mut self.open_count,
-                    stack,
-                    &mut self.offs,
-                    v,
-                );
-            }
+            Event::Exit { method, exception } => self.exit(method, exception, e.ts, v),
             Event::ThreadEnd => {}
         }
+    }
+
+    /// Whether the walk takes `e`: kernel events are ignored where the
+    /// kernel stream does not cover the thread. A ring window's coverage
+    /// begins at the thread's first switch record from the window's start on.
+    #[inline]
+    fn covered(&mut self, e: &Timed) -> bool {
+        if let Some(from) = self.before_window {
+            let switch = matches!(e.event, Event::SwitchIn { .. } | Event::SwitchOut { .. });
+            if e.ts >= from && switch {
+                // Covered from here: nothing known from before explains later time.
+                self.before_window = None;
+                self.state = CpuState::On;
+                self.ctx.forget_kernel();
+            } else if e.event.from_kernel() {
+                return false;
+            }
+        }
+        !(self.uncovered && e.event.from_kernel())
+    }
+
+    #[inline]
+    fn switch_out(&mut self, ts: u64, preempted: bool, prev_state: u32) {
+        if matches!(self.state, CpuState::Off { .. }) {
+            self.totals.anomalies += 1;
+        }
+        self.seen_switch = true;
+        let evidence = if preempted {
+            self.acc.involuntary += 1;
+            Evidence::Preempted
+        } else {
+            self.acc.voluntary += 1;
+            self.ctx.evidence().1
+        };
+        self.state = CpuState::off(ts, preempted, prev_state, self.acc, evidence);
+    }
+
+    #[inline]
+    fn switch_in(&mut self, ts: u64, v: &mut dyn Visitor) {
+        if let Some(iv) = self.state.interval(ts, &self.acc) {
+            v.off_cpu(self.thread, self.frames.len(), &iv);
+            self.state = CpuState::On;
+            self.ctx.fault = false;
+        } else {
+            // The first switch-in of a thread seen mid-life is normal; a
+            // later one means a switch-out was lost.
+            if self.seen_switch {
+                self.totals.anomalies += 1;
+            }
+            self.seen_switch = true;
+        }
+    }
+
+    /// The first wakeup of an off-CPU stretch ends its block (the rest is
+    /// `runqueue`); every wakeup is reported.
+    #[inline]
+    fn wakeup(&mut self, w: Wake, v: &mut dyn Visitor) {
+        if let CpuState::Off { wake: wake @ None, .. } = &mut self.state {
+            *wake = Some(w);
+        }
+        v.wakeup(self.thread, self.frames.len(), &w);
+    }
+
+    fn thread_start(&mut self, ts: u64) {
+        // A new thread is not running until its first switch-in.
+        if !self.seen_switch && self.frames.is_empty() {
+            self.state = CpuState::off(ts, false, 0, self.acc, Evidence::None);
+        }
+    }
+
+    /// A syscall entry names the cause of blocks until its exit.
+    #[inline]
+    fn syscall(&mut self, idx: u32, enter: bool, rec: Option<&SyscallInfo>, v: &mut dyn Visitor) {
+        if enter {
+            self.ctx.syscall = Some((idx, rec.map_or(Cause::SyscallOther, syscall_cause)));
+            self.ctx.fault = false;
+            if let Some(sc) = rec {
+                v.syscall(self.thread, idx, sc);
+            }
+        } else if self.ctx.syscall.is_some_and(|(i, _)| i == idx) {
+            self.ctx.syscall = None;
+        }
+    }
+
+    /// Closes the innermost open frame of `method`; a frame opened inside
+    /// it lost its exit (an anomaly) and ends unfinished.
+    #[inline]
+    fn exit(&mut self, method: MethodIdx, exception: bool, ts: u64, v: &mut dyn Visitor) {
+        let Some(pos) = self.frames.find(method) else {
+            self.totals.anomalies += 1;
+            return;
+        };
+        while self.frames.len() > pos + 1 {
+            self.totals.anomalies += 1;
+            self.close(ts, End::Unfinished, v);
+        }
+        self.close(ts, End::Exit { exception }, v);
+    }
+
+    /// Closes the innermost frame at `ts` and reports its invocation;
+    /// false when no frame was open.
+    fn close(&mut self, ts: u64, end: End, v: &mut dyn Visitor) -> bool {
+        let Some(inv) = self.frames.close(ts, &self.acc, end) else {
+            return false;
+        };
+        v.exit(self.thread, self.frames.len(), &inv);
+        true
     }
 
     /// Attributes `[last event, to)` to the state the thread was in. The
@@ -412,7 +382,7 @@ impl<'a> ThreadWalk<'a> {
                 CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
             }
             if !matches!(self.state, CpuState::On) {
-                self.offs.version += 1;
+                self.frames.off_changed();
             }
         }
         self.last = Some(to);
@@ -440,51 +410,18 @@ impl<'a> ThreadWalk<'a> {
     }
 
     fn end_kernel_coverage(&mut self, at: u64, v: &mut dyn Visitor) {
-        if let CpuState::Off {
-            since,
-            preempted,
-            prev_state,
-            wake,
-            at_out,
-            evidence,
-            stack,
-        } = self.state
-        {
-            if since < at {
-                let iv = OffCpuInterval {
-                    start: since,
-                    end: at,
-                    preempted,
-                    prev_state,
-                    wake,
-                    split: self.acc - at_out,
-                    evidence,
-                    stack,
-                };
-                v.off_cpu(self.thread, self.stack.len(), &iv);
+        if let Some(iv) = self.state.interval(at, &self.acc) {
+            if iv.start < at {
+                v.off_cpu(self.thread, self.frames.len(), &iv);
             }
         }
         self.state = CpuState::On;
-        self.ctx.syscall = None;
-        self.ctx.fault = false;
+        self.ctx.forget_kernel();
         self.uncovered = true;
     }
 
     fn end_jvm_coverage(&mut self, at: u64, v: &mut dyn Visitor) {
-        while let Some(f) = self.stack.pop() {
-            close(
-                self.thread,
-                f,
-                at,
-                &self.acc,
-                false,
-                true,
-                &mut self.open_count,
-                &self.stack,
-                &mut self.offs,
-                v,
-            );
-        }
+        while self.close(at, End::Unfinished, v) {}
         self.ctx.jvm.clear();
         self.ctx.gc = 0;
     }
@@ -495,24 +432,11 @@ impl<'a> ThreadWalk<'a> {
         // The thread's first lost event (or the stream's end) is later than
         // its last recorded one: its open invocations were still running
         // there, so they end there, as they do when a later event exists.
-        if let (Some(end), Some(_), false) = (self.jvm_until, self.last, self.stack.is_empty()) {
+        if let (Some(end), Some(_), false) = (self.jvm_until, self.last, self.frames.is_empty()) {
             self.cross_coverage_ends(end.saturating_add(1), v);
         }
         if let Some(last) = self.last {
-            while let Some(f) = self.stack.pop() {
-                close(
-                    self.thread,
-                    f,
-                    last,
-                    &self.acc,
-                    false,
-                    true,
-                    &mut self.open_count,
-                    &self.stack,
-                    &mut self.offs,
-                    v,
-                );
-            }
+            while self.close(last, End::Unfinished, v) {}
             self.totals.breakdown = self.acc;
         }
         v.thread_end(self.thread, &self.totals);
@@ -537,47 +461,6 @@ pub fn analyze_thread(trace: &Trace, thread: &ThreadInfo, events: &[Timed], v: &
         w.event(e, sc, v);
     }
     w.finish(v)
-}
-
-/// Reports the invocation of frame `f`, just popped off `stack`.
-#[allow(clippy::too_many_arguments)]
-fn close(
-    thread: &ThreadInfo,
-    f: Frame,
-    ts: u64,
-    acc: &Breakdown,
-    exception: bool,
-    unfinished: bool,
-    open_count: &mut TidMap<u32>,
-    stack: &[Frame],
-    offs: &mut OffSnapshots,
-    v: &mut dyn Visitor,
-) {
-    if let Some(n) = open_count.get_mut(&f.method) {
-        *n -= 1;
-    }
-    let (at, off) = (f.at_entry, offs.snaps[f.off as usize].1);
-    // Snapshots no open frame refers to any more go.
-    offs.snaps.truncate(stack.last().map_or(0, |g| g.off as usize + 1));
-    let depth = stack.len();
-    let inv = Invocation {
-        method: f.method,
-        entry: f.entry,
-        exit: ts,
-        breakdown: Breakdown {
-            wall: acc.wall - at.wall,
-            cpu: acc.cpu - at.cpu,
-            off: acc.off - off,
-            not_covered: acc.not_covered - at.not_covered,
-            voluntary: acc.voluntary - at.voluntary,
-            involuntary: acc.involuntary - at.involuntary,
-        },
-        exception,
-        unfinished,
-        outermost: f.outermost,
-    };
-    debug_assert_eq!(inv.breakdown.wall, ts - f.entry);
-    v.exit(thread, depth, &inv);
 }
 
 /// Runs `v` over every thread of the trace, in tid order.

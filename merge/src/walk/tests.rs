@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::syscall::nr;
+use crate::visitor::Invocation;
 
 #[derive(Default)]
 struct Collect {
