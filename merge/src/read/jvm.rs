@@ -8,9 +8,71 @@ use crate::cause::Cause;
 use crate::event::{Event, MethodIdx, MethodInfo};
 use crate::stacks::{Blob, CompiledCode, JvmCode};
 use crate::tid_map::TidMap;
-use jtrace_format::{self as fmt, kind, FileHeader, Payload};
+use jtrace_format::{self as fmt, kind, FileHeader, Payload, RawRecord};
 use std::collections::HashMap;
 use std::path::Path;
+
+/// What reading one JVM stream keeps between its records.
+#[derive(Default)]
+struct JvmStream {
+    /// Method ids are only unique within one JVM.
+    ids: TidMap<MethodIdx, u64>,
+    interned: HashMap<MethodInfo, MethodIdx>,
+    /// The JVM's pid, from its JVM_START.
+    pid: Option<u32>,
+    /// A stream the agent did not close (JVM killed) ends in zero fill,
+    /// where the decoder stops: say so, the rest is a valid prefix. Only
+    /// JVM_END says the agent finished: a stream flagged complete but cut
+    /// at a record boundary has lost its tail.
+    finished: bool,
+    /// A record that could not be decoded ended the reading.
+    cut: bool,
+    max_ts: u64,
+    /// JVM_LOST: threads, the events they lost and the earliest time.
+    lost: (u64, u64, Option<u64>),
+    /// Method events whose id had no definition: count, first id.
+    undefined: Undefined,
+    /// JIT records name methods by raw id, possibly before their
+    /// METHOD_DEF: resolved at the end of the stream.
+    compiles: Vec<(u64, u64, bool)>,
+    /// Allocation samples, whose site is a raw id too: (tid, sample).
+    allocs: Vec<(u32, fmt::AllocSample)>,
+    /// What names Java frames, resolved at the end too.
+    code: CodeRecords,
+}
+
+impl JvmStream {
+    /// A stream read after the methods `methods` (of earlier streams) are known.
+    fn new(methods: &[MethodInfo]) -> Self {
+        let mut s = JvmStream::default();
+        for (i, m) in methods.iter().enumerate() {
+            s.interned.insert(m.clone(), i as MethodIdx);
+        }
+        s
+    }
+
+    /// The method recorded as `id` (counted if undefined).
+    #[inline]
+    fn method(&mut self, id: u64) -> Option<MethodIdx> {
+        self.undefined.method(&self.ids, id)
+    }
+
+    /// A METHOD_DEF: its method interned in `methods`, under its id.
+    fn define(&mut self, d: fmt::MethodDef, methods: &mut Vec<MethodInfo>) {
+        let info = MethodInfo {
+            class: d.class,
+            name: d.name,
+            signature: d.signature,
+            native: false,
+        };
+        let next = methods.len() as MethodIdx;
+        let idx = *self.interned.entry(info.clone()).or_insert_with(|| {
+            methods.push(info);
+            next
+        });
+        self.ids.insert(d.method, idx);
+    }
+}
 
 impl TraceReader {
     /// Reads the records of the JVM stream at `path`; a stream the agent did
@@ -20,245 +82,246 @@ impl TraceReader {
     /// the thread's later events) becomes the thread's
     /// [`jvm_until`](crate::ThreadInfo::jvm_until).
     pub(crate) fn read_jvm(&mut self, path: &Path, header: &FileHeader, mut records: impl RawRecords) {
-        // Method ids are only unique within one JVM.
-        let mut ids: TidMap<MethodIdx, u64> = Default::default();
-        let mut interned: HashMap<MethodInfo, MethodIdx> = HashMap::new();
-        for (i, m) in self.trace.methods.iter().enumerate() {
-            interned.insert(m.clone(), i as MethodIdx);
-        }
-        let mut jvm_pid = None;
-        // A stream the agent did not close (JVM killed) ends in zero fill,
-        // where the decoder stops: say so, the rest is a valid prefix. Only
-        // JVM_END says the agent finished: a stream flagged complete but cut
-        // at a record boundary has lost its tail.
-        let mut finished = false;
-        // A record that could not be decoded ended the reading.
-        let mut cut = false;
-        let mut max_ts = 0u64;
-        // JVM_LOST: threads, the events they lost and the earliest time.
-        let mut lost: (u64, u64, Option<u64>) = (0, 0, None);
-        // Method events whose id had no definition: count, first id.
-        let mut undefined = Undefined::default();
-        // JIT records name methods by raw id, possibly before their
-        // METHOD_DEF: resolved at the end of the stream.
-        let mut compiles: Vec<(u64, u64, bool)> = Vec::new();
-        // Allocation samples, whose site is a raw id too: (tid, sample).
-        let mut allocs: Vec<(u32, fmt::AllocSample)> = Vec::new();
-        // What names Java frames, resolved at the end too.
-        let mut code = CodeRecords::default();
+        let mut s = JvmStream::new(&self.trace.methods);
         while let Some(raw) = records.next_raw() {
             let raw = match raw {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    cut = true;
+                    s.cut = true;
                     break;
                 }
             };
             // A virtual thread's own records carry its record tid.
             let (tid, ts) = (self.vthreads.key(path, raw.tid), raw.ts);
-            max_ts = max_ts.max(ts);
-            // Fast paths: method entry/exit and the blocking states straight
-            // from the bytes (the class name is looked up, not allocated).
-            match raw.kind {
-                kind::METHOD_ENTRY | kind::METHOD_EXIT => {
-                    if let Some([lo, hi, flags, _]) = words(raw.payload) {
-                        self.trace.jvm_records += 1;
-                        let id = (hi as u64) << 32 | lo as u64;
-                        match undefined.method(&ids, id) {
-                            Some(method) if raw.kind == kind::METHOD_ENTRY => self.push(tid, ts, Event::Enter(method)),
-                            Some(method) => {
-                                let exception = flags & fmt::EXIT_BY_EXCEPTION != 0;
-                                self.push(tid, ts, Event::Exit { method, exception })
-                            }
-                            None => {}
-                        }
-                        continue;
-                    }
-                }
-                kind::METHOD_BATCH => {
-                    if let Some(events) = fmt::batch_events(ts, raw.payload) {
-                        self.trace.jvm_records += events.len() as u64;
-                        if let (Some(cut), true) = (&mut self.cut, self.vthreads.is_empty()) {
-                            // A windowed read: the batch's thread looked
-                            // up once, what the cut keeps pushed after it.
-                            let mut out = std::mem::take(&mut self.cut_out);
-                            let mut t = cut.thread(tid);
-                            for e in events {
-                                max_ts = max_ts.max(e.ts);
-                                let Some(method) = undefined.method(&ids, e.method as u64) else {
-                                    continue;
-                                };
-                                t.event(e.ts, method_event(method, e.kind), &mut out);
-                            }
-                            for (ts, e) in out.drain(..) {
-                                self.push_own(tid, ts, e);
-                            }
-                            self.cut_out = out;
-                            continue;
-                        }
-                        for e in events {
-                            max_ts = max_ts.max(e.ts);
-                            let Some(method) = undefined.method(&ids, e.method as u64) else {
-                                continue;
-                            };
-                            self.push(tid, e.ts, method_event(method, e.kind));
-                        }
-                        continue;
-                    }
-                }
-                k @ (kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
-                | kind::TRACER_WAIT_BEGIN
-                | kind::TRACER_WAIT_END) => {
-                    // JvmBlock: u64 arg, then a u16-length-prefixed string.
-                    let p = raw.payload;
-                    let class = p
-                        .get(8..10)
-                        .map(|n| u16::from_le_bytes([n[0], n[1]]) as usize)
-                        .and_then(|n| p.get(10..10 + n));
-                    if let (Some(class), Some((cause, begin))) = (class, block_of(k)) {
-                        self.trace.jvm_records += 1;
-                        let detail = if class == self.last_detail.0.as_slice() {
-                            self.last_detail.1
-                        } else {
-                            let d = self.detail_str(&String::from_utf8_lossy(class));
-                            self.last_detail = (class.to_vec(), d);
-                            d
-                        };
-                        self.push(tid, ts, Event::Block { cause, begin, detail });
-                        continue;
-                    }
-                }
-                _ => {}
+            s.max_ts = s.max_ts.max(ts);
+            if self.jvm_fast_path(&mut s, tid, &raw) {
+                continue;
             }
-            let rec = match raw.decode() {
-                Ok(r) => r,
+            match raw.decode() {
+                Ok(rec) => {
+                    self.trace.jvm_records += 1;
+                    self.jvm_record(&mut s, path, tid, ts, rec.payload);
+                }
                 Err(e) => {
                     self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    cut = true;
+                    s.cut = true;
                     break;
                 }
-            };
-            self.trace.jvm_records += 1;
-            match rec.payload {
-                Payload::JvmStart(p) => jvm_pid = Some(p.pid),
-                Payload::ThreadStart(p) => {
-                    let th = self.thread(tid);
-                    // HotSpot re-attaches the finished main thread as
-                    // "DestroyJavaVM" on the same tid: keep the first name.
-                    if th.java_name.is_some() {
-                        continue;
-                    }
-                    th.java_name = Some(p.name);
-                    th.group = p.group;
-                    th.parent = p.parent;
-                    th.daemon = p.daemon != 0;
-                    if let Some(pid) = jvm_pid {
-                        th.tgid = pid;
-                    }
-                }
-                Payload::ThreadEnd => {
-                    let th = self.thread(tid);
-                    th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.min(ts)));
-                }
-                Payload::MethodDef(d) => {
-                    let info = MethodInfo {
-                        class: d.class,
-                        name: d.name,
-                        signature: d.signature,
-                        native: false,
-                    };
-                    let next = self.trace.methods.len() as MethodIdx;
-                    let idx = *interned.entry(info.clone()).or_insert_with(|| {
-                        self.trace.methods.push(info);
-                        next
-                    });
-                    ids.insert(d.method, idx);
-                }
-                Payload::MethodEntry(e) | Payload::MethodExit(e) => {
-                    let entry = matches!(rec.payload, Payload::MethodEntry(_));
-                    match undefined.method(&ids, e.method) {
-                        Some(method) if entry => self.push(tid, ts, Event::Enter(method)),
-                        Some(method) => {
-                            let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
-                            self.push(tid, ts, Event::Exit { method, exception })
-                        }
-                        None => {}
-                    }
-                }
-                Payload::JvmEnd(p) => {
-                    self.trace.losses.jvm += p.lost_events;
-                    finished = true;
-                }
-                Payload::AgentError(s) => self.trace.losses.agent_errors.push(s),
-                Payload::JvmLost(l) => {
-                    let th = self.thread(tid);
-                    th.jvm_until = Some(th.jvm_until.map_or(ts, |u| u.min(ts)));
-                    self.trace.losses.jvm_lost_threads.push((tid, ts, l.events));
-                    lost.0 += 1;
-                    lost.1 += l.events;
-                    lost.2 = Some(lost.2.map_or(ts, |u| u.min(ts)));
-                }
-                Payload::MethodTally(k, t) => {
-                    if let Some(&method) = ids.get(&t.method) {
-                        if k == kind::METHOD_DEMOTED {
-                            self.trace.demoted.push(crate::trace::Demotion {
-                                method,
-                                ts,
-                                calls: t.calls,
-                                rate_per_s: t.rate_per_s,
-                                mean_ns: t.mean_ns,
-                            });
-                        } else if k == kind::METHOD_TRIVIAL {
-                            self.trace.trivial.insert(method);
-                        } else {
-                            let e = self.trace.short_dropped.entry(method).or_default();
-                            e.1 = (e.0 * e.1 + t.calls * t.mean_ns)
-                                .checked_div(e.0 + t.calls)
-                                .unwrap_or(0);
-                            e.0 += t.calls;
-                        }
-                    }
-                }
-                Payload::Compiled(load, c) => {
-                    compiles.push((c.method, ts, load));
-                    code.compiled.push((ts, load, c));
-                }
-                Payload::CodeBlob(b) => code.blobs.push(b),
-                Payload::CompiledInline(c) => code.inline.push((ts, c)),
-                Payload::MethodAddrs(m) => code.methods.extend(m.methods.into_iter().map(|(a, id)| (a, id, ts))),
-                Payload::Alloc(a) => allocs.push((tid, a)),
-                Payload::Jvm(k, b) => {
-                    let block = block_of(k);
-                    let window = match k {
-                        kind::GC_START => Some((Cause::Gc, true)),
-                        kind::GC_END => Some((Cause::Gc, false)),
-                        kind::SAFEPOINT_BEGIN => Some((Cause::Safepoint, true)),
-                        kind::SAFEPOINT_END => Some((Cause::Safepoint, false)),
-                        _ => None,
-                    };
-                    if let Some((cause, begin)) = block {
-                        let detail = self.detail(b.class);
-                        self.push(tid, ts, Event::Block { cause, begin, detail });
-                    } else if let (Some((cause, begin)), Some(pid)) = (window, jvm_pid.or_else(|| pid_from_name(path)))
-                    {
-                        self.windows.entry(pid).or_default().push((ts, cause, begin));
-                    }
-                }
-                _ => {}
             }
         }
+        self.jvm_stream_problems(path, header, &s);
+        self.end_jvm_stream(path, s);
+    }
+
+    /// Method entry/exit and the blocking states straight from the bytes
+    /// (the class name is looked up, not allocated); false for any other
+    /// record (or a payload too short), which is decoded.
+    #[inline]
+    fn jvm_fast_path(&mut self, s: &mut JvmStream, tid: u32, raw: &RawRecord) -> bool {
+        let ts = raw.ts;
+        match raw.kind {
+            kind::METHOD_ENTRY | kind::METHOD_EXIT => {
+                let Some([lo, hi, flags, reserved]) = words(raw.payload) else {
+                    return false;
+                };
+                self.trace.jvm_records += 1;
+                let e = fmt::MethodEvent {
+                    method: (hi as u64) << 32 | lo as u64,
+                    flags,
+                    reserved,
+                };
+                self.method_record(s, tid, ts, raw.kind == kind::METHOD_ENTRY, e);
+                true
+            }
+            kind::METHOD_BATCH => {
+                let Some(events) = fmt::batch_events(ts, raw.payload) else {
+                    return false;
+                };
+                self.method_batch(s, tid, events);
+                true
+            }
+            k @ (kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
+            | kind::TRACER_WAIT_BEGIN
+            | kind::TRACER_WAIT_END) => self.block_bytes(tid, ts, k, raw.payload),
+            _ => false,
+        }
+    }
+
+    /// A method entry or exit, dropped (and counted) if its id is undefined.
+    #[inline]
+    fn method_record(&mut self, s: &mut JvmStream, tid: u32, ts: u64, entry: bool, e: fmt::MethodEvent) {
+        match s.method(e.method) {
+            Some(method) if entry => self.push(tid, ts, Event::Enter(method)),
+            Some(method) => {
+                let exception = e.flags & fmt::EXIT_BY_EXCEPTION != 0;
+                self.push(tid, ts, Event::Exit { method, exception })
+            }
+            None => {}
+        }
+    }
+
+    /// The events of a METHOD_BATCH record.
+    #[inline]
+    fn method_batch(&mut self, s: &mut JvmStream, tid: u32, events: fmt::BatchEvents) {
+        self.trace.jvm_records += events.len() as u64;
+        if let (Some(cut), true) = (&mut self.cut, self.vthreads.is_empty()) {
+            // A windowed read: the batch's thread looked up once, what the
+            // cut keeps pushed after it.
+            let mut out = std::mem::take(&mut self.cut_out);
+            let mut t = cut.thread(tid);
+            for e in events {
+                s.max_ts = s.max_ts.max(e.ts);
+                let Some(method) = s.method(e.method as u64) else {
+                    continue;
+                };
+                t.event(e.ts, method_event(method, e.kind), &mut out);
+            }
+            for (ts, e) in out.drain(..) {
+                self.push_own(tid, ts, e);
+            }
+            self.cut_out = out;
+            return;
+        }
+        for e in events {
+            s.max_ts = s.max_ts.max(e.ts);
+            let Some(method) = s.method(e.method as u64) else {
+                continue;
+            };
+            self.push(tid, e.ts, method_event(method, e.kind));
+        }
+    }
+
+    /// A blocking state's begin or end from its bytes (JvmBlock: u64 arg,
+    /// then a u16-length-prefixed class name); false if they are short or
+    /// `k` is not a block (a GC or safepoint window is decoded).
+    #[inline]
+    fn block_bytes(&mut self, tid: u32, ts: u64, k: u16, p: &[u8]) -> bool {
+        let class = p
+            .get(8..10)
+            .map(|n| u16::from_le_bytes([n[0], n[1]]) as usize)
+            .and_then(|n| p.get(10..10 + n));
+        let (Some(class), Some((cause, begin))) = (class, block_of(k)) else {
+            return false;
+        };
+        self.trace.jvm_records += 1;
+        let detail = if class == self.last_detail.0.as_slice() {
+            self.last_detail.1
+        } else {
+            let d = self.detail_str(&String::from_utf8_lossy(class));
+            self.last_detail = (class.to_vec(), d);
+            d
+        };
+        self.push(tid, ts, Event::Block { cause, begin, detail });
+        true
+    }
+
+    /// A decoded record of thread `tid` at `ts`, by family.
+    fn jvm_record(&mut self, s: &mut JvmStream, path: &Path, tid: u32, ts: u64, payload: Payload) {
+        match payload {
+            // The JVM and its threads.
+            Payload::JvmStart(p) => s.pid = Some(p.pid),
+            Payload::ThreadStart(p) => self.java_thread(tid, s.pid, p),
+            Payload::ThreadEnd => {
+                let th = self.thread(tid);
+                th.exited_ts = Some(th.exited_ts.map_or(ts, |t| t.min(ts)));
+            }
+            Payload::JvmEnd(p) => {
+                self.trace.losses.jvm += p.lost_events;
+                s.finished = true;
+            }
+            Payload::AgentError(e) => self.trace.losses.agent_errors.push(e),
+            Payload::JvmLost(l) => {
+                let th = self.thread(tid);
+                th.jvm_until = Some(th.jvm_until.map_or(ts, |u| u.min(ts)));
+                self.trace.losses.jvm_lost_threads.push((tid, ts, l.events));
+                s.lost.0 += 1;
+                s.lost.1 += l.events;
+                s.lost.2 = Some(s.lost.2.map_or(ts, |u| u.min(ts)));
+            }
+            // Methods.
+            Payload::MethodDef(d) => s.define(d, &mut self.trace.methods),
+            Payload::MethodEntry(e) => self.method_record(s, tid, ts, true, e),
+            Payload::MethodExit(e) => self.method_record(s, tid, ts, false, e),
+            Payload::MethodTally(k, t) => self.method_tally(&s.ids, ts, k, t),
+            // Code, and allocation samples: resolved at the stream's end.
+            Payload::Compiled(load, c) => {
+                s.compiles.push((c.method, ts, load));
+                s.code.compiled.push((ts, load, c));
+            }
+            Payload::CodeBlob(b) => s.code.blobs.push(b),
+            Payload::CompiledInline(c) => s.code.inline.push((ts, c)),
+            Payload::MethodAddrs(m) => s.code.methods.extend(m.methods.into_iter().map(|(a, id)| (a, id, ts))),
+            Payload::Alloc(a) => s.allocs.push((tid, a)),
+            // Blocking states, GC and safepoint windows.
+            Payload::Jvm(k, b) => {
+                if let Some((cause, begin)) = block_of(k) {
+                    let detail = self.detail(b.class);
+                    self.push(tid, ts, Event::Block { cause, begin, detail });
+                } else if let (Some((cause, begin)), Some(pid)) = (window_of(k), s.pid.or_else(|| pid_from_name(path)))
+                {
+                    self.windows.entry(pid).or_default().push((ts, cause, begin));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A THREAD_START: the Java thread's name, group, parent and process.
+    fn java_thread(&mut self, tid: u32, pid: Option<u32>, p: fmt::ThreadStart) {
+        let th = self.thread(tid);
+        // HotSpot re-attaches the finished main thread as "DestroyJavaVM" on
+        // the same tid: keep the first name.
+        if th.java_name.is_some() {
+            return;
+        }
+        th.java_name = Some(p.name);
+        th.group = p.group;
+        th.parent = p.parent;
+        th.daemon = p.daemon != 0;
+        if let Some(pid) = pid {
+            th.tgid = pid;
+        }
+    }
+
+    /// A method demoted, found trivial, or its short calls not written.
+    fn method_tally(&mut self, ids: &TidMap<MethodIdx, u64>, ts: u64, k: u16, t: fmt::MethodTally) {
+        let Some(&method) = ids.get(&t.method) else {
+            return;
+        };
+        if k == kind::METHOD_DEMOTED {
+            self.trace.demoted.push(crate::trace::Demotion {
+                method,
+                ts,
+                calls: t.calls,
+                rate_per_s: t.rate_per_s,
+                mean_ns: t.mean_ns,
+            });
+        } else if k == kind::METHOD_TRIVIAL {
+            self.trace.trivial.insert(method);
+        } else {
+            let e = self.trace.short_dropped.entry(method).or_default();
+            e.1 = (e.0 * e.1 + t.calls * t.mean_ns)
+                .checked_div(e.0 + t.calls)
+                .unwrap_or(0);
+            e.0 += t.calls;
+        }
+    }
+
+    /// What the trace's losses say of the stream: undefined method ids,
+    /// no end record, events the agent could not write.
+    fn jvm_stream_problems(&mut self, path: &Path, header: &FileHeader, s: &JvmStream) {
         if let Undefined {
             events: n,
             first: Some(first),
-        } = undefined
+        } = s.undefined
         {
             self.trace.losses.truncated.push(format!(
                 "{}: {n} method event(s) used a method id before its definition (first: {first:#x})",
                 path.display()
             ));
         }
-        if !finished && !cut {
+        if !s.finished && !s.cut {
             let why = if self.trace.meta.snapshot_ns.is_some() {
                 "a snapshot taken while the JVM ran (`jtrace dump`): the stream is read up to its last \
                  record then"
@@ -271,7 +334,7 @@ impl TraceReader {
             };
             self.trace.losses.truncated.push(format!("{}: {why}", path.display()));
         }
-        if let (threads, events, Some(first)) = lost {
+        if let (threads, events, Some(first)) = s.lost {
             self.trace.losses.truncated.push(format!(
                 "{}: the agent could not write {events} event(s) of {threads} thread(s) from +{} ms on (its \
                  stream could not grow: disk full?); their invocations open then are unfinished there",
@@ -279,29 +342,36 @@ impl TraceReader {
                 super::ms(first.saturating_sub(self.trace.meta.start_monotonic_ns))
             ));
         }
-        let pid = jvm_pid.or_else(|| pid_from_name(path));
-        if !finished || cut {
+    }
+
+    /// At the stream's end: its threads' coverage, and the tables whose
+    /// records named methods by id (allocation sites, code, JIT history).
+    fn end_jvm_stream(&mut self, path: &Path, s: JvmStream) {
+        let pid = s.pid.or_else(|| pid_from_name(path));
+        if !s.finished || s.cut {
             // Every Java thread of this JVM is covered up to the stream's end at most.
             for th in self.trace.threads.values_mut() {
                 if th.java_name.is_some() && Some(th.tgid) == pid {
-                    th.jvm_until = Some(th.jvm_until.map_or(max_ts, |u| u.min(max_ts)));
+                    th.jvm_until = Some(th.jvm_until.map_or(s.max_ts, |u| u.min(s.max_ts)));
                 }
             }
         }
-        for (tid, a) in allocs {
+        let ids = s.ids;
+        for (tid, a) in s.allocs {
             let site = (a.method != 0).then(|| ids.get(&a.method).copied()).flatten();
             let c = self.trace.allocations.entry((tid, a.class, site, a.line)).or_default();
             c.samples += 1;
             c.bytes += a.size;
         }
         if let Some(pid) = pid {
-            if !code.is_empty() {
+            if !s.code.is_empty() {
                 let jvm = self.trace.stacks.jvms.entry(pid).or_default();
-                code.resolve(jvm, |id| ids.get(&id).copied());
+                s.code.resolve(jvm, |id| ids.get(&id).copied());
             }
             self.trace.jvm_pids.push(pid);
-            if !compiles.is_empty() {
-                let resolved = compiles
+            if !s.compiles.is_empty() {
+                let resolved = s
+                    .compiles
                     .iter()
                     .filter_map(|&(id, ts, load)| Some((*ids.get(&id)?, ts, load)))
                     .collect();
@@ -443,6 +513,17 @@ fn block_of(k: u16) -> Option<(Cause, bool)> {
         kind::SLEEP_END => Some((Cause::Sleep, false)),
         kind::TRACER_WAIT_BEGIN => Some((Cause::Tracer, true)),
         kind::TRACER_WAIT_END => Some((Cause::Tracer, false)),
+        _ => None,
+    }
+}
+
+/// The GC or safepoint window a JVM kind begins or ends.
+fn window_of(k: u16) -> Option<(Cause, bool)> {
+    match k {
+        kind::GC_START => Some((Cause::Gc, true)),
+        kind::GC_END => Some((Cause::Gc, false)),
+        kind::SAFEPOINT_BEGIN => Some((Cause::Safepoint, true)),
+        kind::SAFEPOINT_END => Some((Cause::Safepoint, false)),
         _ => None,
     }
 }

@@ -4,9 +4,9 @@
 use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
-use crate::event::{Event, MethodIdx, MethodInfo, SyscallInfo};
+use crate::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo};
 use crate::stacks::StackPair;
-use jtrace_format::{self as fmt, kind, Payload};
+use jtrace_format::{self as fmt, kind, DecodeError, Payload, RawRecord};
 use std::path::Path;
 
 impl TraceReader {
@@ -18,217 +18,258 @@ impl TraceReader {
             let raw = match raw {
                 Ok(r) => r,
                 Err(e) => {
-                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    self.kernel_cut = Some(format!("{e}"));
+                    self.kernel_cut_at(path, e);
                     break;
                 }
             };
-            let (tid, ts) = (raw.tid, raw.ts);
             let max_before = self.kernel_max_ts;
-            self.kernel_max_ts = max_before.max(ts);
-            // Fast paths: the hot fixed-size kinds straight from the bytes,
-            // exactly as the decoded payloads below would give them.
-            match raw.kind {
-                kind::SWITCH_OUT => {
-                    if let Some([tgid, prev_state, cpu, next_tid]) = words(raw.payload) {
-                        self.trace.kernel_records += 1;
-                        self.trace.sched_chain.switch_out(cpu, ts, tid, next_tid);
-                        self.set_tgid(tid, tgid);
-                        self.push(
-                            tid,
-                            ts,
-                            Event::SwitchOut {
-                                preempted: prev_state == fmt::TASK_RUNNING,
-                                prev_state,
-                                cpu,
-                                next_tid,
-                            },
-                        );
-                        if let Some(st) = fmt::SwitchStacks::of_switch_out(raw.payload) {
-                            self.push_stacks(tid, ts, tgid, st);
-                        }
-                        continue;
-                    }
-                }
-                kind::SWITCH_IN => {
-                    if let Some([tgid, cpu, prev_tid, _]) = words(raw.payload) {
-                        self.trace.kernel_records += 1;
-                        self.trace.sched_chain.switch_in(cpu, tid);
-                        self.set_tgid(tid, tgid);
-                        self.end_block(tid, ts);
-                        self.push(tid, ts, Event::SwitchIn { cpu, prev_tid });
-                        continue;
-                    }
-                }
-                kind::WAKEUP => {
-                    if let Some([_, waker_tid, waker_tgid, _, new_task, flags]) = words(raw.payload) {
-                        self.trace.kernel_records += 1;
-                        self.push(tid, ts, wakeup(waker_tid, waker_tgid, new_task, flags));
-                        continue;
-                    }
-                }
-                _ => {}
+            self.kernel_max_ts = max_before.max(raw.ts);
+            if self.kernel_fast_path(&raw) {
+                continue;
             }
-            let rec = match raw.decode() {
-                Ok(r) => r,
+            match raw.decode() {
+                Ok(rec) => {
+                    self.trace.kernel_records += 1;
+                    self.kernel_record(raw.tid, raw.ts, rec.payload);
+                }
                 Err(e) => {
-                    self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
-                    self.kernel_cut = Some(format!("{e}"));
+                    self.kernel_cut_at(path, e);
                     // The stream is good up to the record before.
                     self.kernel_max_ts = max_before;
                     break;
                 }
-            };
-            self.trace.kernel_records += 1;
-            match rec.payload {
-                Payload::SwitchOut(p) => {
-                    self.trace.sched_chain.switch_out(p.cpu, ts, tid, p.next_tid);
-                    self.set_tgid(tid, p.tgid);
-                    self.push(
-                        tid,
-                        ts,
-                        Event::SwitchOut {
-                            preempted: p.prev_state == fmt::TASK_RUNNING,
-                            prev_state: p.prev_state,
-                            cpu: p.cpu,
-                            next_tid: p.next_tid,
-                        },
-                    );
-                }
-                Payload::SwitchOutStacks(p, st) => {
-                    self.trace.sched_chain.switch_out(p.cpu, ts, tid, p.next_tid);
-                    self.set_tgid(tid, p.tgid);
-                    self.push(
-                        tid,
-                        ts,
-                        Event::SwitchOut {
-                            preempted: p.prev_state == fmt::TASK_RUNNING,
-                            prev_state: p.prev_state,
-                            cpu: p.cpu,
-                            next_tid: p.next_tid,
-                        },
-                    );
-                    self.push_stacks(tid, ts, p.tgid, st);
-                }
-                Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
-                Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
-                Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
-                Payload::CpuSample(c) => {
-                    self.trace.stacks.use_user(c.ustack, ts);
-                    let pair = self.trace.stacks.pair(StackPair {
-                        tgid: c.tgid,
-                        kstack: c.kstack,
-                        ustack: c.ustack,
-                    });
-                    *self.trace.stacks.cpu_samples.entry((tid, pair)).or_default() += 1;
-                }
-                Payload::SwitchIn(p) => {
-                    self.trace.sched_chain.switch_in(p.cpu, tid);
-                    self.set_tgid(tid, p.tgid);
-                    self.end_block(tid, ts);
-                    self.push(
-                        tid,
-                        ts,
-                        Event::SwitchIn {
-                            cpu: p.cpu,
-                            prev_tid: p.prev_tid,
-                        },
-                    );
-                }
-                Payload::Wakeup(p) => self.push(tid, ts, wakeup(p.waker_tid, p.waker_tgid, p.new_task, p.flags)),
-                Payload::Fork(p) => {
-                    let th = self.thread(tid);
-                    th.tgid = p.tgid;
-                    th.comm = fmt::comm_str(&p.comm);
-                    th.started_ts = Some(th.started_ts.map_or(ts, |s| s.min(ts)));
-                    self.push(tid, ts, Event::ThreadStart);
-                }
-                Payload::Exit(p) => {
-                    self.end_block(tid, ts);
-                    let th = self.thread(tid);
-                    th.tgid = p.tgid;
-                    th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
-                    self.push(tid, ts, Event::ThreadEnd);
-                }
-                Payload::Exec(p) => {
-                    self.trace.stacks.execs.entry(p.tgid).or_default().push(ts);
-                    let th = self.thread(tid);
-                    th.tgid = p.tgid;
-                    th.comm = fmt::comm_str(&p.comm);
-                }
-                Payload::Comm(p) => {
-                    let th = self.thread(tid);
-                    th.tgid = p.tgid;
-                    th.comm = fmt::comm_str(&p.comm);
-                }
-                Payload::Syscall(rec) => {
-                    let info = SyscallInfo { tid, enter: ts, rec };
-                    let idx = match &mut self.sorter {
-                        Some(s) => s.add_syscall(info),
-                        None if self.scan.is_some() => 0,
-                        None => {
-                            self.trace.syscalls.push(info);
-                            (self.trace.syscalls.len() - 1) as u32
-                        }
-                    };
-                    self.copy_syscall(&info, idx);
-                    self.push(tid, ts, Event::Syscall { idx, enter: true });
-                    if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
-                        // Its block ends at the thread's next switch-in.
-                        if let Some(open) = self.open_blocks.insert(tid, idx) {
-                            self.push(
-                                tid,
-                                ts,
-                                Event::Syscall {
-                                    idx: open,
-                                    enter: false,
-                                },
-                            );
-                        }
-                    } else {
-                        self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
-                    }
-                }
-                Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),
-                Payload::FilePath(p) => {
-                    self.trace.file_paths.insert((p.dev, p.ino), p.path);
-                }
-                Payload::ProbeDef(p) => {
-                    let m = self.intern_method(MethodInfo {
-                        class: p.library,
-                        name: p.symbol,
-                        signature: String::new(),
-                        native: true,
-                    });
-                    self.probes.insert(p.probe, m);
-                }
-                Payload::LibCall(p) => {
-                    let m = match self.probes.get(&p.probe) {
-                        Some(&m) => m,
-                        None => self.intern_method(MethodInfo {
-                            class: "?".into(),
-                            name: format!("probe{}", p.probe),
-                            signature: String::new(),
-                            native: true,
-                        }),
-                    };
-                    if self.safepoint_probe(tid, m, ts, p.exit_ts.max(ts)) {
-                        continue;
-                    }
-                    self.push(tid, ts, Event::Enter(m));
-                    self.push(
-                        tid,
-                        p.exit_ts.max(ts),
-                        Event::Exit {
-                            method: m,
-                            exception: false,
-                        },
-                    );
-                }
-                _ => {}
             }
         }
         self.flush_virtual_wakes();
+    }
+
+    /// A record that could not be read or decoded ends the kernel stream.
+    fn kernel_cut_at(&mut self, path: &Path, e: DecodeError) {
+        self.trace.losses.truncated.push(format!("{}: {e}", path.display()));
+        self.kernel_cut = Some(format!("{e}"));
+    }
+
+    /// The hot fixed-size kinds straight from the bytes, exactly as their
+    /// decoded payloads would be taken; false for any other record (or a
+    /// payload too short), which is decoded.
+    #[inline]
+    fn kernel_fast_path(&mut self, raw: &RawRecord) -> bool {
+        let (tid, ts) = (raw.tid, raw.ts);
+        match raw.kind {
+            kind::SWITCH_OUT => {
+                let Some([tgid, prev_state, cpu, next_tid]) = words(raw.payload) else {
+                    return false;
+                };
+                self.trace.kernel_records += 1;
+                let p = fmt::SwitchOut {
+                    tgid,
+                    prev_state,
+                    cpu,
+                    next_tid,
+                };
+                self.switch_out(tid, ts, p);
+                if let Some(st) = fmt::SwitchStacks::of_switch_out(raw.payload) {
+                    self.push_stacks(tid, ts, tgid, st);
+                }
+            }
+            kind::SWITCH_IN => {
+                let Some([tgid, cpu, prev_tid, reserved]) = words(raw.payload) else {
+                    return false;
+                };
+                self.trace.kernel_records += 1;
+                self.switch_in(
+                    tid,
+                    ts,
+                    fmt::SwitchIn {
+                        tgid,
+                        cpu,
+                        prev_tid,
+                        reserved,
+                    },
+                );
+            }
+            kind::WAKEUP => {
+                let Some([tgid, waker_tid, waker_tgid, target_cpu, new_task, flags]) = words(raw.payload) else {
+                    return false;
+                };
+                self.trace.kernel_records += 1;
+                let p = fmt::Wakeup {
+                    tgid,
+                    waker_tid,
+                    waker_tgid,
+                    target_cpu,
+                    new_task,
+                    flags,
+                };
+                self.push(tid, ts, wakeup(&p));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// A decoded record of thread `tid` at `ts`, by family.
+    fn kernel_record(&mut self, tid: u32, ts: u64, payload: Payload) {
+        match payload {
+            // The scheduler (the fast path's kinds, and a switch-out with stacks).
+            Payload::SwitchOut(p) => self.switch_out(tid, ts, p),
+            Payload::SwitchOutStacks(p, st) => {
+                self.switch_out(tid, ts, p);
+                self.push_stacks(tid, ts, p.tgid, st);
+            }
+            Payload::SwitchIn(p) => self.switch_in(tid, ts, p),
+            Payload::Wakeup(p) => self.push(tid, ts, wakeup(&p)),
+            // Stacks and what names their frames.
+            Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
+            Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
+            Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
+            Payload::CpuSample(c) => {
+                self.trace.stacks.use_user(c.ustack, ts);
+                let pair = self.trace.stacks.pair(StackPair {
+                    tgid: c.tgid,
+                    kstack: c.kstack,
+                    ustack: c.ustack,
+                });
+                *self.trace.stacks.cpu_samples.entry((tid, pair)).or_default() += 1;
+            }
+            // Threads and processes.
+            Payload::Fork(p) => {
+                let th = self.name_thread(tid, p.tgid, &p.comm);
+                th.started_ts = Some(th.started_ts.map_or(ts, |s| s.min(ts)));
+                self.push(tid, ts, Event::ThreadStart);
+            }
+            Payload::Exit(p) => {
+                self.end_block(tid, ts);
+                let th = self.thread(tid);
+                th.tgid = p.tgid;
+                th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
+                self.push(tid, ts, Event::ThreadEnd);
+            }
+            Payload::Exec(p) => {
+                self.trace.stacks.execs.entry(p.tgid).or_default().push(ts);
+                self.name_thread(tid, p.tgid, &p.comm);
+            }
+            Payload::Comm(p) => {
+                self.name_thread(tid, p.tgid, &p.comm);
+            }
+            // Syscalls, faults, files.
+            Payload::Syscall(rec) => self.syscall(tid, ts, rec),
+            Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),
+            Payload::FilePath(p) => {
+                self.trace.file_paths.insert((p.dev, p.ino), p.path);
+            }
+            // Library calls.
+            Payload::ProbeDef(p) => {
+                let m = self.intern_method(MethodInfo {
+                    class: p.library,
+                    name: p.symbol,
+                    signature: String::new(),
+                    native: true,
+                });
+                self.probes.insert(p.probe, m);
+            }
+            Payload::LibCall(p) => self.lib_call(tid, ts, p),
+            _ => {}
+        }
+    }
+
+    /// A thread left its CPU (the CPU's switch chain, the thread's tgid, its
+    /// event).
+    #[inline]
+    fn switch_out(&mut self, tid: u32, ts: u64, p: fmt::SwitchOut) {
+        self.trace.sched_chain.switch_out(p.cpu, ts, tid, p.next_tid);
+        self.set_tgid(tid, p.tgid);
+        self.push(
+            tid,
+            ts,
+            Event::SwitchOut {
+                preempted: p.prev_state == fmt::TASK_RUNNING,
+                prev_state: p.prev_state,
+                cpu: p.cpu,
+                next_tid: p.next_tid,
+            },
+        );
+    }
+
+    /// A thread got a CPU: the block of an at-switch syscall ends too.
+    #[inline]
+    fn switch_in(&mut self, tid: u32, ts: u64, p: fmt::SwitchIn) {
+        self.trace.sched_chain.switch_in(p.cpu, tid);
+        self.set_tgid(tid, p.tgid);
+        self.end_block(tid, ts);
+        self.push(
+            tid,
+            ts,
+            Event::SwitchIn {
+                cpu: p.cpu,
+                prev_tid: p.prev_tid,
+            },
+        );
+    }
+
+    /// The thread's process and name, from a task record.
+    fn name_thread(&mut self, tid: u32, tgid: u32, comm: &[u8; 16]) -> &mut ThreadInfo {
+        let th = self.thread(tid);
+        th.tgid = tgid;
+        th.comm = fmt::comm_str(comm);
+        th
+    }
+
+    /// A SYSCALL record: its entry, and its exit at the record's exit time
+    /// or, for one written at a switch-out, at the thread's next switch-in.
+    fn syscall(&mut self, tid: u32, ts: u64, rec: fmt::Syscall) {
+        let info = SyscallInfo { tid, enter: ts, rec };
+        let idx = match &mut self.sorter {
+            Some(s) => s.add_syscall(info),
+            None if self.scan.is_some() => 0,
+            None => {
+                self.trace.syscalls.push(info);
+                (self.trace.syscalls.len() - 1) as u32
+            }
+        };
+        self.copy_syscall(&info, idx);
+        self.push(tid, ts, Event::Syscall { idx, enter: true });
+        if rec.flags & fmt::SYSCALL_AT_SWITCH != 0 {
+            // Its block ends at the thread's next switch-in.
+            if let Some(open) = self.open_blocks.insert(tid, idx) {
+                self.push(
+                    tid,
+                    ts,
+                    Event::Syscall {
+                        idx: open,
+                        enter: false,
+                    },
+                );
+            }
+        } else {
+            self.push(tid, rec.exit_ts.max(ts), Event::Syscall { idx, enter: false });
+        }
+    }
+
+    /// A LIB_CALL record: a span (enter and exit) of the method its probe
+    /// stands for, or a safepoint window.
+    fn lib_call(&mut self, tid: u32, ts: u64, p: fmt::LibCall) {
+        let m = match self.probes.get(&p.probe) {
+            Some(&m) => m,
+            None => self.intern_method(MethodInfo {
+                class: "?".into(),
+                name: format!("probe{}", p.probe),
+                signature: String::new(),
+                native: true,
+            }),
+        };
+        if self.safepoint_probe(tid, m, ts, p.exit_ts.max(ts)) {
+            return;
+        }
+        self.push(tid, ts, Event::Enter(m));
+        self.push(
+            tid,
+            p.exit_ts.max(ts),
+            Event::Exit {
+                method: m,
+                exception: false,
+            },
+        );
     }
 
     /// The VM thread's calls of `SafepointSynchronize::begin` and `end`
@@ -291,11 +332,12 @@ impl TraceReader {
 /// The event of a WAKEUP record: one a hard interrupt did (a timer, a
 /// device) has no waker (tid 0, as the idle task's): the task it found
 /// running had nothing to do with it.
-fn wakeup(waker_tid: u32, waker_tgid: u32, new_task: u32, flags: u32) -> Event {
-    let irq = flags & fmt::WAKEUP_HARDIRQ != 0;
+#[inline]
+fn wakeup(p: &fmt::Wakeup) -> Event {
+    let irq = p.flags & fmt::WAKEUP_HARDIRQ != 0;
     Event::Wakeup {
-        waker_tid: if irq { 0 } else { waker_tid },
-        waker_tgid: if irq { 0 } else { waker_tgid },
-        new_task: new_task != 0,
+        waker_tid: if irq { 0 } else { p.waker_tid },
+        waker_tgid: if irq { 0 } else { p.waker_tgid },
+        new_task: p.new_task != 0,
     }
 }
