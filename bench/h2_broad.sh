@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Broad instrumentation at bounded cost (issue 17): the H2 workload of
+# Broad instrumentation at bounded cost: the H2 workload of
 # bench/h2/H2Load.java (Debian's libh2-java; 8 JDBC threads x 500 rounds of
 # insert, commit, update of one shared row, range query; in-memory
 # database) untraced, traced with --methods 'org.h2.*' (adaptive demotion,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 15): a busy JVM (tests/java/Busy.java, THREADS threads calling two
+# Soak: a busy JVM (tests/java/Busy.java, THREADS threads calling two
 # small traced methods at full rate) traced for SECS seconds with every probe
 # kept (--complete); samples jtrace's and the JVM's peak RSS and the JVM's
 # resident part of its stream mapping, then the trace MB/s and the peak RSS

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run time of jtrace's BPF programs per traced switch (issue 16), read
+"""Run time of jtrace's BPF programs per traced switch, read
 from the kernel's own BPF statistics (kernel.bpf_stats_enabled=1, which
 this script sets for its run and restores), as root:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of stacks (issue 16), ratios taken in one run, configurations
+# Cost of stacks, ratios taken in one run, configurations
 # interleaved in each repeat (run as root):
 #   bench/stacks_cost.sh [REPEATS] [WORK]       (defaults 5, 45000)
 #   JTRACE=target/release/jtrace; JAVA=java

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stacks side by side with other tools (issue 16), as root:
+# Stacks side by side with other tools, as root:
 #   bench/stacks_vs_tools.sh [REPEATS]        (default 5)
 #   JTRACE=target/release/jtrace; JAVA=java; JFR=jfr (of the same JDK)
 # 1. Cost, interleaved in each repeat, on bench/stacks/StackCost.java's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records issue 20's Tomcat-like trace: embedded Tomcat 10 serving a servlet
+# Records a Tomcat-like trace: embedded Tomcat 10 serving a servlet
 # backed by in-memory H2 (bench/tomcat/TomcatH2.java), driven by wrk with 16
 # connections for SECONDS, traced with METHODS. Prints requests/s, the
 # trace's size and event counts. Then measure the exports on it with

@@ -1,4 +1,4 @@
-//! Broad instrumentation at bounded cost (issue 17): adaptive demotion
+//! Broad instrumentation at bounded cost: adaptive demotion
 //! removes the probes of a hot tiny method and keeps those of methods that
 //! block (in the JVM: a sleep, a contended monitor; in the kernel: a socket
 //! read the JVM does not report), but not for a class-loading wait, and
@@ -330,7 +330,7 @@ fn complete_keeps_every_probe_and_min_duration_counts_what_it_leaves_out() {
     }
 }
 
-/// Stacks after a demotion (issue 16): under -Xint every later sleep of
+/// Stacks after a demotion: under -Xint every later sleep of
 /// `napper` runs interpreted, and its frame is still named, never left
 /// `[interpreted: unknown method]` (demotion used to retransform the class,
 /// giving its methods new `Method*`s; it now turns the probes off in place,

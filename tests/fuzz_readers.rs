@@ -1,4 +1,4 @@
-//! The readers against damaged traces (issue 15, "Proof"): a real trace
+//! The readers against damaged traces: a real trace
 //! (the demo, recorded here with every syscall and its methods) mutated a
 //! few hundred ways — bytes flipped, streams cut, record lengths and times
 //! garbled, ranges zeroed or repeated, meta.json broken, streams emptied or

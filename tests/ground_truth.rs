@@ -1,4 +1,4 @@
-//! Gap attribution on ground-truth workloads (issue 5): each scenario of
+//! Gap attribution on ground-truth workloads: each scenario of
 //! tests/java/GroundTruth.java injects one cause of a known size, released by
 //! a thread named "releaser". Run under `jtrace run` on JDK 17 and 25, the
 //! merged trace must give that cause ≥ 85% of the injected delay, keep

@@ -1,4 +1,4 @@
-//! Source lines of native frames (issue 16 item 3), end to end: a C
+//! Source lines of native frames, end to end: a C
 //! program (symbols/tests/data/napper.c) compiled `-g -O2` runs under
 //! `jtrace run` and blocks in nanosleep below a function inlined into
 //! another. Read after it exited, `--lines` gives its own frames their

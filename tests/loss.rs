@@ -1,4 +1,4 @@
-//! Loss is never silent, memory is bounded (issue 15, items 5–7, 9, 10):
+//! Loss is never silent, memory is bounded:
 //! a full disk under the agent's stream and under kernel.bin, jtrace killed
 //! while the JVM runs on, `jtrace info` and `jtrace report` on a long
 //! trace, and the agent's mapping of a long stream. Real JVMs, real eBPF, real tmpfs mounts; as
@@ -37,7 +37,7 @@ fn info(dir: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Item 5: the agent's stream fills the disk (a 12 MiB tmpfs) early in a
+/// The agent's stream fills the disk (a 12 MiB tmpfs) early in a
 /// busy run. The JVM and the command run on; the agent says so when it
 /// happens, counts per thread what it could not write, and still ends its
 /// stream with what it lost and JVM_END; jtrace exits with the command's
@@ -121,7 +121,7 @@ fn a_full_disk_under_the_agent_is_counted_and_said() {
     assert_eq!(std::fs::metadata(&out).unwrap().uid(), uid);
 }
 
-/// Item 6: kernel.bin fills the disk (an 8 MiB tmpfs, every syscall of a
+/// `kernel.bin` fills the disk (an 8 MiB tmpfs, every syscall of a
 /// dd recorded). The failure is said while the command still runs, the
 /// recorder keeps draining and counts what it could not write, meta.json
 /// is finished (pid, exit code, where the kernel data ends), and jtrace
@@ -184,7 +184,7 @@ fn free_bytes(path: &Path) -> u64 {
     st.f_bavail * st.f_frsize
 }
 
-/// Issue 17, bounded disk: the free-space floor under the agent. On a
+/// Bounded disk: the free-space floor under the agent. On a
 /// 64 MiB tmpfs with `--min-free 40M`, a busy JVM's stream stops growing
 /// when the file system gets down to 40 MiB free: the agent says so when
 /// it happens, the JVM runs to its end, the lost events are counted per
@@ -261,7 +261,7 @@ fn the_free_space_floor_stops_kernel_bin_before_the_disk_fills() {
     assert!(t.meta.kernel_covered_until_ns.is_some());
 }
 
-/// Item 7: jtrace is killed (SIGKILL) while the JVM runs on. The kernel
+/// jtrace is killed (SIGKILL) while the JVM runs on. The kernel
 /// data ends there; the JVM's invocations after that are not covered —
 /// no CPU time, no cause — where the report used to show CPU 0 and made-up
 /// `lock_native`/`runqueue` time. meta.json, never finished, still names
@@ -330,7 +330,7 @@ fn after_jtrace_is_killed_time_is_not_covered() {
     );
 }
 
-/// Item 9: `jtrace info` streams. On a synthetic trace of ~150 MB its peak
+/// `jtrace info` streams. On a synthetic trace of ~150 MB its peak
 /// resident set stays a small fraction of it (it used to read it whole:
 /// 4.7 GB on a 1.2 GB trace), and it says the same as before.
 #[test]
@@ -361,7 +361,7 @@ fn info_memory_does_not_grow_with_the_trace() {
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
-/// Item 9, the streamed readers: `jtrace report` over a synthetic trace
+/// The streamed readers: `jtrace report` over a synthetic trace
 /// about 25 times its memory budget keeps its peak resident set (VmHWM,
 /// file pages of mapped streams included) within the budget and a fixed
 /// margin. It read every JVM stream whole into memory for its first pass
@@ -419,7 +419,7 @@ fn mapped_rss_kib(pid: u32, path: &str) -> Option<u64> {
     rss
 }
 
-/// Item 10: the agent unmaps what it has written. After a busy run that
+/// The agent unmaps what it has written. After a busy run that
 /// wrote hundreds of MB, the JVM's mapping of its stream holds no more than
 /// the agent's own bound for a stream at rest
 /// ([`stream_limits::MAX_RESIDENT_AT_REST`]: the last 64 MiB, a release

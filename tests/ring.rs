@@ -1,4 +1,4 @@
-//! Bounded disk (issue 17): a ring recording (`--max-size`) over many chunk
+//! Bounded disk: a ring recording (`--max-size`) over many chunk
 //! lifetimes reads as a valid trace of its last window, and a snapshot
 //! taken while it runs (`jtrace dump`) is readable. Real JVMs, real eBPF.
 

@@ -333,7 +333,7 @@ fn missing_command_is_a_clear_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    // Said as it is (issue 15): the path does not exist.
+    // Said as it is: the path does not exist.
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent.jtrace does not exist"), "{err}");
     for view in [

@@ -1,5 +1,5 @@
 //! Attacks on jtrace, which runs as root next to directories other users
-//! control (issue 15, items 1–4; docs/ARCHITECTURE.md invariant 6). Each runs for real,
+//! control (docs/ARCHITECTURE.md invariant 6, docs/SECURITY.md). Each runs for real,
 //! as root, with the unprivileged account `jtrace-test` (supplementary group
 //! `jtrace-test-extra`; scripts/test-user.sh creates both) as the attacker,
 //! and checks that the files it aimed at are exactly as before. The debug
@@ -16,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Item 1: during `jtrace run` the command (the invoking user) plants links
+/// During `jtrace run` the command (the invoking user) plants links
 /// in its trace directory to root's files: at `.meta.json.tmp` (root used
 /// to write the metadata through it), in place of meta.json, as an extra
 /// entry (root used to chown every entry to the user, following links), and
@@ -61,7 +61,7 @@ fn links_planted_during_run_are_not_followed() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Item 2: `--config` names a root-only file. jtrace reads it as the
+/// `--config` names a root-only file. jtrace reads it as the
 /// invoking user, so it is refused, and nothing of it reaches the user (not
 /// in jtrace's output, not in a trace directory). The same file readable
 /// by the user works.
@@ -106,7 +106,7 @@ fn config_is_read_as_the_invoking_user() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Item 3: `-o` naming a symbolic link (here to a root directory) is
+/// `-o` naming a symbolic link (here to a root directory) is
 /// refused, and the link's target is left as it was.
 #[test]
 fn symlinked_output_is_refused() {
@@ -136,7 +136,7 @@ fn symlinked_output_is_refused() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Item 3: `-o` inside a directory only root may enter, or naming an
+/// `-o` inside a directory only root may enter, or naming an
 /// existing directory of root's, is refused: jtrace creates the directory
 /// as the invoking user, and takes over none of another user's.
 #[test]
@@ -172,7 +172,7 @@ fn output_the_user_could_not_create_is_refused() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Item 3: another user's trace in a shared directory is refused and left
+/// Another user's trace in a shared directory is refused and left
 /// as it was; the same user's earlier trace is replaced, as it always was.
 #[test]
 fn another_users_trace_is_refused_and_ones_own_replaced() {
@@ -198,7 +198,7 @@ fn another_users_trace_is_refused_and_ones_own_replaced() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Item 4: the command runs as the invoking user with that account's
+/// The command runs as the invoking user with that account's
 /// supplementary groups (as sudo and a login give them), and without
 /// root's.
 #[test]
@@ -231,7 +231,7 @@ fn command_keeps_the_users_supplementary_groups() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Items 1 and 2 through `jtrace attach`, on a JVM of the test account
+/// Links and `--config` through `jtrace attach`, on a JVM of the test account
 /// attached to by that account (through sudo):
 /// * a third user planted a link at the attach trigger's name in the JVM's
 ///   shared working directory, to a file of the JVM's user: it is not
@@ -421,7 +421,7 @@ fn binaries_a_users_trace_names_are_read_with_that_users_rights() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Issue 17, ring recordings: the root recorder creates kernel.bin's
+/// Ring recordings: the root recorder creates kernel.bin's
 /// chunks and deletes old chunks in the user's trace directory. The
 /// command (the user) plants a link at the name of a chunk to come (root
 /// must not write through it), a link and a file of its own under the

@@ -1,4 +1,4 @@
-//! Stacks (issue 16), end to end: real JVMs (JDK 17 and 25) under real
+//! Stacks, end to end: real JVMs (JDK 17 and 25) under real
 //! eBPF, nothing traced (`--methods` not given). Each scenario thread of
 //! tests/java/StackScenarios.java blocks in a method of its own; at least
 //! 95 % of its blocked time must be under stacks that contain that method,
@@ -180,7 +180,7 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
             // Nor a thread switched out on its way out of clone, before it
             // ran any code of its own (`ret_from_fork`): its one user frame,
             // the clone trampoline's, was left unnamed in one run of 4 at
-            // stop 31 (libc.so.6+0x1098d9, in `clone3`, which the debug
+            // once (libc.so.6+0x1098d9, in `clone3`, which the debug
             // file's .symtab names; not understood yet).
             .filter(|(_, f)| !f.iter().any(|f| f.name == "ret_from_fork"))
             .filter(|(_, f)| f.iter().any(|f| f.name.starts_with("[libc.so")))

@@ -1,4 +1,4 @@
-//! The trivial-method rule (issue 17): under a broad `--methods`, a
+//! The trivial-method rule: under a broad `--methods`, a
 //! getter (no call, loop, allocation or lock in a few bytes of bytecode)
 //! and, when stacks are recorded (unless `--keep-forwarders`), a forwarder
 //! (a short method whose calls all go to traced methods) get no probes at

@@ -1,4 +1,4 @@
-//! The in-memory views in bounded memory (issue 15, item 9): `jtrace
+//! The in-memory views in bounded memory: `jtrace
 //! timeline` and `jtrace export --format chrome` check the memory a trace
 //! needs before reading it whole, and either draw the part selected with
 //! `--window`/`--thread` (within the limit) or refuse, saying what to do;

@@ -4,7 +4,7 @@
 //! return at once) and writes their METHOD_DEMOTED records. No class is
 //! retransformed: a retransformation would deoptimise every compiled
 //! method that inlined the class and restart its methods in the
-//! interpreter (BENCHMARKS.md, issue 17). The rewriter still leaves
+//! interpreter (BENCHMARKS.md, "H2 JDBC load"). The rewriter still leaves
 //! demoted methods out should their class be rewritten again.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -34,7 +34,7 @@ pub(crate) const EVENT_COST_NS: u64 = 35;
 const DECIDE_EVERY: u64 = 4096;
 /// Calls a method must have made (as far as reported) before it is
 /// demoted: the fewest for which [`GUESSES_PER_BLOCKING`] can tell a
-/// blocking method. 20 000 (before stop 27) had H2's methods that are
+/// blocking method. 20 000 (an earlier default) had H2's methods that are
 /// called a few times per statement recorded whole through the warm-up.
 pub(crate) const MIN_CALLS: u64 = 1_000;
 /// A method with guessed voluntary switches inside one call in this many

@@ -372,7 +372,7 @@ impl StreamFile {
         // mapped write-protects each one with a TLB shoot-down to every CPU
         // the JVM runs on, and the truncation walks the whole range
         // (together ≈ 0.1 s on a 4 MB trace, more on larger ones:
-        // BENCHMARKS.md, "Start-up and exit (stop 32)"). Appenders see
+        // BENCHMARKS.md, "Start-up and exit"). Appenders see
         // `closed` and never touch the range again, and the grower checks it
         // under the grow lock.
         // SAFETY: the range is our mapping and nothing uses it any more.

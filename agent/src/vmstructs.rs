@@ -50,7 +50,7 @@ const CHUNK: usize = 4096;
 /// written once the VM runs) a chunk at a time, each chunk copied once: a
 /// table scan reads thousands of entries and names, and one
 /// `process_vm_readv` per word or byte cost ≈ 0.25 s of system time at
-/// every start (BENCHMARKS.md, "Start-up and exit (stop 32)").
+/// every start (BENCHMARKS.md, "Start-up and exit").
 #[derive(Default)]
 struct TableReader {
     chunks: std::collections::HashMap<usize, Option<Box<[u8; CHUNK]>>>,

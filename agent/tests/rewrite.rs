@@ -254,7 +254,7 @@ fn tricky_corpus_verifies_and_counts_match() {
     }
 }
 
-/// Demotion needs no retransformation (issue 17): a demoted method keeps
+/// Demotion needs no retransformation: a demoted method keeps
 /// its probe calls, the entry probe returns -1 and the exits get that from
 /// a local of their own, so a call records both its ends or neither. Here
 /// every method is demoted (through `jtrace.Probe.DEMOTED`, as the demoter

@@ -6,7 +6,7 @@ import java.sql.Statement;
 import java.util.concurrent.CountDownLatch;
 
 /**
- * The workload of issue 17: an embedded H2 database (Debian's libh2-java),
+ * The H2 workload: an embedded H2 database (Debian's libh2-java),
  * THREADS JDBC threads, each running ROUNDS rounds of an insert, a commit,
  * an update of one shared row and a range query. Prints the elapsed time of
  * the rounds (the JVM's start-up and H2's set-up excluded) in ms.

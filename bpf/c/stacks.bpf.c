@@ -76,7 +76,7 @@ int BPF_UPROBE(java_thread, __u64 tid, __u64 java_thread)
  * Both hooks in one multi link (Linux 6.6), the cookie telling which: a
  * uprobe's perf event detaches under a global lock, one RCU grace period
  * after another, while multi links detach together (BENCHMARKS.md,
- * "Start-up and exit (stop 32)").
+ * "Start-up and exit").
  */
 SEC("uprobe.multi")
 int BPF_UPROBE(agent_hooks_multi, __u64 a, __u64 b)

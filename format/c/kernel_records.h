@@ -31,7 +31,7 @@
 /* Written by the recorder in user space, not by a BPF program. */
 #define K_PROBE_DEF 12
 #define K_FILE_PATH 13
-/* Stacks (issue 16): written by the BPF programs ... */
+/* Stacks: written by the BPF programs ... */
 #define K_STACK 20
 #define K_CPU_SAMPLE 21
 /* ... and by the recorder in user space. */

@@ -38,7 +38,7 @@ pub const PROBE_DEF: u16 = c::K_PROBE_DEF as u16;
 /// names, resolved by the recorder in user space once per inode (tid 0,
 /// ts = that of the SYSCALL record naming it). Payload: [`crate::FilePath`].
 pub const FILE_PATH: u16 = c::K_FILE_PATH as u16;
-/// Kernel: the definition of a stack id (issue 16). Payload: [`crate::Stack`].
+/// Kernel: the definition of a stack id. Payload: [`crate::Stack`].
 pub const STACK: u16 = c::K_STACK as u16;
 /// Kernel: a CPU sample of a traced thread. Payload: [`crate::CpuSample`].
 pub const CPU_SAMPLE: u16 = c::K_CPU_SAMPLE as u16;

@@ -1,4 +1,4 @@
-//! The stack records (issue 16): the stacks the BPF programs capture at
+//! The stack records: the stacks the BPF programs capture at
 //! switch-outs and CPU samples (STACK, CPU_SAMPLE, the ids a SWITCH_OUT
 //! carries), what the recorder stores to symbolize them later (MAPPING,
 //! KSYM), and what the agent tells of the JVM's code (CODE_BLOB,

@@ -90,7 +90,7 @@
 //!    methods the agent demoted and the short calls it did not write); [`why`]: the critical paths
 //!    of `jtrace why` (`jtrace.why.v1`).
 //!
-//! Stacks (issue 16): `stacks` holds what the trace recorded of them (read
+//! Stacks: `stacks` holds what the trace recorded of them (read
 //! with the rest, in layer 2), `symbolize` names their frames
 //! ([`Symbolizer`], layer 6), with `source_lines` (DWARF source lines of
 //! native frames, read only when a view asks for them).

@@ -1,4 +1,4 @@
-//! The report's top stacks (issue 16): off-CPU time under each recorded
+//! The report's top stacks: off-CPU time under each recorded
 //! stack, summed while the report is built, then named and ranked per
 //! cause, per thread and per method (the stack's innermost Java frame
 //! outside the JDK, else its innermost Java frame: no `--methods` needed). Memory grows with the distinct

@@ -1,4 +1,4 @@
-//! The stacks of a trace (issue 16) as read: the kernel and user stacks by
+//! The stacks of a trace as read: the kernel and user stacks by
 //! id, which pair of them each switch-out or CPU sample had, and what names
 //! their addresses (the processes' mappings, the kernel symbols, each JVM's
 //! code: compiled methods with their inlining, generated code, `Method*`s).

@@ -1,4 +1,4 @@
-//! Damaged and cut-off traces (issue 15, items 7 and 8): what is there is
+//! Damaged and cut-off traces: what is there is
 //! read, what is missing is said, and time no stream covers is given no
 //! cause. Both readers (whole and streamed) agree on every case.
 

@@ -4,7 +4,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.function.IntToLongFunction;
 
 /**
- * Class-loading waits against real contention (issue 17): WORKERS threads
+ * Class-loading waits against real contention: WORKERS threads
  * start together and each first calls {@code Work.viaInit}, whose first
  * call initialises {@code SlowInit} (150 ms of computation in its static
  * initialiser: the other threads wait for the class's initialisation),

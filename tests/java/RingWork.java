@@ -1,5 +1,5 @@
 /**
- * A flight-recorder workload (issue 17): one thread inside a single
+ * A flight-recorder workload: one thread inside a single
  * invocation of outer() for the whole run, which calls step() (a 20 ms
  * sleep, then a little work) over and over; other threads call a tiny
  * method at a high rate, so that the trace grows fast and a ring

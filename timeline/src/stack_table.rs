@@ -1,4 +1,4 @@
-//! The report's top stacks as text (`jtrace report`, issue 16): per cause,
+//! The report's top stacks as text (`jtrace report`): per cause,
 //! per thread and per method, each stack shortened to its user frames.
 
 use crate::text::ms;

@@ -485,7 +485,7 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
 mod tests {
     use super::*;
 
-    /// Issue 15: a number wider than its column (1104506.691 ms in an
+    /// A number wider than its column (1104506.691 ms in an
     /// 11-wide column) widens the column instead of losing digits.
     #[test]
     fn a_wide_number_keeps_its_digits() {

@@ -1,4 +1,4 @@
-//! What the stacks need from the JVM (issue 16): where generated code is
+//! What the stacks need from the JVM: where generated code is
 //! (CODE_BLOB, from DynamicCodeGenerated: the interpreter and the stubs),
 //! what compiled code inlines (COMPILED_INLINE, from CompiledMethodLoad's
 //! inline records), which method each `Method*` is (METHOD_ADDRS, for
