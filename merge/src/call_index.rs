@@ -2,8 +2,8 @@
 //! say who released a blocked thread ("woken by pool-1-thread-3 in
 //! Cache.refresh()"), the first step of a critical path.
 
-use crate::event::{MethodIdx, ThreadInfo};
-use crate::trace::Trace;
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::trace::Trace;
 use crate::visitor::{Invocation, Visitor, Wake};
 use crate::walk::analyze;
 use std::collections::HashMap;

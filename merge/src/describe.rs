@@ -1,9 +1,9 @@
 //! Human-readable descriptions of evidence, shared by every view.
 
 use crate::cause::Cause;
-use crate::event::SyscallInfo;
-use crate::syscall::{nr, syscall_name};
-use crate::trace::Trace;
+use crate::model::event::SyscallInfo;
+use crate::model::syscall::{nr, syscall_name};
+use crate::model::trace::Trace;
 use crate::visitor::Evidence;
 use jtrace_format::fd_kind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

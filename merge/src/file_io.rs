@@ -1,5 +1,5 @@
 //! File access shared by the stream reader ([`crate::read::records`]) and
-//! the sorted runs ([`crate::run`]): mapping a file for one sequential pass
+//! the sorted runs ([`crate::sort::run`]): mapping a file for one sequential pass
 //! and giving back what the reader has passed, reading a buffer full, and
 //! the unlinked temporary files the runs (and the views' spilled rows) live in.
 

@@ -64,88 +64,82 @@
 //! Data flows one way, from the stream files to the report; a module uses
 //! only modules listed before it:
 //!
-//! 1. `cause` (causes, breakdowns), `meta` (`meta.json`), `tid_map`,
+//! 1. Helpers: `cause` (causes, breakdowns), `meta` (`meta.json`),
 //!    `options` ([`stream::StreamOptions`], sizes), `file_io` (mapping,
 //!    unlinked temporary files), `shrink_guard` (a mapped file that shrinks
-//!    is not a SIGBUS).
-//! 2. The data model: `event` (events, threads, methods), `jit`, `trace`
-//!    ([`Trace`]), `syscall` (syscall numbers and their causes), `windows`
-//!    (which GC/safepoint windows a thread sees), `sched_chain` (which
-//!    switch-outs their CPU's previous switch explains).
-//! 3. The external sort: `run` (the run file encoding and reader), `spill`
-//!    (the per-thread buffers that write sorted runs).
+//!    is not a SIGBUS), [`method_label`] (method names as the text views
+//!    print them).
+//! 2. The data model, `model/`: `event` (events, threads, methods), `jit`,
+//!    `trace` ([`Trace`]), `syscall` (syscall numbers and their causes),
+//!    `windows` (which GC/safepoint windows a thread sees), `sched_chain`
+//!    (which switch-outs their CPU's previous switch explains), `tid_map`.
+//!    And what the trace recorded of stacks, `stacks/` (its `mod.rs`).
+//! 3. The external sort, `sort/`: `run` (the run file encoding and
+//!    reader), `spill` (the per-thread buffers that write sorted runs),
+//!    `kway` (the per-thread k-way merge of the runs:
+//!    [`stream::SortedEvents`]).
 //! 4. The reader, `read/`: `records` (a stream file's records, mapped or
 //!    read in chunks), `kernel` and `jvm` (their decoders), with
 //!    `vthreads` (virtual threads: the first pass over the JVM streams,
-//!    their carriers' events copied to them) and `cut` (a streamed read
+//!    their carriers' events copied to them), `streams` (the stream files,
+//!    a ring recording's chunks read as one) and `cut` (a streamed read
 //!    for a time window leaves out the calls wholly outside it), feeding
-//!    [`Trace::open`]'s memory or, streaming, `spill`.
-//! 5. `kway`: the per-thread k-way merge of the runs
-//!    ([`stream::SortedEvents`]).
-//! 6. The analysis: `visitor` (what a walk reports), `walk` (the
-//!    per-thread walk that attributes every gap: [`ThreadWalk`]), `wakers`,
-//!    [`stream`] (the streamed read and walk), `call_index`, `describe`.
-//! 7. [`report`]: the `jtrace.report.v1` aggregation (with `percentile`,
-//!    wall-time percentiles in bounded memory, and [`left_out`], the
-//!    methods the agent demoted and the short calls it did not write); [`why`]: the critical paths
-//!    of `jtrace why` (`jtrace.why.v1`).
-//!
-//! Stacks: `stacks` holds what the trace recorded of them (read
-//! with the rest, in layer 2), `symbolize` names their frames
-//! ([`Symbolizer`], layer 6), with `source_lines` (DWARF source lines of
-//! native frames, read only when a view asks for them).
+//!    [`Trace::open`]'s memory or, streaming, `sort/spill`.
+//! 5. The analysis: `visitor` (what a walk reports), `walk/` (the
+//!    per-thread walk that attributes every gap: [`ThreadWalk`]; `frames`
+//!    its stack of open calls), `wakers`, [`stream`] (the streamed read and
+//!    walk), `call_index`, `describe`; naming frames, `stacks/`:
+//!    `symbolize` ([`Symbolizer`]), `source_lines` (DWARF source lines of
+//!    native frames, read only when a view asks), [`tail`] (the time
+//!    after a thread's last switch-out).
+//! 6. [`report`]: the `jtrace.report.v1` aggregation (`aggregate`, the
+//!    visitor that adds up per method and per thread; `percentile`,
+//!    wall-time percentiles in bounded memory; [`left_out`], the methods
+//!    the agent demoted and the short calls it did not write;
+//!    `demoted_estimate`; [`report_stacks`], the top stacks and the
+//!    stack-only methods); [`why`]: the critical paths of `jtrace why`
+//!    (`jtrace.why.v1`).
 
 #![deny(missing_docs)]
 
 mod call_index;
 mod cause;
-mod demoted_estimate;
 mod describe;
-mod event;
 mod file_io;
-mod jit;
-mod kway;
-pub mod left_out;
 mod meta;
 pub mod method_label;
+mod model;
 mod options;
-mod percentile;
 mod read;
 pub mod report;
-mod report_aggregate;
-pub mod report_stacks;
-mod run;
-mod sched_chain;
 mod shrink_guard;
-mod source_lines;
-mod spill;
+mod sort;
 mod stacks;
 pub mod stream;
-mod symbolize;
-mod syscall;
-pub mod tail;
-mod tid_map;
-mod trace;
 mod visitor;
 mod wakers;
 mod walk;
 pub mod why;
-mod windows;
+
+// The public paths of modules that live in a folder of their part.
+pub use report::left_out;
+pub use report::stacks as report_stacks;
+pub use stacks::tail;
 
 pub use call_index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall, describe_window};
-pub use event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
-pub use jit::JitHistory;
 pub use jtrace_symbols::lines::SourceLine;
 pub use meta::Meta;
-pub use percentile::WallDist;
+pub use model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
+pub use model::jit::JitHistory;
+pub use model::sched_chain::SchedChain;
+pub use model::syscall::{nr, syscall_cause, syscall_name};
+pub use model::trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
+pub use report::percentile::WallDist;
 pub use report::{build_report, build_report_streaming, glob_match, window, Report, ReportFilter, WindowJson};
-pub use sched_chain::SchedChain;
-pub use source_lines::LineProblems;
+pub use stacks::source_lines::LineProblems;
+pub use stacks::symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
 pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};
-pub use symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
-pub use syscall::{nr, syscall_cause, syscall_name};
-pub use trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
 pub use visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
 pub use walk::{analyze, analyze_thread, ThreadWalk};

@@ -47,17 +47,17 @@
 //! println!("slowest invocation: {} ns", v.0);
 //! ```
 
+use crate::model::trace::Trace;
 use crate::read::cut::CallCut;
 use crate::read::{streams, TraceReader};
-use crate::spill::Sorter;
-use crate::trace::Trace;
+use crate::sort::spill::Sorter;
 use crate::visitor::Visitor;
 use crate::walk::ThreadWalk;
 use std::path::Path;
 
 pub use crate::file_io::unlinked_temp_file;
-pub use crate::kway::SortedEvents;
 pub use crate::options::{parse_size, StreamOptions, DEFAULT_BUDGET};
+pub use crate::sort::kway::SortedEvents;
 pub use crate::wakers::{analyze_answering_wakers, analyze_with_wakers, ThreadAnswers, WakerAnswers};
 
 /// Reads a trace directory for a streaming analysis: the returned [`Trace`]
@@ -98,7 +98,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
     let sorter = r.sorter.take().expect("set above");
     let (mut events, span) = SortedEvents::new(sorter.finish()?);
     for (pid, mut wins) in std::mem::take(&mut r.windows) {
-        crate::windows::gc_safepoints(&mut wins);
+        crate::model::windows::gc_safepoints(&mut wins);
         r.trace.jvm_stops.insert(pid, wins.clone());
         let threads = r
             .trace

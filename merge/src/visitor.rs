@@ -2,7 +2,7 @@
 //! the invocations, off-CPU intervals, wakeups and thread totals it receives.
 
 use crate::cause::{Breakdown, Cause};
-use crate::event::{MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::model::event::{MethodIdx, SyscallInfo, ThreadInfo, Timed};
 
 /// The evidence that named an off-CPU interval's blocked part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

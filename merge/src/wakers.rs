@@ -3,10 +3,10 @@
 //! queries of the wakeups it caused, without any other thread's stack in
 //! memory.
 
-use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
-use crate::kway::{SortedEvents, ThreadEvents};
-use crate::spill::{cross, Sorter};
-use crate::trace::Trace;
+use crate::model::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::model::trace::Trace;
+use crate::sort::kway::{SortedEvents, ThreadEvents};
+use crate::sort::spill::{cross, Sorter};
 use crate::visitor::{Invocation, OffCpuInterval, ThreadTotals, Visitor, Wake};
 use crate::walk::ThreadWalk;
 

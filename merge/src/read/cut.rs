@@ -49,8 +49,8 @@
 //!
 //! [`StreamOptions::calls_within`]: crate::stream::StreamOptions::calls_within
 
-use crate::event::{Event, MethodIdx, ThreadInfo};
-use crate::tid_map::TidMap;
+use crate::model::event::{Event, MethodIdx, ThreadInfo};
+use crate::model::tid_map::TidMap;
 
 /// The method calls of a window being cut out of a streamed read.
 #[derive(Debug)]

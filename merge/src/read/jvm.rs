@@ -5,9 +5,9 @@
 use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
-use crate::event::{Event, MethodIdx, MethodInfo};
+use crate::model::event::{Event, MethodIdx, MethodInfo};
+use crate::model::tid_map::TidMap;
 use crate::stacks::{Blob, CompiledCode, JvmCode};
-use crate::tid_map::TidMap;
 use jtrace_format::{self as fmt, kind, FileHeader, Payload, RawRecord};
 use std::collections::HashMap;
 use std::path::Path;
@@ -290,7 +290,7 @@ impl TraceReader {
             return;
         };
         if k == kind::METHOD_DEMOTED {
-            self.trace.demoted.push(crate::trace::Demotion {
+            self.trace.demoted.push(crate::model::trace::Demotion {
                 method,
                 ts,
                 calls: t.calls,

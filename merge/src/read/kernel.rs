@@ -4,7 +4,7 @@
 use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
-use crate::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo};
+use crate::model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo};
 use crate::stacks::StackPair;
 use jtrace_format::{self as fmt, kind, DecodeError, Payload, RawRecord};
 use std::path::Path;

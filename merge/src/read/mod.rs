@@ -14,11 +14,11 @@ pub(crate) mod streams;
 mod vthreads;
 
 use crate::cause::Cause;
-use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
 use crate::meta::Meta;
-use crate::spill::Sorter;
-use crate::tid_map::TidMap;
-use crate::trace::Trace;
+use crate::model::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::model::tid_map::TidMap;
+use crate::model::trace::Trace;
+use crate::sort::spill::Sorter;
 use jtrace_format as fmt;
 use std::collections::HashMap;
 use std::path::Path;
@@ -120,7 +120,7 @@ impl Trace {
         r.read_streams(&kernel, &jvms, |_| {})?;
         let kernel_until = r.kernel_coverage(&kernel.path);
         for (pid, mut wins) in std::mem::take(&mut r.windows) {
-            crate::windows::gc_safepoints(&mut wins);
+            crate::model::windows::gc_safepoints(&mut wins);
             r.trace.jvm_stops.insert(pid, wins);
         }
         for (tid, (first, last)) in r.scan.take().unwrap_or_default() {
@@ -302,10 +302,10 @@ impl TraceReader {
     }
 
     /// A JVM-wide stop applies to every Java thread of that JVM, within the
-    /// thread's own life ([`windows_within`](crate::windows::windows_within)).
+    /// thread's own life ([`windows_within`](crate::model::windows::windows_within)).
     fn spread_windows(&mut self) {
         for (pid, mut wins) in std::mem::take(&mut self.windows) {
-            crate::windows::gc_safepoints(&mut wins);
+            crate::model::windows::gc_safepoints(&mut wins);
             self.trace.jvm_stops.insert(pid, wins.clone());
             let tids: Vec<u32> = self
                 .trace
@@ -321,7 +321,7 @@ impl TraceReader {
                 let (Some(first), Some(last)) = (evs.iter().map(|e| e.ts).min(), evs.iter().map(|e| e.ts).max()) else {
                     continue;
                 };
-                let (lead, range) = crate::windows::windows_within(&wins, first, last);
+                let (lead, range) = crate::model::windows::windows_within(&wins, first, last);
                 for (cause, n) in lead {
                     for _ in 0..n {
                         self.push(tid, first, Event::Window { cause, begin: true });

@@ -30,8 +30,8 @@
 use super::jvm::pid_from_name;
 use super::records::{RawRecords, RecordReader};
 use crate::cause::Cause;
-use crate::event::{Event, ThreadInfo};
-use crate::tid_map::TidMap;
+use crate::model::event::{Event, ThreadInfo};
+use crate::model::tid_map::TidMap;
 use jtrace_format::{self as fmt, kind, Payload};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

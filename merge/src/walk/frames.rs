@@ -3,8 +3,8 @@
 //! off-CPU totals the frames entered with.
 
 use crate::cause::{Breakdown, OffCpu};
-use crate::event::MethodIdx;
-use crate::tid_map::TidMap;
+use crate::model::event::MethodIdx;
+use crate::model::tid_map::TidMap;
 use crate::visitor::Invocation;
 
 struct Frame {

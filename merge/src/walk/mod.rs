@@ -11,9 +11,9 @@
 mod frames;
 
 use crate::cause::{Breakdown, Cause};
-use crate::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
-use crate::syscall::syscall_cause;
-use crate::trace::Trace;
+use crate::model::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::model::syscall::syscall_cause;
+use crate::model::trace::Trace;
 use crate::visitor::{Evidence, OffCpuInterval, ThreadTotals, Visitor, Wake};
 use frames::{End, Frames};
 

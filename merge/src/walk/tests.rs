@@ -1,7 +1,7 @@
 //! The walk's unit tests: small event sequences with known figures.
 
 use super::*;
-use crate::syscall::nr;
+use crate::model::syscall::nr;
 use crate::visitor::Invocation;
 
 #[derive(Default)]

@@ -13,7 +13,7 @@
 
 use crate::cause::Cause;
 use crate::file_io::unlinked_temp_file;
-use crate::tid_map::TidMap;
+use crate::model::tid_map::TidMap;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;

@@ -11,8 +11,8 @@
 use super::path::{MethodTimes, Path, Segment, State};
 use crate::cause::Cause;
 use crate::describe::{describe_evidence, describe_syscall};
-use crate::event::{MethodIdx, SyscallInfo, ThreadInfo};
-use crate::trace::Trace;
+use crate::model::event::{MethodIdx, SyscallInfo, ThreadInfo};
+use crate::model::trace::Trace;
 use crate::visitor::{Evidence, Invocation, OffCpuInterval, Visitor};
 use std::collections::{HashMap, VecDeque};
 

@@ -23,11 +23,11 @@ mod record;
 pub mod select;
 pub mod summary;
 
-use crate::event::{MethodIdx, ThreadInfo};
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::trace::Trace;
 use crate::options::StreamOptions;
 use crate::report::glob_match;
 use crate::stream;
-use crate::trace::Trace;
 use crate::walk::ThreadWalk;
 pub use label::Strings;
 pub use path::{Hop, Limits, Path, Segment, State, NO_HOP};

@@ -25,7 +25,7 @@
 
 use super::index::{Index, OffRec, MONITOR, MULTI, PREEMPTED, WOKEN};
 use crate::cause::Cause;
-use crate::event::ThreadInfo;
+use crate::model::event::ThreadInfo;
 use std::collections::BTreeMap;
 
 /// What a thread was doing in a segment: on CPU, or off CPU for a cause.

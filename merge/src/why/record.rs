@@ -9,7 +9,7 @@
 use super::index::{Causes, Index, OffRec, Region, MONITOR, MULTI, OPEN, PREEMPTED, WOKEN};
 use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
-use crate::event::{Event, ThreadInfo, Timed};
+use crate::model::event::{Event, ThreadInfo, Timed};
 use crate::visitor::{Invocation, OffCpuInterval, ThreadTotals, Visitor};
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! one pass in bounded memory: a heap of the slowest, the distribution of
 //! every wall ([`WallDist`]) and a fixed-size uniform sample.
 
-use crate::percentile::WallDist;
+use crate::report::percentile::WallDist;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

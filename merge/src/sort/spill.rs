@@ -1,13 +1,13 @@
 //! The external sort of a streamed read: [`Sorter`] buffers each thread's
 //! events as the streams are read and, when the buffers reach the memory
-//! budget, writes them sorted per thread as a run file ([`crate::run`]).
-//! What it leaves ([`Sorted`]) is merged per thread by [`crate::kway`].
+//! budget, writes them sorted per thread as a run file ([`crate::sort::run`]).
+//! What it leaves ([`Sorted`]) is merged per thread by [`crate::sort::kway`].
 
-use crate::event::{Event, MethodIdx, SyscallInfo, Timed};
 use crate::file_io::unlinked_temp_file;
+use crate::model::event::{Event, MethodIdx, SyscallInfo, Timed};
+use crate::model::tid_map::TidMap;
 use crate::options::{human, StreamOptions};
-use crate::run::{encode, Run, RunReader, Segment};
-use crate::tid_map::TidMap;
+use crate::sort::run::{encode, Run, RunReader, Segment};
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! [`Trace`]: a trace's tables (threads, methods, syscalls, losses, JIT
 //! history, allocations) and, when opened whole, every thread's events.
 
-use crate::event::{MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
-use crate::jit::JitHistory;
 use crate::meta::Meta;
+use crate::model::event::{MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
+use crate::model::jit::JitHistory;
 use crate::stacks::Stacks;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;

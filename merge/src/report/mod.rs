@@ -1,20 +1,30 @@
-//! Aggregation into the `jtrace.report.v1` report (docs/REPORT.md).
+//! Aggregation into the `jtrace.report.v1` report (docs/REPORT.md): the
+//! per-method and per-thread sums (`aggregate`), wall-time percentiles
+//! (`percentile`), what the agent left out (`left_out`, with
+//! `demoted_estimate`), and the top stacks with the stack-only methods
+//! (`stacks`).
+
+pub(crate) mod aggregate;
+pub(crate) mod demoted_estimate;
+pub mod left_out;
+pub(crate) mod percentile;
+pub mod stacks;
 
 use crate::cause::{Cause, OffCpu};
-use crate::event::{MethodIdx, ThreadInfo};
-use crate::left_out::{self, DemotedJson, ShortDroppedJson, TrivialJson};
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::trace::Trace;
 use crate::options::StreamOptions;
 use crate::stream;
-use crate::trace::Trace;
 use crate::walk::analyze;
+use left_out::{DemotedJson, ShortDroppedJson, TrivialJson};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// Schema name of the JSON report.
 pub const SCHEMA: &str = "jtrace.report.v1";
 
-use crate::report_aggregate::Aggregate;
-pub use crate::report_aggregate::MethodStats;
+use crate::report::aggregate::Aggregate;
+pub use crate::report::aggregate::MethodStats;
 
 /// A method entry of the JSON report.
 #[derive(Debug, Clone, Serialize)]
@@ -216,12 +226,12 @@ pub struct Report {
     /// Off-CPU time under each recorded stack, ranked per cause, thread and
     /// method; absent when the trace recorded no stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stacks: Option<crate::report_stacks::StacksJson>,
+    pub stacks: Option<crate::report::stacks::StacksJson>,
     /// The methods of `trivial_skipped` with the off-CPU time of the
     /// intervals whose stacks hold them, most first; absent when none (or
     /// no stacks were recorded).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stack_only_methods: Vec<crate::report_stacks::StackMethodJson>,
+    pub stack_only_methods: Vec<crate::report::stacks::StackMethodJson>,
 }
 
 /// Sampled allocations of one class at one site.
@@ -404,7 +414,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         let info = &trace.methods[m as usize];
         (filter.method.as_deref()).is_none_or(|p| glob_match(p, &format!("{}.{}", info.class, info.name)))
     };
-    let (stacks, stack_only) = crate::report_stacks::stacks_json(
+    let (stacks, stack_only) = crate::report::stacks::stacks_json(
         trace,
         &agg.stacks,
         &keep_thread,

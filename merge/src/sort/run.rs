@@ -1,10 +1,10 @@
 //! Sorted runs on disk: the compact encoding of a thread's events in a run
 //! file ([`encode`], [`decode`]) and the sequential reader of a run
-//! ([`RunReader`]). [`crate::spill`] writes runs; [`crate::kway`] reads them.
+//! ([`RunReader`]). [`crate::sort::spill`] writes runs; [`crate::sort::kway`] reads them.
 
 use crate::cause::Cause;
-use crate::event::{Event, SyscallInfo, Timed};
 use crate::file_io::{map_file, read_full, release_behind};
+use crate::model::event::{Event, SyscallInfo, Timed};
 use jtrace_format as fmt;
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -6,9 +6,9 @@
 //! selected methods left without probes, from the stacks that hold them.
 
 use crate::cause::{Cause, OffCpu};
-use crate::event::{MethodIdx, ThreadInfo};
-use crate::symbolize::{Frame, Symbolizer};
-use crate::trace::Trace;
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::trace::Trace;
+use crate::stacks::symbolize::{Frame, Symbolizer};
 use crate::visitor::OffCpuInterval;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -179,7 +179,7 @@ pub(crate) struct StackOnly {
 /// recorded no stacks (with `lines`, native frames with their source
 /// lines), and what the stacks say of the methods without probes that
 /// `keep_method` keeps (`demotion`: a method's
-/// [`AfterDemotion::demotion_index`](crate::demoted_estimate::AfterDemotion::demotion_index)).
+/// [`AfterDemotion::demotion_index`](crate::report::demoted_estimate::AfterDemotion::demotion_index)).
 pub(crate) fn stacks_json(
     trace: &Trace,
     time: &StackTime,

@@ -1,6 +1,6 @@
 //! The JIT history of the traced methods: when each had compiled code.
 
-use crate::event::MethodIdx;
+use crate::model::event::MethodIdx;
 use std::collections::HashMap;
 
 /// One method's (time, compiled versions alive from then), by time.

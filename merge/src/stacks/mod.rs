@@ -2,9 +2,14 @@
 //! id, which pair of them each switch-out or CPU sample had, and what names
 //! their addresses (the processes' mappings, the kernel symbols, each JVM's
 //! code: compiled methods with their inlining, generated code, `Method*`s).
-//! [`crate::Symbolizer`] names them.
+//! [`crate::Symbolizer`] names them (`symbolize`, with `source_lines` for
+//! DWARF lines); `tail` is the time after a thread's last switch-out.
 
-use crate::event::MethodIdx;
+pub(crate) mod source_lines;
+pub(crate) mod symbolize;
+pub mod tail;
+
+use crate::model::event::MethodIdx;
 use jtrace_format as fmt;
 use jtrace_symbols::codemap::CodeMap;
 use std::collections::{BTreeMap, HashMap};

@@ -5,12 +5,12 @@
 //! walk slices of them.
 
 use crate::cause::Cause;
-use crate::event::{Event, SyscallInfo, ThreadInfo, Timed};
+use crate::model::event::{Event, SyscallInfo, ThreadInfo, Timed};
+use crate::model::tid_map::TidMap;
+use crate::model::windows::windows_within;
 use crate::options::StreamOptions;
-use crate::run::RunReader;
-use crate::spill::{record_of, MemEvents, Sorted, Sorter};
-use crate::tid_map::TidMap;
-use crate::windows::windows_within;
+use crate::sort::run::RunReader;
+use crate::sort::spill::{record_of, MemEvents, Sorted, Sorter};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 

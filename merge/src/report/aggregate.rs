@@ -3,9 +3,9 @@
 //! stack ([`Aggregate`], the report's [`Visitor`]).
 
 use crate::cause::Breakdown;
-use crate::event::{MethodIdx, ThreadInfo};
-use crate::jit::JitHistory;
-use crate::percentile::WallDist;
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::jit::JitHistory;
+use crate::report::percentile::WallDist;
 use crate::visitor::{Invocation, ThreadTotals, Visitor};
 use std::collections::BTreeMap;
 
@@ -101,20 +101,20 @@ pub(crate) struct Aggregate {
     current: Vec<MethodStats>,
     called: Vec<MethodIdx>,
     /// Off-CPU time under each recorded stack, per thread.
-    pub(crate) stacks: crate::report_stacks::StackTime,
+    pub(crate) stacks: crate::report::stacks::StackTime,
     /// The walked thread's time after its last switch-out, which goes
     /// under that switch-out's stacks as in the collapsed and pprof exports.
-    tail: crate::tail::Tail,
+    tail: crate::stacks::tail::Tail,
     /// What the estimate of demoted methods' later calls needs.
-    pub(crate) after_demotion: crate::demoted_estimate::AfterDemotion,
+    pub(crate) after_demotion: crate::report::demoted_estimate::AfterDemotion,
 }
 
 impl Aggregate {
     /// An empty aggregate for the walk of `trace`.
-    pub(crate) fn new(trace: &crate::trace::Trace) -> Aggregate {
+    pub(crate) fn new(trace: &crate::model::trace::Trace) -> Aggregate {
         Aggregate {
             jit: trace.jit.clone(),
-            after_demotion: crate::demoted_estimate::AfterDemotion::new(trace),
+            after_demotion: crate::report::demoted_estimate::AfterDemotion::new(trace),
             ..Aggregate::default()
         }
     }
@@ -163,7 +163,7 @@ impl Visitor for Aggregate {
         }
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
-        if let Some((off, crate::tail::TailStack::Recorded(pair))) = self.tail.end(totals) {
+        if let Some((off, crate::stacks::tail::TailStack::Recorded(pair))) = self.tail.end(totals) {
             self.stacks.add_time(thread.tid, pair, &off);
             // After the thread's last switch-out: after every demotion so far.
             if let Some(epoch) = self.after_demotion.epoch(u64::MAX) {

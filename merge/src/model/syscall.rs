@@ -2,7 +2,7 @@
 //! apart, their names, and the cause a block inside each gets.
 
 use crate::cause::Cause;
-use crate::event::SyscallInfo;
+use crate::model::event::SyscallInfo;
 
 /// x86-64 syscall numbers: the one table the BPF code also classifies by
 /// (format/c/syscall_nr.h).

@@ -5,8 +5,8 @@
 //! not instrument as trivial.
 
 use crate::cause::OffCpu;
-use crate::event::MethodIdx;
-use crate::trace::Trace;
+use crate::model::event::MethodIdx;
+use crate::model::trace::Trace;
 use serde::Serialize;
 
 /// A demoted method in the report.

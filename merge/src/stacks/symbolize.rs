@@ -8,10 +8,10 @@
 //! from DWARF, and functions inlined there are frames of their own
 //! (`source_lines`).
 
-use crate::event::MethodIdx;
-use crate::source_lines::{LineProblems, SourceLines};
+use crate::model::event::MethodIdx;
+use crate::model::trace::Trace;
+use crate::stacks::source_lines::{LineProblems, SourceLines};
 use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
-use crate::trace::Trace;
 use jtrace_format as fmt;
 use jtrace_symbols::access::BinaryAccess;
 use jtrace_symbols::codemap::CodeAt;

@@ -9,8 +9,8 @@
 //! the decision is made). The calls of `m` with no such caller are
 //! extrapolated from the agent's rate, as before.
 
-use crate::event::{MethodIdx, ThreadInfo};
-use crate::trace::Trace;
+use crate::model::event::{MethodIdx, ThreadInfo};
+use crate::model::trace::Trace;
 use crate::visitor::{Invocation, Visitor};
 use std::collections::BTreeMap;
 
