@@ -43,8 +43,9 @@ mod c {
 }
 
 pub use batch::{
-    batch_events, BatchEvents, BatchWriter, BatchedKind, BatchedMethodEvent, MethodBatch, BATCH_MAX_EVENTS,
-    BATCH_METHOD_LIMIT,
+    batch_event, batch_event_method, batch_events, batch_header, BatchEvents, BatchWriter, BatchedKind,
+    BatchedMethodEvent, MethodBatch, BATCH_DELTA_MASK, BATCH_HEADER_LEN, BATCH_ID_SHIFT, BATCH_KIND_SHIFT,
+    BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT,
 };
 pub use chunk::{Chunk, CHUNK_RECORD_LEN};
 pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL};
