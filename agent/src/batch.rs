@@ -7,8 +7,9 @@
 //! nearly as it is, behind a [`batch_header`]; only what needs repair is
 //! re-encoded.
 //!
-//! A carrier's buffer also holds virtual thread events (kind 3: mounts,
-//! unmounts, unparks, see [`crate::vthread_markers`]); they
+//! A carrier's buffer also holds virtual thread events
+//! ([`crate::probe_layout::VTHREAD_KIND`]: mounts, unmounts, unparks, see
+//! [`crate::vthread_markers`]); they
 //! are written as the VTHREAD_* records they stand for, the method events
 //! around them as batches.
 
@@ -17,6 +18,7 @@ use jtrace_format::{
     BATCH_KIND_SHIFT, BATCH_MAX_EVENTS,
 };
 
+use crate::probe_layout::VTHREAD_KIND;
 use crate::sys::jlong;
 use crate::vthread_markers::ProbeEvent;
 
@@ -40,7 +42,7 @@ pub(crate) struct Block<'a> {
 /// exits stay strictly nested. The events up to the first one that needs
 /// such a repair (normally all of them) are copied as they are.
 pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
-    let is_vthread_event = |e: jlong| (e as u64) >> BATCH_KIND_SHIFT == VTHREAD_EVENT_KIND;
+    let is_vthread_event = |e: jlong| (e as u64) >> BATCH_KIND_SHIFT == VTHREAD_KIND;
     if !block.events.iter().any(|&e| is_vthread_event(e)) {
         return encode_method_events(out, tid, block, stack);
     }
@@ -76,9 +78,6 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
     };
     n + encode_method_events(out, tid, methods, stack)
 }
-
-/// Kind bits of a virtual thread event in a probe buffer.
-const VTHREAD_EVENT_KIND: u64 = 3;
 
 /// [`encode_events`] for a block of method events only.
 fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
@@ -187,6 +186,7 @@ compile_error!("the probe buffers are written out as little-endian bytes");
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe_layout::{VTHREAD, VTHREAD_WHAT_SHIFT, V_MOUNT, V_SLEEP};
     use jtrace_format::{kind, Payload, Record, BATCH_HEADER_LEN, BATCH_ID_SHIFT, EXIT_BY_EXCEPTION};
 
     fn decode(buf: &[u8]) -> Vec<Record> {
@@ -260,8 +260,8 @@ mod tests {
     #[test]
     fn virtual_thread_events_become_records_between_the_batches() {
         // enter 3, mount of virtual thread 42, exit 3, an unmount (sleep) of 42.
-        let mount = (3u64 << BATCH_KIND_SHIFT | 42 << BATCH_ID_SHIFT | 10) as jlong;
-        let sleep = (3u64 << BATCH_KIND_SHIFT | 4 << 58 | 42 << BATCH_ID_SHIFT | 10) as jlong;
+        let mount = (VTHREAD | V_MOUNT << VTHREAD_WHAT_SHIFT | 42 << BATCH_ID_SHIFT | 10) as jlong;
+        let sleep = (VTHREAD | V_SLEEP << VTHREAD_WHAT_SHIFT | 42 << BATCH_ID_SHIFT | 10) as jlong;
         let data = [ev(10, 3, 0), mount, ev(10, 3, 1), sleep];
         let mut stack = Vec::new();
         let (out, n) = encode(100, &data, Some(&mut stack));
