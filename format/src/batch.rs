@@ -7,6 +7,7 @@
 //! gives these numbers to the probe class) and the agent copies them behind
 //! [`batch_header`].
 
+use crate::wire::{Cursor, Wire};
 use crate::{kind, Encoder, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION, RECORD_HEADER_LEN};
 
 /// Bit of a batch event (its 8 bytes read as a little-endian u64) where the
@@ -128,6 +129,19 @@ fn method_payload(method: u64, kind: BatchedKind) -> Payload {
 pub struct MethodBatch {
     /// The events, in time order (the first one's ts is the header ts).
     pub events: Vec<BatchedMethodEvent>,
+}
+
+impl Wire for MethodBatch {
+    /// Never called: [`Encoder::record`] writes a batch with a
+    /// [`BatchWriter`], which may need several records for it.
+    fn put(&self, _: &mut Vec<u8>) {
+        unreachable!("a METHOD_BATCH is written by BatchWriter");
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        Some(MethodBatch {
+            events: batch_events(c.ts, c.rest())?.collect(),
+        })
+    }
 }
 
 /// Iterates over the events of a METHOD_BATCH payload; see [`batch_events`].
