@@ -1,27 +1,26 @@
 //! Encoding a block of probe events as METHOD_BATCH records.
 //!
 //! The probes (agent/java/jtrace/Probe.java) store each event as one long,
-//! already in METHOD_BATCH's event layout (docs/FORMAT.md): bits 0–31 the ns
-//! since the thread's previous event, 32–61 the method id, 62–63 the kind
-//! ([`BatchedKind`] as a number). So a block whose events nest properly is
-//! written out nearly as it is; only what needs repair is re-encoded.
+//! already in METHOD_BATCH's event layout (`jtrace_format::batch_event`:
+//! the ns since the thread's previous event, the method id, the
+//! [`BatchedKind`]). So a block whose events nest properly is written out
+//! nearly as it is, behind a [`batch_header`]; only what needs repair is
+//! re-encoded.
 //!
-//! A carrier's buffer also holds virtual thread events (kind 3: mounts,
-//! unmounts, unparks, see [`crate::vthread_markers`]); they
+//! A carrier's buffer also holds virtual thread events
+//! ([`crate::probe_layout::VTHREAD_KIND`]: mounts, unmounts, unparks, see
+//! [`crate::vthread_markers`]); they
 //! are written as the VTHREAD_* records they stand for, the method events
 //! around them as batches.
 
 use jtrace_format::{
-    kind, BatchWriter, BatchedKind, Encoder, Record, BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT, RECORD_HEADER_LEN,
+    batch_event_method, batch_header, BatchWriter, BatchedKind, Encoder, Record, BATCH_DELTA_MASK, BATCH_HEADER_LEN,
+    BATCH_KIND_SHIFT, BATCH_MAX_EVENTS,
 };
 
+use crate::probe_layout::VTHREAD_KIND;
 use crate::sys::jlong;
 use crate::vthread_markers::ProbeEvent;
-
-/// Bit of a probe event where the method id starts.
-const EVENT_ID_SHIFT: u32 = 32;
-/// Bit of a probe event where the kind starts.
-const EVENT_KIND_SHIFT: u32 = 62;
 
 /// The events of one probe buffer: `events[0]`'s delta counts from `base`.
 #[derive(Clone, Copy)]
@@ -43,14 +42,14 @@ pub(crate) struct Block<'a> {
 /// exits stay strictly nested. The events up to the first one that needs
 /// such a repair (normally all of them) are copied as they are.
 pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
-    let is_vthread_event = |e: jlong| (e as u64) >> EVENT_KIND_SHIFT == VTHREAD_EVENT_KIND;
+    let is_vthread_event = |e: jlong| (e as u64) >> BATCH_KIND_SHIFT == VTHREAD_KIND;
     if !block.events.iter().any(|&e| is_vthread_event(e)) {
         return encode_method_events(out, tid, block, stack);
     }
     let (mut n, mut ts, mut from, mut from_ts) = (0, block.base, 0, block.base);
     let mut blocker = None;
     for (i, &e) in block.events.iter().enumerate() {
-        ts += e as u64 & 0xFFFF_FFFF;
+        ts += e as u64 & BATCH_DELTA_MASK;
         if !is_vthread_event(e) {
             continue;
         }
@@ -80,9 +79,6 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
     n + encode_method_events(out, tid, methods, stack)
 }
 
-/// Kind bits of a virtual thread event in a probe buffer.
-const VTHREAD_EVENT_KIND: u64 = 3;
-
 /// [`encode_events`] for a block of method events only.
 fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Option<&mut Vec<usize>>) -> u64 {
     let events = block.events;
@@ -105,10 +101,10 @@ fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Op
     let mut n = nested as u64;
     for &e in &events[nested..] {
         let e = e as u64;
-        ts += e & 0xFFFF_FFFF;
-        let id = (e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1);
-        let kind = e >> EVENT_KIND_SHIFT;
-        if kind == 0 {
+        ts += e & BATCH_DELTA_MASK;
+        let id = batch_event_method(e);
+        let kind = BatchedKind::of_event(e);
+        if kind == BatchedKind::Entry {
             if let Some(s) = stack.as_deref_mut() {
                 s.push(id as usize);
             }
@@ -132,11 +128,6 @@ fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Op
             }
             s.pop();
         }
-        let kind = if kind == 1 {
-            BatchedKind::Exit
-        } else {
-            BatchedKind::ExitByException
-        };
         w.push(out, ts, id, kind);
         n += 1;
     }
@@ -149,8 +140,8 @@ fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Op
 fn nested_prefix(stack: &mut Vec<usize>, events: &[jlong]) -> usize {
     for (i, &e) in events.iter().enumerate() {
         let e = e as u64;
-        let id = ((e >> EVENT_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1)) as usize;
-        if e >> EVENT_KIND_SHIFT == 0 {
+        let id = batch_event_method(e) as usize;
+        if BatchedKind::of_event(e) == BatchedKind::Entry {
             stack.push(id);
         } else if stack.last() == Some(&id) {
             stack.pop();
@@ -169,22 +160,16 @@ fn write_batch(out: &mut Vec<u8>, tid: u32, base: u64, events: &[jlong]) {
         return;
     };
     let first = first as u64;
-    let len = RECORD_HEADER_LEN + 8 + 8 * events.len();
-    out.reserve(len);
-    out.extend_from_slice(&kind::METHOD_BATCH.to_le_bytes());
-    out.extend_from_slice(&(len as u16).to_le_bytes());
-    out.extend_from_slice(&tid.to_le_bytes());
-    out.extend_from_slice(&(base + (first & 0xFFFF_FFFF)).to_le_bytes());
-    out.extend_from_slice(&(events.len() as u32).to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    out.reserve(BATCH_HEADER_LEN + 8 * events.len());
+    out.extend_from_slice(&batch_header(tid, base + (first & BATCH_DELTA_MASK), events.len()));
     // The header holds the first event's time: its own delta is 0.
-    out.extend_from_slice(&(first & !0xFFFF_FFFF).to_le_bytes());
+    out.extend_from_slice(&(first & !BATCH_DELTA_MASK).to_le_bytes());
     out.extend_from_slice(as_le_bytes(rest));
 }
 
 /// The time of the last of `events`, the first one's delta counting from `base`.
 fn end_time(base: u64, events: &[jlong]) -> u64 {
-    base + events.iter().map(|&e| e as u64 & 0xFFFF_FFFF).sum::<u64>()
+    base + events.iter().map(|&e| e as u64 & BATCH_DELTA_MASK).sum::<u64>()
 }
 
 /// The bytes of `events` in little-endian order: the slice itself (the
@@ -201,7 +186,8 @@ compile_error!("the probe buffers are written out as little-endian bytes");
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jtrace_format::{Payload, Record, EXIT_BY_EXCEPTION};
+    use crate::probe_layout::{VTHREAD, VTHREAD_WHAT_SHIFT, V_MOUNT, V_SLEEP};
+    use jtrace_format::{kind, Payload, Record, BATCH_HEADER_LEN, BATCH_ID_SHIFT, EXIT_BY_EXCEPTION};
 
     fn decode(buf: &[u8]) -> Vec<Record> {
         jtrace_format::Decoder::new(buf, 0).map(|r| r.unwrap()).collect()
@@ -217,7 +203,7 @@ mod tests {
 
     /// A probe event as `Probe.java` stores it.
     fn ev(delta: u64, id: u64, kind: u64) -> jlong {
-        (delta | id << EVENT_ID_SHIFT | kind << EVENT_KIND_SHIFT) as jlong
+        (delta | id << BATCH_ID_SHIFT | kind << BATCH_KIND_SHIFT) as jlong
     }
 
     fn encode(base: u64, events: &[jlong], stack: Option<&mut Vec<usize>>) -> (Vec<u8>, u64) {
@@ -234,7 +220,7 @@ mod tests {
         let (out, n) = encode(90, &data, Some(&mut stack));
         assert_eq!(n, 4);
         assert!(stack.is_empty());
-        assert_eq!(out.len(), RECORD_HEADER_LEN + 8 + 4 * 8);
+        assert_eq!(out.len(), BATCH_HEADER_LEN + 4 * 8);
         // After the first (whose time moved into the header), the events
         // are the probe's longs byte for byte.
         assert_eq!(&out[out.len() - 24..], as_le_bytes(&data[1..]));
@@ -274,8 +260,8 @@ mod tests {
     #[test]
     fn virtual_thread_events_become_records_between_the_batches() {
         // enter 3, mount of virtual thread 42, exit 3, an unmount (sleep) of 42.
-        let mount = (3u64 << EVENT_KIND_SHIFT | 42 << EVENT_ID_SHIFT | 10) as jlong;
-        let sleep = (3u64 << EVENT_KIND_SHIFT | 4 << 58 | 42 << EVENT_ID_SHIFT | 10) as jlong;
+        let mount = (VTHREAD | V_MOUNT << VTHREAD_WHAT_SHIFT | 42 << BATCH_ID_SHIFT | 10) as jlong;
+        let sleep = (VTHREAD | V_SLEEP << VTHREAD_WHAT_SHIFT | 42 << BATCH_ID_SHIFT | 10) as jlong;
         let data = [ev(10, 3, 0), mount, ev(10, 3, 1), sleep];
         let mut stack = Vec::new();
         let (out, n) = encode(100, &data, Some(&mut stack));

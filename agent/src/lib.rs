@@ -45,6 +45,7 @@
 //! | `mutex` | locking that survives a poisoned mutex |
 //! | `os` | the clock and the calling thread's id, asked of the kernel |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
+//! | `probe_layout` | the probe events' layout and codes, shared with `Probe.java` (build.rs writes them as `jtrace.Layout`) |
 //! | `comp_level` | a compiled method's compilation level, from HotSpot's `nmethod` |
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
 //! | `jvm`, `sys` | JVMTI/JNI handles, call macros and checked wrappers; the bindings |
@@ -70,6 +71,7 @@ mod mutex;
 mod os;
 mod out_dir;
 mod probe_class;
+mod probe_layout;
 mod probe_natives;
 mod recorder;
 mod rewrite;

@@ -246,11 +246,11 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
     }
 }
 
-/// Method ids are below this (2^20, `Probe.MAX_METHODS`): `Probe.enter`
+/// Method ids are below this (`Probe.DEMOTED`'s length): `Probe.enter`
 /// indexes its marks without a bounds check of its own, to stay a load
 /// and a test. (The events could hold ids up to
 /// [`jtrace_format::BATCH_METHOD_LIMIT`].)
-pub(crate) const MAX_METHOD_ID: u32 = 1 << 20;
+pub(crate) const MAX_METHOD_ID: u32 = crate::probe_layout::MAX_METHODS;
 /// Serialises the writers of `Probe.DEMOTED` (the demoter, a session's start).
 static MARKS: Mutex<()> = Mutex::new(());
 
@@ -311,7 +311,7 @@ pub(crate) unsafe fn set_demoted(jni: *mut JNIEnv, ids: &[u32], clear: bool) -> 
     ok
 }
 
-/// The length of `Probe.DEMOTED` (`Probe.MAX_METHODS`), if it can be read.
+/// The length of `Probe.DEMOTED` (`MAX_METHODS`), if it can be read.
 unsafe fn marks_length(jni: *mut JNIEnv, class: jclass) -> Option<jsize> {
     let field = static_field(jni, class, c"DEMOTED", c"[B")?;
     let marks = jni!(jni, GetStaticObjectField, class, field).unwrap_or(std::ptr::null_mut());

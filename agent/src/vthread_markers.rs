@@ -14,26 +14,14 @@ use std::sync::Mutex;
 use jtrace_format::{kind, JvmBlock, Payload};
 
 use crate::mutex::lock;
+use crate::probe_layout::{
+    ID_SHIFT, NATIVE_BLOCKER_SHIFT, VTHREAD_ID_BITS, VTHREAD_WHAT_BITS, VTHREAD_WHAT_SHIFT, V_BLOCKER, V_MONITOR,
+    V_MOUNT, V_PARK, V_SLEEP, V_SOCKET, V_UNMOUNT, V_UNPARK, V_WAIT, V_YIELD,
+};
 use crate::rewrite::{MOUNT_MARKER, REASON_MARKER, START_MARKER, UNMOUNT_MARKER, UNPARK_MARKER};
 
-// What a virtual thread event says (Probe.java's V_* constants).
-/// Mounted on the carrier.
-pub(crate) const V_MOUNT: u64 = 0;
-/// Resumed by the thread whose buffer holds the event.
-pub(crate) const V_UNPARK: u64 = 1;
-/// Unmounted, reason not known.
-pub(crate) const V_UNMOUNT: u64 = 2;
-const V_PARK: u64 = 3;
-const V_SLEEP: u64 = 4;
-const V_SOCKET: u64 = 5;
-const V_WAIT: u64 = 6;
-const V_MONITOR: u64 = 7;
-const V_YIELD: u64 = 8;
-/// Not an unmount: the class of the park blocker of the V_PARK that
-/// follows, by its id in [`BLOCKERS`] (in the id bits).
-const V_BLOCKER: u64 = 9;
-
-/// Park blockers' class names by id (`Probe.blockerId0`), each once.
+/// Park blockers' class names by id (`Probe.blockerId0`; a V_BLOCKER
+/// event's id bits), each once.
 static BLOCKERS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// The id of park blocker class `name` (dotted), given on first sight.
@@ -52,11 +40,6 @@ pub(crate) fn blocker_id(name: String) -> u32 {
 fn blocker_name(id: u64) -> Option<String> {
     lock(&BLOCKERS).get(id as usize).cloned()
 }
-
-/// Bit of a virtual thread event where its V_* starts.
-const WHAT_SHIFT: u32 = 58;
-/// Bits of the Java id in a virtual thread event (from bit 32).
-const ID_BITS: u32 = 26;
 
 /// Classes with marked methods.
 const CLASSES: [&str; 4] = [
@@ -118,8 +101,8 @@ pub(crate) fn payload(what: u64, id: u64, blocker: Option<u64>) -> Option<Payloa
     Some(Payload::Jvm(k, JvmBlock { arg: id, class }))
 }
 
-/// What a virtual thread event of a probe buffer says (kind bits 62–63
-/// both set; V_* in bits 58–61; the Java id in bits 32–57).
+/// What a virtual thread event of a probe buffer says (its layout:
+/// [`crate::probe_layout`]).
 pub(crate) enum ProbeEvent {
     /// The record it stands for (`blocker`: the V_BLOCKER just before it).
     Record(Payload),
@@ -132,7 +115,8 @@ pub(crate) enum ProbeEvent {
 /// Decodes a virtual thread event of a probe buffer; `blocker` is the
 /// V_BLOCKER right before it, if any.
 pub(crate) fn probe_event(e: u64, blocker: Option<u64>) -> ProbeEvent {
-    let (what, id) = ((e >> WHAT_SHIFT) & 0xF, (e >> 32) & ((1 << ID_BITS) - 1));
+    let what = (e >> VTHREAD_WHAT_SHIFT) & ((1 << VTHREAD_WHAT_BITS) - 1);
+    let id = (e >> ID_SHIFT) & ((1 << VTHREAD_ID_BITS) - 1);
     if what == V_BLOCKER {
         return ProbeEvent::Blocker(id);
     }
@@ -142,25 +126,29 @@ pub(crate) fn probe_event(e: u64, blocker: Option<u64>) -> ProbeEvent {
 /// Splits `Probe.vthreadEvent0`'s `what`: the V_* value and, for a park,
 /// its blocker's id (stored + 1, 0: none).
 pub(crate) fn split_native_what(what: u32) -> (u64, Option<u64>) {
-    let blocker = (what >> 8) as u64;
-    (u64::from(what & 0xFF), blocker.checked_sub(1))
+    let blocker = (what >> NATIVE_BLOCKER_SHIFT) as u64;
+    (
+        u64::from(what & ((1 << NATIVE_BLOCKER_SHIFT) - 1)),
+        blocker.checked_sub(1),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe_layout::VTHREAD;
 
     #[test]
     fn events_decode_to_the_records_they_stand_for() {
-        let ev = |what: u64, id: u64| 3u64 << 62 | what << WHAT_SHIFT | id << 32 | 12345;
+        let ev = |what: u64, id: u64| VTHREAD | what << VTHREAD_WHAT_SHIFT | id << ID_SHIFT | 12345;
         let rec = |e| match probe_event(e, None) {
             ProbeEvent::Record(Payload::Jvm(k, b)) => (k, b.arg, b.class),
             _ => panic!("not a record"),
         };
         assert_eq!(rec(ev(V_MOUNT, 7)), (kind::VTHREAD_MOUNT, 7, String::new()));
         assert_eq!(
-            rec(ev(V_UNPARK, (1 << ID_BITS) - 1)),
-            (kind::VTHREAD_UNPARK, (1 << ID_BITS) - 1, String::new())
+            rec(ev(V_UNPARK, (1 << VTHREAD_ID_BITS) - 1)),
+            (kind::VTHREAD_UNPARK, (1 << VTHREAD_ID_BITS) - 1, String::new())
         );
         assert_eq!(rec(ev(V_SOCKET, 9)), (kind::VTHREAD_UNMOUNT, 9, "socket".to_string()));
         assert_eq!(rec(ev(V_UNMOUNT, 9)), (kind::VTHREAD_UNMOUNT, 9, String::new()));
@@ -169,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_park_names_its_blocker() {
-        let ev = |what: u64, id: u64| 3u64 << 62 | what << WHAT_SHIFT | id << 32;
+        let ev = |what: u64, id: u64| VTHREAD | what << VTHREAD_WHAT_SHIFT | id << ID_SHIFT;
         let lock = blocker_id("java.util.concurrent.locks.ReentrantLock$NonfairSync".into());
         assert_eq!(
             blocker_id("java.util.concurrent.locks.ReentrantLock$NonfairSync".into()),
@@ -195,7 +183,10 @@ mod tests {
         };
         assert_eq!(block.class, "park");
         assert_eq!(split_native_what(3), (V_PARK, None));
-        assert_eq!(split_native_what(3 | (latch + 1) << 8), (V_PARK, Some(latch.into())));
+        assert_eq!(
+            split_native_what(3 | (latch + 1) << NATIVE_BLOCKER_SHIFT),
+            (V_PARK, Some(latch.into()))
+        );
     }
 
     #[test]

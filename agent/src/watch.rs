@@ -18,21 +18,22 @@
 //! switch of the same window, so [`crate::demotion`] trusts these guesses
 //! only in numbers.
 
+use jtrace_format::{batch_event_method, BatchedKind, BATCH_DELTA_MASK, BATCH_KIND_SHIFT};
+
 use crate::batch::Block;
+use crate::probe_layout::VTHREAD_KIND;
 use crate::sys::jlong;
 
 /// A call shorter than this (wall, ns) is short: see [`crate::demotion`].
 pub(crate) const SHORT_NS: u64 = 20_000;
 
-/// Bit of a probe event where the method id starts.
-const ID_SHIFT: u32 = 32;
-/// Bit of a probe event where the kind starts.
-const KIND_SHIFT: u32 = 62;
-/// Kind of a virtual thread event in a carrier's buffer (a mount, unmount
-/// or unpark, [`crate::vthread_markers`]): not a method event.
-const VTHREAD_KIND: u64 = 3;
-/// Mask of the method id once shifted down.
-const ID_MASK: u64 = (1 << 30) - 1;
+/// Kind (the bits from `BATCH_KIND_SHIFT`) of an entry event. An exit's is
+/// [`EXIT`] or exit by exception; a virtual thread's mount, unmount or
+/// unpark in a carrier's buffer ([`crate::vthread_markers`]) is
+/// [`VTHREAD_KIND`], not a method event.
+const ENTRY: u64 = BatchedKind::Entry as u64;
+/// Kind of a normal exit event.
+const EXIT: u64 = BatchedKind::Exit as u64;
 /// At most this many gaps of one drained block are marked as holding a
 /// voluntary switch.
 pub(crate) const MAX_MARKED_GAPS: usize = 4;
@@ -249,21 +250,21 @@ impl ThreadWatch {
         let mut i = 0;
         while i < events.len() {
             let e = events[i] as u64;
-            let delta = e & 0xFFFF_FFFF;
-            let id = ((e >> ID_SHIFT) & ID_MASK) as u32;
-            let kind = e >> KIND_SHIFT;
+            let delta = e & BATCH_DELTA_MASK;
+            let id = batch_event_method(e) as u32;
+            let kind = e >> BATCH_KIND_SHIFT;
             if marked.contains(&i) {
                 self.switched();
             }
-            if kind == 0 && min_duration > 0 {
+            if kind == ENTRY && min_duration > 0 {
                 if let Some(&next) = events.get(i + 1) {
                     let next = next as u64;
                     let (nd, nid, nkind) = (
-                        next & 0xFFFF_FFFF,
-                        ((next >> ID_SHIFT) & ID_MASK) as u32,
-                        next >> KIND_SHIFT,
+                        next & BATCH_DELTA_MASK,
+                        batch_event_method(next) as u32,
+                        next >> BATCH_KIND_SHIFT,
                     );
-                    if nkind == 1
+                    if nkind == EXIT
                         && nid == id
                         && nd < min_duration
                         && !marked.contains(&(i + 1))
@@ -285,7 +286,7 @@ impl ThreadWatch {
             ts += delta;
             if filtering {
                 let d = delta + carry;
-                if d > 0xFFFF_FFFF {
+                if d > BATCH_DELTA_MASK {
                     // Cannot be written as one delta: write the block as it
                     // is (the calls left out so far count as written).
                     filtering = false;
@@ -298,10 +299,10 @@ impl ThreadWatch {
                     ts = self.replay_rest(events, i, ts);
                     break;
                 }
-                self.scratch.push(((e & !0xFFFF_FFFF) | d) as jlong);
+                self.scratch.push(((e & !BATCH_DELTA_MASK) | d) as jlong);
                 carry = 0;
             }
-            if kind == 0 {
+            if kind == ENTRY {
                 self.frames.push(Frame {
                     id,
                     entry: ts,
@@ -332,17 +333,17 @@ impl ThreadWatch {
         for (k, &e) in events[from..].iter().enumerate() {
             let e = e as u64;
             if k > 0 {
-                ts += e & 0xFFFF_FFFF;
+                ts += e & BATCH_DELTA_MASK;
             }
-            let id = ((e >> ID_SHIFT) & ID_MASK) as u32;
-            if e >> KIND_SHIFT == 0 {
+            let id = batch_event_method(e) as u32;
+            if e >> BATCH_KIND_SHIFT == ENTRY {
                 self.frames.push(Frame {
                     id,
                     entry: ts,
                     jvm_block: false,
                     switched: false,
                 });
-            } else if e >> KIND_SHIFT != VTHREAD_KIND {
+            } else if e >> BATCH_KIND_SHIFT != VTHREAD_KIND {
                 self.exit(id, ts);
             }
         }
@@ -389,7 +390,7 @@ fn longest_gaps(events: &[jlong], k: usize, skip: u64) -> Vec<usize> {
         return Vec::new();
     }
     for (i, &e) in events.iter().enumerate() {
-        let mut d = e as u64 & 0xFFFF_FFFF;
+        let mut d = e as u64 & BATCH_DELTA_MASK;
         if i == 0 {
             d = d.saturating_sub(skip);
         }

@@ -3,7 +3,7 @@
 use super::*;
 
 fn ev(delta: u64, id: u64, kind: u64) -> jlong {
-    (delta | id << ID_SHIFT | kind << KIND_SHIFT) as jlong
+    (delta | id << jtrace_format::BATCH_ID_SHIFT | kind << BATCH_KIND_SHIFT) as jlong
 }
 
 fn tallies(w: &mut ThreadWatch) -> Vec<(u32, Tally)> {
@@ -178,7 +178,7 @@ fn short_leaf_calls_are_left_out_and_their_time_carried() {
         ]
     );
     // Time is kept: the sums of the deltas agree.
-    let sum = |v: &[jlong]| v.iter().map(|&e| e as u64 & 0xFFFF_FFFF).sum::<u64>();
+    let sum = |v: &[jlong]| v.iter().map(|&e| e as u64 & BATCH_DELTA_MASK).sum::<u64>();
     assert_eq!(sum(&kept), sum(&data));
     let t = tallies(&mut w);
     assert_eq!(t[1].1.dropped, 1);

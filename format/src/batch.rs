@@ -1,15 +1,35 @@
 //! METHOD_BATCH: a thread's method entries and exits packed 8 bytes each
 //! (the bytecode-rewriting agent's records), read back as the
 //! METHOD_ENTRY/METHOD_EXIT records they stand for.
+//!
+//! The layout of an event and of the record's header is defined here once:
+//! the agent's probes store their events in it (agent/src/probe_layout.rs
+//! gives these numbers to the probe class) and the agent copies them behind
+//! [`batch_header`].
 
+use crate::wire::{Cursor, Wire};
 use crate::{kind, Encoder, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION, RECORD_HEADER_LEN};
+
+/// Bit of a batch event (its 8 bytes read as a little-endian u64) where the
+/// method id starts; the bits below it are the time delta.
+pub const BATCH_ID_SHIFT: u32 = 32;
+
+/// Bit of a batch event where its [`BatchedKind`] starts (the top two bits).
+pub const BATCH_KIND_SHIFT: u32 = 62;
+
+/// The time delta of a batch event: the bits below [`BATCH_ID_SHIFT`].
+pub const BATCH_DELTA_MASK: u64 = (1 << BATCH_ID_SHIFT) - 1;
 
 /// Method ids in a [`MethodBatch`] are below this (30 bits); larger ids
 /// need METHOD_ENTRY/METHOD_EXIT records.
-pub const BATCH_METHOD_LIMIT: u64 = 1 << 30;
+pub const BATCH_METHOD_LIMIT: u64 = 1 << (BATCH_KIND_SHIFT - BATCH_ID_SHIFT);
+
+/// Bytes of a METHOD_BATCH record before its events: the record header,
+/// the u32 count and a reserved u32.
+pub const BATCH_HEADER_LEN: usize = RECORD_HEADER_LEN + 8;
 
 /// Most events one [`MethodBatch`] record holds (its length is a u16).
-pub const BATCH_MAX_EVENTS: usize = (u16::MAX as usize - RECORD_HEADER_LEN - 8) / 8;
+pub const BATCH_MAX_EVENTS: usize = (u16::MAX as usize - BATCH_HEADER_LEN) / 8;
 
 /// What a [`BatchedMethodEvent`] is (the top two bits of its tag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +40,53 @@ pub enum BatchedKind {
     Exit = 1,
     /// The method exited by an exception.
     ExitByException = 2,
+}
+
+impl BatchedKind {
+    /// The kind of batch event `event` (its bits from [`BATCH_KIND_SHIFT`]).
+    #[inline(always)]
+    pub fn of_event(event: u64) -> BatchedKind {
+        match event >> BATCH_KIND_SHIFT {
+            0 => BatchedKind::Entry,
+            1 => BatchedKind::Exit,
+            // 3 is unassigned: read as an exceptional exit rather than lose
+            // the frame's end.
+            _ => BatchedKind::ExitByException,
+        }
+    }
+}
+
+/// A batch event: `delta` ns after the previous one, of method `method`
+/// (below [`BATCH_METHOD_LIMIT`]).
+#[inline(always)]
+pub const fn batch_event(delta: u32, method: u32, kind: BatchedKind) -> u64 {
+    delta as u64 | (method as u64) << BATCH_ID_SHIFT | (kind as u64) << BATCH_KIND_SHIFT
+}
+
+/// The method id of batch event `event`.
+#[inline(always)]
+pub const fn batch_event_method(event: u64) -> u64 {
+    (event >> BATCH_ID_SHIFT) & (BATCH_METHOD_LIMIT - 1)
+}
+
+/// The header of a METHOD_BATCH record of thread `tid` holding `count`
+/// events (at most [`BATCH_MAX_EVENTS`]), the first at `ts`; the events,
+/// 8 bytes each, follow it.
+pub fn batch_header(tid: u32, ts: u64, count: usize) -> [u8; BATCH_HEADER_LEN] {
+    let mut h = [0u8; BATCH_HEADER_LEN];
+    h[..2].copy_from_slice(&kind::METHOD_BATCH.to_le_bytes());
+    h[4..8].copy_from_slice(&tid.to_le_bytes());
+    h[8..16].copy_from_slice(&ts.to_le_bytes());
+    set_batch_count(&mut h, count);
+    h
+}
+
+/// Writes `count` and the length it makes into a batch's `header`.
+fn set_batch_count(header: &mut [u8], count: usize) {
+    debug_assert!(count <= BATCH_MAX_EVENTS);
+    let len = (BATCH_HEADER_LEN + 8 * count) as u16;
+    header[2..4].copy_from_slice(&len.to_le_bytes());
+    header[RECORD_HEADER_LEN..RECORD_HEADER_LEN + 4].copy_from_slice(&(count as u32).to_le_bytes());
 }
 
 /// One event of a [`MethodBatch`].
@@ -64,6 +131,19 @@ pub struct MethodBatch {
     pub events: Vec<BatchedMethodEvent>,
 }
 
+impl Wire for MethodBatch {
+    /// Never called: [`Encoder::record`] writes a batch with a
+    /// [`BatchWriter`], which may need several records for it.
+    fn put(&self, _: &mut Vec<u8>) {
+        unreachable!("a METHOD_BATCH is written by BatchWriter");
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        Some(MethodBatch {
+            events: batch_events(c.ts, c.rest())?.collect(),
+        })
+    }
+}
+
 /// Iterates over the events of a METHOD_BATCH payload; see [`batch_events`].
 #[derive(Debug, Clone)]
 pub struct BatchEvents<'a> {
@@ -77,20 +157,12 @@ impl Iterator for BatchEvents<'_> {
     #[inline]
     fn next(&mut self) -> Option<BatchedMethodEvent> {
         let e = self.entries.next()?;
-        let delta = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
-        let tag = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
-        self.ts += delta as u64;
-        let kind = match tag >> 30 {
-            0 => BatchedKind::Entry,
-            1 => BatchedKind::Exit,
-            // 3 is unassigned: read as an exceptional exit rather than lose
-            // the frame's end.
-            _ => BatchedKind::ExitByException,
-        };
+        let e = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+        self.ts += e & BATCH_DELTA_MASK;
         Some(BatchedMethodEvent {
             ts: self.ts,
-            method: tag & (BATCH_METHOD_LIMIT as u32 - 1),
-            kind,
+            method: batch_event_method(e) as u32,
+            kind: BatchedKind::of_event(e),
         })
     }
 
@@ -152,8 +224,7 @@ impl BatchWriter {
         if delta > u32::MAX as u64 || method >= BATCH_METHOD_LIMIT || self.count >= BATCH_MAX_EVENTS {
             return self.push_slow(out, ts, method, kind);
         }
-        let entry = delta | ((method as u32 | (kind as u32) << 30) as u64) << 32;
-        out.extend_from_slice(&entry.to_le_bytes());
+        out.extend_from_slice(&batch_event(delta as u32, method as u32, kind).to_le_bytes());
         self.last_ts = ts;
         self.count += 1;
     }
@@ -174,11 +245,8 @@ impl BatchWriter {
         self.start = out.len();
         self.count = 0;
         self.last_ts = ts;
-        let mut head = [0u8; RECORD_HEADER_LEN + 8];
-        head[..2].copy_from_slice(&kind::METHOD_BATCH.to_le_bytes());
-        head[4..8].copy_from_slice(&self.tid.to_le_bytes());
-        head[8..16].copy_from_slice(&ts.to_le_bytes());
-        out.extend_from_slice(&head);
+        // Its count and length are written when it is closed.
+        out.extend_from_slice(&batch_header(self.tid, ts, 0));
         self.push(out, ts, method, kind);
     }
 
@@ -187,10 +255,8 @@ impl BatchWriter {
         if self.start == usize::MAX {
             return;
         }
-        let len = (RECORD_HEADER_LEN + 8 + 8 * self.count) as u16;
         let s = self.start;
-        out[s + 2..s + 4].copy_from_slice(&len.to_le_bytes());
-        out[s + RECORD_HEADER_LEN..s + RECORD_HEADER_LEN + 4].copy_from_slice(&(self.count as u32).to_le_bytes());
+        set_batch_count(&mut out[s..s + BATCH_HEADER_LEN], self.count);
         self.start = usize::MAX;
         self.count = BATCH_MAX_EVENTS;
     }

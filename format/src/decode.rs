@@ -1,12 +1,8 @@
 //! Reading records: the stream body into [`Record`]s, or into
 //! [`RawRecord`]s whose payloads stay undecoded.
 
-use crate::{
-    batch_events, kind, AllocSample, BatchEvents, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample,
-    FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef,
-    MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, Record, Stack, StackFrame, SwitchIn, SwitchOut,
-    SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup, BUILD_ID_MAX, RECORD_HEADER_LEN, STACK_KERNEL,
-};
+use crate::record::decode_payload;
+use crate::{batch_events, kind, BatchEvents, JvmEnd, Payload, Record, RECORD_HEADER_LEN};
 
 /// Why a stream could not be decoded further.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,221 +69,6 @@ impl<'a> Decoder<'a> {
             batch: None,
         }
     }
-}
-
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn u32(&mut self) -> Option<u32> {
-        let v = u32::from_le_bytes(self.b.get(self.at..self.at + 4)?.try_into().ok()?);
-        self.at += 4;
-        Some(v)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
-        self.at += 8;
-        Some(v)
-    }
-    fn str(&mut self) -> Option<String> {
-        let n = u16::from_le_bytes(self.b.get(self.at..self.at + 2)?.try_into().ok()?) as usize;
-        self.at += 2;
-        let s = String::from_utf8_lossy(self.b.get(self.at..self.at + n)?).into_owned();
-        self.at += n;
-        Some(s)
-    }
-}
-
-fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
-    let mut c = Cursor { b, at: 0 };
-    Some(match kind {
-        kind::SWITCH_OUT => match SwitchStacks::of_switch_out(b) {
-            Some(st) => Payload::SwitchOutStacks(SwitchOut::from_bytes(b)?, st),
-            None => Payload::SwitchOut(SwitchOut::from_bytes(b)?),
-        },
-        kind::SWITCH_IN => Payload::SwitchIn(SwitchIn::from_bytes(b)?),
-        kind::WAKEUP => Payload::Wakeup(Wakeup::from_bytes(b)?),
-        kind::FORK => Payload::Fork(Fork::from_bytes(b)?),
-        kind::EXIT | kind::COMM | kind::EXEC => {
-            let t = TaskInfo::from_bytes(b)?;
-            match kind {
-                kind::EXIT => Payload::Exit(t),
-                kind::COMM => Payload::Comm(t),
-                _ => Payload::Exec(t),
-            }
-        }
-        kind::JVM_START => Payload::JvmStart(JvmStart {
-            pid: c.u32()?,
-            vm_version: c.str()?,
-        }),
-        kind::THREAD_START => Payload::ThreadStart(ThreadStart {
-            daemon: c.u32()?,
-            name: c.str()?,
-            group: c.str()?,
-            parent: c.str()?,
-        }),
-        kind::THREAD_END => Payload::ThreadEnd,
-        kind::METHOD_DEF => Payload::MethodDef(MethodDef {
-            method: c.u64()?,
-            class: c.str()?,
-            name: c.str()?,
-            signature: c.str()?,
-        }),
-        kind::METHOD_ENTRY | kind::METHOD_EXIT => {
-            let e = MethodEvent {
-                method: c.u64()?,
-                flags: c.u32()?,
-                reserved: c.u32()?,
-            };
-            if kind == kind::METHOD_ENTRY {
-                Payload::MethodEntry(e)
-            } else {
-                Payload::MethodExit(e)
-            }
-        }
-        kind::METHOD_BATCH => Payload::MethodBatch(MethodBatch {
-            events: batch_events(ts, b)?.collect(),
-        }),
-        kind::JVM_END => Payload::JvmEnd(JvmEnd { lost_events: c.u64()? }),
-        kind::AGENT_ERROR => Payload::AgentError(c.str()?),
-        kind::JVM_LOST => Payload::JvmLost(JvmLost {
-            events: c.u64()?,
-            reason: c.u32()?,
-            reserved: c.u32()?,
-        }),
-        kind::METHOD_DEMOTED | kind::METHOD_SHORT_DROPPED | kind::METHOD_TRIVIAL => Payload::MethodTally(
-            kind,
-            MethodTally {
-                method: c.u64()?,
-                calls: c.u64()?,
-                rate_per_s: c.u64()?,
-                mean_ns: c.u64()?,
-            },
-        ),
-        kind::SYSCALL => Payload::Syscall(Syscall::from_bytes(b)?),
-        kind::PAGE_FAULT => Payload::PageFault(PageFault::from_bytes(b)?),
-        kind::BLOCK_IO => Payload::BlockIo(BlockIo::from_bytes(b)?),
-        kind::LIB_CALL => Payload::LibCall(LibCall::from_bytes(b)?),
-        kind::PROBE_DEF => Payload::ProbeDef(ProbeDef {
-            probe: c.u32()?,
-            library: c.str()?,
-            symbol: c.str()?,
-        }),
-        kind::FILE_PATH => Payload::FilePath(FilePath {
-            dev: c.u64()?,
-            ino: c.u64()?,
-            path: c.str()?,
-        }),
-        kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
-        | kind::TRACER_WAIT_BEGIN
-        | kind::TRACER_WAIT_END
-        | kind::VTHREAD_START..=kind::VTHREAD_UNPARK => Payload::Jvm(
-            kind,
-            JvmBlock {
-                arg: c.u64()?,
-                class: c.str()?,
-            },
-        ),
-        kind::ALLOC_SAMPLE => {
-            let (size, class) = (c.u64()?, c.str()?);
-            // The site came later: older streams end after the class.
-            let (method, line) = match (c.u64(), c.u32()) {
-                (Some(m), Some(l)) => (m, l as i32),
-                _ => (0, -1),
-            };
-            Payload::Alloc(AllocSample {
-                size,
-                class,
-                method,
-                line,
-            })
-        }
-        kind::COMPILED_METHOD_LOAD | kind::COMPILED_METHOD_UNLOAD => Payload::Compiled(
-            kind == kind::COMPILED_METHOD_LOAD,
-            CompiledMethod {
-                method: c.u64()?,
-                code_addr: c.u64()?,
-                code_size: c.u32()?,
-                reserved: c.u32()?,
-            },
-        ),
-        kind::STACK => {
-            let (id, tgid, flags, n) = (c.u32()?, c.u32()?, c.u32()?, c.u32()? as usize);
-            let kernel = flags & STACK_KERNEL != 0;
-            let per = if kernel { 8 } else { 16 };
-            if b.len() < 16 + n.checked_mul(per)? {
-                return None;
-            }
-            let mut frames = Vec::with_capacity(n);
-            for _ in 0..n {
-                let pc = c.u64()?;
-                let method = if kernel { 0 } else { c.u64()? };
-                frames.push(StackFrame { pc, method });
-            }
-            Payload::Stack(Stack {
-                id,
-                tgid,
-                flags,
-                frames,
-            })
-        }
-        kind::CPU_SAMPLE => Payload::CpuSample(CpuSample {
-            tgid: c.u32()?,
-            cpu: c.u32()?,
-            kstack: c.u32()?,
-            ustack: c.u32()?,
-        }),
-        kind::MAPPING => {
-            let tgid = c.u32()?;
-            let id_len = (c.u32()? as usize).min(BUILD_ID_MAX);
-            let (start, end, offset) = (c.u64()?, c.u64()?, c.u64()?);
-            let build_id = b.get(c.at..c.at + id_len)?.to_vec();
-            c.at += 24;
-            Payload::Mapping(Mapping {
-                tgid,
-                start,
-                end,
-                offset,
-                build_id,
-                path: c.str()?,
-            })
-        }
-        kind::KSYM => Payload::Ksym(Ksym {
-            start: c.u64()?,
-            end: c.u64()?,
-            name: c.str()?,
-        }),
-        kind::CODE_BLOB => Payload::CodeBlob(CodeBlob {
-            start: c.u64()?,
-            size: c.u32()?,
-            kind: c.u32()?,
-            name: c.str()?,
-        }),
-        kind::COMPILED_INLINE => {
-            let (code_addr, tier, n) = (c.u64()?, c.u32()?, c.u32()? as usize);
-            let mut pcs = Vec::with_capacity(n.min(b.len() / 16));
-            for _ in 0..n {
-                let (pc, depth, _) = (c.u64()?, c.u32()? as usize, c.u32()?);
-                let mut methods = Vec::with_capacity(depth.min(b.len() / 8));
-                for _ in 0..depth {
-                    methods.push(c.u64()?);
-                }
-                pcs.push(PcInline { pc, methods });
-            }
-            Payload::CompiledInline(CompiledInline { code_addr, tier, pcs })
-        }
-        kind::METHOD_ADDRS => {
-            let (n, _) = (c.u32()? as usize, c.u32()?);
-            let mut methods = Vec::with_capacity(n.min(b.len() / 16));
-            for _ in 0..n {
-                methods.push((c.u64()?, c.u64()?));
-            }
-            Payload::MethodAddrs(MethodAddrs { methods })
-        }
-        other => Payload::Unknown(other),
-    })
 }
 
 /// A record whose payload is not decoded yet: its header fields and the
@@ -443,7 +224,12 @@ pub fn jvm_end_in_tail(tail: &[u8]) -> Option<JvmEnd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{fd_kind, Encoder, EXIT_BY_EXCEPTION, SYSCALL_BLOCKED};
+    use crate::{
+        fd_kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder, FilePath, Fork,
+        JvmBlock, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef, MethodEvent, MethodTally,
+        PageFault, PcInline, ProbeDef, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo,
+        ThreadStart, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
+    };
 
     #[test]
     fn jvm_end_is_found_in_the_tail() {

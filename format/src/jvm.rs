@@ -1,4 +1,7 @@
-//! The payloads of the JVM streams' records, which the agent writes.
+//! The payloads of the JVM streams' records, which the agent writes, each
+//! with its encoding (`wire!`: its fields in that order).
+
+use crate::wire::{wire, Cursor, Wire};
 
 /// Flag in [`MethodEvent::flags`]: the method exited by an exception.
 pub const EXIT_BY_EXCEPTION: u32 = 1;
@@ -43,6 +46,7 @@ pub struct JvmBlock {
     /// Class of the monitor / blocker / allocated object, or "".
     pub class: String,
 }
+wire! { JvmBlock { arg, class } }
 
 /// JVM payload of [`kind::ALLOC_SAMPLE`](crate::kind::ALLOC_SAMPLE): a sampled object allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +60,30 @@ pub struct AllocSample {
     pub method: u64,
     /// Source line of the allocation in that method; -1 if unknown.
     pub line: i32,
+}
+/// The site (`method`, `line`) came later: a record that ends after the
+/// class has none.
+impl Wire for AllocSample {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.size.put(out);
+        self.class.put(out);
+        self.method.put(out);
+        (self.line as u32).put(out);
+        0u32.put(out);
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        let (size, class) = (u64::get(c)?, String::get(c)?);
+        let (method, line) = match (u64::get(c), u32::get(c)) {
+            (Some(m), Some(l)) => (m, l as i32),
+            _ => (0, -1),
+        };
+        Some(AllocSample {
+            size,
+            class,
+            method,
+            line,
+        })
+    }
 }
 
 /// JVM payload of [`kind::COMPILED_METHOD_LOAD`](crate::kind::COMPILED_METHOD_LOAD) / [`kind::COMPILED_METHOD_UNLOAD`](crate::kind::COMPILED_METHOD_UNLOAD).
@@ -71,6 +99,7 @@ pub struct CompiledMethod {
     /// Reserved, zero.
     pub reserved: u32,
 }
+wire! { CompiledMethod { method, code_addr, code_size, reserved } }
 
 /// JVM payload of [`kind::JVM_START`](crate::kind::JVM_START).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +109,7 @@ pub struct JvmStart {
     /// `java.vm.version` or similar, as the agent could learn it.
     pub vm_version: String,
 }
+wire! { JvmStart { pid, vm_version } }
 
 /// JVM payload of [`kind::THREAD_START`](crate::kind::THREAD_START).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +123,7 @@ pub struct ThreadStart {
     /// Name of the thread that started it ("" if unknown).
     pub parent: String,
 }
+wire! { ThreadStart { daemon, name, group, parent } }
 
 /// JVM payload of [`kind::METHOD_DEF`](crate::kind::METHOD_DEF).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +137,7 @@ pub struct MethodDef {
     /// JVM signature (`(I)V`).
     pub signature: String,
 }
+wire! { MethodDef { method, class, name, signature } }
 
 /// JVM payload of [`kind::METHOD_ENTRY`](crate::kind::METHOD_ENTRY) and [`kind::METHOD_EXIT`](crate::kind::METHOD_EXIT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +149,7 @@ pub struct MethodEvent {
     /// Reserved, zero.
     pub reserved: u32,
 }
+wire! { MethodEvent { method, flags, reserved } }
 
 /// [`JvmLost::reason`]: the stream file could not grow (disk full, file
 /// size limit, or the agent's mapping of it exhausted).
@@ -134,6 +167,7 @@ pub struct JvmLost {
     /// Reserved, zero.
     pub reserved: u32,
 }
+wire! { JvmLost { events, reason, reserved } }
 
 /// JVM payload of [`kind::METHOD_DEMOTED`](crate::kind::METHOD_DEMOTED),
 /// [`kind::METHOD_SHORT_DROPPED`](crate::kind::METHOD_SHORT_DROPPED) and
@@ -150,6 +184,7 @@ pub struct MethodTally {
     /// Their mean wall in ns.
     pub mean_ns: u64,
 }
+wire! { MethodTally { method, calls, rate_per_s, mean_ns } }
 
 /// Longest bytecode (bytes) of a method [`TRIVIAL_RULE`] skips.
 pub const TRIVIAL_MAX_CODE_LEN: usize = 64;
@@ -193,3 +228,4 @@ pub struct JvmEnd {
     /// Events the agent could not record (buffer or write failures).
     pub lost_events: u64,
 }
+wire! { JvmEnd { lost_events } }

@@ -5,6 +5,7 @@
 
 use std::mem::{offset_of, size_of};
 
+use crate::wire::{wire, Cursor, Wire};
 use crate::{c, RECORD_HEADER_LEN};
 
 // Every record begins with the header that the stream's readers parse.
@@ -228,6 +229,7 @@ pub struct ProbeDef {
     /// Symbol (`inflate`).
     pub symbol: String,
 }
+wire! { ProbeDef { probe, library, symbol } }
 
 /// Kernel payload of [`kind::FILE_PATH`](crate::kind::FILE_PATH).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,6 +241,7 @@ pub struct FilePath {
     /// Absolute path the file had when it was resolved.
     pub path: String,
 }
+wire! { FilePath { dev, ino, path } }
 
 /// Turns a NUL-padded comm into a string.
 pub fn comm_str(comm: &[u8; 16]) -> String {
@@ -353,6 +356,17 @@ macro_rules! kernel_payload {
             #[cfg(test)]
             fn mapped_bytes() -> usize {
                 0 $(+ field_size(|r: &c::$rec| &r.$field))* $($(+ field_size(|r: &c::$rec| &r.$sub.$subfield))*)?
+            }
+        }
+
+        impl Wire for $name {
+            fn put(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_bytes());
+            }
+            fn get(c: &mut Cursor<'_>) -> Option<Self> {
+                let p = $name::from_bytes(c.rest())?;
+                c.take($name::LEN)?;
+                Some(p)
             }
         }
     };

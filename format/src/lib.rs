@@ -13,11 +13,13 @@
 //! (build.rs), as are the [`syscall_nr`] constants from `c/syscall_nr.h`.
 //!
 //! Inside: [`kind`] numbers the records; the payloads are in `kernel.rs`
-//! and `jvm.rs`, the one enum of them in `record.rs`; `encode.rs` writes
-//! records, `decode.rs` reads them, `batch.rs` packs a thread's method
-//! events into METHOD_BATCH records; `stream.rs` has the stream and record
-//! headers and `trace_dir.rs` the names of a trace directory's files;
-//! `stacks.rs` has the stack records' payloads.
+//! and `jvm.rs` (`stacks.rs`: the stack records'), each with its encoding
+//! (`wire.rs`: how fields are written and read), the one enum of them in
+//! `record.rs` with the table that ties each to its kind; `encode.rs`
+//! writes records, `decode.rs` reads them, `batch.rs` packs a thread's
+//! method events into METHOD_BATCH records; `stream.rs` has the stream and
+//! record headers and `trace_dir.rs` the names of a trace directory's
+//! files.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -35,6 +37,7 @@ mod stacks;
 mod stream;
 pub mod syscall_nr;
 mod trace_dir;
+mod wire;
 
 /// The kernel records as `c/kernel_records.h` defines them (bindgen, build.rs).
 #[allow(non_camel_case_types, dead_code)]
@@ -43,8 +46,9 @@ mod c {
 }
 
 pub use batch::{
-    batch_events, BatchEvents, BatchWriter, BatchedKind, BatchedMethodEvent, MethodBatch, BATCH_MAX_EVENTS,
-    BATCH_METHOD_LIMIT,
+    batch_event, batch_event_method, batch_events, batch_header, BatchEvents, BatchWriter, BatchedKind,
+    BatchedMethodEvent, MethodBatch, BATCH_DELTA_MASK, BATCH_HEADER_LEN, BATCH_ID_SHIFT, BATCH_KIND_SHIFT,
+    BATCH_MAX_EVENTS, BATCH_METHOD_LIMIT,
 };
 pub use chunk::{Chunk, CHUNK_RECORD_LEN};
 pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL};

@@ -1,5 +1,7 @@
-//! A decoded record: its header fields and the payload of its kind.
+//! A decoded record: its header fields and the payload of its kind, and
+//! the table that ties each payload to its kind and encoding.
 
+use crate::wire::{Cursor, Wire};
 use crate::{
     kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
     JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
@@ -98,45 +100,141 @@ pub struct Record {
     pub payload: Payload,
 }
 
-/// The kind of a record with payload `p`.
-pub(crate) fn payload_kind(p: &Payload) -> u16 {
-    match p {
-        Payload::SwitchOut(_) => kind::SWITCH_OUT,
-        Payload::SwitchOutStacks(..) => kind::SWITCH_OUT,
-        Payload::SwitchIn(_) => kind::SWITCH_IN,
-        Payload::Wakeup(_) => kind::WAKEUP,
-        Payload::Fork(_) => kind::FORK,
-        Payload::Exit(_) => kind::EXIT,
-        Payload::Comm(_) => kind::COMM,
-        Payload::Exec(_) => kind::EXEC,
-        Payload::JvmStart(_) => kind::JVM_START,
-        Payload::ThreadStart(_) => kind::THREAD_START,
-        Payload::ThreadEnd => kind::THREAD_END,
-        Payload::MethodDef(_) => kind::METHOD_DEF,
-        Payload::MethodEntry(_) => kind::METHOD_ENTRY,
-        Payload::MethodExit(_) => kind::METHOD_EXIT,
-        Payload::MethodBatch(_) => kind::METHOD_BATCH,
-        Payload::JvmEnd(_) => kind::JVM_END,
-        Payload::AgentError(_) => kind::AGENT_ERROR,
-        Payload::JvmLost(_) => kind::JVM_LOST,
-        Payload::MethodTally(k, _) => *k,
-        Payload::Syscall(_) => kind::SYSCALL,
-        Payload::PageFault(_) => kind::PAGE_FAULT,
-        Payload::BlockIo(_) => kind::BLOCK_IO,
-        Payload::LibCall(_) => kind::LIB_CALL,
-        Payload::ProbeDef(_) => kind::PROBE_DEF,
-        Payload::FilePath(_) => kind::FILE_PATH,
-        Payload::Jvm(k, _) => *k,
-        Payload::Alloc(_) => kind::ALLOC_SAMPLE,
-        Payload::Compiled(true, _) => kind::COMPILED_METHOD_LOAD,
-        Payload::Compiled(false, _) => kind::COMPILED_METHOD_UNLOAD,
-        Payload::Stack(_) => kind::STACK,
-        Payload::CpuSample(_) => kind::CPU_SAMPLE,
-        Payload::Mapping(_) => kind::MAPPING,
-        Payload::Ksym(_) => kind::KSYM,
-        Payload::CodeBlob(_) => kind::CODE_BLOB,
-        Payload::CompiledInline(_) => kind::COMPILED_INLINE,
-        Payload::MethodAddrs(_) => kind::METHOD_ADDRS,
-        Payload::Unknown(k) => *k,
-    }
+/// Ties every [`Payload`] variant to its record kind(s): each row yields
+/// its arm of [`payload_kind`], [`encode_payload`] and [`decode_payload`],
+/// the payload's bytes being its type's [`Wire`] encoding. Rows read like
+/// the decoder's match arms, tried in order:
+/// - `KIND => Variant(Type),`
+/// - `KIND => Variant,` (no payload)
+/// - `KIND => Variant(true, Type),` (the kinds a `bool` tells apart)
+/// - `KINDS => Variant(kind, Type),` (the variant holds its kind; `KINDS` a pattern)
+/// - `KIND => Variant(TypeA, TypeB) if has,` (two payloads one after the
+///   other, read when `has(payload bytes)` says they hold both)
+///
+/// A variant without a row does not compile: the matches are exhaustive.
+macro_rules! payloads {
+    // Every row read: the three functions. `$out`, `$c` and `$kind` come
+    // from the first call, so that the rows' arms and the functions'
+    // parameters are the same names.
+    (@rows ($out:ident $c:ident $kind:ident) [$($k:tt)*] [$($e:tt)*] [$($d:tt)*]) => {
+        /// The kind of a record with payload `p`.
+        pub(crate) fn payload_kind(p: &Payload) -> u16 {
+            match p {
+                $($k)*
+                Payload::Unknown(k) => *k,
+            }
+        }
+
+        /// Appends the payload bytes of `p` to `out` (the record's header
+        /// and padding are the caller's; a METHOD_BATCH is [`BatchWriter`](crate::BatchWriter)'s).
+        pub(crate) fn encode_payload(p: &Payload, $out: &mut Vec<u8>) {
+            match p {
+                $($e)*
+                Payload::Unknown(_) => {}
+            }
+        }
+
+        /// The payload of a record of `kind` at `ts` whose payload bytes are
+        /// `payload`; `None` if they are too short for it.
+        pub(crate) fn decode_payload($kind: u16, ts: u64, payload: &[u8]) -> Option<Payload> {
+            let $c = &mut Cursor::new(payload, ts);
+            Some(match $kind {
+                $($d)*
+                other => Payload::Unknown(other),
+            })
+        }
+    };
+    (@rows $n:tt [$($k:tt)*] [$($e:tt)*] [$($d:tt)*] $kp:path => $v:ident, $($rest:tt)*) => {
+        payloads!(@rows $n
+            [$($k)* Payload::$v => $kp,]
+            [$($e)* Payload::$v => {}]
+            [$($d)* $kp => Payload::$v,]
+            $($rest)*);
+    };
+    (@rows ($out:ident $c:ident $kind:ident) [$($k:tt)*] [$($e:tt)*] [$($d:tt)*]
+        $kp:path => $v:ident($t:ty), $($rest:tt)*) => {
+        payloads!(@rows ($out $c $kind)
+            [$($k)* Payload::$v(_) => $kp,]
+            [$($e)* Payload::$v(x) => Wire::put(x, $out),]
+            [$($d)* $kp => Payload::$v(<$t as Wire>::get($c)?),]
+            $($rest)*);
+    };
+    (@rows ($out:ident $c:ident $kind:ident) [$($k:tt)*] [$($e:tt)*] [$($d:tt)*]
+        $kp:path => $v:ident($b:literal, $t:ty), $($rest:tt)*) => {
+        payloads!(@rows ($out $c $kind)
+            [$($k)* Payload::$v($b, _) => $kp,]
+            [$($e)* Payload::$v($b, x) => Wire::put(x, $out),]
+            [$($d)* $kp => Payload::$v($b, <$t as Wire>::get($c)?),]
+            $($rest)*);
+    };
+    (@rows ($out:ident $c:ident $kind:ident) [$($k:tt)*] [$($e:tt)*] [$($d:tt)*]
+        $kp:path => $v:ident($a:ty, $b:ty) if $has:expr, $($rest:tt)*) => {
+        payloads!(@rows ($out $c $kind)
+            [$($k)* Payload::$v(..) => $kp,]
+            [$($e)* Payload::$v(a, b) => {
+                Wire::put(a, $out);
+                Wire::put(b, $out);
+            }]
+            [$($d)* $kp if ($has)($c.rest()) => Payload::$v(<$a as Wire>::get($c)?, <$b as Wire>::get($c)?),]
+            $($rest)*);
+    };
+    (@rows ($out:ident $c:ident $kind:ident) [$($k:tt)*] [$($e:tt)*] [$($d:tt)*]
+        $kp:pat => $v:ident(kind, $t:ty), $($rest:tt)*) => {
+        payloads!(@rows ($out $c $kind)
+            [$($k)* Payload::$v(k, _) => *k,]
+            [$($e)* Payload::$v(_, x) => Wire::put(x, $out),]
+            [$($d)* $kp => Payload::$v($kind, <$t as Wire>::get($c)?),]
+            $($rest)*);
+    };
+    (@rows $n:tt [$($k:tt)*] [$($e:tt)*] [$($d:tt)*] $($rows:tt)*) => {
+        compile_error!(concat!("payloads!: not a row: ", stringify!($($rows)*)));
+    };
+    ($($rows:tt)*) => {
+        payloads!(@rows (out c kind) [] [] [] $($rows)*);
+    };
+}
+
+payloads! {
+    // Kernel: the BPF programs' records (c/kernel_records.h).
+    kind::SWITCH_OUT => SwitchOutStacks(SwitchOut, SwitchStacks) if |b| SwitchStacks::of_switch_out(b).is_some(),
+    kind::SWITCH_OUT => SwitchOut(SwitchOut),
+    kind::SWITCH_IN => SwitchIn(SwitchIn),
+    kind::WAKEUP => Wakeup(Wakeup),
+    kind::FORK => Fork(Fork),
+    kind::EXIT => Exit(TaskInfo),
+    kind::COMM => Comm(TaskInfo),
+    kind::EXEC => Exec(TaskInfo),
+    kind::SYSCALL => Syscall(Syscall),
+    kind::PAGE_FAULT => PageFault(PageFault),
+    kind::BLOCK_IO => BlockIo(BlockIo),
+    kind::LIB_CALL => LibCall(LibCall),
+    kind::STACK => Stack(Stack),
+    kind::CPU_SAMPLE => CpuSample(CpuSample),
+    // Kernel stream, the recorder's.
+    kind::PROBE_DEF => ProbeDef(ProbeDef),
+    kind::FILE_PATH => FilePath(FilePath),
+    kind::MAPPING => Mapping(Mapping),
+    kind::KSYM => Ksym(Ksym),
+    // JVM.
+    kind::JVM_START => JvmStart(JvmStart),
+    kind::THREAD_START => ThreadStart(ThreadStart),
+    kind::THREAD_END => ThreadEnd,
+    kind::METHOD_DEF => MethodDef(MethodDef),
+    kind::METHOD_ENTRY => MethodEntry(MethodEvent),
+    kind::METHOD_EXIT => MethodExit(MethodEvent),
+    kind::METHOD_BATCH => MethodBatch(MethodBatch),
+    kind::JVM_END => JvmEnd(JvmEnd),
+    kind::AGENT_ERROR => AgentError(String),
+    kind::JVM_LOST => JvmLost(JvmLost),
+    kind::METHOD_DEMOTED | kind::METHOD_SHORT_DROPPED | kind::METHOD_TRIVIAL => MethodTally(kind, MethodTally),
+    kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
+    | kind::TRACER_WAIT_BEGIN
+    | kind::TRACER_WAIT_END
+    | kind::VTHREAD_START..=kind::VTHREAD_UNPARK => Jvm(kind, JvmBlock),
+    kind::ALLOC_SAMPLE => Alloc(AllocSample),
+    kind::COMPILED_METHOD_LOAD => Compiled(true, CompiledMethod),
+    kind::COMPILED_METHOD_UNLOAD => Compiled(false, CompiledMethod),
+    kind::CODE_BLOB => CodeBlob(CodeBlob),
+    kind::COMPILED_INLINE => CompiledInline(CompiledInline),
+    kind::METHOD_ADDRS => MethodAddrs(MethodAddrs),
 }

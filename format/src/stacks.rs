@@ -6,6 +6,7 @@
 //! same bytes.
 
 use crate::c;
+use crate::wire::{wire, Cursor, Wire};
 
 /// [`Stack::flags`]: kernel frames (their `method` is 0).
 pub const STACK_KERNEL: u32 = c::STACK_KERNEL;
@@ -26,6 +27,7 @@ pub struct SwitchStacks {
     /// Id of the user stack (a [`Stack`] with [`STACK_USER`]).
     pub ustack: u32,
 }
+wire! { SwitchStacks { kstack, ustack } }
 
 impl SwitchStacks {
     /// Bytes of a SWITCH_OUT payload with stacks.
@@ -73,6 +75,42 @@ impl Stack {
     }
 }
 
+/// u32 id, tgid, flags, frame count, then each frame's pc and, in a user
+/// stack, its `method`.
+impl Wire for Stack {
+    fn put(&self, out: &mut Vec<u8>) {
+        for v in [self.id, self.tgid, self.flags, self.frames.len() as u32] {
+            v.put(out);
+        }
+        for f in &self.frames {
+            f.pc.put(out);
+            if !self.is_kernel() {
+                f.method.put(out);
+            }
+        }
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        let (id, tgid, flags, n) = (u32::get(c)?, u32::get(c)?, u32::get(c)?, u32::get(c)? as usize);
+        let kernel = flags & STACK_KERNEL != 0;
+        let per = if kernel { 8 } else { 16 };
+        if c.rest().len() < n.checked_mul(per)? {
+            return None;
+        }
+        let mut frames = Vec::with_capacity(n);
+        for _ in 0..n {
+            let pc = u64::get(c)?;
+            let method = if kernel { 0 } else { u64::get(c)? };
+            frames.push(StackFrame { pc, method });
+        }
+        Some(Stack {
+            id,
+            tgid,
+            flags,
+            frames,
+        })
+    }
+}
+
 /// Kernel payload of [`kind::CPU_SAMPLE`](crate::kind::CPU_SAMPLE): a
 /// thread seen on CPU by the sampling clock, with its stacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,6 +124,7 @@ pub struct CpuSample {
     /// User stack id (0: none).
     pub ustack: u32,
 }
+wire! { CpuSample { tgid, cpu, kstack, ustack } }
 
 /// Kernel payload of [`kind::MAPPING`](crate::kind::MAPPING), written by
 /// the recorder: an executable mapping of a traced process, as
@@ -112,6 +151,37 @@ pub struct Mapping {
 /// Longest build id a [`Mapping`] holds (SHA-1: 20 bytes).
 pub const BUILD_ID_MAX: usize = 20;
 
+/// u32 tgid, u32 build id length, u64 start, end, offset, the build id in
+/// 24 bytes (zero-padded), str path.
+impl Wire for Mapping {
+    fn put(&self, out: &mut Vec<u8>) {
+        let id = &self.build_id[..self.build_id.len().min(BUILD_ID_MAX)];
+        self.tgid.put(out);
+        (id.len() as u32).put(out);
+        for v in [self.start, self.end, self.offset] {
+            v.put(out);
+        }
+        let mut b = [0u8; 24];
+        b[..id.len()].copy_from_slice(id);
+        out.extend_from_slice(&b);
+        self.path.put(out);
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        let tgid = u32::get(c)?;
+        let id_len = (u32::get(c)? as usize).min(BUILD_ID_MAX);
+        let (start, end, offset) = (u64::get(c)?, u64::get(c)?, u64::get(c)?);
+        let build_id = c.take(24)?[..id_len].to_vec();
+        Some(Mapping {
+            tgid,
+            start,
+            end,
+            offset,
+            build_id,
+            path: String::get(c)?,
+        })
+    }
+}
+
 /// Kernel payload of [`kind::KSYM`](crate::kind::KSYM), written by the
 /// recorder: a kernel function some stack of the trace is in, from
 /// `/proc/kallsyms` at record time.
@@ -124,6 +194,7 @@ pub struct Ksym {
     /// Its name, with ` [module]` for a module's.
     pub name: String,
 }
+wire! { Ksym { start, end, name } }
 
 /// [`CodeBlob::kind`]: HotSpot's template interpreter (its frames hold a `Method*`).
 pub const CODE_INTERPRETER: u32 = 1;
@@ -143,6 +214,7 @@ pub struct CodeBlob {
     /// HotSpot's name for it.
     pub name: String,
 }
+wire! { CodeBlob { start, size, kind, name } }
 
 /// The frames of compiled code at one pc: the method whose code it is,
 /// and the methods inlined into it there.
@@ -168,6 +240,37 @@ pub struct CompiledInline {
     pub pcs: Vec<PcInline>,
 }
 
+/// u64 code_addr, u32 tier, u32 count, then per pc: u64 pc, u32 depth, u32
+/// reserved, depth × u64 method.
+impl Wire for CompiledInline {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.code_addr.put(out);
+        self.tier.put(out);
+        (self.pcs.len() as u32).put(out);
+        for pc in &self.pcs {
+            pc.pc.put(out);
+            (pc.methods.len() as u32).put(out);
+            0u32.put(out);
+            for m in &pc.methods {
+                m.put(out);
+            }
+        }
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        let (code_addr, tier, n) = (u64::get(c)?, u32::get(c)?, u32::get(c)? as usize);
+        let mut pcs = Vec::with_capacity(n.min(c.rest().len() / 16));
+        for _ in 0..n {
+            let (pc, depth, _) = (u64::get(c)?, u32::get(c)? as usize, u32::get(c)?);
+            let mut methods = Vec::with_capacity(depth.min(c.rest().len() / 8));
+            for _ in 0..depth {
+                methods.push(u64::get(c)?);
+            }
+            pcs.push(PcInline { pc, methods });
+        }
+        Some(CompiledInline { code_addr, tier, pcs })
+    }
+}
+
 /// JVM payload of [`kind::METHOD_ADDRS`](crate::kind::METHOD_ADDRS): the
 /// HotSpot `Method*` of methods (what an interpreted frame holds), each
 /// with its method id (METHOD_DEF).
@@ -175,4 +278,24 @@ pub struct CompiledInline {
 pub struct MethodAddrs {
     /// (`Method*`, method id) pairs.
     pub methods: Vec<(u64, u64)>,
+}
+
+/// u32 count, u32 reserved, then count × (u64 `Method*`, u64 method id).
+impl Wire for MethodAddrs {
+    fn put(&self, out: &mut Vec<u8>) {
+        (self.methods.len() as u32).put(out);
+        0u32.put(out);
+        for &(addr, m) in &self.methods {
+            addr.put(out);
+            m.put(out);
+        }
+    }
+    fn get(c: &mut Cursor<'_>) -> Option<Self> {
+        let (n, _) = (u32::get(c)? as usize, u32::get(c)?);
+        let mut methods = Vec::with_capacity(n.min(c.rest().len() / 16));
+        for _ in 0..n {
+            methods.push((u64::get(c)?, u64::get(c)?));
+        }
+        Some(MethodAddrs { methods })
+    }
 }

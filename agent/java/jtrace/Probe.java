@@ -1,5 +1,9 @@
 package jtrace;
 
+// The event layout and codes shared with the agent (generated from
+// agent/src/probe_layout.rs by agent/build.rs): compile-time constants.
+import static jtrace.Layout.*;
+
 import jdk.internal.misc.Unsafe;
 import jdk.internal.vm.annotation.DontInline;
 import jdk.internal.vm.annotation.Stable;
@@ -18,13 +22,13 @@ import jdk.internal.vm.annotation.Stable;
  * they fold away; C1 calls them (see {@link #PAD}). A probe appends one long per event
  * to a per-thread long[] and takes no lock and allocates nothing. The long
  * is the event exactly as a METHOD_BATCH record stores it (docs/FORMAT.md):
- * the nanoseconds since the thread's previous event (System.nanoTime(), low
- * 32 bits) and the method id with the kind (high 32 bits: id in bits 32–61,
- * kind in bits 62–63), so that the agent writes the buffer out nearly as it
- * is. The agent reads the buffer through JNI (no call into Java) when it is
- * full (flush0), before it records any other event of the thread (so a
- * thread's records stay in time order), at ThreadEnd and at VM death; it
- * then sets {@code base} to {@code last}.
+ * the nanoseconds since the thread's previous event (System.nanoTime()),
+ * below ID_SHIFT, and the method id with the kind (EXIT, EXIT_EX) above
+ * (Layout), so that the agent writes the buffer out nearly as it is. The
+ * agent reads the buffer through JNI (no call into Java) when it is full
+ * (flush0), before it records any other event of the thread (so a thread's
+ * records stay in time order), at ThreadEnd and at VM death; it then sets
+ * {@code base} to {@code last}.
  *
  * A thread finds its buffer through a small array indexed by its Java
  * thread id (read with Unsafe: Thread.getId() can be overridden), which
@@ -49,9 +53,9 @@ import jdk.internal.vm.annotation.Stable;
  * {@link #unmounting}, {@link #unparked}, {@link #started},
  * {@link #blocking} and {@link #blocked}. A mount, unmount or unpark is one
  * event appended to the buffer of the carrier (the kernel thread running
- * it): the kind bits 62–63 both set, what happened in bits 58–61 (V_*), the
- * virtual thread's Java id in bits 32–57. The agent writes these events out
- * as VTHREAD_* records of the carrier, not as method events. A park's
+ * it): kind VTHREAD, what happened (V_*) from VTHREAD_WHAT_SHIFT, the
+ * virtual thread's Java id from ID_SHIFT (Layout). The agent writes these
+ * events out as VTHREAD_* records of the carrier, not as method events. A park's
  * unmount is preceded by a V_BLOCKER event naming the class of its park
  * blocker (by the agent's id, from blockerId0), as JVMTI's route records
  * it. JVMTI's
@@ -64,17 +68,10 @@ import jdk.internal.vm.annotation.Stable;
  * stand-ins for the jdk.internal classes).
  */
 public final class Probe {
-    /** Events per buffer (one METHOD_BATCH holds at most 8188). */
-    private static final int CAPACITY = 8184;
     /** Events per buffer of a virtual thread (there may be very many). */
     private static final int VIRTUAL_CAPACITY = 1024;
-    private static final long EXIT = 1L << 62;
-    private static final long EXIT_EX = 2L << 62;
     /** Size of the thread-id-indexed cache; a power of two. */
     private static final int SLOTS = 1024;
-
-    /** Method ids are below this: the agent gives no method an id from it on. */
-    private static final int MAX_METHODS = 1 << 20;
 
     /**
      * Demotion marks by method id, written by the agent's demoter through
@@ -116,25 +113,6 @@ public final class Probe {
     private static final long TID_OFFSET;
     /** java.lang.BaseVirtualThread (JDK 21 and later), or null. */
     private static final Class<?> VIRTUAL;
-
-    /** Kind bits of a virtual thread event (in a carrier's buffer). */
-    private static final long VTHREAD = 3L << 62;
-    /** Bit where a virtual thread event's V_* starts. */
-    private static final int VTHREAD_WHAT_SHIFT = 58;
-    /** Java ids below 2^26 fit in a virtual thread event; others go through vthreadEvent0. */
-    private static final int VTHREAD_ID_BITS = 26;
-    // What a virtual thread event says (the agent's virtual_threads.rs has the same numbers).
-    private static final int V_MOUNT = 0;
-    private static final int V_UNPARK = 1;
-    private static final int V_UNMOUNT = 2;
-    private static final int V_PARK = 3;
-    private static final int V_SLEEP = 4;
-    private static final int V_SOCKET = 5;
-    private static final int V_WAIT = 6;
-    private static final int V_MONITOR = 7;
-    private static final int V_YIELD = 8;
-    /** Not an unmount: the park blocker's class (its agent id in the id bits) of the V_PARK right after. */
-    private static final int V_BLOCKER = 9;
 
     /** java.lang.VirtualThread (JDK 21 and later), or null. */
     private static final Class<?> VTHREAD_CLASS;
@@ -342,20 +320,20 @@ public final class Probe {
     @DontInline
     private static int recordEnter(int id) {
         Probe p = current();
-        p.append(System.nanoTime(), (long) id << 32);
+        p.append(System.nanoTime(), (long) id << ID_SHIFT);
         return id;
     }
 
     @DontInline
     private static void recordExit(int id) {
         long t = System.nanoTime();
-        current().append(t, (long) id << 32 | EXIT);
+        current().append(t, (long) id << ID_SHIFT | EXIT);
     }
 
     @DontInline
     private static void recordExitEx(int id) {
         long t = System.nanoTime();
-        current().append(t, (long) id << 32 | EXIT_EX);
+        current().append(t, (long) id << ID_SHIFT | EXIT_EX);
     }
 
     /** Appends the event at time {@code t} with {@code tag} (id and kind, high bits). */
@@ -363,7 +341,7 @@ public final class Probe {
         long[] b = buf;
         int i = pos;
         long d = t - last;
-        if (i >= b.length || (d >>> 32) != 0) {
+        if (i >= b.length || (d >>> ID_SHIFT) != 0) {
             i = restart(t);
             d = 0;
         }
@@ -475,7 +453,7 @@ public final class Probe {
         }
         int blocker = what == V_PARK ? blockerId(vthread) : -1;
         if (p == null) {
-            vthreadEvent0(vthread, blocker < 0 ? what : what | (blocker + 1) << 8);
+            vthreadEvent0(vthread, blocker < 0 ? what : what | (blocker + 1) << NATIVE_BLOCKER_SHIFT);
         } else if (blocker < 0) {
             p.vthreadEvent(what, vthread);
         } else {
@@ -524,15 +502,15 @@ public final class Probe {
     private void parkedOn(Object vthread, int blocker) {
         long id = UNSAFE.getLong(vthread, TID_OFFSET);
         if ((id >>> VTHREAD_ID_BITS) != 0) {
-            vthreadEvent0(vthread, V_PARK | (blocker + 1) << 8);
+            vthreadEvent0(vthread, V_PARK | (blocker + 1) << NATIVE_BLOCKER_SHIFT);
             return;
         }
         long t = System.nanoTime();
         if (pos > buf.length - 2) {
             pos = restart(t);
         }
-        append(t, VTHREAD | (long) V_BLOCKER << VTHREAD_WHAT_SHIFT | (long) blocker << 32);
-        append(t, VTHREAD | (long) V_PARK << VTHREAD_WHAT_SHIFT | id << 32);
+        append(t, VTHREAD | (long) V_BLOCKER << VTHREAD_WHAT_SHIFT | (long) blocker << ID_SHIFT);
+        append(t, VTHREAD | (long) V_PARK << VTHREAD_WHAT_SHIFT | id << ID_SHIFT);
     }
 
     /** VirtualThread.run(Runnable) began: its first mount (the agent records its name). */
@@ -617,13 +595,13 @@ public final class Probe {
             vthreadEvent0(vthread, what);
             return;
         }
-        append(System.nanoTime(), VTHREAD | (long) what << VTHREAD_WHAT_SHIFT | id << 32);
+        append(System.nanoTime(), VTHREAD | (long) what << VTHREAD_WHAT_SHIFT | id << ID_SHIFT);
     }
 
     /**
      * Records a virtual thread event on the calling kernel thread (the
-     * probes could not append it): V_* in {@code what}'s low 8 bits; for a
-     * V_PARK, its blocker's id + 1 above them (0: none).
+     * probes could not append it): V_* below NATIVE_BLOCKER_SHIFT; for a
+     * V_PARK, its blocker's id + 1 from there on (0: none).
      */
     private static native void vthreadEvent0(Object vthread, int what);
 

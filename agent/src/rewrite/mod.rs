@@ -86,7 +86,8 @@ pub const START_MARKER: u32 = u32::MAX - 3;
 pub const RECEIVER_PROBES: [&str; 4] = ["unparked", "mounting", "unmounting", "started"];
 /// Descriptor of the receiver markers' probes.
 pub const RECEIVER_PROBE_DESC: &str = "(Ljava/lang/Object;)V";
-/// Reason markers: `REASON_MARKER + why` (why below 16) makes a method call
+/// Reason markers: `REASON_MARKER + why` (why a V_* code of
+/// [`crate::probe_layout`], below [`REASON_CODES`]) makes a method call
 /// `Probe.blocking(why)` at entry and `Probe.blocked(why)` at every exit
 /// (the blocking calls that give an unmount its reason).
 pub const REASON_MARKER: u32 = u32::MAX - 0x80;
@@ -95,9 +96,13 @@ pub const BLOCKING: &str = "blocking";
 /// See [`BLOCKING`].
 pub const BLOCKED: &str = "blocked";
 
+/// How many reason markers there are: one per V_* code a virtual thread
+/// event can hold.
+pub const REASON_CODES: u32 = 1 << crate::probe_layout::VTHREAD_WHAT_BITS;
+
 /// Whether `id` is a reason marker ([`REASON_MARKER`]).
 pub fn is_reason_marker(id: u32) -> bool {
-    (REASON_MARKER..REASON_MARKER + 16).contains(&id)
+    (REASON_MARKER..REASON_MARKER + REASON_CODES).contains(&id)
 }
 
 /// The name of the method that Methodref (or InterfaceMethodref) `index`
