@@ -104,6 +104,8 @@ impl Ledger {
     fn note_one(&mut self, k: u16, tid: u32, ts: u64, p: &[u8], rec: &[u8]) {
         match k {
             kind::JVM_START => self.jvm_start = rec.to_vec(),
+            // Restated with JVM_START: a reader pairs the JVM's tids by it.
+            kind::JVM_PIDNS => self.jvm_start.extend_from_slice(rec),
             kind::METHOD_DEF => self.defs.extend_from_slice(rec),
             kind::CODE_BLOB | kind::METHOD_ADDRS => self.code.extend_from_slice(rec),
             kind::COMPILED_METHOD_LOAD => {

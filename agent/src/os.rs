@@ -1,6 +1,6 @@
-//! What the agent asks the kernel directly: the one clock of the trace and
-//! the calling thread's id. A leaf: the recorder and the thread state both
-//! use it.
+//! What the agent asks the kernel directly: the one clock of the trace, the
+//! calling thread's id and the pid namespace the ids are in. A leaf: the
+//! recorder and the thread state both use it.
 
 use std::cell::Cell;
 
@@ -28,4 +28,11 @@ pub(crate) fn tid() -> u32 {
     })
     // During thread teardown the cache may be gone; ask the kernel directly.
     .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
+}
+
+/// The inode of the calling process's pid namespace (`/proc/self/ns/pid`),
+/// if /proc says; the tids [`tid`] gives are that namespace's.
+pub(crate) fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }

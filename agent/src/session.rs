@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use jtrace_format::{JvmStart, Payload, Record};
+use jtrace_format::{JvmPidNs, JvmStart, Payload, Record};
 
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
@@ -33,6 +33,19 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
         ts,
         payload: Payload::JvmStart(JvmStart { pid, vm_version }),
     });
+    // Inside a pid namespace (a container) the tids the agent records are
+    // the namespace's: the reader pairs them with the kernel's by it.
+    if let Some(pidns_ino) = crate::os::pid_namespace() {
+        rec.write_direct(&Record {
+            tid: tid(),
+            ts,
+            payload: Payload::JvmPidNs(JvmPidNs {
+                pidns_ino,
+                ns_pid: pid,
+                reserved: 0,
+            }),
+        });
+    }
     if !thread.is_null() {
         with_state(rec, |st| {
             if !st.registered {

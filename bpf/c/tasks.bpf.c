@@ -13,6 +13,37 @@
 /* Process that launches the traced command (jtrace itself); 0 = none. */
 const volatile __u32 launcher_tgid = 0;
 
+/*
+ * TASK_NS for a traced task forked in a pid namespace other than the
+ * initial one: its tid and tgid as that namespace numbers them (what the
+ * JVM's agent there records), with the namespace's inode. A task's own
+ * namespace is the deepest level of its struct pid; its thread group's
+ * number there is the group leader's.
+ */
+static __always_inline void note_pid_namespace(struct task_struct *t, __u32 tid, __u32 tgid, __u64 ts)
+{
+	struct pid *pid = BPF_CORE_READ(t, thread_pid);
+	struct pid *lpid = BPF_CORE_READ(t, group_leader, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	struct task_ns_rec *r;
+	struct upid up, lup;
+
+	if (level == 0 || level > 32)
+		return;
+	if (bpf_probe_read_kernel(&up, sizeof(up), &pid->numbers[level]) ||
+	    bpf_probe_read_kernel(&lup, sizeof(lup), &lpid->numbers[level]))
+		return;
+	r = rec_reserve(K_TASK_NS, sizeof(*r), tid, ts);
+	if (!r)
+		return;
+	r->tgid = tgid;
+	r->ns_tid = up.nr;
+	r->ns_tgid = lup.nr;
+	r->level = level;
+	r->pidns_ino = BPF_CORE_READ(up.ns, ns.inum);
+	rec_submit(r, K_TASK_NS);
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -41,6 +72,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	r->reserved = 0;
 	copy_comm(r->comm, child->comm);
 	rec_submit(r, K_FORK);
+	note_pid_namespace(child, cpid, ctgid, ts);
 	return 0;
 }
 

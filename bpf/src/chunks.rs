@@ -47,8 +47,10 @@ pub(crate) struct Rotation {
     probe_defs: Vec<u8>,
     /// MAPPING, KSYM and FILE_PATH records written so far.
     names: Vec<u8>,
-    /// Per live thread, its last FORK, COMM or EXEC record.
+    /// Per live thread, its last FORK, COMM or EXEC record, and its
+    /// TASK_NS record if it is in a pid namespace.
     tasks: HashMap<u32, Vec<u8>>,
+    task_ns: HashMap<u32, Vec<u8>>,
     /// STACK records of the current and the previous chunk, by id.
     stacks: HashMap<u32, Vec<u8>>,
     previous_stacks: HashMap<u32, Vec<u8>>,
@@ -78,6 +80,7 @@ impl Rotation {
             probe_defs,
             names: Vec::new(),
             tasks: HashMap::new(),
+            task_ns: HashMap::new(),
             stacks: HashMap::new(),
             previous_stacks: HashMap::new(),
             defined: HashSet::new(),
@@ -103,8 +106,12 @@ impl Rotation {
             kind::FORK | kind::COMM | kind::EXEC => {
                 self.tasks.insert(tid, rec.to_vec());
             }
+            kind::TASK_NS => {
+                self.task_ns.insert(tid, rec.to_vec());
+            }
             kind::EXIT => {
                 self.tasks.remove(&tid);
+                self.task_ns.remove(&tid);
             }
             kind::MAPPING | kind::KSYM | kind::FILE_PATH => self.names.extend_from_slice(rec),
             // A probe added while recording (late_safepoints.rs).
@@ -155,6 +162,11 @@ impl Rotation {
         tids.sort();
         for t in tids {
             prologue.extend_from_slice(&self.tasks[t]);
+        }
+        let mut ns_tids: Vec<&u32> = self.task_ns.keys().collect();
+        ns_tids.sort();
+        for t in ns_tids {
+            prologue.extend_from_slice(&self.task_ns[t]);
         }
         let mut n = 0u32;
         let mut d = jtrace_format::Decoder::new(&prologue, 0);

@@ -47,7 +47,8 @@
 //! `sink.rs`, which writes them to the file (and counts what a full disk,
 //! or the free-space floor of `jtrace_format::check_free_space`, keeps out of it), `chunks.rs` says
 //! when a ring recording's next chunk begins and what it restates, `paths.rs` names the files they refer to, `stack_names.rs` stores
-//! what names the stacks' addresses, `sampling.rs` opens the CPU clocks,
+//! what names the stacks' addresses, `pid_ns.rs` names the tasks that are in
+//! a pid namespace when recording starts, `sampling.rs` opens the CPU clocks,
 //! and `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
 //! shared with this crate (build.rs generates its Rust side), the
@@ -62,6 +63,7 @@ mod features;
 mod late_safepoints;
 mod libcalls;
 mod paths;
+mod pid_ns;
 mod pump;
 mod recorder;
 pub mod safepoints;

@@ -195,6 +195,13 @@ fn record(
             .set_rotation(crate::chunks::Rotation::new(plan, started, probe_defs));
     }
     let rb = ring_buffer(&sk, &sink).map_err(|e| report_failure(&ready, e))?;
+    // The programs see the tasks forked from now on; those that exist
+    // already in a pid namespace are named here.
+    let now = crate::stack_names::now_ns();
+    for &pid in &cfg.pids {
+        let recs = crate::pid_ns::existing_tasks(pid, now);
+        sink.borrow_mut().sample(&recs);
+    }
     let _ = ready.send(Ok(()));
     let mut late = crate::late_safepoints::LateSafepoints::new(&probes);
     pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;

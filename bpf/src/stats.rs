@@ -12,7 +12,7 @@ use crate::{jtrace_h, skel};
 
 /// The kernel record kinds the BPF programs emit, with the names used in
 /// [`KernelStats`].
-const KINDS: [(u16, &str); 13] = [
+const KINDS: [(u16, &str); 14] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -26,6 +26,7 @@ const KINDS: [(u16, &str); 13] = [
     (kind::LIB_CALL, "lib_call"),
     (kind::STACK, "stack"),
     (kind::CPU_SAMPLE, "cpu_sample"),
+    (kind::TASK_NS, "task_ns"),
 ];
 
 /// The name of a kernel record kind in [`KernelStats`], the recorder's own
@@ -46,7 +47,7 @@ pub struct KernelStats {
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
     /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
     /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`, `"stack"`,
-    /// `"cpu_sample"`). Every kind is present, zero or not.
+    /// `"cpu_sample"`, `"task_ns"`). Every kind is present, zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
     pub probe_defs: u64,

@@ -39,6 +39,9 @@
 #define K_KSYM 23
 /* The first record of each chunk of a ring recording (recorder, user space). */
 #define K_CHUNK 24
+/* A task's ids in its own pid namespace (BPF at fork; the recorder for
+ * the tasks of a process it starts following). */
+#define K_TASK_NS 25
 
 /* prev_tid of an inferred SWITCH_IN: the previous task is not known. */
 #define PREV_TID_UNKNOWN 0xffffffff
@@ -222,6 +225,24 @@ struct cpu_sample_rec {
 	__u32 ustack;
 };
 
+/*
+ * A traced task in a pid namespace other than the initial one (a
+ * container's): the header's tid is its host tid (the identity of every
+ * record), and this is how the task is known inside, where a JVM's agent
+ * learns its threads' tids. Written when the task is forked there (from
+ * its struct pid) and, by the recorder, for each task of a process it
+ * starts following there (attach, record). Nested namespaces: the ids in
+ * the task's own (deepest) namespace.
+ */
+struct task_ns_rec {
+	struct rec_hdr h;
+	__u32 tgid;		/* host */
+	__u32 ns_tid;
+	__u32 ns_tgid;
+	__u32 level;		/* depth of the namespace: 1 is a child of the initial one */
+	__u64 pidns_ino;	/* the namespace's inode (/proc/PID/ns/pid) */
+};
+
 /* The reader skips records by len and requires 8-byte multiples. */
 _Static_assert(sizeof(struct rec_hdr) == 16, "rec_hdr");
 _Static_assert(sizeof(struct switch_out_rec) == 32, "switch_out_rec");
@@ -237,5 +258,6 @@ _Static_assert(sizeof(struct switch_out_stacks_rec) == 40, "switch_out_stacks_re
 _Static_assert(sizeof(struct stack_rec) == 32, "stack_rec");
 _Static_assert(sizeof(struct ustack_frame) == 16, "ustack_frame");
 _Static_assert(sizeof(struct cpu_sample_rec) == 32, "cpu_sample_rec");
+_Static_assert(sizeof(struct task_ns_rec) == 40, "task_ns_rec");
 
 #endif /* JTRACE_KERNEL_RECORDS_H */

@@ -226,9 +226,9 @@ mod tests {
     use super::*;
     use crate::{
         fd_kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder, FilePath, Fork,
-        JvmBlock, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef, MethodEvent, MethodTally,
-        PageFault, PcInline, ProbeDef, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo,
-        ThreadStart, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
+        JvmBlock, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef, MethodEvent,
+        MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall,
+        TaskInfo, TaskNs, ThreadStart, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
     };
 
     #[test]
@@ -291,6 +291,13 @@ mod tests {
                 reserved: 0,
                 comm,
             }),
+            Payload::TaskNs(TaskNs {
+                tgid: 1,
+                ns_tid: 2,
+                ns_tgid: 1,
+                level: 1,
+                pidns_ino: 4026532301,
+            }),
             Payload::Exit(TaskInfo {
                 tgid: 1,
                 reserved: 0,
@@ -309,6 +316,11 @@ mod tests {
             Payload::JvmStart(JvmStart {
                 pid: 7,
                 vm_version: "17.0.15".into(),
+            }),
+            Payload::JvmPidNs(JvmPidNs {
+                pidns_ino: 4026532301,
+                ns_pid: 7,
+                reserved: 0,
             }),
             Payload::ThreadStart(ThreadStart {
                 daemon: 1,

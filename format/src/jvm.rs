@@ -111,6 +111,32 @@ pub struct JvmStart {
 }
 wire! { JvmStart { pid, vm_version } }
 
+/// JVM payload of [`kind::JVM_PIDNS`](crate::kind::JVM_PIDNS): the pid
+/// namespace the JVM runs in, so that a reader can pair the tids its agent
+/// records (the namespace's) with the kernel's (the host's) through the
+/// kernel stream's TASK_NS records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmPidNs {
+    /// The namespace's inode (as `/proc/self/ns/pid` names it).
+    pub pidns_ino: u64,
+    /// The JVM's pid there (what JVM_START says).
+    pub ns_pid: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+wire! { JvmPidNs { pidns_ino, ns_pid, reserved } }
+
+impl JvmPidNs {
+    /// Reads a JVM_PIDNS payload without decoding a whole record.
+    pub fn from_payload(b: &[u8]) -> Option<JvmPidNs> {
+        Some(JvmPidNs {
+            pidns_ino: u64::from_le_bytes(b.get(0..8)?.try_into().ok()?),
+            ns_pid: u32::from_le_bytes(b.get(8..12)?.try_into().ok()?),
+            reserved: u32::from_le_bytes(b.get(12..16)?.try_into().ok()?),
+        })
+    }
+}
+
 /// JVM payload of [`kind::THREAD_START`](crate::kind::THREAD_START).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadStart {

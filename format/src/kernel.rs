@@ -96,6 +96,22 @@ pub struct TaskInfo {
     pub comm: [u8; 16],
 }
 
+/// Kernel payload of [`kind::TASK_NS`](crate::kind::TASK_NS): a task's
+/// ids in its own pid namespace (the record's tid is its host tid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskNs {
+    /// Thread group of the task, on the host.
+    pub tgid: u32,
+    /// The task's id in its namespace (what gettid() returns there).
+    pub ns_tid: u32,
+    /// Its thread group's id in its namespace (getpid() there).
+    pub ns_tgid: u32,
+    /// The namespace's depth: 1 is a child of the initial namespace.
+    pub level: u32,
+    /// The namespace's inode (as `/proc/PID/ns/pid` names it).
+    pub pidns_ino: u64,
+}
+
 /// Kind of the file behind an fd, resolved in the kernel at the syscall.
 pub mod fd_kind {
     use crate::c;
@@ -377,6 +393,7 @@ kernel_payload! { SwitchIn = switch_in_rec { tgid, cpu, prev_tid, reserved } }
 kernel_payload! { Wakeup = wakeup_rec { tgid, waker_tid, waker_tgid, target_cpu, new_task, flags } }
 kernel_payload! { Fork = fork_rec { tgid, parent_tid, parent_tgid, reserved, comm } }
 kernel_payload! { TaskInfo = task_rec { tgid, reserved, comm } }
+kernel_payload! { TaskNs = task_ns_rec { tgid, ns_tid, ns_tgid, level, pidns_ino } }
 kernel_payload! {
     Syscall = syscall_rec { exit_ts, nr, fd_kind, ret, fd, flags, arg }
     obj { family, protocol, sport, dport, saddr, daddr, dev, ino }
@@ -414,6 +431,7 @@ mod tests {
             (Wakeup::mapped_bytes(), Wakeup::LEN),
             (Fork::mapped_bytes(), Fork::LEN),
             (TaskInfo::mapped_bytes(), TaskInfo::LEN),
+            (TaskNs::mapped_bytes(), TaskNs::LEN),
             (Syscall::mapped_bytes(), Syscall::LEN),
             (PageFault::mapped_bytes(), PageFault::LEN),
             (BlockIo::mapped_bytes(), BlockIo::LEN),

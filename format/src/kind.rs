@@ -52,6 +52,9 @@ pub const KSYM: u16 = c::K_KSYM as u16;
 /// the first record of each chunk file of a ring recording. Payload:
 /// [`crate::Chunk`].
 pub const CHUNK: u16 = c::K_CHUNK as u16;
+/// Kernel: the thread in the header (its host tid) as its own pid
+/// namespace knows it. Payload: [`crate::TaskNs`].
+pub const TASK_NS: u16 = c::K_TASK_NS as u16;
 
 /// JVM: the first record of each chunk file of a ring recording (tid 0,
 /// ts = the chunk's start). Payload: [`crate::Chunk`].
@@ -59,6 +62,9 @@ pub const JVM_CHUNK: u16 = 170;
 
 /// JVM: the agent started in this JVM. Payload: [`crate::JvmStart`].
 pub const JVM_START: u16 = 100;
+/// JVM: the pid namespace the JVM runs in (written after JVM_START).
+/// Payload: [`crate::JvmPidNs`].
+pub const JVM_PIDNS: u16 = 126;
 /// JVM: a Java thread started (or was first seen). Payload: [`crate::ThreadStart`].
 pub const THREAD_START: u16 = 101;
 /// JVM: a Java thread ended. No payload.

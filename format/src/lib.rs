@@ -55,14 +55,14 @@ pub use decode::{jvm_end_in_tail, DecodeError, Decoder, RawRecord, JVM_END_TAIL}
 pub use encode::Encoder;
 pub use free_space::{check_free_space, free_bytes};
 pub use jvm::{
-    virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmStart, MethodDef,
-    MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, FORWARDER_MAX_CODE_LEN, LOST_STREAM_FULL,
+    virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmPidNs, JvmStart,
+    MethodDef, MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, FORWARDER_MAX_CODE_LEN, LOST_STREAM_FULL,
     TRIVIAL_MAX_CODE_LEN, TRIVIAL_RULE, UNMOUNT_MONITOR, UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT,
     UNMOUNT_YIELD, VIRTUAL_THREAD_TID,
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, FilePath, Fork, LibCall, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,
-    Wakeup, PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, WAKEUP_HARDIRQ,
+    TaskNs, Wakeup, PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, WAKEUP_HARDIRQ,
 };
 pub use record::{Payload, Record};
 pub use stacks::{

@@ -4,8 +4,8 @@
 use crate::wire::{Cursor, Wire};
 use crate::{
     kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
-    JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
-    PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
+    JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
+    PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart, Wakeup,
 };
 
 /// A decoded record.
@@ -27,8 +27,12 @@ pub enum Payload {
     Comm(TaskInfo),
     /// See [`kind::EXEC`].
     Exec(TaskInfo),
+    /// See [`kind::TASK_NS`].
+    TaskNs(TaskNs),
     /// See [`kind::JVM_START`].
     JvmStart(JvmStart),
+    /// See [`kind::JVM_PIDNS`].
+    JvmPidNs(JvmPidNs),
     /// See [`kind::THREAD_START`].
     ThreadStart(ThreadStart),
     /// See [`kind::THREAD_END`].
@@ -204,6 +208,7 @@ payloads! {
     kind::EXIT => Exit(TaskInfo),
     kind::COMM => Comm(TaskInfo),
     kind::EXEC => Exec(TaskInfo),
+    kind::TASK_NS => TaskNs(TaskNs),
     kind::SYSCALL => Syscall(Syscall),
     kind::PAGE_FAULT => PageFault(PageFault),
     kind::BLOCK_IO => BlockIo(BlockIo),
@@ -217,6 +222,7 @@ payloads! {
     kind::KSYM => Ksym(Ksym),
     // JVM.
     kind::JVM_START => JvmStart(JvmStart),
+    kind::JVM_PIDNS => JvmPidNs(JvmPidNs),
     kind::THREAD_START => ThreadStart(ThreadStart),
     kind::THREAD_END => ThreadEnd,
     kind::METHOD_DEF => MethodDef(MethodDef),

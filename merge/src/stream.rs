@@ -74,6 +74,7 @@ pub fn open(dir: &Path, opts: &StreamOptions) -> anyhow::Result<(Trace, SortedEv
         .calls_within
         .map(|(from, to)| Box::new(CallCut::new(from, to, lib_cap)));
     let (kernel, jvms) = streams::list(dir)?;
+    r.ns = crate::read::pid_ns::PidNamespaces::read(&kernel, &jvms);
     r.add_virtual_threads(&jvms)?;
     r.read_streams(&kernel, &jvms, |r| r.sorter.as_mut().expect("set above").begin_stream())?;
     if let Some(cut) = r.cut.take() {

@@ -245,6 +245,12 @@ struct ThreadJson {
     /// The carrier a virtual thread ran on most (absent for kernel threads).
     #[serde(skip_serializing_if = "Option::is_none")]
     carrier: Option<u32>,
+    /// Its tid in its JVM's pid namespace (absent in the initial one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nstid: Option<u32>,
+    /// Not paired with a kernel thread (absent: paired).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    unmatched: bool,
     spans: Spans,
     offs: Offs,
 }
@@ -397,6 +403,8 @@ fn thread_json(
         anomalies: t.totals.anomalies,
         vid: t.info.virtual_id,
         carrier: t.info.carrier,
+        nstid: t.info.ns_tid,
+        unmatched: t.info.unmatched,
         spans,
         offs,
     }

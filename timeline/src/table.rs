@@ -333,13 +333,13 @@ pub fn render_report(r: &Report, top: usize) -> String {
         } else {
             format!("[{}]", th.name)
         };
-        let mut row = vec![
-            th.tid.to_string(),
-            truncate(&name, 28),
-            ms(th.wall_ns),
-            ms(th.cpu_ns),
-            ms(off),
-        ];
+        // A container's thread: the tid its JVM sees, after the host's.
+        let tid = match (th.unmatched, th.ns_tid) {
+            (true, Some(ns)) => format!("?/{ns}"),
+            (false, Some(ns)) => format!("{}/{ns}", th.tid),
+            _ => th.tid.to_string(),
+        };
+        let mut row = vec![tid, truncate(&name, 28), ms(th.wall_ns), ms(th.cpu_ns), ms(off)];
         for c in &cols {
             let v = th.off_cpu_ns.get(*c);
             row.push(if v == 0 { "-".to_string() } else { ms(v) });
@@ -353,6 +353,13 @@ pub fn render_report(r: &Report, top: usize) -> String {
         s,
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
+    if r.threads.iter().any(|t| t.ns_tid.is_some()) {
+        let _ = writeln!(
+            s,
+            "(tid H/N = host tid H, tid N in its JVM's pid namespace; ?/N = NOT PAIRED with a kernel thread: \
+             its time is not covered, see the problems above)"
+        );
+    }
     alloc_table(&mut s, &r.allocations, top);
     crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top);
     left_out_tables(&mut s, r, &labels);

@@ -217,6 +217,13 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         } else {
             kind.push("native".into());
         }
+        match (t.unmatched, t.ns_tid) {
+            (true, Some(ns)) => kind.push(format!(
+                "tid {ns} in its pid namespace, NOT PAIRED with a kernel thread: its time is not covered"
+            )),
+            (false, Some(ns)) => kind.push(format!("tid {ns} in its pid namespace")),
+            _ => {}
+        }
         let start = t
             .started_ts
             .map(|s| format!("start {} ms", self.rel(s)))

@@ -74,6 +74,15 @@ pub struct ThreadInfo {
     pub virtual_id: Option<u64>,
     /// The carrier thread a virtual thread spent the most time mounted on.
     pub carrier: Option<u32>,
+    /// A thread of a JVM in a pid namespace (a container): its tid there,
+    /// which the JVM itself sees (`tid` is the host's). `None` in the
+    /// initial namespace.
+    pub ns_tid: Option<u32>,
+    /// A thread of a JVM in a pid namespace that could not be paired with
+    /// a kernel thread (docs/REPORT.md, "Containers"): `tid` is an id of
+    /// the merge's, its kernel events cannot be told apart, so none of its
+    /// time is covered (never CPU).
+    pub unmatched: bool,
 }
 
 impl ThreadInfo {

@@ -92,8 +92,10 @@ impl TraceReader {
                     break;
                 }
             };
-            // A virtual thread's own records carry its record tid.
-            let (tid, ts) = (self.vthreads.key(path, raw.tid), raw.ts);
+            // A JVM in a pid namespace names its threads by their tids
+            // there; a virtual thread's own records carry its record tid.
+            let ts = raw.ts;
+            let tid = self.vthreads.key(path, self.ns.host_tid(path, raw.tid, ts));
             s.max_ts = s.max_ts.max(ts);
             if self.jvm_fast_path(&mut s, tid, &raw) {
                 continue;
@@ -220,7 +222,7 @@ impl TraceReader {
     fn jvm_record(&mut self, s: &mut JvmStream, path: &Path, tid: u32, ts: u64, payload: Payload) {
         match payload {
             // The JVM and its threads.
-            Payload::JvmStart(p) => s.pid = Some(p.pid),
+            Payload::JvmStart(p) => s.pid = Some(self.ns.host_pid(path, p.pid, ts)),
             Payload::ThreadStart(p) => self.java_thread(tid, s.pid, p),
             Payload::ThreadEnd => {
                 let th = self.thread(tid);

@@ -152,6 +152,12 @@ impl TraceReader {
             Payload::Comm(p) => {
                 self.name_thread(tid, p.tgid, &p.comm);
             }
+            // A task in a pid namespace: its tid there (read/pid_ns.rs).
+            Payload::TaskNs(p) => {
+                let th = self.thread(tid);
+                th.tgid = p.tgid;
+                th.ns_tid = Some(p.ns_tid);
+            }
             // Syscalls, faults, files.
             Payload::Syscall(rec) => self.syscall(tid, ts, rec),
             Payload::PageFault(p) => self.push(tid, ts, Event::PageFault { address: p.address }),

@@ -5,10 +5,13 @@
 //! [`stream::open`](crate::stream::open) sends them to the external sort
 //! ([`Sorter`]) instead. Both read the streams with the same decoders
 //! ([`kernel`], [`jvm`]), so both see the same events in the same order.
+//! A JVM in a pid namespace has its threads' tids turned into host tids
+//! first ([`pid_ns`]).
 
 pub(crate) mod cut;
 mod jvm;
 mod kernel;
+pub(crate) mod pid_ns;
 pub(crate) mod records;
 pub(crate) mod streams;
 mod vthreads;
@@ -20,6 +23,7 @@ use crate::model::tid_map::TidMap;
 use crate::model::trace::Trace;
 use crate::sort::spill::Sorter;
 use jtrace_format as fmt;
+use pid_ns::PidNamespaces;
 use std::collections::HashMap;
 use std::path::Path;
 use streams::{Chain, StreamFiles};
@@ -62,6 +66,8 @@ pub(crate) struct TraceReader {
     window_from: Option<u64>,
     /// The virtual threads' mounts on carriers (empty without any).
     pub(crate) vthreads: VirtualThreads,
+    /// JVMs in pid namespaces: their threads' host tids ([`pid_ns`]).
+    pub(crate) ns: PidNamespaces,
     /// A carrier's syscall copied to the virtual thread mounted then: the
     /// carrier's syscall index -> (virtual thread, its copy's index).
     vsyscalls: TidMap<(u32, u32)>,
@@ -81,6 +87,7 @@ impl Trace {
     pub fn open(dir: &Path) -> anyhow::Result<Trace> {
         let mut r = TraceReader::begin(dir)?;
         let (kernel, jvms) = streams::list(dir)?;
+        r.ns = PidNamespaces::read(&kernel, &jvms);
         r.add_virtual_threads(&jvms)?;
         r.read_streams(&kernel, &jvms, |_| {})?;
         let kpath = kernel.path;
@@ -117,6 +124,7 @@ impl Trace {
         let mut r = TraceReader::begin(dir)?;
         r.scan = Some(TidMap::default());
         let (kernel, jvms) = streams::list(dir)?;
+        r.ns = PidNamespaces::read(&kernel, &jvms);
         r.read_streams(&kernel, &jvms, |_| {})?;
         let kernel_until = r.kernel_coverage(&kernel.path);
         for (pid, mut wins) in std::mem::take(&mut r.windows) {
@@ -146,11 +154,17 @@ impl Trace {
         }
     }
 
-    /// Gives every thread the kernel stream's coverage end.
+    /// Gives every thread the kernel stream's coverage end; an unmatched
+    /// thread of a pid namespace is not covered from the start on.
     pub(crate) fn set_kernel_coverage(&mut self, until: Option<u64>) {
         self.losses.kernel_covered_until = until;
+        let start = self.meta.start_monotonic_ns;
         for th in self.threads.values_mut() {
-            th.kernel_until = until;
+            th.kernel_until = if th.unmatched {
+                Some(start.min(th.first_ts))
+            } else {
+                until
+            };
         }
     }
 }
@@ -223,7 +237,23 @@ impl TraceReader {
             self.end_stream(&s.path, &mut recs)?;
         }
         self.cut_stream(false);
+        self.mark_namespace_threads();
         Ok(())
+    }
+
+    /// The threads of JVMs in pid namespaces: their tids there, and those
+    /// that could not be paired with a kernel thread ([`pid_ns`]).
+    fn mark_namespace_threads(&mut self) {
+        let ns = std::mem::take(&mut self.ns.ns_tids);
+        for (host, ns_tid) in ns {
+            self.thread(host).ns_tid = Some(ns_tid);
+        }
+        let unmatched = std::mem::take(&mut self.ns.unmatched);
+        for id in unmatched {
+            let th = self.thread(id);
+            th.unmatched = true;
+            th.ns_tid = Some(id & !pid_ns::UNMATCHED_TID);
+        }
     }
 
     /// Where the streams' coverage begins (see [`TraceReader::window_from`]'s field).
@@ -351,7 +381,7 @@ impl TraceReader {
     pub(crate) fn add_virtual_threads(&mut self, jvms: &[StreamFiles]) -> anyhow::Result<()> {
         // Ring recordings' chunked streams are not followed (docs/FORMAT.md).
         let plain: Vec<_> = jvms.iter().filter(|s| s.is_plain()).map(|s| s.path.clone()).collect();
-        let (vthreads, synthetic) = VirtualThreads::scan(&plain);
+        let (vthreads, synthetic) = VirtualThreads::scan(&plain, &mut self.ns);
         for s in synthetic {
             let tid = s.info.tid;
             self.trace.threads.insert(tid, s.info);

@@ -28,6 +28,7 @@
 //! read them ([`VirtualThreads::copies`]).
 
 use super::jvm::pid_from_name;
+use super::pid_ns::PidNamespaces;
 use super::records::{RawRecords, RecordReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, ThreadInfo};
@@ -183,7 +184,7 @@ impl VirtualThreads {
     /// The first pass over the JVM streams `files`: every virtual thread's
     /// mounts, and its identity and synthetic events for the reader. Two
     /// JVMs' virtual threads with the same Java id get different keys.
-    pub(crate) fn scan(files: &[PathBuf]) -> (VirtualThreads, Vec<Synthetic>) {
+    pub(crate) fn scan(files: &[PathBuf], ns: &mut PidNamespaces) -> (VirtualThreads, Vec<Synthetic>) {
         let mut out = VirtualThreads::default();
         let mut synthetic = Vec::new();
         let mut used: std::collections::HashSet<u32> = Default::default();
@@ -193,7 +194,7 @@ impl VirtualThreads {
             let Ok((_, mut recs)) = RecordReader::open(path, fmt::JVM_MAGIC) else {
                 continue;
             };
-            let mut pid = pid_from_name(path).unwrap_or(0);
+            let mut pid = pid_from_name(path).map_or(0, |p| ns.host_pid(path, p, 0));
             let mut lives: HashMap<u64, Life> = HashMap::new();
             // (ts, the unparking thread's tid, the unparked one's id).
             let mut unparks: Vec<(u64, u32, u64)> = Vec::new();
@@ -206,9 +207,11 @@ impl VirtualThreads {
                 if !(kind::VTHREAD_START..=kind::VTHREAD_UNPARK).contains(&raw.kind) && raw.kind != kind::JVM_START {
                     continue;
                 }
+                // A carrier's tid, as the kernel knows it.
+                let carrier = ns.host_tid(path, raw.tid, raw.ts);
                 match raw.decode().map(|r| r.payload) {
-                    Ok(Payload::JvmStart(s)) => pid = s.pid,
-                    Ok(Payload::Jvm(kind::VTHREAD_UNPARK, b)) => unparks.push((raw.ts, raw.tid, b.arg)),
+                    Ok(Payload::JvmStart(s)) => pid = ns.host_pid(path, s.pid, raw.ts),
+                    Ok(Payload::Jvm(kind::VTHREAD_UNPARK, b)) => unparks.push((raw.ts, carrier, b.arg)),
                     Ok(Payload::Jvm(k, b)) => {
                         let l = lives.entry(b.arg).or_default();
                         // The name at the end, else at the start.
@@ -217,7 +220,7 @@ impl VirtualThreads {
                         {
                             l.name = Some(b.class.clone());
                         }
-                        l.steps.push((raw.ts, k, raw.tid, b.class));
+                        l.steps.push((raw.ts, k, carrier, b.class));
                     }
                     _ => {}
                 }

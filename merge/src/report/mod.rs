@@ -76,6 +76,23 @@ pub struct MethodJson {
     pub first_compiled_ns: Option<u64>,
 }
 
+/// What the report says of each thread of a JVM in a pid namespace that
+/// could not be paired with a kernel thread (never shown as CPU).
+pub fn unmatched_problems(trace: &Trace) -> Vec<String> {
+    (trace.threads.values())
+        .filter(|t| t.unmatched)
+        .map(|t| {
+            format!(
+                "thread {:?} of JVM pid {} (tid {} in its pid namespace) could not be paired with a kernel \
+                 thread: none of its time is covered (no TASK_NS record names it; docs/REPORT.md, \"Containers\")",
+                t.display_name(),
+                t.tgid,
+                t.ns_tid.unwrap_or(0)
+            )
+        })
+        .collect()
+}
+
 /// A thread entry of the JSON report.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThreadJson {
@@ -114,6 +131,15 @@ pub struct ThreadJson {
     /// absent for a kernel thread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carrier: Option<u32>,
+    /// The thread's tid in its JVM's pid namespace (a container), which
+    /// the JVM itself sees; absent where it is `tid` (the initial namespace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_tid: Option<u32>,
+    /// A thread of a JVM in a pid namespace that could not be paired with
+    /// a kernel thread: `tid` is the merge's key, and none of its time is
+    /// covered (docs/REPORT.md, "Containers"); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unmatched: bool,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -400,6 +426,8 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             is_virtual: info.virtual_id.is_some(),
             java_id: info.virtual_id,
             carrier: info.carrier,
+            ns_tid: info.ns_tid,
+            unmatched: info.unmatched,
             methods: sorted_methods(trace, methods, filter),
         });
     }
@@ -428,6 +456,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
     if !meta.complete {
         problems.push("recording did not finish cleanly: this is a readable prefix".into());
     }
+    problems.extend(unmatched_problems(trace));
     Report {
         schema: SCHEMA,
         trace: TraceJson {

@@ -184,7 +184,8 @@ function details(it) {
   const offT = th.off.reduce((a, b) => a + b, 0);
   let rows = '';
   th.off.forEach((ns, c) => { if (ns) rows += `<div><i class="sw" style="background:${CC[c]}"></i>${esc(CAUSES[c])}</div><div>${fmtDur(ns)}</div>`; });
-  const kind = th.vid != null ? `virtual thread #${th.vid}${th.carrier != null ? ', mostly on carrier tid ' + th.carrier : ''}` : `${['application', 'JVM', 'native'][th.kind]} thread`;
+  const kind = (th.vid != null ? `virtual thread #${th.vid}${th.carrier != null ? ', mostly on carrier tid ' + th.carrier : ''}` : `${['application', 'JVM', 'native'][th.kind]} thread`) +
+    (th.nstid != null ? (th.unmatched ? `, tid ${th.nstid} in its pid namespace, NOT PAIRED with a kernel thread (its time is not covered)` : `, tid ${th.nstid} in its pid namespace`) : '');
   return `<b>${who}</b> ${kind}${th.daemon ? ', daemon' : ''}${th.group ? ', group ' + esc(th.group) : ''}` +
     `<div class="kv"><div>wall</div><div>${fmtDur(th.wall)}</div><div>CPU</div><div>${fmtDur(th.cpu)}</div><div>off CPU</div><div>${fmtDur(offT)}</div>${rows}` +
     (th.wall > th.cpu + offT ? `<div>not covered</div><div>${fmtDur(th.wall - th.cpu - offT)}</div>` : '') +

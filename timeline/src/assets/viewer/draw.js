@@ -265,7 +265,7 @@ function draw() {
     const x = th.vid != null ? 20 : 8;
     ctx.fillText(name, x, y0 + 12);
     ctx.fillStyle = '#667';
-    ctx.fillText((th.vid != null ? `virtual #${th.vid}` : `tid ${th.tid}`) + (MULTI_PROC ? ` · pid ${th.pid}` : '') + ` · CPU ${fmtDur(th.cpu)}`, x, y0 + 26, LABEL_W - 6 - x);
+    ctx.fillText((th.vid != null ? `virtual #${th.vid}` : th.unmatched ? `ns tid ${th.nstid} · NOT PAIRED` : `tid ${th.tid}` + (th.nstid != null ? ` (ns ${th.nstid})` : '')) + (MULTI_PROC ? ` · pid ${th.pid}` : '') + ` · CPU ${fmtDur(th.cpu)}`, x, y0 + 26, LABEL_W - 6 - x);
     ctx.strokeStyle = '#e3e7ee'; ctx.beginPath(); ctx.moveTo(0, y0 + l.h - 0.5); ctx.lineTo(W, y0 + l.h - 0.5); ctx.stroke();
   }
   drawAxis();
