@@ -20,7 +20,6 @@ use jtrace_format::{
 
 use crate::probe_layout::VTHREAD_KIND;
 use crate::sys::jlong;
-use crate::vthread_markers::ProbeEvent;
 
 /// The events of one probe buffer: `events[0]`'s delta counts from `base`.
 #[derive(Clone, Copy)]
@@ -47,7 +46,7 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
         return encode_method_events(out, tid, block, stack);
     }
     let (mut n, mut ts, mut from, mut from_ts) = (0, block.base, 0, block.base);
-    let mut blocker = None;
+    let mut pending = crate::vthread_markers::Pending::default();
     for (i, &e) in block.events.iter().enumerate() {
         ts += e as u64 & BATCH_DELTA_MASK;
         if !is_vthread_event(e) {
@@ -58,17 +57,13 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
             events: &block.events[from..i],
         };
         n += encode_method_events(out, tid, methods, stack.as_deref_mut());
-        match crate::vthread_markers::probe_event(e as u64, blocker.take()) {
-            ProbeEvent::Record(payload) => {
-                let mut enc = Encoder {
-                    buf: std::mem::take(out),
-                };
-                enc.record(&Record { tid, ts, payload });
-                *out = enc.buf;
-                n += 1;
-            }
-            ProbeEvent::Blocker(id) => blocker = Some(id),
-            ProbeEvent::Unknown => {}
+        if let Some(payload) = crate::vthread_markers::probe_event(e as u64, &mut pending) {
+            let mut enc = Encoder {
+                buf: std::mem::take(out),
+            };
+            enc.record(&Record { tid, ts, payload });
+            *out = enc.buf;
+            n += 1;
         }
         (from, from_ts) = (i + 1, ts);
     }

@@ -79,6 +79,12 @@ shared! {
     /// V_*: not an unmount: the park blocker's class (its agent id in the
     /// id bits) of the V_PARK right after.
     int V_BLOCKER: u64 = 9;
+    /// V_*: not an unmount: the timeout of the timed park or wait right
+    /// after, in microseconds in the id bits (all ones: that long or
+    /// longer). JDK 25 runs a timed park's expiry as a task of the carriers'
+    /// pool, so the unpark it records comes only when a carrier is free: the
+    /// deadline says when the park really ended.
+    int V_TIMEOUT: u64 = 10;
 
     /// Bit of `Probe.vthreadEvent0`'s `what` where a park's blocker id + 1
     /// starts (0: none); its V_* code is the bits below.
@@ -95,6 +101,7 @@ const _: () = {
     // the rest down to the delta.
     assert!(BATCH_KIND_SHIFT + 2 == 64);
     assert!(V_BLOCKER < 1 << VTHREAD_WHAT_BITS);
+    assert!(V_TIMEOUT < 1 << VTHREAD_WHAT_BITS);
     assert!(V_BLOCKER < 1 << NATIVE_BLOCKER_SHIFT);
     assert!(VTHREAD_KIND > BatchedKind::ExitByException as u64);
     assert!(MAX_METHODS as u64 <= BATCH_METHOD_LIMIT);

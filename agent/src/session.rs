@@ -35,7 +35,7 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
     });
     // Inside a pid namespace (a container) the tids the agent records are
     // the namespace's: the reader pairs them with the kernel's by it.
-    if let Some(pidns_ino) = crate::os::pid_namespace() {
+    if let Some(pidns_ino) = crate::os::pid_namespace().filter(|&i| i != jtrace_format::INITIAL_PIDNS_INO) {
         rec.write_direct(&Record {
             tid: tid(),
             ts,

@@ -211,8 +211,8 @@ unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: j
             return;
         }
         let Some(id) = java_id(jni, vthread) else { return };
-        let (what, blocker) = crate::vthread_markers::split_native_what(what as u32);
-        if let Some(payload) = crate::vthread_markers::payload(what, id, blocker) {
+        let (what, pending) = crate::vthread_markers::split_native_what(what as u32);
+        if let Some(payload) = crate::vthread_markers::payload(what, id, pending) {
             record_raw(ts, payload);
         }
     });

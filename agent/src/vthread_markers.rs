@@ -16,7 +16,7 @@ use jtrace_format::{kind, JvmBlock, Payload};
 use crate::mutex::lock;
 use crate::probe_layout::{
     ID_SHIFT, NATIVE_BLOCKER_SHIFT, VTHREAD_ID_BITS, VTHREAD_WHAT_BITS, VTHREAD_WHAT_SHIFT, V_BLOCKER, V_MONITOR,
-    V_MOUNT, V_PARK, V_SLEEP, V_SOCKET, V_UNMOUNT, V_UNPARK, V_WAIT, V_YIELD,
+    V_MOUNT, V_PARK, V_SLEEP, V_SOCKET, V_TIMEOUT, V_UNMOUNT, V_UNPARK, V_WAIT, V_YIELD,
 };
 use crate::rewrite::{MOUNT_MARKER, REASON_MARKER, START_MARKER, UNMOUNT_MARKER, UNPARK_MARKER};
 
@@ -83,54 +83,63 @@ fn unmount_reason(what: u64) -> &'static str {
     }
 }
 
+/// What the events just before an unmount said of it: its park blocker
+/// (an id from [`blocker_id`]) and its timeout (µs, saturated at the id
+/// bits' maximum), each from the same buffer.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Pending {
+    /// V_BLOCKER's id.
+    pub(crate) blocker: Option<u64>,
+    /// V_TIMEOUT's microseconds.
+    pub(crate) timeout_us: Option<u64>,
+}
+
 /// The record a V_* value `what` about virtual thread `id` stands for; a
-/// park's unmount names the class of its park blocker `blocker` (an id
-/// from [`blocker_id`]) when it had one.
-pub(crate) fn payload(what: u64, id: u64, blocker: Option<u64>) -> Option<Payload> {
+/// park's unmount names the class of its park blocker when it had one, and
+/// a timed unmount ends with ` timeout=<ns>` when its timeout is known
+/// (below the saturation; docs/FORMAT.md, "Virtual threads").
+pub(crate) fn payload(what: u64, id: u64, pending: Pending) -> Option<Payload> {
     let k = match what {
         V_MOUNT => kind::VTHREAD_MOUNT,
         V_UNPARK => kind::VTHREAD_UNPARK,
         V_UNMOUNT..=V_YIELD => kind::VTHREAD_UNMOUNT,
         _ => return None,
     };
-    let class = match (what, blocker.and_then(blocker_name)) {
+    let mut class = match (what, pending.blocker.and_then(blocker_name)) {
         (V_PARK, Some(b)) => format!("{} {b}", jtrace_format::UNMOUNT_PARK),
         _ if k == kind::VTHREAD_UNMOUNT => unmount_reason(what).to_string(),
         _ => String::new(),
     };
+    let saturated = (1 << VTHREAD_ID_BITS) - 1;
+    if let (kind::VTHREAD_UNMOUNT, Some(us)) = (k, pending.timeout_us.filter(|&us| us < saturated)) {
+        class.push_str(&format!(" {}{}", jtrace_format::UNMOUNT_TIMEOUT, us * 1000));
+    }
     Some(Payload::Jvm(k, JvmBlock { arg: id, class }))
 }
 
-/// What a virtual thread event of a probe buffer says (its layout:
-/// [`crate::probe_layout`]).
-pub(crate) enum ProbeEvent {
-    /// The record it stands for (`blocker`: the V_BLOCKER just before it).
-    Record(Payload),
-    /// The park blocker of the next event, by id.
-    Blocker(u64),
-    /// Nothing known.
-    Unknown,
-}
-
-/// Decodes a virtual thread event of a probe buffer; `blocker` is the
-/// V_BLOCKER right before it, if any.
-pub(crate) fn probe_event(e: u64, blocker: Option<u64>) -> ProbeEvent {
+/// Decodes a virtual thread event of a probe buffer: the record it stands
+/// for, or None when it only tells of the next one (a V_BLOCKER or a
+/// V_TIMEOUT, kept in `pending` for it) or is unknown.
+pub(crate) fn probe_event(e: u64, pending: &mut Pending) -> Option<Payload> {
     let what = (e >> VTHREAD_WHAT_SHIFT) & ((1 << VTHREAD_WHAT_BITS) - 1);
     let id = (e >> ID_SHIFT) & ((1 << VTHREAD_ID_BITS) - 1);
-    if what == V_BLOCKER {
-        return ProbeEvent::Blocker(id);
+    match what {
+        V_BLOCKER => pending.blocker = Some(id),
+        V_TIMEOUT => pending.timeout_us = Some(id),
+        _ => return payload(what, id, std::mem::take(pending)),
     }
-    payload(what, id, blocker).map_or(ProbeEvent::Unknown, ProbeEvent::Record)
+    None
 }
 
 /// Splits `Probe.vthreadEvent0`'s `what`: the V_* value and, for a park,
 /// its blocker's id (stored + 1, 0: none).
-pub(crate) fn split_native_what(what: u32) -> (u64, Option<u64>) {
+pub(crate) fn split_native_what(what: u32) -> (u64, Pending) {
     let blocker = (what >> NATIVE_BLOCKER_SHIFT) as u64;
-    (
-        u64::from(what & ((1 << NATIVE_BLOCKER_SHIFT) - 1)),
-        blocker.checked_sub(1),
-    )
+    let pending = Pending {
+        blocker: blocker.checked_sub(1),
+        timeout_us: None,
+    };
+    (u64::from(what & ((1 << NATIVE_BLOCKER_SHIFT) - 1)), pending)
 }
 
 #[cfg(test)]
@@ -141,8 +150,8 @@ mod tests {
     #[test]
     fn events_decode_to_the_records_they_stand_for() {
         let ev = |what: u64, id: u64| VTHREAD | what << VTHREAD_WHAT_SHIFT | id << ID_SHIFT | 12345;
-        let rec = |e| match probe_event(e, None) {
-            ProbeEvent::Record(Payload::Jvm(k, b)) => (k, b.arg, b.class),
+        let rec = |e| match probe_event(e, &mut Pending::default()) {
+            Some(Payload::Jvm(k, b)) => (k, b.arg, b.class),
             _ => panic!("not a record"),
         };
         assert_eq!(rec(ev(V_MOUNT, 7)), (kind::VTHREAD_MOUNT, 7, String::new()));
@@ -152,7 +161,7 @@ mod tests {
         );
         assert_eq!(rec(ev(V_SOCKET, 9)), (kind::VTHREAD_UNMOUNT, 9, "socket".to_string()));
         assert_eq!(rec(ev(V_UNMOUNT, 9)), (kind::VTHREAD_UNMOUNT, 9, String::new()));
-        assert!(matches!(probe_event(ev(15, 1), None), ProbeEvent::Unknown));
+        assert!(probe_event(ev(15, 1), &mut Pending::default()).is_none());
     }
 
     #[test]
@@ -165,28 +174,48 @@ mod tests {
         );
         let latch = blocker_id("java.util.concurrent.CountDownLatch$Sync".into());
         assert_ne!(lock, latch);
-        let ProbeEvent::Blocker(b) = probe_event(ev(V_BLOCKER, lock.into()), None) else {
-            panic!("not a blocker")
-        };
-        let ProbeEvent::Record(Payload::Jvm(k, block)) = probe_event(ev(V_PARK, 5), Some(b)) else {
+        let mut pending = Pending::default();
+        assert!(probe_event(ev(V_BLOCKER, lock.into()), &mut pending).is_none());
+        assert_eq!(pending.blocker, Some(lock.into()));
+        let Some(Payload::Jvm(k, block)) = probe_event(ev(V_PARK, 5), &mut pending) else {
             panic!("not a record")
         };
         assert_eq!((k, block.arg), (kind::VTHREAD_UNMOUNT, 5));
         assert_eq!(block.class, "park java.util.concurrent.locks.ReentrantLock$NonfairSync");
         // Only a park takes a blocker; an unknown id leaves the reason alone.
-        let ProbeEvent::Record(Payload::Jvm(_, block)) = probe_event(ev(V_SLEEP, 5), Some(b)) else {
+        let with = |blocker, timeout_us| Pending { blocker, timeout_us };
+        let Some(Payload::Jvm(_, block)) = probe_event(ev(V_SLEEP, 5), &mut with(Some(lock.into()), None)) else {
             panic!("not a record")
         };
         assert_eq!(block.class, "sleep");
-        let ProbeEvent::Record(Payload::Jvm(_, block)) = probe_event(ev(V_PARK, 5), Some(1 << 20)) else {
+        let Some(Payload::Jvm(_, block)) = probe_event(ev(V_PARK, 5), &mut with(Some(1 << 20), None)) else {
             panic!("not a record")
         };
         assert_eq!(block.class, "park");
-        assert_eq!(split_native_what(3), (V_PARK, None));
-        assert_eq!(
-            split_native_what(3 | (latch + 1) << NATIVE_BLOCKER_SHIFT),
-            (V_PARK, Some(latch.into()))
-        );
+        let (what, p) = split_native_what(3);
+        assert_eq!((what, p.blocker), (V_PARK, None));
+        let (what, p) = split_native_what(3 | (latch + 1) << NATIVE_BLOCKER_SHIFT);
+        assert_eq!((what, p.blocker), (V_PARK, Some(latch.into())));
+    }
+
+    /// A timed unmount says its timeout (in ns) after its reason; a
+    /// saturated one is no deadline.
+    #[test]
+    fn a_timed_unmount_says_its_timeout() {
+        let ev = |what: u64, id: u64| VTHREAD | what << VTHREAD_WHAT_SHIFT | id << ID_SHIFT;
+        let mut pending = Pending::default();
+        assert!(probe_event(ev(V_TIMEOUT, 10_000), &mut pending).is_none());
+        let Some(Payload::Jvm(_, block)) = probe_event(ev(V_SLEEP, 5), &mut pending) else {
+            panic!("not a record")
+        };
+        assert_eq!(block.class, "sleep timeout=10000000");
+        assert!(pending.timeout_us.is_none(), "taken by its unmount");
+        let mut pending = Pending::default();
+        probe_event(ev(V_TIMEOUT, (1 << VTHREAD_ID_BITS) - 1), &mut pending);
+        let Some(Payload::Jvm(_, block)) = probe_event(ev(V_PARK, 5), &mut pending) else {
+            panic!("not a record")
+        };
+        assert_eq!(block.class, "park");
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub const UNMOUNT_WAIT: &str = "wait";
 pub const UNMOUNT_MONITOR: &str = "monitor";
 /// Thread.yield: runnable, waiting for a carrier.
 pub const UNMOUNT_YIELD: &str = "yield";
+/// The last word of a timed unmount's reason, before its timeout in
+/// nanoseconds (`sleep timeout=10000000`): the park ended at the unmount
+/// plus that, unless it was unparked before.
+pub const UNMOUNT_TIMEOUT: &str = "timeout=";
 
 /// JVM payload shared by the blocking, GC and allocation kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +129,10 @@ pub struct JvmPidNs {
     pub reserved: u32,
 }
 wire! { JvmPidNs { pidns_ino, ns_pid, reserved } }
+
+/// The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): a
+/// JVM there writes no JVM_PIDNS, its tids are the host's.
+pub const INITIAL_PIDNS_INO: u64 = 0xEFFF_FFFC;
 
 impl JvmPidNs {
     /// Reads a JVM_PIDNS payload without decoding a whole record.

@@ -56,9 +56,9 @@ pub use encode::Encoder;
 pub use free_space::{check_free_space, free_bytes};
 pub use jvm::{
     virtual_thread_id, virtual_thread_tid, AllocSample, CompiledMethod, JvmBlock, JvmEnd, JvmLost, JvmPidNs, JvmStart,
-    MethodDef, MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, FORWARDER_MAX_CODE_LEN, LOST_STREAM_FULL,
-    TRIVIAL_MAX_CODE_LEN, TRIVIAL_RULE, UNMOUNT_MONITOR, UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT,
-    UNMOUNT_YIELD, VIRTUAL_THREAD_TID,
+    MethodDef, MethodEvent, MethodTally, ThreadStart, EXIT_BY_EXCEPTION, FORWARDER_MAX_CODE_LEN, INITIAL_PIDNS_INO,
+    LOST_STREAM_FULL, TRIVIAL_MAX_CODE_LEN, TRIVIAL_RULE, UNMOUNT_MONITOR, UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET,
+    UNMOUNT_TIMEOUT, UNMOUNT_WAIT, UNMOUNT_YIELD, VIRTUAL_THREAD_TID,
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, FilePath, Fork, LibCall, PageFault, ProbeDef, SwitchIn, SwitchOut, Syscall, TaskInfo,

@@ -38,10 +38,14 @@ pub enum Cause {
     /// thread's records out (last, so that the columns before it keep
     /// their places).
     Tracer,
+    /// A runnable virtual thread waiting to be mounted on a carrier: the
+    /// JDK's scheduler is the queue, not the kernel's (added after the
+    /// others, as `tracer` was).
+    Carrier,
 }
 
 /// Number of causes.
-pub const N_CAUSES: usize = 14;
+pub const N_CAUSES: usize = 15;
 
 impl Cause {
     /// Every cause, in column order.
@@ -60,6 +64,7 @@ impl Cause {
         Cause::SyscallOther,
         Cause::Unknown,
         Cause::Tracer,
+        Cause::Carrier,
     ];
 
     /// The name used in reports and JSON (docs/REPORT.md).
@@ -79,6 +84,7 @@ impl Cause {
             Cause::SyscallOther => "syscall_other",
             Cause::Unknown => "unknown",
             Cause::Tracer => "tracer",
+            Cause::Carrier => "carrier",
         }
     }
 

@@ -131,7 +131,7 @@ pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall, describe_window};
 pub use jtrace_symbols::lines::SourceLine;
 pub use meta::Meta;
-pub use model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed};
+pub use model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, UNMOUNTED_STATE};
 pub use model::jit::JitHistory;
 pub use model::sched_chain::SchedChain;
 pub use model::syscall::{nr, syscall_cause, syscall_name};

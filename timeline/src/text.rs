@@ -285,6 +285,8 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         }
         let how = if iv.preempted {
             "preempted (involuntary)".to_string()
+        } else if iv.prev_state & jtrace_merge::UNMOUNTED_STATE != 0 {
+            format!("unmounted (virtual thread) {}", self.evidence(&iv.evidence))
         } else {
             format!(
                 "blocked (voluntary, state {}) {}",

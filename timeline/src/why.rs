@@ -124,10 +124,14 @@ fn leaf_line(seg: &SegmentJson, ns: u64, count: usize) -> String {
     if count > 1 {
         let _ = write!(s, " ({count} segments)");
     }
+    // What a virtual thread waits for is a carrier; anything else, a CPU.
+    let what = if seg.state == "carrier" { "carrier" } else { "CPU" };
     match &seg.cpu_holder {
-        Some(h) if h.tid == 0 => s.push_str(", the CPU was idle"),
+        Some(h) if h.tid == 0 => {
+            let _ = write!(s, ", the {what} was idle");
+        }
         Some(h) => {
-            let _ = write!(s, ", CPU held by {} [{}]", h.thread, h.tid);
+            let _ = write!(s, ", {what} held by {} [{}]", h.thread, h.tid);
         }
         None => {}
     }

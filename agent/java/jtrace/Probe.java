@@ -121,6 +121,8 @@ public final class Probe {
     private static final long STATE_OFFSET;
     /** Offset of Thread.parkBlocker, or -1. */
     private static final long BLOCKER_OFFSET;
+    /** Offset of VirtualThread.timeout (JDK 25: a timed park's nanoseconds), or -1. */
+    private static final long TIMEOUT_OFFSET;
     /**
      * Park blockers' classes by the agent's id (blockerId0), filled as
      * they come: a class found here costs no call into the agent.
@@ -173,6 +175,7 @@ public final class Probe {
         long carrier = -1;
         long state = -1;
         long blocker = -1;
+        long timeout = -1;
         int[] states = {-1, -1, -1, -1, -1, -1, -1};
         if (virtual != null && u != null) {
             try {
@@ -184,6 +187,12 @@ public final class Probe {
                 } catch (Throwable e) {
                     // Parks are then recorded without their blocker.
                     blocker = -1;
+                }
+                try {
+                    timeout = u.objectFieldOffset(vt, "timeout");
+                } catch (Throwable e) {
+                    // Before JDK 25 a timer thread unparks on time.
+                    timeout = -1;
                 }
                 String[] names = {"RUNNING", "PARKING", "TIMED_PARKING", "YIELDING", "BLOCKING", "WAITING", "TIMED_WAITING"};
                 for (int i = 0; i < names.length; i++) {
@@ -200,6 +209,7 @@ public final class Probe {
         CARRIER_OFFSET = carrier;
         STATE_OFFSET = state;
         BLOCKER_OFFSET = blocker;
+        TIMEOUT_OFFSET = timeout;
         S_RUNNING = states[0];
         S_PARKING = states[1];
         S_TIMED_PARKING = states[2];
@@ -452,6 +462,9 @@ public final class Probe {
             what = V_UNMOUNT;
         }
         int blocker = what == V_PARK ? blockerId(vthread) : -1;
+        if (p != null && TIMEOUT_OFFSET >= 0 && (s == S_TIMED_PARKING || s == S_TIMED_WAITING)) {
+            p.timeoutOf(vthread);
+        }
         if (p == null) {
             vthreadEvent0(vthread, blocker < 0 ? what : what | (blocker + 1) << NATIVE_BLOCKER_SHIFT);
         } else if (blocker < 0) {
@@ -511,6 +524,21 @@ public final class Probe {
         }
         append(t, VTHREAD | (long) V_BLOCKER << VTHREAD_WHAT_SHIFT | (long) blocker << ID_SHIFT);
         append(t, VTHREAD | (long) V_PARK << VTHREAD_WHAT_SHIFT | id << ID_SHIFT);
+    }
+
+    /**
+     * A V_TIMEOUT event before a timed unmount: its timeout in
+     * microseconds (saturated), which the unmount right after it in this
+     * buffer takes (the agent pairs them).
+     */
+    private void timeoutOf(Object vthread) {
+        long id = UNSAFE.getLong(vthread, TID_OFFSET);
+        if ((id >>> VTHREAD_ID_BITS) != 0) {
+            return;
+        }
+        long us = UNSAFE.getLong(vthread, TIMEOUT_OFFSET) / 1000;
+        long max = (1L << VTHREAD_ID_BITS) - 1;
+        append(System.nanoTime(), VTHREAD | (long) V_TIMEOUT << VTHREAD_WHAT_SHIFT | Math.min(Math.max(us, 0), max) << ID_SHIFT);
     }
 
     /** VirtualThread.run(Runnable) began: its first mount (the agent records its name). */

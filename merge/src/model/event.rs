@@ -92,6 +92,11 @@ impl ThreadInfo {
     }
 }
 
+/// A bit of [`Event::SwitchOut`]'s `prev_state` no kernel state uses: the
+/// switch-out is a virtual thread's unmount, not a kernel switch. Once
+/// woken, such a thread waits for a carrier (`carrier`), not for a CPU.
+pub const UNMOUNTED_STATE: u32 = 1 << 30;
+
 /// One event of one thread, from either stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {

@@ -22,10 +22,6 @@ use std::path::{Path, PathBuf};
 /// the module docs). Kernel tids are below 2^22; virtual threads use bit 31.
 pub const UNMATCHED_TID: u32 = 0x4000_0000;
 
-/// The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO):
-/// a JVM there needs no pairing.
-pub const INITIAL_PIDNS_INO: u64 = 0xEFFF_FFFC;
-
 /// How many records of a JVM stream are looked at for its JVM_PIDNS (the
 /// agent writes it right after JVM_START; a chunk restates it early).
 const HEAD_RECORDS: usize = 64;
@@ -61,7 +57,7 @@ impl PidNamespaces {
         let mut ns = PidNamespaces::default();
         for s in jvms {
             if let Some(ino) = s.parts.first().and_then(|p| stream_pidns(p)) {
-                if ino != INITIAL_PIDNS_INO {
+                if ino != fmt::INITIAL_PIDNS_INO {
                     ns.streams.insert(s.path.clone(), ino);
                 }
             }

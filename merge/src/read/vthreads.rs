@@ -31,7 +31,7 @@ use super::jvm::pid_from_name;
 use super::pid_ns::PidNamespaces;
 use super::records::{RawRecords, RecordReader};
 use crate::cause::Cause;
-use crate::model::event::{Event, ThreadInfo};
+use crate::model::event::{Event, ThreadInfo, UNMOUNTED_STATE};
 use crate::model::tid_map::TidMap;
 use jtrace_format::{self as fmt, kind, Payload};
 use std::collections::HashMap;
@@ -172,6 +172,29 @@ impl VirtualThreads {
         }
     }
 
+    /// Each mount's switch-in names the virtual thread its carrier ran
+    /// before (its `prev_tid`): the one a thread waiting for a carrier
+    /// waited behind.
+    fn name_carrier_holders(&self, synthetic: &mut [Synthetic]) {
+        let mut before: HashMap<(u32, u64), u32> = HashMap::new();
+        for mounts in self.mounts.values() {
+            for w in mounts.windows(2) {
+                if w[0].end <= w[1].start && w[0].vtid != w[1].vtid {
+                    before.insert((w[1].vtid, w[1].start), w[0].vtid);
+                }
+            }
+        }
+        for s in synthetic {
+            for (ts, e) in s.events.iter_mut() {
+                if let Event::SwitchIn { prev_tid, .. } = e {
+                    if let Some(&p) = before.get(&(s.info.tid, *ts)) {
+                        *prev_tid = p;
+                    }
+                }
+            }
+        }
+    }
+
     /// At the end of the kernel stream: the wakeups still pending (their
     /// carrier's events ended before the mount).
     pub(crate) fn pending_wakes(&mut self) -> Vec<(u32, u64, Event)> {
@@ -246,6 +269,7 @@ impl VirtualThreads {
             }
             out.exact_unparks |= !unparks.is_empty();
             let keys = keys.clone();
+            out.name_carrier_holders(&mut synthetic[first..]);
             let mine = &mut synthetic[first..];
             for (ts, by, id) in unparks {
                 let Some(s) = keys.get(&id).and_then(|k| mine.iter_mut().find(|s| s.info.tid == *k)) else {
@@ -268,8 +292,21 @@ impl VirtualThreads {
     }
 }
 
+/// A timed unmount's timeout (ns), from the last word of its reason
+/// ([`fmt::UNMOUNT_TIMEOUT`]), and the reason without it.
+fn unmount_timeout(reason: &str) -> (&str, Option<u64>) {
+    match reason.rsplit_once(' ') {
+        Some((rest, last)) => match last.strip_prefix(fmt::UNMOUNT_TIMEOUT).and_then(|n| n.parse().ok()) {
+            Some(ns) => (rest, Some(ns)),
+            None => (reason, None),
+        },
+        None => (reason, None),
+    }
+}
+
 /// The cause a VTHREAD_UNMOUNT reason stands for, and the class after it.
 fn unmount_cause(reason: &str) -> Option<(Cause, &str)> {
+    let (reason, _) = unmount_timeout(reason);
     let (word, class) = reason.split_once(' ').unwrap_or((reason, ""));
     let cause = match word {
         fmt::UNMOUNT_PARK => Cause::Park,
@@ -314,6 +351,9 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
     };
     let mut this_prev = 0u64;
     let mut gaps = Vec::new();
+    // The last timed unmount's deadline: the park ended there at the
+    // latest (JDK 25 records the expiry's unpark only once a carrier runs it).
+    let mut deadline: Option<u64> = None;
     for (ts, k, carrier, reason) in life.steps {
         match k {
             kind::VTHREAD_START | kind::VTHREAD_MOUNT => {
@@ -331,6 +371,15 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
                     gaps.push((prev_unmount, ts));
                 }
                 close(mounts, &mut open, ts, this_prev);
+                if let Some(d) = deadline.take().filter(|&d| d < ts) {
+                    // A timer ends the park: no thread woke it.
+                    let wake = Event::Wakeup {
+                        waker_tid: 0,
+                        waker_tgid: 0,
+                        new_task: false,
+                    };
+                    events.push((d, wake));
+                }
                 if let Some(cause) = block.take() {
                     events.push((
                         ts,
@@ -359,6 +408,7 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
                     continue;
                 }
                 prev_unmount = ts;
+                deadline = unmount_timeout(&reason).1.map(|ns| ts.saturating_add(ns));
                 if let Some((cause, class)) = unmount_cause(&reason) {
                     details.push((events.len(), class.to_string()));
                     events.push((
@@ -375,7 +425,7 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
                     ts,
                     Event::SwitchOut {
                         preempted: false,
-                        prev_state: 1,
+                        prev_state: UNMOUNTED_STATE | 1,
                         cpu: 0,
                         next_tid: 0,
                     },

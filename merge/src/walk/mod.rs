@@ -11,7 +11,7 @@
 mod frames;
 
 use crate::cause::{Breakdown, Cause};
-use crate::model::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed};
+use crate::model::event::{Event, MethodIdx, SyscallInfo, ThreadInfo, Timed, UNMOUNTED_STATE};
 use crate::model::syscall::syscall_cause;
 use crate::model::trace::Trace;
 use crate::visitor::{Evidence, OffCpuInterval, ThreadTotals, Visitor, Wake};
@@ -378,6 +378,12 @@ impl<'a> ThreadWalk<'a> {
             match self.state {
                 CpuState::On => acc.cpu += d,
                 CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
+                // A virtual thread woken while unmounted waits for a carrier.
+                CpuState::Off {
+                    wake: Some(_),
+                    prev_state,
+                    ..
+                } if prev_state & UNMOUNTED_STATE != 0 => acc.off.add(Cause::Carrier, d),
                 CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
                 CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
             }

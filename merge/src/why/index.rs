@@ -29,6 +29,10 @@ pub(crate) const MONITOR: u8 = 4;
 pub(crate) const OPEN: u8 = 8;
 /// The blocked part has more than one cause: see [`Index::causes`].
 pub(crate) const MULTI: u8 = 16;
+/// A virtual thread woken while unmounted: after `wake` it waited for a
+/// carrier (`carrier`), not for a CPU; `holder` is the virtual thread the
+/// carrier that mounted it ran before.
+pub(crate) const CARRIER: u8 = 32;
 
 /// The causes of a blocked part of several, in layout order, with their ns.
 pub(crate) type Causes = Vec<(Cause, u64)>;

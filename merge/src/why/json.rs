@@ -244,7 +244,7 @@ impl Why {
             hop: (s.hop != NO_HOP).then_some(s.hop),
             evidence: self.string(s.evidence),
             cpu_holder: match (s.state, s.holder) {
-                (State::Off(Cause::Runqueue), Some(h)) => Some(self.thread_ref(h)),
+                (State::Off(Cause::Runqueue | Cause::Carrier), Some(h)) => Some(self.thread_ref(h)),
                 _ => None,
             },
         }

@@ -54,7 +54,7 @@ impl Queries {
                     start: s.start,
                     end: s.start + s.ns,
                     target: Target::Segment { path: p, seg: i as u32 },
-                    off: !matches!(s.state, State::Cpu | State::Off(Cause::Runqueue)),
+                    off: !matches!(s.state, State::Cpu | State::Off(Cause::Runqueue | Cause::Carrier)),
                 });
             }
             for (h, hop) in path.hops.iter().enumerate() {

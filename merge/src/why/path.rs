@@ -23,7 +23,7 @@
 //! invocation, after which each level's remaining time is summed per state
 //! instead of walked (the invocation says it was truncated).
 
-use super::index::{Index, OffRec, MONITOR, MULTI, PREEMPTED, WOKEN};
+use super::index::{Index, OffRec, CARRIER, MONITOR, MULTI, PREEMPTED, WOKEN};
 use crate::cause::Cause;
 use crate::model::event::ThreadInfo;
 use std::collections::BTreeMap;
@@ -276,10 +276,16 @@ impl Walk<'_> {
             match self.index.off_before(tid, t) {
                 Some((i, iv)) if t <= iv.end => {
                     if t > iv.wake {
-                        // Woken (or preempted), waiting for a CPU.
+                        // Woken (or preempted), waiting for a CPU, or for
+                        // a carrier (a virtual thread).
                         let a = iv.wake.max(lo).max(iv.start);
                         let holder = (iv.holder != u32::MAX).then_some(iv.holder);
-                        self.emit(tid, a, t, State::Off(Cause::Runqueue), depth, hop, holder);
+                        let waited = if iv.flags & CARRIER != 0 {
+                            Cause::Carrier
+                        } else {
+                            Cause::Runqueue
+                        };
+                        self.emit(tid, a, t, State::Off(waited), depth, hop, holder);
                         t = a;
                         continue;
                     }
@@ -377,7 +383,12 @@ impl Walk<'_> {
             let clip = |s: u64, e: u64| e.min(t).saturating_sub(s.max(lo));
             let rq = clip(iv.wake.max(iv.start), iv.end);
             let blocked = clip(iv.start, iv.wake.min(iv.end));
-            *sums.entry((State::Off(Cause::Runqueue), None)).or_default() += rq;
+            let waited = if iv.flags & CARRIER != 0 {
+                Cause::Carrier
+            } else {
+                Cause::Runqueue
+            };
+            *sums.entry((State::Off(waited), None)).or_default() += rq;
             *sums.entry((State::Off(iv.cause), None)).or_default() += blocked;
             covered += rq + blocked;
             i += 1;

@@ -6,7 +6,7 @@
 //! report: monitor enters begin and end, who took or left the CPU) and the
 //! walk's callbacks (each interval's split by cause and its wakeup).
 
-use super::index::{Causes, Index, OffRec, Region, MONITOR, MULTI, OPEN, PREEMPTED, WOKEN};
+use super::index::{Causes, Index, OffRec, Region, CARRIER, MONITOR, MULTI, OPEN, PREEMPTED, WOKEN};
 use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
 use crate::model::event::{Event, ThreadInfo, Timed};
@@ -115,21 +115,28 @@ impl<'a> Recorder<'a> {
             .is_some_and(|t| t.java_name.is_some() || t.virtual_id.is_some())
     }
 
-    /// A monitor enter ended: its region (from the first switch-out to the
-    /// last wakeup by a Java thread, by that thread: the owner's release),
-    /// then its intervals.
+    /// A monitor enter ended: its regions, then its intervals. The waiter
+    /// may block in turn behind several owners (each release lets another
+    /// thread take the monitor first): every wakeup by a Java thread (a
+    /// release) closes a region from the first switch-out after the
+    /// previous one, owned by that releaser. Wakeups by timers (HotSpot's
+    /// back-off) inside a region are not releases.
     fn close_group(&mut self) {
-        let last = self
-            .group
-            .iter()
-            .rev()
-            .find(|(r, _)| r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0 && self.can_own_monitors(r.waker));
-        if let (Some(first), Some((last, _))) = (self.group.first(), last) {
-            let region = Region {
-                start: first.0.start,
-                wake: last.wake,
-                owner: last.waker,
-            };
+        let mut from: Option<u64> = None;
+        let mut regions = Vec::new();
+        for (r, _) in &self.group {
+            from.get_or_insert(r.start);
+            let release = r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0 && self.can_own_monitors(r.waker);
+            if let (true, Some(start)) = (release, from) {
+                regions.push(Region {
+                    start,
+                    wake: r.wake,
+                    owner: r.waker,
+                });
+                from = None;
+            }
+        }
+        for region in regions {
             if let Err(e) = self.index.push_region(region) {
                 self.error.get_or_insert(e);
             }
@@ -152,9 +159,12 @@ fn off_rec(
     split: &OffCpu,
     holder: u32,
 ) -> (OffRec, Option<Causes>) {
-    let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
-    let rq = split.get(Cause::Runqueue);
-    let mut flags = 0;
+    // After the wakeup the thread waits: for a CPU, or (a virtual thread)
+    // for a carrier.
+    let waiting = |c: Cause| matches!(c, Cause::Runqueue | Cause::Carrier);
+    let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| !waiting(*c)).collect();
+    let rq = split.get(Cause::Runqueue) + split.get(Cause::Carrier);
+    let mut flags = if split.get(Cause::Carrier) > 0 { CARRIER } else { 0 };
     let (wake_ts, waker) = match wake {
         _ if preempted => {
             flags |= PREEMPTED;
