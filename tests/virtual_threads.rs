@@ -374,7 +374,7 @@ fn pinned_virtual_thread_blocks_on_its_carrier() {
             park as f64 / 1e6,
             inv.breakdown
         );
-        // The virtual thread's block: the carrier's park, marked pinned.
+        // The virtual thread's block: the carrier's park, marked pinning it.
         let blocks: Vec<&OffCpuInterval> = c
             .offs
             .iter()
@@ -386,7 +386,7 @@ fn pinned_virtual_thread_blocks_on_its_carrier() {
         for iv in &blocks {
             match iv.evidence {
                 jtrace_merge::Evidence::Jvm { detail, .. } => assert!(
-                    trace.details[detail as usize].starts_with("pinned"),
+                    trace.details[detail as usize].ends_with("(carrier pinned)"),
                     "{}: detail {:?}",
                     t.display_name(),
                     trace.details[detail as usize]

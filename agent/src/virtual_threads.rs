@@ -211,7 +211,8 @@ unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: j
             return;
         }
         let Some(id) = java_id(jni, vthread) else { return };
-        let (what, pending) = crate::vthread_markers::split_native_what(what as u32);
+        let (what, mut pending) = crate::vthread_markers::split_native_what(what as u32);
+        pending.timeout_us = NATIVE_TIMEOUT_US.take();
         if let Some(payload) = crate::vthread_markers::payload(what, id, pending) {
             record_raw(ts, payload);
         }
@@ -247,8 +248,23 @@ unsafe extern "C" fn ended0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) 
     guard("Probe.ended0", || end(jni, vthread, ts, || thread_name(jni, vthread)));
 }
 
+thread_local! {
+    /// The timeout (µs) `Probe.timeout0` gave the next `vthreadEvent0` on
+    /// this carrier: the timed unmount it comes right before.
+    static NATIVE_TIMEOUT_US: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// `Probe.timeout0(long nanos)`: the timeout of the timed unmount that
+/// `vthreadEvent0` records next on this thread (a virtual thread whose
+/// events do not fit a probe buffer's).
+unsafe extern "C" fn timeout0(_jni: *mut JNIEnv, _class: jclass, nanos: jlong) {
+    guard("Probe.timeout0", || {
+        NATIVE_TIMEOUT_US.set(Some((nanos.max(0) as u64) / 1000));
+    });
+}
+
 /// The natives of `jtrace.Probe` this module implements.
-pub(crate) fn natives() -> [JNINativeMethod; 6] {
+pub(crate) fn natives() -> [JNINativeMethod; 7] {
     [
         probe_class::native(c"blockerId0", c"(Ljava/lang/Class;)I", blocker_id0 as *mut c_void),
         probe_class::native(
@@ -264,5 +280,6 @@ pub(crate) fn natives() -> [JNINativeMethod; 6] {
             register_virtual0 as *mut c_void,
         ),
         probe_class::native(c"flushVirtual0", c"(Ljtrace/Probe;)V", flush_virtual0 as *mut c_void),
+        probe_class::native(c"timeout0", c"(J)V", timeout0 as *mut c_void),
     ]
 }

@@ -462,8 +462,8 @@ public final class Probe {
             what = V_UNMOUNT;
         }
         int blocker = what == V_PARK ? blockerId(vthread) : -1;
-        if (p != null && TIMEOUT_OFFSET >= 0 && (s == S_TIMED_PARKING || s == S_TIMED_WAITING)) {
-            p.timeoutOf(vthread);
+        if (TIMEOUT_OFFSET >= 0 && (s == S_TIMED_PARKING || s == S_TIMED_WAITING)) {
+            timeoutOf(p, vthread);
         }
         if (p == null) {
             vthreadEvent0(vthread, blocker < 0 ? what : what | (blocker + 1) << NATIVE_BLOCKER_SHIFT);
@@ -531,15 +531,21 @@ public final class Probe {
      * microseconds (saturated), which the unmount right after it in this
      * buffer takes (the agent pairs them).
      */
-    private void timeoutOf(Object vthread) {
+    private static void timeoutOf(Probe p, Object vthread) {
+        long nanos = UNSAFE.getLong(vthread, TIMEOUT_OFFSET);
         long id = UNSAFE.getLong(vthread, TID_OFFSET);
-        if ((id >>> VTHREAD_ID_BITS) != 0) {
+        if (p == null || (id >>> VTHREAD_ID_BITS) != 0) {
+            // Its unmount goes through vthreadEvent0 (on this thread) too.
+            timeout0(nanos);
             return;
         }
-        long us = UNSAFE.getLong(vthread, TIMEOUT_OFFSET) / 1000;
+        long us = nanos / 1000;
         long max = (1L << VTHREAD_ID_BITS) - 1;
-        append(System.nanoTime(), VTHREAD | (long) V_TIMEOUT << VTHREAD_WHAT_SHIFT | Math.min(Math.max(us, 0), max) << ID_SHIFT);
+        p.append(System.nanoTime(), VTHREAD | (long) V_TIMEOUT << VTHREAD_WHAT_SHIFT | Math.min(Math.max(us, 0), max) << ID_SHIFT);
     }
+
+    /** The timeout (ns) of the timed unmount vthreadEvent0 records next on this thread. */
+    private static native void timeout0(long nanos);
 
     /** VirtualThread.run(Runnable) began: its first mount (the agent records its name). */
     public static void started(Object vthread) {

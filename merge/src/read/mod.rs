@@ -474,16 +474,17 @@ impl TraceReader {
     }
 
     /// The detail of a carrier's JVM block as its mounted virtual thread
-    /// sees it: the same class, marked as pinning it ("pinned: <class>").
+    /// sees it: the same class, marked as pinning the carrier
+    /// ("<class> (carrier pinned)").
     fn pinned_detail(&mut self, detail: u32) -> u32 {
         if let Some(&d) = self.pinned_details.get(&detail) {
             return d;
         }
         let class = self.trace.details.get(detail as usize).cloned().unwrap_or_default();
         let d = self.detail(if class.is_empty() {
-            "pinned".to_string()
+            "(carrier pinned)".to_string()
         } else {
-            format!("pinned: {class}")
+            format!("{class} (carrier pinned)")
         });
         self.pinned_details.insert(detail, d);
         d

@@ -65,7 +65,21 @@ pub(crate) struct VirtualThreads {
     /// The agent recorded the unparks (VTHREAD_UNPARK): no carrier wakeup
     /// stands for one.
     exact_unparks: bool,
+    /// The JDK's unblocker threads (JDK 24 and later), by tid: they unpark
+    /// a virtual thread waiting for a monitor on behalf of the thread that
+    /// released it, which woke them ([`UNBLOCKER`]).
+    unblockers: std::collections::HashSet<u32>,
+    /// Each unblocker's wakeups: (ts, waker), as the kernel read goes.
+    unblocker_wakes: TidMap<Vec<(u64, u32)>>,
+    /// Unparks by an unblocker, whose waker is found once its wakeups are
+    /// read: (virtual thread, ts, unblocker, pid).
+    relayed: Vec<(u32, u64, u32, u32)>,
 }
+
+/// The name of the JDK's platform thread that unparks virtual threads
+/// waiting for a monitor its owner released (JDK 24 and later): plumbing,
+/// never the waker the reports name.
+pub(crate) const UNBLOCKER: &str = "VirtualThread-unblocker";
 
 /// One virtual thread's records, as the first pass collects them.
 #[derive(Default)]
@@ -132,6 +146,11 @@ impl VirtualThreads {
             if let Some(m) = self.mounted(*waker_tid, ts) {
                 *waker_tid = m.vtid;
             }
+            // An unblocker woken by a virtual thread: by one releasing a
+            // monitor (its carrier's other wakeups of it are not releases).
+            if self.unblockers.contains(&tid) && fmt::virtual_thread_id(*waker_tid).is_some() {
+                self.unblocker_wakes.entry(tid).or_default().push((ts, *waker_tid));
+            }
         }
         if let Some(&(wts, wake, vtid, mount)) = self.pending.get(&tid) {
             if ts >= mount {
@@ -196,12 +215,34 @@ impl VirtualThreads {
     }
 
     /// At the end of the kernel stream: the wakeups still pending (their
-    /// carrier's events ended before the mount).
+    /// carrier's events ended before the mount), and the unparks by an
+    /// unblocker, each named after the virtual thread that woke the
+    /// unblocker last before it: the monitor's releaser (exact for the
+    /// first unblock of a batch; later ones the unblocker took from its
+    /// list without a new wakeup get that batch's releaser), the unblocker
+    /// itself if no virtual thread woke it.
     pub(crate) fn pending_wakes(&mut self) -> Vec<(u32, u64, Event)> {
-        self.pending
+        let mut out: Vec<(u32, u64, Event)> = self
+            .pending
             .drain()
             .map(|(_, (ts, e, vtid, _))| (vtid, ts, e))
-            .collect()
+            .collect();
+        for (vtid, ts, by, pid) in std::mem::take(&mut self.relayed) {
+            let waker_tid = (self.unblocker_wakes.get_mut(&by))
+                .map(|w| {
+                    w.sort_by_key(|x| x.0);
+                    w
+                })
+                .and_then(|w| w[..w.partition_point(|x| x.0 <= ts)].last())
+                .map_or(by, |&(_, w)| w);
+            let wake = Event::Wakeup {
+                waker_tid,
+                waker_tgid: pid,
+                new_task: false,
+            };
+            out.push((vtid, ts, wake));
+        }
+        out
     }
 
     /// The first pass over the JVM streams `files`: every virtual thread's
@@ -221,13 +262,24 @@ impl VirtualThreads {
             let mut lives: HashMap<u64, Life> = HashMap::new();
             // (ts, the unparking thread's tid, the unparked one's id).
             let mut unparks: Vec<(u64, u32, u64)> = Vec::new();
+            // Per carrier, its contended monitor enters (ts, class): JVMTI's
+            // event, posted for the virtual thread it runs, names the
+            // monitor a virtual thread that unmounts to wait (JDK 24 and
+            // later) waits for. Carriers' buffers come out of time order:
+            // paired once all is read.
+            let mut enters: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
             while let Some(Ok(raw)) = recs.next_raw() {
                 if let Some(id) = fmt::virtual_thread_id(raw.tid) {
                     let l = lives.entry(id).or_default();
                     l.first_own = Some(l.first_own.map_or(raw.ts, |f| f.min(raw.ts)));
                     continue;
                 }
-                if !(kind::VTHREAD_START..=kind::VTHREAD_UNPARK).contains(&raw.kind) && raw.kind != kind::JVM_START {
+                if !(kind::VTHREAD_START..=kind::VTHREAD_UNPARK).contains(&raw.kind)
+                    && !matches!(
+                        raw.kind,
+                        kind::JVM_START | kind::MONITOR_CONTENDED_ENTER | kind::THREAD_START
+                    )
+                {
                     continue;
                 }
                 // A carrier's tid, as the kernel knows it.
@@ -235,6 +287,14 @@ impl VirtualThreads {
                 match raw.decode().map(|r| r.payload) {
                     Ok(Payload::JvmStart(s)) => pid = ns.host_pid(path, s.pid, raw.ts),
                     Ok(Payload::Jvm(kind::VTHREAD_UNPARK, b)) => unparks.push((raw.ts, carrier, b.arg)),
+                    Ok(Payload::ThreadStart(t)) => {
+                        if t.name == UNBLOCKER {
+                            out.unblockers.insert(carrier);
+                        }
+                    }
+                    Ok(Payload::Jvm(kind::MONITOR_CONTENDED_ENTER, b)) => {
+                        enters.entry(carrier).or_default().push((raw.ts, b.class));
+                    }
                     Ok(Payload::Jvm(k, b)) => {
                         let l = lives.entry(b.arg).or_default();
                         // The name at the end, else at the start.
@@ -251,6 +311,7 @@ impl VirtualThreads {
             if lives.is_empty() {
                 continue;
             }
+            name_monitors(&mut lives, enters);
             let mut ids: Vec<u64> = lives.keys().copied().collect();
             ids.sort_unstable();
             let keys = out.keys.entry(path.clone()).or_default();
@@ -279,6 +340,10 @@ impl VirtualThreads {
                 if !s.gaps.iter().any(|&(from, to)| from < ts && ts < to) {
                     continue;
                 }
+                if out.unblockers.contains(&by) {
+                    out.relayed.push((s.info.tid, ts, by, pid));
+                    continue;
+                }
                 let waker_tid = out.mounted_on(by, ts).unwrap_or(by);
                 let wake = Event::Wakeup {
                     waker_tid,
@@ -289,6 +354,40 @@ impl VirtualThreads {
             }
         }
         (out, synthetic)
+    }
+}
+
+/// Names the monitor of every unmount to wait for one (JDK 24 and later:
+/// the reason says `monitor` alone): the class of the last contended enter
+/// its carrier posted while the virtual thread was mounted there, else (a
+/// retry of the same enter after an unblock that lost the race, which
+/// posts no new event) the monitor of its previous such unmount.
+fn name_monitors(lives: &mut HashMap<u64, Life>, mut enters: HashMap<u32, Vec<(u64, String)>>) {
+    for v in enters.values_mut() {
+        v.sort_by_key(|e| e.0);
+    }
+    for life in lives.values_mut() {
+        life.steps.sort_by_key(|s| s.0);
+        let mut mounted_at = 0;
+        let mut last: Option<String> = None;
+        for (ts, k, carrier, reason) in life.steps.iter_mut() {
+            if matches!(*k, kind::VTHREAD_START | kind::VTHREAD_MOUNT) {
+                mounted_at = *ts;
+                continue;
+            }
+            if *k != kind::VTHREAD_UNMOUNT || unmount_timeout(reason).0 != fmt::UNMOUNT_MONITOR {
+                continue;
+            }
+            let posted = enters.get(carrier).and_then(|v| {
+                let i = v.partition_point(|e| e.0 <= *ts);
+                v[..i].last().filter(|e| e.0 >= mounted_at).map(|e| e.1.clone())
+            });
+            if let Some(class) = posted.or_else(|| last.clone()) {
+                let rest = &reason[fmt::UNMOUNT_MONITOR.len()..];
+                *reason = format!("{} {class}{rest}", fmt::UNMOUNT_MONITOR);
+                last = Some(class);
+            }
+        }
     }
 }
 
