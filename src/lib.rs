@@ -22,6 +22,7 @@ mod info;
 mod memory;
 mod options;
 mod output;
+mod proc_root;
 mod progress;
 mod record;
 mod report;
