@@ -44,6 +44,10 @@ pub(crate) struct Jvm {
     pub(crate) nspid: u32,
     /// Effective user, group and groups of the JVM (host ids).
     pub(crate) user: User,
+    /// Whether it sees another file system than jtrace (another mount
+    /// namespace or root: a container): then the agent and its trace
+    /// directory must be placed inside it (src/container.rs).
+    pub(crate) in_container: bool,
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
@@ -76,12 +80,7 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
         bail!("process {pid} ({name}) is not a HotSpot JVM (it does not map libjvm.so)");
     }
     let mnt = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
-    if mnt("self") != mnt(&pid.to_string()) || !ProcRoot::open(pid)?.is_ours() {
-        bail!(
-            "process {pid} runs in another mount namespace or root (a container); jtrace attach needs the JVM \
-             to see the agent and the trace directory at the same paths as jtrace"
-        );
-    }
+    let in_container = mnt("self") != mnt(&pid.to_string()) || !ProcRoot::open(pid)?.is_ours();
     let nspid = status_field(&status, "NSpid:")
         .and_then(|v| v.split_whitespace().last())
         .and_then(|v| v.parse().ok())
@@ -89,7 +88,12 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
     let Some(user) = User::from_proc_status(&status) else {
         bail!("cannot read the user of process {pid}");
     };
-    let jvm = Jvm { pid, nspid, user };
+    let jvm = Jvm {
+        pid,
+        nspid,
+        user,
+        in_container,
+    };
     if attach_disabled(&jvm) {
         bail!(
             "the JVM {pid} was started with -XX:+DisableAttachMechanism: it refuses dynamic attach; \
