@@ -33,7 +33,7 @@ mkdir -p "$W/root/usr" "$W/root/proc" "$W/root/sys" "$W/root/dev" "$W/root/etc" 
 chmod 1777 "$W/root/tmp"
 for l in lib lib64 bin sbin; do ln -s "usr/$l" "$W/root/$l"; done
 tar -C "$W/root" -cf "$W/base.tar" .
-podman import "$W/base.tar" "$IMAGE" >/dev/null 2>&1
+podman image exists "$IMAGE" || podman import "$W/base.tar" "$IMAGE" >/dev/null 2>&1
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # Attach to $1; prints the milliseconds from jtrace's start to "recording".
 attach_ms() {

@@ -91,8 +91,12 @@ impl Podman {
         o
     }
 
-    /// Imports the base image: a tar of an empty root.
+    /// Imports the base image, a tar of an empty root, unless it is there
+    /// (each import would leave the last one behind, unnamed).
     fn import_base(&self) {
+        if self.podman(&["image", "exists", IMAGE]).status.success() {
+            return;
+        }
         let dir = tempdir("base-image");
         let root = dir.join("root");
         for d in ["usr", "tmp", "proc", "sys", "dev", "etc"] {
