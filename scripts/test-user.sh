@@ -12,3 +12,7 @@ if ! id "$user" >/dev/null 2>&1; then
         --user-group --groups "$extra" "$user" || id "$user" >/dev/null
 fi
 id -nG "$user" | tr ' ' '\n' | grep -qx "$extra" || usermod --append --groups "$extra" "$user"
+# Subordinate ids for rootless containers of that account (tests/containers_attach.rs):
+# its container's uid 0 is host uid 100000.
+grep -q "^$user:" /etc/subuid 2>/dev/null || usermod --add-subuids 100000-165535 "$user"
+grep -q "^$user:" /etc/subgid 2>/dev/null || usermod --add-subgids 100000-165535 "$user"

@@ -82,6 +82,22 @@ impl TraceArgs {
     }
 }
 
+impl AgentSetup {
+    /// The configuration with another output directory: `dir`, as the
+    /// JVM sees it (a directory in its container).
+    pub(crate) fn conf_with_output(&self, dir: &str) -> String {
+        let mut conf = String::new();
+        for line in self.conf.lines() {
+            match line.strip_prefix("output ") {
+                Some(_) => conf.push_str(&format!("output {dir}")),
+                None => conf.push_str(line),
+            }
+            conf.push('\n');
+        }
+        conf
+    }
+}
+
 /// The agent's configuration: the user's JPMT file (minus `output`), then
 /// `--methods` rules and `--alloc-samples`, then the output directory. The
 /// user's lines keep their numbers, so that the agent's error messages point
@@ -121,6 +137,20 @@ fn agent_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_elsewhere() {
+        let setup = AgentSetup {
+            out: PathBuf::from("/t/x.jtrace"),
+            conf:
+                "include_method A.*\n# (output set by jtrace) output /elsewhere\noutput /t/x.jtrace\nskip_trivial on\n"
+                    .into(),
+        };
+        assert_eq!(
+            setup.conf_with_output("/tmp/.jtrace-1"),
+            "include_method A.*\n# (output set by jtrace) output /elsewhere\noutput /tmp/.jtrace-1\nskip_trivial on\n"
+        );
+    }
 
     #[test]
     fn config_lines_keep_their_numbers_and_output_is_jtraces() {

@@ -12,12 +12,22 @@
 //!    peer's credentials) and send `1\0load\0<agent>\0true\0<options>\0`.
 //! 3. Read the reply: `0` when the command ran, then the return code of
 //!    Agent_OnAttach (`return code: N` from JDK 9 on, an error text on JDK 21+).
+//!
+//! The JVM's /tmp and working directory are its own (a container's, maybe):
+//! they are opened from its root and its cwd link (src/proc_root.rs), and
+//! every file there is reached relative to those descriptors, without
+//! following a link. The socket is checked on a descriptor of its own and
+//! connected through that descriptor (`/proc/self/fd/N`: the very inode
+//! checked), and the listener must be the JVM itself (SO_PEERCRED).
 
+use crate::proc_root::{fd_path, open_in, ProcRoot};
 use crate::user::User;
 use anyhow::{bail, Context};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long the JVM may take to open its attach socket after SIGQUIT.
@@ -32,8 +42,12 @@ pub(crate) struct Jvm {
     pub(crate) pid: u32,
     /// Pid inside its own pid namespace (HotSpot names its files with it).
     pub(crate) nspid: u32,
-    /// Effective user, group and groups of the JVM.
+    /// Effective user, group and groups of the JVM (host ids).
     pub(crate) user: User,
+    /// Whether it sees another file system than jtrace (another mount
+    /// namespace or root: a container): then the agent and its trace
+    /// directory must be placed inside it (src/container.rs).
+    pub(crate) in_container: bool,
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
@@ -66,12 +80,7 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
         bail!("process {pid} ({name}) is not a HotSpot JVM (it does not map libjvm.so)");
     }
     let mnt = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
-    if mnt("self") != mnt(&pid.to_string()) {
-        bail!(
-            "process {pid} runs in another mount namespace (a container); jtrace attach needs the JVM to see \
-             the agent and the trace directory at the same paths as jtrace"
-        );
-    }
+    let in_container = mnt("self") != mnt(&pid.to_string()) || !ProcRoot::open(pid)?.is_ours();
     let nspid = status_field(&status, "NSpid:")
         .and_then(|v| v.split_whitespace().last())
         .and_then(|v| v.parse().ok())
@@ -79,7 +88,12 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
     let Some(user) = User::from_proc_status(&status) else {
         bail!("cannot read the user of process {pid}");
     };
-    let jvm = Jvm { pid, nspid, user };
+    let jvm = Jvm {
+        pid,
+        nspid,
+        user,
+        in_container,
+    };
     if attach_disabled(&jvm) {
         bail!(
             "the JVM {pid} was started with -XX:+DisableAttachMechanism: it refuses dynamic attach; \
@@ -88,14 +102,15 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
     }
     Ok(jvm)
 }
-
 /// Whether the JVM says attach is disabled: the first flag of
 /// `sun.rt.jvmCapabilities` in its hsperfdata (how the Attach API decides
 /// "attachable"), else -XX:+DisableAttachMechanism on its command line or in
 /// the environment variables the launcher reads.
 fn attach_disabled(jvm: &Jvm) -> bool {
     // The hsperfdata directory is the JVM user's: read it as them.
-    if let Some(caps) = jvm.user.run_as(|| Ok(perf_capabilities(jvm))).ok().flatten() {
+    let tmp = ProcRoot::open(jvm.pid).and_then(|r| r.tmp()).ok();
+    let caps = tmp.and_then(|tmp| jvm.user.run_as(|| Ok(perf_capabilities(jvm, &tmp))).ok().flatten());
+    if let Some(caps) = caps {
         return caps.first() == Some(&b'0');
     }
     let flag = "-XX:+DisableAttachMechanism";
@@ -116,20 +131,24 @@ fn attach_disabled(jvm: &Jvm) -> bool {
 }
 
 /// The value of `sun.rt.jvmCapabilities` (64 `0`/`1` flags) from the JVM's
-/// hsperfdata file, if it has one (-XX:-UsePerfData turns it off).
-fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
-    let tmp = PathBuf::from(format!("/proc/{}/root/tmp", jvm.pid));
-    let dir = std::fs::read_dir(&tmp).ok()?;
-    for d in dir.flatten() {
-        // The JVM's own directory (a stale file of another user's old
-        // process with the same pid must not decide).
-        use std::os::unix::fs::MetadataExt;
-        if !d.file_name().to_string_lossy().starts_with("hsperfdata_")
-            || !d.metadata().is_ok_and(|m| m.uid() == jvm.user.uid.as_raw())
-        {
+/// hsperfdata file in its /tmp (`tmp`), if it has one (-XX:-UsePerfData
+/// turns it off).
+fn perf_capabilities(jvm: &Jvm, tmp: &OwnedFd) -> Option<Vec<u8>> {
+    for e in rustix::fs::Dir::read_from(tmp).ok()? {
+        let Ok(e) = e else { continue };
+        let Ok(name) = e.file_name().to_str() else { continue };
+        if !name.starts_with("hsperfdata_") {
             continue;
         }
-        let Ok(data) = read_regular(&d.path().join(jvm.nspid.to_string())) else {
+        // The JVM's own directory (a stale file of another user's old
+        // process with the same pid must not decide).
+        let Ok(dir) = open_in(tmp, name, OFlags::RDONLY | OFlags::DIRECTORY, 0) else {
+            continue;
+        };
+        if !rustix::fs::fstat(&dir).is_ok_and(|st| st.st_uid == jvm.user.uid.as_raw()) {
+            continue;
+        }
+        let Ok(data) = read_regular(&dir, &jvm.nspid.to_string()) else {
             continue;
         };
         let key = b"sun.rt.jvmCapabilities\0";
@@ -147,21 +166,16 @@ fn perf_capabilities(jvm: &Jvm) -> Option<Vec<u8>> {
     None
 }
 
-/// Reads `path` if it is a regular file: a link there is not followed, a
-/// FIFO not waited on.
-fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let fd = rustix::fs::openat(
-        rustix::fs::CWD,
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+/// Reads `name` in `dir` if it is a regular file (at most 1 MiB; an
+/// hsperfdata file is 32 KiB): a link there is not followed, a FIFO not
+/// waited on.
+fn read_regular(dir: &OwnedFd, name: &str) -> std::io::Result<Vec<u8>> {
+    let fd = open_in(dir, name, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY, 0)?;
     if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) != FileType::RegularFile {
         return Err(std::io::Error::other("not a regular file"));
     }
     let mut data = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut data)?;
+    std::fs::File::from(fd).take(1 << 20).read_to_end(&mut data)?;
     Ok(data)
 }
 
@@ -178,44 +192,107 @@ pub(crate) fn alive(pid: u32) -> bool {
     !matches!(state, None | Some('Z') | Some('X'))
 }
 
-fn is_socket(p: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket())
+/// The JVM's directories its attach files are in, held open: its /tmp and
+/// its working directory (as jtrace, before acting as the JVM's user).
+struct JvmDirs {
+    tmp: OwnedFd,
+    cwd: Option<OwnedFd>,
+    /// `.java_pid<nspid>`, in `tmp`.
+    socket: String,
 }
 
-/// Whether the JVM's attach socket is there, and may be trusted: as the
-/// JDK's own client checks, it must be a socket (not a link to one)
-/// owned by the JVM's user, which no one else may write. Anything else at
-/// its name was put there by someone else, and is refused.
-fn attach_socket(jvm: &Jvm, sock: &Path) -> anyhow::Result<bool> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let md = match std::fs::symlink_metadata(sock) {
-        Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e).with_context(|| format!("cannot look at {}", sock.display())),
-    };
-    if !md.file_type().is_socket() {
-        bail!(
-            "{} is not a socket (a link or a file planted there?); refusing to use it",
-            sock.display()
-        );
+impl JvmDirs {
+    fn open(jvm: &Jvm) -> anyhow::Result<JvmDirs> {
+        let tmp = ProcRoot::open(jvm.pid)?.tmp()?;
+        let cwd = rustix::fs::openat(
+            rustix::fs::CWD,
+            format!("/proc/{}/cwd", jvm.pid),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+        Ok(JvmDirs {
+            tmp,
+            cwd,
+            socket: format!(".java_pid{}", jvm.nspid),
+        })
     }
-    if md.uid() != jvm.user.uid.as_raw() || md.mode() & 0o022 != 0 {
+
+    /// The socket's path as the JVM sees it, for messages.
+    fn shown(&self) -> String {
+        format!("/tmp/{}", self.socket)
+    }
+
+    fn has_socket(&self) -> bool {
+        rustix::fs::statat(&self.tmp, self.socket.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Socket)
+    }
+}
+
+/// The JVM's attach socket, if it is there and may be trusted, opened
+/// (O_PATH) without following a link: as the JDK's own client checks, it
+/// must be a socket owned by the JVM's user, which no one else may write.
+/// Anything else at its name was put there by someone else, and is refused.
+fn attach_socket(jvm: &Jvm, dirs: &JvmDirs) -> anyhow::Result<Option<OwnedFd>> {
+    let shown = dirs.shown();
+    let fd = match open_in(&dirs.tmp, &dirs.socket, OFlags::PATH, 0) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => bail!("{shown} is not a socket (a link planted there?); refusing to use it"),
+        Err(e) => return Err(e).with_context(|| format!("cannot look at {shown}")),
+    };
+    // Checked on the descriptor: what is connected below is this inode.
+    let st = rustix::fs::fstat(&fd).with_context(|| format!("cannot look at {shown}"))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Socket {
+        bail!("{shown} is not a socket (a link or a file planted there?); refusing to use it");
+    }
+    if st.st_uid != jvm.user.uid.as_raw() || st.st_mode & 0o022 != 0 {
         bail!(
-            "the attach socket {} belongs to uid {} (mode {:o}), not to the JVM's user (uid {}) alone; \
+            "the attach socket {shown} belongs to uid {} (mode {:o}), not to the JVM's user (uid {}) alone; \
              refusing it (another user may have planted it)",
-            sock.display(),
-            md.uid(),
-            md.mode() & 0o777,
+            st.st_uid,
+            st.st_mode & 0o777,
             jvm.user.uid.as_raw()
         );
     }
-    Ok(true)
+    Ok(Some(fd))
+}
+
+/// Connects to the socket open as `sock` (through its descriptor), and
+/// checks that the JVM itself listens on it.
+fn connect(jvm: &Jvm, dirs: &JvmDirs, sock: &OwnedFd) -> std::io::Result<UnixStream> {
+    let s = UnixStream::connect(fd_path(sock))?;
+    match peer_pid(&s) {
+        Some(p) if p == jvm.pid => Ok(s),
+        p => Err(std::io::Error::other(format!(
+            "{} is not the JVM's: {} listens on it; refusing it",
+            dirs.shown(),
+            p.map_or_else(|| "an unknown process".to_string(), |p| format!("process {p}"))
+        ))),
+    }
+}
+
+/// The (host) pid of the process that listens on the other end of `s`.
+fn peer_pid(s: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid out-pointers of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
 /// Makes the JVM start its attach listener (trigger file + SIGQUIT); runs
 /// as the JVM's user.
-fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
+fn start_listener(jvm: &Jvm, dirs: &JvmDirs) -> anyhow::Result<()> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", jvm.pid)).unwrap_or_default();
     if !catches_sigquit(&status) {
         bail!(
@@ -224,40 +301,37 @@ fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
             jvm.pid
         );
     }
-    let candidates = [
-        PathBuf::from(format!("/proc/{}/cwd/.attach_pid{}", jvm.pid, jvm.nspid)),
-        PathBuf::from(format!("/proc/{}/root/tmp/.attach_pid{}", jvm.pid, jvm.nspid)),
-    ];
+    let name = format!(".attach_pid{}", jvm.nspid);
     let mut trigger = None;
-    for c in &candidates {
-        match create_trigger(c) {
+    for dir in [dirs.cwd.as_ref(), Some(&dirs.tmp)].into_iter().flatten() {
+        match create_trigger(dir, &name) {
             Ok(true) => {
-                trigger = Some(c.clone());
+                trigger = Some(dir);
                 break;
             }
             // Ours, but some file systems change the owner and HotSpot
             // would not trust it.
             Ok(false) => {
-                let _ = std::fs::remove_file(c);
+                let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
             }
             Err(_) => {}
         }
     }
     let Some(trigger) = trigger else {
-        bail!(
-            "cannot create the attach trigger file .attach_pid{} in the JVM's working directory or /tmp",
-            jvm.nspid
-        );
+        bail!("cannot create the attach trigger file {name} in the JVM's working directory or /tmp");
+    };
+    let remove_trigger = || {
+        let _ = rustix::fs::unlinkat(trigger, name.as_str(), AtFlags::empty());
     };
     // SAFETY: sending a signal the target is known to catch.
     if unsafe { libc::kill(jvm.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
         let e = std::io::Error::last_os_error();
-        let _ = std::fs::remove_file(&trigger);
+        remove_trigger();
         bail!("cannot signal the JVM {}: {e}", jvm.pid);
     }
     let t0 = Instant::now();
     let result = loop {
-        if is_socket(sock) {
+        if dirs.has_socket() {
             break Ok(());
         }
         if !alive(jvm.pid) {
@@ -275,21 +349,20 @@ fn start_listener(jvm: &Jvm, sock: &Path) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let _ = std::fs::remove_file(&trigger);
+    remove_trigger();
     result
 }
 
-/// Creates the attach trigger file at `path` (or opens the one there),
-/// never following a link planted in the JVM's working directory and never
-/// truncating anything; whether the file is a regular one owned by us, the
-/// JVM's user (checked on the descriptor, not by name).
-fn create_trigger(path: &Path) -> std::io::Result<bool> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let fd = rustix::fs::openat(
-        rustix::fs::CWD,
-        path,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
+/// Creates the attach trigger file `name` in `dir` (or opens the one
+/// there), never following a link planted there and never truncating
+/// anything; whether the file is a regular one owned by us, the JVM's user
+/// (checked on the descriptor, not by name).
+fn create_trigger(dir: &OwnedFd, name: &str) -> std::io::Result<bool> {
+    let fd = open_in(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::NONBLOCK | OFlags::NOCTTY,
+        0o600,
     )?;
     let st = rustix::fs::fstat(&fd)?;
     Ok(
@@ -298,30 +371,37 @@ fn create_trigger(path: &Path) -> std::io::Result<bool> {
     )
 }
 
+/// The JVM's attach socket, its listener started if need be, connected.
+/// Runs as the JVM's user.
+fn open_session(jvm: &Jvm, dirs: &JvmDirs) -> anyhow::Result<UnixStream> {
+    let sock = match attach_socket(jvm, dirs)? {
+        Some(fd) => fd,
+        None => {
+            start_listener(jvm, dirs)?;
+            attach_socket(jvm, dirs)?.with_context(|| format!("{} vanished", dirs.shown()))?
+        }
+    };
+    match connect(jvm, dirs, &sock) {
+        // A socket file left by an earlier process with the same pid
+        // (killed before it could remove it): nobody listens on it.
+        // Remove it and have this JVM start its listener.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            rustix::fs::unlinkat(&dirs.tmp, dirs.socket.as_str(), AtFlags::empty())
+                .with_context(|| format!("cannot remove the stale attach socket {}", dirs.shown()))?;
+            start_listener(jvm, dirs)?;
+            let sock = attach_socket(jvm, dirs)?.with_context(|| format!("{} vanished", dirs.shown()))?;
+            connect(jvm, dirs, &sock)
+        }
+        r => r,
+    }
+    .with_context(|| format!("cannot connect to the JVM's attach socket {}", dirs.shown()))
+}
+
 /// Sends one attach command and returns the JVM's whole reply.
 fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<String> {
-    let jvm = jvm.clone();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    jvm.user.clone().run_as(move || {
-        let sock = PathBuf::from(format!("/proc/{}/root/tmp/.java_pid{}", jvm.pid, jvm.nspid));
-        if !attach_socket(&jvm, &sock)? {
-            start_listener(&jvm, &sock)?;
-            attach_socket(&jvm, &sock)?;
-        }
-        let mut s = match UnixStream::connect(&sock) {
-            // A socket file left by an earlier process with the same pid
-            // (killed before it could remove it): nobody listens on it.
-            // Remove it and have this JVM start its listener.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                std::fs::remove_file(&sock)
-                    .with_context(|| format!("cannot remove the stale attach socket {}", sock.display()))?;
-                start_listener(&jvm, &sock)?;
-                attach_socket(&jvm, &sock)?;
-                UnixStream::connect(&sock)
-            }
-            r => r,
-        }
-        .with_context(|| format!("cannot connect to the JVM's attach socket {}", sock.display()))?;
+    let dirs = JvmDirs::open(jvm)?;
+    jvm.user.run_as(|| {
+        let mut s = open_session(jvm, &dirs)?;
         let deadline = Instant::now() + timeout;
         s.set_write_timeout(Some(timeout))?;
         let mut msg = b"1\0".to_vec();

@@ -3,7 +3,7 @@
 
 use crate::disk::DiskArgs;
 use crate::options::{parse_duration, KernelArgs};
-use crate::session::{self, kernel_events, kernel_stream_problem, Session, Traced, EXIT_USAGE};
+use crate::session::{self, kernel_events, kernel_stream_problem, JvmLibraries, Session, Traced, EXIT_USAGE};
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
@@ -61,9 +61,12 @@ fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result
     let dir = TraceDir::prepare(&out, &owner)?;
     let disk = args.disk.plan(&dir);
     let meta = session::new_meta(command, args.pid, &[]);
-    let libjvm = jtrace_bpf::safepoints::libjvm_of_pid(args.pid);
+    let libs = JvmLibraries {
+        libjvm: jtrace_bpf::safepoints::libjvm_of_pid(args.pid),
+        agent: None,
+    };
     let traced = Traced::Pid(args.pid);
-    let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libjvm, traced, &owner)?;
+    let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libs, traced, &owner)?;
     signals::stop_on_signals()?;
     eprintln!(
         "jtrace: recording pid {}{}",

@@ -9,7 +9,7 @@
 use crate::agent_lib::{agent_path, check_readable_by};
 use crate::disk::DiskArgs;
 use crate::options::{KernelArgs, TraceArgs};
-use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, Session, Traced};
+use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, JvmLibraries, Session, Traced};
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
@@ -67,14 +67,17 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
     let agent_options = dir.agent_options(jtrace_format::AGENT_CONFIG_FILE)?;
     let meta = session::new_meta(args.command.clone(), 0, &args.trace.methods);
-    let libjvm = jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]);
+    let libs = JvmLibraries {
+        libjvm: jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]),
+        agent: None,
+    };
     let mut session = Session::start(
         dir,
         meta,
         &args.kernel,
         &disk,
         lib_calls,
-        libjvm,
+        libs,
         Traced::OurChildren,
         &owner,
     )?;

@@ -93,6 +93,17 @@ pub(crate) enum Traced {
     Pid(u32),
 }
 
+/// The JVM's libraries the kernel recorder probes.
+#[derive(Default)]
+pub(crate) struct JvmLibraries {
+    /// Its `libjvm.so` (safepoints); None: of every installed JDK.
+    pub(crate) libjvm: Option<PathBuf>,
+    /// The agent's library as jtrace reaches the file the JVM maps, when
+    /// that is not the installed one (the copy in a container); its
+    /// announcement functions name the stacks' Java frames.
+    pub(crate) agent: Option<PathBuf>,
+}
+
 /// A recording in progress (see the module documentation).
 pub(crate) struct Session {
     /// The trace directory.
@@ -110,7 +121,7 @@ pub(crate) struct Session {
 impl Session {
     /// Writes the incomplete metadata into `dir`, starts the kernel
     /// recorder on `traced` (the library calls of `kernel` plus the
-    /// safepoint probes of `libjvm`), then hands the files to `recording_user`,
+    /// probes of `libs`), then hands the files to `recording_user`,
     /// who writes the trace meanwhile. On failure the directory is removed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
@@ -119,7 +130,7 @@ impl Session {
         kernel: &KernelArgs,
         disk: &DiskPlan,
         lib_calls: Vec<LibCallSpec>,
-        libjvm: Option<PathBuf>,
+        libs: JvmLibraries,
         traced: Traced,
         recording_user: &User,
     ) -> anyhow::Result<Session> {
@@ -143,7 +154,10 @@ impl Session {
                     }),
                 });
             }
-            kernel.apply(&mut cfg, with_safepoints(lib_calls, libjvm));
+            kernel.apply(&mut cfg, with_safepoints(lib_calls, libs.libjvm));
+            if let Some(agent) = libs.agent {
+                cfg.agent_library = Some(agent);
+            }
             match traced {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
                 Traced::Pid(pid) => cfg.pids = vec![pid],

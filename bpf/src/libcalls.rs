@@ -145,13 +145,24 @@ fn ld_cache() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// `path` with its links resolved, as the uprobes will see it. A path
+/// under /proc (a process's mapped file or a descriptor, which the kernel
+/// resolves itself) is kept as it is: the text of its link names the file
+/// as another process sees it, not jtrace.
+pub(crate) fn resolve_path(path: &Path) -> std::io::Result<PathBuf> {
+    if path.starts_with("/proc/") {
+        return Ok(path.to_path_buf());
+    }
+    path.canonicalize()
+}
+
 fn find_library(lib: &str, cache: &mut Option<Vec<(String, PathBuf)>>) -> Result<PathBuf> {
     if lib.contains('/') {
         let p = Path::new(lib);
         if !p.is_file() {
             bail!("{lib}: no such file");
         }
-        return p.canonicalize().with_context(|| format!("resolving {lib}"));
+        return resolve_path(p).with_context(|| format!("resolving {lib}"));
     }
     let cache = cache.get_or_insert_with(ld_cache);
     let found = cache

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use jtrace_symbols::hotspot::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
 
-use crate::libcalls::{lookup_functions, LibCallSpec, Sym};
+use crate::libcalls::{lookup_functions, resolve_path, LibCallSpec, Sym};
 
 /// Where JDKs are installed on Debian-like systems (one per subdirectory).
 const JVM_DIR: &str = "/usr/lib/jvm";
@@ -32,15 +32,18 @@ pub fn libjvm_of_launcher(program: &str) -> Option<PathBuf> {
     Some(home.join("lib/server/libjvm.so")).filter(|p| p.is_file())
 }
 
-/// `libjvm.so` mapped by a running process, reached through its root (so
-/// that a JVM in a container is found too).
+/// `libjvm.so` mapped by a running process: the mapped file itself
+/// (`/proc/PID/map_files/<range>`, which the kernel resolves), never its
+/// path walked again from the host: in a container a link on that path
+/// could lead onto the host's files. Needs root.
 pub fn libjvm_of_pid(pid: u32) -> Option<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let path = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.ends_with("/libjvm.so"))?;
-    Some(PathBuf::from(format!("/proc/{pid}/root{path}"))).filter(|p| p.is_file())
+    let range = maps.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let range = f.next()?;
+        f.nth(4)?.ends_with("/libjvm.so").then_some(range)
+    })?;
+    Some(PathBuf::from(format!("/proc/{pid}/map_files/{range}"))).filter(|p| p.is_file())
 }
 
 /// Every `libjvm.so` of the JDKs installed in the system's JVM directory.
@@ -68,7 +71,7 @@ pub fn safepoint_calls(libjvm: Option<PathBuf>) -> (Vec<LibCallSpec>, Vec<PathBu
         Some(lib) => vec![lib],
         None => installed_libjvms(),
     };
-    libs = libs.into_iter().filter_map(|p| p.canonicalize().ok()).collect();
+    libs = libs.into_iter().filter_map(|p| resolve_path(&p).ok()).collect();
     libs.sort();
     libs.dedup();
     let (mut calls, mut stripped) = (Vec::new(), Vec::new());
@@ -91,6 +94,7 @@ pub fn safepoint_calls(libjvm: Option<PathBuf>) -> (Vec<LibCallSpec>, Vec<PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
     use std::path::Path;
 
     /// Debian's OpenJDK 17 and Temurin 25 both keep the symbols.
@@ -110,6 +114,7 @@ mod tests {
 
     /// A running JVM's libjvm.so is found through /proc; no process, none.
     #[test]
+    #[cfg_attr(not(feature = "system-tests"), ignore = "needs root (/proc/PID/map_files)")]
     fn libjvm_of_a_running_jvm() {
         let mut jvm = std::process::Command::new("java")
             .args(["-Xshare:off", "-XX:TieredStopAtLevel=1", "-version"])
@@ -120,8 +125,8 @@ mod tests {
         // libjvm.so is mapped within milliseconds of exec; poll until then.
         let mut found = None;
         for _ in 0..200 {
-            // Canonical while the process lives: its /proc root goes with it.
-            found = libjvm_of_pid(jvm.id()).and_then(|p| p.canonicalize().ok());
+            // Looked at while the process lives: its mapping goes with it.
+            found = libjvm_of_pid(jvm.id()).and_then(|p| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino())));
             if found.is_some() {
                 break;
             }
@@ -130,8 +135,8 @@ mod tests {
         let _ = jvm.kill();
         let _ = jvm.wait();
         let found = found.expect("the JVM maps libjvm.so");
-        let expected = libjvm_of_launcher("java").unwrap().canonicalize().unwrap();
-        assert_eq!(found, expected);
+        let expected = std::fs::metadata(libjvm_of_launcher("java").unwrap()).unwrap();
+        assert_eq!(found, (expected.dev(), expected.ino()));
         assert_eq!(libjvm_of_pid(u32::MAX), None);
     }
 }

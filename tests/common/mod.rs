@@ -3,6 +3,7 @@
 //! `jtrace run` and check the merged result.
 #![allow(dead_code)]
 
+pub mod containers;
 pub mod hostile;
 
 use jtrace_merge::{analyze, Invocation, ThreadInfo, Trace, Visitor};
