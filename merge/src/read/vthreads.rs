@@ -231,7 +231,7 @@ impl VirtualThreads {
             let waker_tid = (self.unblocker_wakes.get_mut(&by))
                 .map(|w| {
                     w.sort_by_key(|x| x.0);
-                    w
+                    &*w
                 })
                 .and_then(|w| w[..w.partition_point(|x| x.0 <= ts)].last())
                 .map_or(by, |&(_, w)| w);
@@ -287,10 +287,8 @@ impl VirtualThreads {
                 match raw.decode().map(|r| r.payload) {
                     Ok(Payload::JvmStart(s)) => pid = ns.host_pid(path, s.pid, raw.ts),
                     Ok(Payload::Jvm(kind::VTHREAD_UNPARK, b)) => unparks.push((raw.ts, carrier, b.arg)),
-                    Ok(Payload::ThreadStart(t)) => {
-                        if t.name == UNBLOCKER {
-                            out.unblockers.insert(carrier);
-                        }
+                    Ok(Payload::ThreadStart(t)) if t.name == UNBLOCKER => {
+                        out.unblockers.insert(carrier);
                     }
                     Ok(Payload::Jvm(kind::MONITOR_CONTENDED_ENTER, b)) => {
                         enters.entry(carrier).or_default().push((raw.ts, b.class));
