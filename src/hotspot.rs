@@ -223,6 +223,24 @@ impl JvmDirs {
         format!("/tmp/{}", self.socket)
     }
 
+    /// A socket at the attach socket's name that is not the JVM's user's
+    /// and that nothing listens on (left by a dead process of another user
+    /// with the same pid): removed, as root, by name relative to the
+    /// JVM's /tmp (nothing followed), so that this JVM can make its own.
+    /// One something listens on stays, and is refused ([`attach_socket`]).
+    fn clear_dead_socket(&self, jvm: &Jvm) {
+        let name = self.socket.as_str();
+        let Ok(st) = rustix::fs::statat(&self.tmp, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            return;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::Socket || st.st_uid == jvm.user.uid.as_raw() {
+            return;
+        }
+        if !listened_on(jvm.pid, &self.shown()) {
+            let _ = rustix::fs::unlinkat(&self.tmp, name, AtFlags::empty());
+        }
+    }
+
     fn has_socket(&self) -> bool {
         rustix::fs::statat(&self.tmp, self.socket.as_str(), AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Socket)
@@ -397,9 +415,22 @@ fn open_session(jvm: &Jvm, dirs: &JvmDirs) -> anyhow::Result<UnixStream> {
     .with_context(|| format!("cannot connect to the JVM's attach socket {}", dirs.shown()))
 }
 
+/// Whether a Unix socket bound at `path` (as processes in `pid`'s network
+/// namespace name it) is listening: `/proc/PID/net/unix` lists it with
+/// __SO_ACCEPTCON among its flags.
+fn listened_on(pid: u32, path: &str) -> bool {
+    const ACCEPTCON: u32 = 0x10000;
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap_or_default();
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 8 && f[7] == path && u32::from_str_radix(f[3], 16).is_ok_and(|flags| flags & ACCEPTCON != 0)
+    })
+}
+
 /// Sends one attach command and returns the JVM's whole reply.
 fn command(jvm: &Jvm, args: [&str; 4], timeout: Duration) -> anyhow::Result<String> {
     let dirs = JvmDirs::open(jvm)?;
+    dirs.clear_dead_socket(jvm);
     jvm.user.run_as(|| {
         let mut s = open_session(jvm, &dirs)?;
         let deadline = Instant::now() + timeout;

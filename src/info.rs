@@ -56,11 +56,17 @@ fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
     if !m.methods.is_empty() {
         writeln!(out, "methods    {}", m.methods.join(" "))?;
     }
+    let virtual_threads = t.threads.values().filter(|x| x.virtual_id.is_some()).count();
+    let platform = (t.threads.values())
+        .filter(|x| x.java_name.is_some() && x.virtual_id.is_none())
+        .count();
     writeln!(
         out,
-        "threads    {} ({} known to the JVM)",
+        "threads    {} ({} Java platform threads, {} virtual threads, {} others)",
         t.threads.len(),
-        t.threads.values().filter(|x| x.java_name.is_some()).count()
+        platform,
+        virtual_threads,
+        t.threads.len() - platform - virtual_threads
     )?;
     writeln!(out, "JVMs       {:?}", t.jvm_pids)?;
     // Traced ones, and those named for JIT code and stacks.

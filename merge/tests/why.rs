@@ -76,6 +76,57 @@ fn monitor_held_by_a_sleeper() -> Builder {
     b
 }
 
+/// One monitor enter, three holders in turn: A is woken by each release
+/// but the next holder takes the monitor first, three times. Each blocked
+/// stretch is the holder of its time (B, then C, then D), each followed
+/// into what that holder did: never the whole wait on the last one.
+#[test]
+fn a_waiter_behind_three_holders_follows_each_in_turn() {
+    const D: u32 = 14;
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.hold")]);
+    b.java_thread(100, A, 0, "waiter");
+    for (t, name) in [(B, "holder-1"), (C, "holder-2"), (D, "holder-3")] {
+        b.java_thread(100, t, 0, name);
+    }
+    // Each holder computes in GtX.hold; A's enter is woken at each release.
+    b.enter(A, 1_000, 1);
+    b.jvm_event(A, 1_100, kind::MONITOR_CONTENDED_ENTER, "Gate");
+    b.enter(B, 500, 2);
+    b.exit(B, 20_000, 2);
+    b.block(A, 1_200, 20_000, B, 20_050);
+    b.enter(C, 19_000, 2);
+    b.exit(C, 40_000, 2);
+    b.block(A, 20_100, 40_000, C, 40_050);
+    b.enter(D, 39_000, 2);
+    b.exit(D, 60_000, 2);
+    b.block(A, 40_100, 60_000, D, 60_050);
+    b.jvm_event(A, 60_060, kind::MONITOR_CONTENDED_ENTERED, "Gate");
+    b.exit(A, 61_000, 1);
+    for t in [A, B, C, D] {
+        b.switch_out(t, 70_000, false, 0);
+    }
+    let dir = tempdir("holders");
+    b.write_unended(&dir, 0, 80_000);
+    let (path, hops, wall) = why(&dir, "GtX.a", 256 << 20);
+    assert_eq!(wall, 60_000);
+    // The time of each stretch, by the holder it was on.
+    let mut on = std::collections::BTreeMap::new();
+    for (thread, _, _, ns, depth) in &path {
+        if *depth == 1 {
+            *on.entry(thread.as_str()).or_insert(0u64) += ns;
+        }
+    }
+    assert_eq!(
+        on.into_iter().collect::<Vec<_>>(),
+        vec![("holder-1", 18_800), ("holder-2", 19_900), ("holder-3", 19_900)],
+        "{path:?}"
+    );
+    let blockers: Vec<&str> = hops.iter().map(|(_, _, b)| b.as_str()).collect();
+    assert_eq!(blockers, ["holder-1", "holder-2", "holder-3"], "{hops:?}");
+    assert_eq!(path.iter().map(|s| s.3).sum::<u64>(), wall);
+}
+
 /// A waits 89.3 µs on a monitor B holds while B sleeps: the back-off
 /// wakeups (by the idle task) are not followed; the whole enter is B's.
 #[test]

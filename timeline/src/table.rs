@@ -316,7 +316,12 @@ pub fn render_report(r: &Report, top: usize) -> String {
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
     let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
     let uncovered = r.threads.iter().any(|t| t.not_covered_ns > 0);
-    let mut widths = vec![(8, false), (28, true), (11, false), (11, false), (11, false)];
+    let tid_width = if r.threads.iter().any(|t| t.java_id.is_some()) {
+        15
+    } else {
+        8
+    };
+    let mut widths = vec![(tid_width, false), (28, true), (11, false), (11, false), (11, false)];
     widths.extend(cols.iter().map(|_| (15, false)));
     widths.extend(uncovered.then_some((11, false)));
     widths.extend([(9, false), (9, false)]);
@@ -333,10 +338,12 @@ pub fn render_report(r: &Report, top: usize) -> String {
         } else {
             format!("[{}]", th.name)
         };
-        // A container's thread: the tid its JVM sees, after the host's.
-        let tid = match (th.unmatched, th.ns_tid) {
-            (true, Some(ns)) => format!("?/{ns}"),
-            (false, Some(ns)) => format!("{}/{ns}", th.tid),
+        // A virtual thread by its Java id (its tid is the merge's key); a
+        // container's thread by the tid its JVM sees, after the host's.
+        let tid = match (th.java_id, th.unmatched, th.ns_tid) {
+            (Some(id), _, _) => format!("vthread #{id}"),
+            (None, true, Some(ns)) => format!("?/{ns}"),
+            (None, false, Some(ns)) => format!("{}/{ns}", th.tid),
             _ => th.tid.to_string(),
         };
         let mut row = vec![tid, truncate(&name, 28), ms(th.wall_ns), ms(th.cpu_ns), ms(off)];

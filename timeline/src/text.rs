@@ -232,11 +232,15 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             .exited_ts
             .map(|s| format!("exit {} ms", self.rel(s)))
             .unwrap_or_else(|| format!("last event {} ms", self.rel(t.last_ts)));
+        // A virtual thread's tid is the merge's key: it is named by its Java id.
+        let id = match t.virtual_id {
+            Some(v) => format!("vthread #{v}"),
+            None => format!("tid {}", t.tid),
+        };
         let _ = writeln!(
             self.thread_buf,
-            "\n== Thread \"{}\" tid {} pid {} [{}]  {start}, {end}",
+            "\n== Thread \"{}\" {id} pid {} [{}]  {start}, {end}",
             t.display_name(),
-            t.tid,
             t.tgid,
             kind.join(", ")
         );

@@ -125,6 +125,9 @@ impl Trace {
         r.scan = Some(TidMap::default());
         let (kernel, jvms) = streams::list(dir)?;
         r.ns = PidNamespaces::read(&kernel, &jvms);
+        // The virtual threads too, so that `info` counts the threads the
+        // report lists.
+        r.add_virtual_threads(&jvms)?;
         r.read_streams(&kernel, &jvms, |_| {})?;
         let kernel_until = r.kernel_coverage(&kernel.path);
         for (pid, mut wins) in std::mem::take(&mut r.windows) {
