@@ -4,8 +4,9 @@
 use crate::{
     batch_events, kind, AllocSample, BatchEvents, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample,
     FilePath, Fork, JvmBlock, JvmEnd, JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef,
-    MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, Record, Stack, StackFrame, SwitchIn, SwitchOut,
-    SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup, BUILD_ID_MAX, RECORD_HEADER_LEN, STACK_KERNEL,
+    MethodEvent, MethodTally, PageFault, Payload, PcInline, ProbeDef, Record, Stack, StackFrame, Steal, SwitchIn,
+    SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Throttle, Wakeup, BUILD_ID_MAX, RECORD_HEADER_LEN,
+    STACK_KERNEL,
 };
 
 /// Why a stream could not be decoded further.
@@ -170,6 +171,8 @@ fn decode_payload(kind: u16, ts: u64, b: &[u8]) -> Option<Payload> {
         kind::PAGE_FAULT => Payload::PageFault(PageFault::from_bytes(b)?),
         kind::BLOCK_IO => Payload::BlockIo(BlockIo::from_bytes(b)?),
         kind::LIB_CALL => Payload::LibCall(LibCall::from_bytes(b)?),
+        kind::THROTTLE => Payload::Throttle(Throttle::from_bytes(b)?),
+        kind::STEAL => Payload::Steal(Steal::from_bytes(b)?),
         kind::PROBE_DEF => Payload::ProbeDef(ProbeDef {
             probe: c.u32()?,
             library: c.str()?,
@@ -615,6 +618,17 @@ mod tests {
                 probe: 1,
                 reserved: 0,
                 ret: 42,
+            }),
+            Payload::Throttle(Throttle {
+                to: 77,
+                cpu: 1,
+                flags: crate::THROTTLE_CLAMPED,
+            }),
+            Payload::Steal(Steal {
+                from: 3,
+                ns: 12,
+                cpu: 1,
+                reserved: 0,
             }),
             Payload::ProbeDef(ProbeDef {
                 probe: 1,

@@ -124,6 +124,8 @@ impl Encoder {
             Payload::PageFault(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::BlockIo(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::LibCall(p) => self.buf.extend_from_slice(&p.to_bytes()),
+            Payload::Throttle(p) => self.buf.extend_from_slice(&p.to_bytes()),
+            Payload::Steal(p) => self.buf.extend_from_slice(&p.to_bytes()),
             Payload::ProbeDef(p) => {
                 self.u32(p.probe);
                 self.str(&p.library);

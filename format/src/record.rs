@@ -3,7 +3,8 @@
 use crate::{
     kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
     JvmLost, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
-    PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Wakeup,
+    PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, ThreadStart, Throttle,
+    Wakeup,
 };
 
 /// A decoded record.
@@ -57,6 +58,10 @@ pub enum Payload {
     BlockIo(BlockIo),
     /// See [`kind::LIB_CALL`].
     LibCall(LibCall),
+    /// See [`kind::THROTTLE`].
+    Throttle(Throttle),
+    /// See [`kind::STEAL`].
+    Steal(Steal),
     /// See [`kind::PROBE_DEF`].
     ProbeDef(ProbeDef),
     /// See [`kind::FILE_PATH`].
@@ -124,6 +129,8 @@ pub(crate) fn payload_kind(p: &Payload) -> u16 {
         Payload::PageFault(_) => kind::PAGE_FAULT,
         Payload::BlockIo(_) => kind::BLOCK_IO,
         Payload::LibCall(_) => kind::LIB_CALL,
+        Payload::Throttle(_) => kind::THROTTLE,
+        Payload::Steal(_) => kind::STEAL,
         Payload::ProbeDef(_) => kind::PROBE_DEF,
         Payload::FilePath(_) => kind::FILE_PATH,
         Payload::Jvm(k, _) => *k,
