@@ -38,10 +38,16 @@ pub enum Cause {
     /// thread's records out (last, so that the columns before it keep
     /// their places).
     Tracer,
+    /// Runnable, but held off CPU because its cgroup (or an ancestor) used
+    /// up its CPU quota (CFS bandwidth throttling).
+    Throttled,
+    /// On CPU for the guest kernel, but the hypervisor ran something else
+    /// on the vCPU (paravirt steal time).
+    Steal,
 }
 
 /// Number of causes.
-pub const N_CAUSES: usize = 14;
+pub const N_CAUSES: usize = 16;
 
 impl Cause {
     /// Every cause, in column order.
@@ -60,6 +66,8 @@ impl Cause {
         Cause::SyscallOther,
         Cause::Unknown,
         Cause::Tracer,
+        Cause::Throttled,
+        Cause::Steal,
     ];
 
     /// The name used in reports and JSON (docs/REPORT.md).
@@ -79,6 +87,8 @@ impl Cause {
             Cause::SyscallOther => "syscall_other",
             Cause::Unknown => "unknown",
             Cause::Tracer => "tracer",
+            Cause::Throttled => "throttled",
+            Cause::Steal => "steal",
         }
     }
 

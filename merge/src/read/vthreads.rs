@@ -150,6 +150,7 @@ impl VirtualThreads {
                 | Event::Wakeup { .. }
                 | Event::PageFault { .. }
                 | Event::Block { .. }
+                | Event::Held { .. }
         );
         if !copied {
             return;

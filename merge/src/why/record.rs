@@ -10,7 +10,7 @@ use super::index::{Causes, Index, OffRec, Region, MONITOR, MULTI, OPEN, PREEMPTE
 use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
 use crate::model::event::{Event, ThreadInfo, Timed};
-use crate::visitor::{Invocation, OffCpuInterval, ThreadTotals, Visitor};
+use crate::visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor};
 use std::collections::BTreeMap;
 
 /// Records one thread at a time (see the module doc).
@@ -124,7 +124,9 @@ impl<'a> Recorder<'a> {
             .iter()
             .rev()
             .find(|(r, _)| r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0 && self.can_own_monitors(r.waker));
-        if let (Some(first), Some((last, _))) = (self.group.first(), last) {
+        // Steal inside the enter is the thread's own time, not a block.
+        let first = self.group.iter().find(|(r, _)| !is_steal(r));
+        if let (Some(first), Some((last, _))) = (first, last) {
             let region = Region {
                 start: first.0.start,
                 wake: last.wake,
@@ -142,8 +144,16 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// Whether a record is a steal interval (not a switch: time the
+/// hypervisor took while the thread was on CPU).
+fn is_steal(r: &OffRec) -> bool {
+    r.cause == Cause::Steal && r.flags & (PREEMPTED | WOKEN) == 0
+}
+
 /// The record of an interval from `start` to `end` split as `split`, woken
-/// at `wake` by `waker` unless preempted.
+/// at `wake` by `waker` unless preempted. A preemption by CPU-quota
+/// throttling is blocked on the thread's own cgroup until its unthrottle
+/// (`throttled`, never followed), then on the run queue like any other.
 fn off_rec(
     start: u64,
     end: u64,
@@ -155,10 +165,11 @@ fn off_rec(
     let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| *c != Cause::Runqueue).collect();
     let rq = split.get(Cause::Runqueue);
     let mut flags = 0;
+    let throttled = split.get(Cause::Throttled);
     let (wake_ts, waker) = match wake {
         _ if preempted => {
             flags |= PREEMPTED;
-            (start, 0)
+            (start + throttled, 0)
         }
         Some((ts, w)) => {
             flags |= WOKEN;
@@ -167,6 +178,7 @@ fn off_rec(
         None => (end - rq, 0),
     };
     let cause = match blocked.first() {
+        _ if preempted && throttled > 0 => Cause::Throttled,
         _ if preempted => Cause::Runqueue,
         Some(&(c, _)) => c,
         None => Cause::Unknown,
@@ -211,6 +223,12 @@ impl Visitor for Recorder<'_> {
 
     fn off_cpu(&mut self, _t: &ThreadInfo, _depth: usize, iv: &OffCpuInterval) {
         self.off_sum += iv.split.off;
+        if iv.evidence == Evidence::Steal {
+            // Not a switch: what the switches pending say stays as it is.
+            let (rec, causes) = off_rec(iv.start, iv.end, false, None, &iv.split.off, u32::MAX);
+            self.push(rec, causes);
+            return;
+        }
         // The preemptor, or whoever ran on the CPU before it came back.
         let holder = match self.pending {
             Some((_, true, next)) if iv.preempted => next,
