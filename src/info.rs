@@ -84,6 +84,19 @@ fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
             writeln!(out, "  ring     --max-age {} ms", ms(a))?;
         }
     }
+    for (cause, timing) in [("throttled", &m.throttled_timing), ("steal", &m.steal_timing)] {
+        if let Some(t) = timing {
+            writeln!(out, "{cause:<10} {}", t.how)?;
+        }
+    }
+    if m.kernel_throttles_untimed > 0 {
+        writeln!(
+            out,
+            "untimed    {} throttles not timed (the thread left its throttled cfs_rq first, or it timed \
+             none): their time is runqueue",
+            m.kernel_throttles_untimed
+        )?;
+    }
     if m.kernel_inferred_switch_ins > 0 {
         writeln!(
             out,

@@ -10,7 +10,7 @@ use crate::trace_dir::TraceDir;
 use crate::user::User;
 use anyhow::Context;
 use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig};
-use jtrace_merge::Meta;
+use jtrace_merge::{Measured, Meta};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -125,6 +125,13 @@ impl Session {
     ) -> anyhow::Result<Session> {
         let mut meta = meta;
         meta.cpu_sample_hz = kernel.cpu_sample_hz();
+        let measures = jtrace_bpf::kernel_measures();
+        let measured = |m: jtrace_bpf::Measure| Measured {
+            measured: m.measured,
+            how: m.how,
+        };
+        meta.throttled_timing = Some(measured(measures.throttled));
+        meta.steal_timing = Some(measured(measures.steal));
         meta.max_size = disk.ring.as_ref().and_then(|r| r.max_size);
         meta.max_age_ns = disk.ring.as_ref().and_then(|r| r.max_age_ns);
         let started = dir.store_meta(&meta).and_then(|()| {
@@ -208,6 +215,7 @@ impl Session {
         m.kernel_records = stats.records;
         m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+        m.kernel_throttles_untimed = stats.throttles_untimed;
         m.kernel_unwritten = stats.unwritten.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_covered_until_ns = stats.unwritten_since;
         m.kernel_write_error = stats.write_error.clone();

@@ -73,7 +73,7 @@ mod stats;
 
 pub use chunks::KernelChunks;
 pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};
-pub use features::{required_kernel_features, VMLINUX_BTF};
+pub use features::{kernel_measures, required_kernel_features, KernelMeasures, Measure, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
 pub use recorder::KernelRecorder;

@@ -12,7 +12,7 @@ use crate::{jtrace_h, skel};
 
 /// The kernel record kinds the BPF programs emit, with the names used in
 /// [`KernelStats`].
-const KINDS: [(u16, &str); 13] = [
+const KINDS: [(u16, &str); 15] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -26,6 +26,8 @@ const KINDS: [(u16, &str); 13] = [
     (kind::LIB_CALL, "lib_call"),
     (kind::STACK, "stack"),
     (kind::CPU_SAMPLE, "cpu_sample"),
+    (kind::THROTTLE, "throttle"),
+    (kind::STEAL, "steal"),
 ];
 
 /// The name of a kernel record kind in [`KernelStats`], the recorder's own
@@ -46,7 +48,8 @@ pub struct KernelStats {
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
     /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
     /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`, `"stack"`,
-    /// `"cpu_sample"`). Every kind is present, zero or not.
+    /// `"cpu_sample"`, `"throttle"`, `"steal"`). Every kind is present,
+    /// zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
     pub probe_defs: u64,
@@ -86,6 +89,11 @@ pub struct KernelStats {
     /// Non-zero on kernels or sandboxes that run no tracepoint programs while
     /// some (hidden) task is current.
     pub inferred_switch_ins: u64,
+    /// Switch-outs of throttled threads (CPU quota) whose throttle could
+    /// not be timed: their cfs_rq timed no episode (it had nothing queued
+    /// when throttled), or they left it before the episode ended. That
+    /// time stays `runqueue` (docs/REPORT.md).
+    pub throttles_untimed: u64,
 }
 
 /// What the ring-buffer consumer counted itself (the BPF maps hold the rest).
@@ -148,6 +156,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
     }
     *st.emitted.entry("wakeup").or_default() += sink.flushed_wakeups;
     st.inferred_switch_ins = percpu_sum(&sk.maps.emitted, jtrace_h::K_INFERRED_SWITCH_IN)?;
+    st.throttles_untimed = percpu_sum(&sk.maps.emitted, jtrace_h::K_THROTTLE_UNTIMED)?;
     let p = &sk.progs;
     let missed: u64 = [
         &p.sched_switch,

@@ -83,6 +83,28 @@ pub struct Meta {
     /// taken (CLOCK_MONOTONIC ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_ns: Option<u64>,
+    /// Whether the recording's kernel let the recorder time CPU-quota
+    /// throttling (cause `throttled`), and how; absent in traces of older
+    /// jtrace versions (docs/REPORT.md, "throttled and steal").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_timing: Option<Measured>,
+    /// Whether it let the recorder measure steal (cause `steal`), and how;
+    /// absent in traces of older jtrace versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_timing: Option<Measured>,
+    /// Switch-outs of throttled threads whose throttle could not be timed
+    /// (their time stays `runqueue`).
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub kernel_throttles_untimed: u64,
+}
+
+/// What a recording could measure of one cause on its kernel.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Measured {
+    /// Whether it was measured.
+    pub measured: bool,
+    /// How, or why not.
+    pub how: String,
 }
 
 fn is_zero(n: &u32) -> bool {
