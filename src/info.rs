@@ -84,6 +84,9 @@ fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
             writeln!(out, "  ring     --max-age {} ms", ms(a))?;
         }
     }
+    for c in jtrace_merge::report::describe_cgroups(&jtrace_merge::report::processes(t)) {
+        writeln!(out, "cgroup     {c}")?;
+    }
     for (cause, timing) in [("throttled", &m.throttled_timing), ("steal", &m.steal_timing)] {
         if let Some(t) = timing {
             writeln!(out, "{cause:<10} {}", t.how)?;

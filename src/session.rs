@@ -216,6 +216,29 @@ impl Session {
         m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_inferred_switch_ins = stats.inferred_switch_ins;
         m.kernel_throttles_untimed = stats.throttles_untimed;
+        m.process_cgroups = stats
+            .process_cgroups
+            .iter()
+            .map(|p| jtrace_merge::ProcessCgroup {
+                pid: p.pid,
+                cgroup: p.path.clone(),
+                cgroup_v2: p.v2,
+                cpu_limited_by: p.limited_by.clone(),
+            })
+            .collect();
+        m.cpu_limits = stats
+            .cpu_limits
+            .iter()
+            .map(|l| jtrace_merge::CpuLimit {
+                cgroup: l.path.clone(),
+                cgroup_v2: l.v2,
+                quota_us: l.quota.quota_us,
+                period_us: l.quota.period_us,
+                periods: l.end.periods.saturating_sub(l.start.periods),
+                throttled_periods: l.end.throttled_periods.saturating_sub(l.start.throttled_periods),
+                throttled_ns: l.end.throttled_ns.saturating_sub(l.start.throttled_ns),
+            })
+            .collect();
         m.kernel_unwritten = stats.unwritten.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_covered_until_ns = stats.unwritten_since;
         m.kernel_write_error = stats.write_error.clone();

@@ -94,6 +94,12 @@ pub struct KernelStats {
     /// when throttled), or they left it before the episode ended. That
     /// time stays `runqueue` (docs/REPORT.md).
     pub throttles_untimed: u64,
+    /// The traced processes seen to exec (or attached to), with their
+    /// cgroups (CPU controller), read as each exec'd.
+    pub process_cgroups: Vec<crate::ProcessCgroup>,
+    /// The CPU quotas over those cgroups, with their counters when first
+    /// seen and at the end.
+    pub cpu_limits: Vec<crate::CpuLimit>,
 }
 
 /// What the ring-buffer consumer counted itself (the BPF maps hold the rest).
