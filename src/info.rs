@@ -90,6 +90,22 @@ fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
             writeln!(out, "  ring     --max-age {} ms", ms(a))?;
         }
     }
+    for c in jtrace_merge::report::describe_cgroups(&jtrace_merge::report::processes(t)) {
+        writeln!(out, "cgroup     {c}")?;
+    }
+    for (cause, timing) in [("throttled", &m.throttled_timing), ("steal", &m.steal_timing)] {
+        if let Some(t) = timing {
+            writeln!(out, "{cause:<10} {}", t.how)?;
+        }
+    }
+    if m.kernel_throttles_untimed > 0 {
+        writeln!(
+            out,
+            "untimed    {} throttles not timed (the thread left its throttled cfs_rq first, or it timed \
+             none): their time is runqueue",
+            m.kernel_throttles_untimed
+        )?;
+    }
     if m.kernel_inferred_switch_ins > 0 {
         writeln!(
             out,

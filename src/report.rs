@@ -23,7 +23,8 @@ pub(crate) struct ReportArgs {
     method: Option<String>,
     /// Only methods that were off CPU for this cause, sorted by it
     /// (runqueue, monitor, wait, park, sleep, gc, safepoint, socket, file,
-    /// page_fault, lock_native, syscall_other, unknown).
+    /// page_fault, lock_native, syscall_other, unknown, tracer, throttled,
+    /// steal).
     #[arg(long, value_parser = parse_cause)]
     cause: Option<Cause>,
     /// Rows in the method tables.

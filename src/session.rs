@@ -10,7 +10,7 @@ use crate::trace_dir::TraceDir;
 use crate::user::User;
 use anyhow::Context;
 use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig};
-use jtrace_merge::Meta;
+use jtrace_merge::{Measured, Meta};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -136,6 +136,13 @@ impl Session {
     ) -> anyhow::Result<Session> {
         let mut meta = meta;
         meta.cpu_sample_hz = kernel.cpu_sample_hz();
+        let measures = jtrace_bpf::kernel_measures();
+        let measured = |m: jtrace_bpf::Measure| Measured {
+            measured: m.measured,
+            how: m.how,
+        };
+        meta.throttled_timing = Some(measured(measures.throttled));
+        meta.steal_timing = Some(measured(measures.steal));
         meta.max_size = disk.ring.as_ref().and_then(|r| r.max_size);
         meta.max_age_ns = disk.ring.as_ref().and_then(|r| r.max_age_ns);
         let started = dir.store_meta(&meta).and_then(|()| {
@@ -222,6 +229,30 @@ impl Session {
         m.kernel_records = stats.records;
         m.kernel_lost = stats.lost.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_inferred_switch_ins = stats.inferred_switch_ins;
+        m.kernel_throttles_untimed = stats.throttles_untimed;
+        m.process_cgroups = stats
+            .process_cgroups
+            .iter()
+            .map(|p| jtrace_merge::ProcessCgroup {
+                pid: p.pid,
+                cgroup: p.path.clone(),
+                cgroup_v2: p.v2,
+                cpu_limited_by: p.limited_by.clone(),
+            })
+            .collect();
+        m.cpu_limits = stats
+            .cpu_limits
+            .iter()
+            .map(|l| jtrace_merge::CpuLimit {
+                cgroup: l.path.clone(),
+                cgroup_v2: l.v2,
+                quota_us: l.quota.quota_us,
+                period_us: l.quota.period_us,
+                periods: l.end.periods.saturating_sub(l.start.periods),
+                throttled_periods: l.end.throttled_periods.saturating_sub(l.start.throttled_periods),
+                throttled_ns: l.end.throttled_ns.saturating_sub(l.start.throttled_ns),
+            })
+            .collect();
         m.kernel_unwritten = stats.unwritten.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         m.kernel_covered_until_ns = stats.unwritten_since;
         m.kernel_write_error = stats.write_error.clone();

@@ -224,7 +224,8 @@ fn check_session(jdk: &str, dir: &Path, times: &[u64]) -> usize {
                 }
             }
         }
-        let blocked = off.total() - off.get(Cause::Runqueue);
+        // Runnable time (the run queue, a CPU quota, the hypervisor) is no block.
+        let blocked = off.total() - off.get(Cause::Runqueue) - off.get(Cause::Throttled) - off.get(Cause::Steal);
         assert!(
             blocked > 100_000_000 && off.get(cause) * 100 >= blocked * 85,
             "{jdk}: tid {tid}'s blocked time in the session is not mostly {cause:?}: {off:?}"

@@ -80,6 +80,13 @@ struct task_state {
 	__u64 pf_err;
 	/* close(): the fd resolved at entry (it is gone at exit) */
 	struct fd_info sc_fd;
+	/* sched.bpf.c: a throttled switch-out (throttle_bits says which
+	 * threads have one): when (0: none), on which CPU, the cfs_rq and its
+	 * throttled time then */
+	__u64 thr_ts;
+	__u64 thr_cfs_rq;
+	__u64 thr_out;
+	__u32 thr_cpu;
 };
 
 struct {

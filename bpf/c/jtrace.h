@@ -14,6 +14,10 @@
 /* Slot of `dropped`, not a record kind: a process could not be added to
  * the filter (its tgid is beyond TRACED_TGID_LIMIT: never on Linux today). */
 #define K_FILTER_FULL 0
+/* Slot of `emitted`: switch-outs of throttled threads whose throttle
+ * could not be timed (their cfs_rq timed no episode, or they left it
+ * before it ended): that time stays `runqueue`. */
+#define K_THROTTLE_UNTIMED 28
 /* Slot of `dropped`: a library call nested deeper than the per-thread
  * stack (LIB_STACK_DEPTH of libcalls.bpf.c) was not recorded. */
 #define K_LIB_TOO_DEEP 29

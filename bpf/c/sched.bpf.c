@@ -3,8 +3,10 @@
  * Scheduler events of the traced processes: switches and wakeups, and what
  * a thread that switches out voluntarily blocks on: the syscall it is in
  * (read from the registers it saved at syscall entry) or the page fault it
- * is handling. BTF-enabled tracepoints (tp_btf) read task_struct directly
- * with CO-RE and need no tracefs. Task lifecycle events: tasks.bpf.c.
+ * is handling; what held a runnable thread: its cgroup's CPU quota
+ * (THROTTLE), the hypervisor (STEAL). BTF-enabled tracepoints (tp_btf)
+ * read task_struct directly with CO-RE and need no tracefs. Task
+ * lifecycle events: tasks.bpf.c.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -14,6 +16,7 @@
 #include "arch.bpf.h"
 #include "syscall_ctx.bpf.h"
 #include "stacks.bpf.h"
+#include "sched.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -32,6 +35,11 @@ __u64 named_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
 /* Threads that may have a page fault pending (jtrace.bpf.h), by tid. */
 __u64 pf_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
+
+/* Threads switched out throttled whose throttle is being timed (their
+ * task storage holds where from), by tid: the switch-in side tests a bit,
+ * and no other thread's switch-in looks at task storage. */
+__u64 throttle_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
 /*
  * A COMM record before the first switch of a thread, so every thread in
@@ -83,51 +91,6 @@ static __always_inline __u64 infer_switch_in(struct task_struct *t, __u32 tid, _
 
 /* include/linux/sched.h: the state of a task's final switch-out (since 4.14). */
 #define TASK_DEAD 0x80
-
-/*
- * The records of one sched_switch run, built in a per-CPU buffer and
- * written with one ring-buffer operation (one reserve/commit, one
- * availability query) instead of one per record:
- *   [WAKEUP (40)] [SYSCALL (112) | PAGE_FAULT (40)] [SWITCH_OUT (32)] [SWITCH_IN (32)]
- * The consumer splits a sample into its records by their `len`; the stream
- * is byte for byte what separate samples would give. A batch is written or
- * lost whole, and counted per record either way.
- *
- * The WAKEUP is one that sched_waking left here: a wakeup of a task that
- * last ran on this CPU (nearly always where it runs next) waits for the
- * next switch of this CPU, traced or not, which comes soon: the woken task
- * is queued here. That saves the wakeup its own ring-buffer operation. The
- * stream stays in time order per thread except for the rare wakee that
- * another CPU steals (the merge sorts each thread's events by time).
- * Programs on one CPU never interleave here: sched_switch and the wakeup
- * tracepoints run with interrupts off. Recording stops with a flush of
- * these from user space (`flush_pending_wakeups` in bpf/src/pump.rs).
- */
-#define BATCH_BYTES 256
-
-struct switch_batch {
-	__u32 wake_pending;	/* `wake` holds a record not yet written */
-	__u32 pad;
-	struct wakeup_rec wake;	/* immediately before b: one contiguous sample */
-	__u8 b[BATCH_BYTES];
-	/* The traced task whose switch-in on this CPU was the last one
-	 * reported; 0 after a traced task's switch-out. */
-	__u32 in_tid;
-	/* Batches written since the last ring-buffer availability query. */
-	__u32 unqueried;
-	/* Time of the last traced switch on this CPU (in_tid's switch-in). */
-	__u64 last_ts;
-};
-
-_Static_assert(__builtin_offsetof(struct switch_batch, b) ==
-	       __builtin_offsetof(struct switch_batch, wake) + sizeof(struct wakeup_rec), "batch layout");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct switch_batch);
-} switch_batches SEC(".maps");
 
 /* Forgets that a fault of thread `tid` may be pending; no atomic operation
  * when none may be. */
@@ -266,6 +229,102 @@ static __always_inline void flush_wakeup(struct switch_batch *batch)
 }
 
 /*
+ * CPU-quota throttling (CFS bandwidth). Linux 6.18 throttles per task: a
+ * task of a throttled cfs_rq is dequeued when it returns to user mode and
+ * switched out still TASK_RUNNING, with `throttled` set, and is queued
+ * again at the unthrottle, with no wakeup. Before 6.18 the whole cfs_rq
+ * is dequeued and its running task switched out the same way, while its
+ * throttle_count (which counts its own and its ancestors' throttles) is
+ * above 0. Either way its cfs_rq accounts the time it is throttled
+ * (`throttled_clock_self`, the rq clock when the running episode began,
+ * 0 when none; `throttled_clock_self_time`, the episodes ended), since
+ * Linux 6.6. So the time from the switch-out to the unthrottle is what
+ * the episode still had to run then: the cfs_rq's throttled time at the
+ * switch-in less that at the switch-out (the running episode included).
+ */
+static __always_inline bool throttle_timed(void)
+{
+	return bpf_core_field_exists(struct cfs_rq, throttled_clock_self_time) &&
+	       bpf_core_field_exists(struct sched_entity, cfs_rq);
+}
+
+/* Whether `t`, switched out runnable, was throttled (throttle_timed()). */
+static __always_inline bool task_throttled(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->throttled))
+		return t->throttled;
+	return t->se.cfs_rq->throttle_count > 0;
+}
+
+/*
+ * Throttled thread `t` (tid `tid`) leaves the CPU at `ts`: its cfs_rq and
+ * that cfs_rq's throttled time now go into its task storage, its bit into
+ * throttle_bits. A cfs_rq not timing its episode (it had nothing queued
+ * when throttled), or no storage, leaves the time runqueue, counted.
+ */
+static __always_inline void note_throttle(struct task_struct *t, __u32 tid, __u32 cpu, __u64 ts)
+{
+	struct cfs_rq *c = t->se.cfs_rq;
+	__u64 since = c->throttled_clock_self, now = c->rq->clock;
+	struct task_state *st;
+
+	if (!since || tid >= TRACED_TGID_LIMIT)
+		goto untimed;
+	st = bpf_task_storage_get(&task_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		goto untimed;
+	st->thr_cfs_rq = (__u64)c;
+	st->thr_out = c->throttled_clock_self_time + ((__s64)(now - since) > 0 ? now - since : 0);
+	st->thr_ts = ts;
+	st->thr_cpu = cpu;
+	bit_set(throttle_bits, tid);
+	return;
+untimed:
+	count(&emitted, K_THROTTLE_UNTIMED);
+}
+
+/*
+ * Thread `t` (tid `tid`, its bit set in throttle_bits) comes back on CPU
+ * at `ts`: a THROTTLE record at `buf` from its switch-out to when the
+ * episode that throttled it ended (the cfs_rq's throttled time since,
+ * read through the pointer kept: the thread may be on another CPU's
+ * cfs_rq now). Returns its size (0: none, counted as untimed when the
+ * episode did not end: the thread left that cfs_rq meanwhile).
+ */
+static __always_inline __u32 note_unthrottle(struct task_struct *t, __u32 tid, __u64 ts, void *buf)
+{
+	struct throttle_rec *r = buf;
+	struct task_state *st;
+	struct cfs_rq *c;
+	__s64 held;
+	__u64 to;
+
+	bit_clear(throttle_bits, tid);
+	st = bpf_task_storage_get(&task_states, t, 0, 0);
+	if (!st || !st->thr_ts)
+		return 0;
+	/* A probe read: the cfs_rq may be gone with its cgroup. */
+	c = bpf_rdonly_cast((void *)st->thr_cfs_rq, bpf_core_type_id_kernel(struct cfs_rq));
+	held = c->throttled_clock_self_time - st->thr_out;
+	if (held <= 0 || st->thr_ts >= ts) {
+		st->thr_ts = 0;
+		count(&emitted, K_THROTTLE_UNTIMED);
+		return 0;
+	}
+	to = st->thr_ts + held;
+	rec_hdr_fill(r, K_THROTTLE, sizeof(*r), tid, st->thr_ts);
+	r->flags = 0;
+	if (to > ts) {
+		to = ts;
+		r->flags = THROTTLE_CLAMPED;
+	}
+	r->to = to;
+	r->cpu = st->thr_cpu;
+	st->thr_ts = 0;
+	return sizeof(*r);
+}
+
+/*
  * The stacks of `prev` at its switch-out (stacks.bpf.h), for the trailing
  * fields of its SWITCH_OUT: the kernel stack's id in the low half, the
  * user stack's in the high half. A dying thread's last switch has none.
@@ -298,9 +357,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 prev_pid, next_pid, cpu, zero = 0, off = 0;
 	/* A per-CPU array lookup is inlined (no helper call). */
 	struct switch_batch *batch = bpf_map_lookup_elem(&switch_batches, &zero);
-	__u64 ts, in_ts;
+	__u64 ts, in_ts, steal;
 	__u16 why = 0;
-	__u32 size;
+	__u32 size, stolen = 0, thr = 0;
 	bool wake = false, pending;
 
 	if (!batch)
@@ -318,6 +377,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	cpu = bpf_get_smp_processor_id();
 	prev_pid = prev->pid;
 	next_pid = next->pid;
+	/* The CPU's steal clock, for the stretch ending and the one beginning. */
+	steal = steal_clock(batch, out ? prev : next);
 	if (out) {
 		struct switch_out_rec *r;
 		/* Its switch-in on this CPU was reported (see above). */
@@ -345,8 +406,19 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			why = note_voluntary_switch_out(prev, prev_pid, ts, in_ts, batch->b, &wake);
 			off = why == K_SYSCALL ? sizeof(struct syscall_rec)
 			      : why == K_PAGE_FAULT ? sizeof(struct page_fault_rec) : 0;
+		} else if (throttle_timed() && task_throttled(prev)) {
+			/* Switched out runnable: a preemption, or its cgroup's quota. */
+			note_throttle(prev, prev_pid, cpu, ts);
 		}
-		r = (void *)batch->b + off;
+		/* Steal over the stretch since its switch-in (or last sample). */
+		if (seen_in) {
+			stolen = fill_steal(batch->b + off, batch, prev_pid, cpu, ts, steal);
+			off += stolen;
+		}
+		/* off ≤ 152 here; the mask only tells the verifier. */
+		r = (void *)batch->b + (off & 255);
+		if ((off & 255) + sizeof(struct switch_out_stacks_rec) > BATCH_BYTES)
+			return 0;
 		size = stack_mode ? sizeof(struct switch_out_stacks_rec) : sizeof(*r);
 		rec_hdr_fill(r, K_SWITCH_OUT, size, prev_pid, ts);
 		r->tgid = prev_tgid;
@@ -372,7 +444,14 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		 * apart by its time (note_voluntary_switch_out). */
 		note_tid(next, next_pid, next_tgid, ts);
 		batch->in_tid = next_pid;
-		/* off ≤ 144 here; the mask only tells the verifier. */
+		batch->in_steal = steal;
+		batch->steal_ts = ts;
+		/* Throttled at its switch-out: until when. off ≤ 192 here. */
+		if (bit_test(throttle_bits, next_pid) && (off & 255) + sizeof(struct throttle_rec) <= BATCH_BYTES) {
+			thr = note_unthrottle(next, next_pid, ts, batch->b + (off & 255));
+			off += thr;
+		}
+		/* off ≤ 224 here; the mask only tells the verifier. */
 		r = (void *)batch->b + (off & 255);
 		if ((off & 255) + sizeof(*r) > BATCH_BYTES)
 			return 0;
@@ -393,6 +472,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			count(&dropped, K_WAKEUP);
 		if (why)
 			count(&dropped, why);
+		if (stolen)
+			count(&dropped, K_STEAL);
+		if (thr)
+			count(&dropped, K_THROTTLE);
 		if (out)
 			count(&dropped, K_SWITCH_OUT);
 		if (in)
@@ -403,6 +486,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		count(&emitted, K_WAKEUP);
 	if (why)
 		count(&emitted, why);
+	if (stolen)
+		count(&emitted, K_STEAL);
+	if (thr)
+		count(&emitted, K_THROTTLE);
 	if (out)
 		count(&emitted, K_SWITCH_OUT);
 	if (in)

@@ -4,7 +4,8 @@
  * sched.bpf.c): what the JVMTI agent announces of its JVM through two
  * functions of its own that user space probes (the interpreter's range,
  * where each Java thread keeps its last Java frame), and the CPU samples
- * of traced threads (a perf clock per CPU), each with its stacks.
+ * of traced threads (a perf clock per CPU), each with its stacks and the
+ * steal of the stretch the sample ends (a STEAL record).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,6 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include "jtrace.bpf.h"
 #include "stacks.bpf.h"
+#include "sched.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -87,6 +89,36 @@ int BPF_UPROBE(agent_hooks_multi, __u64 a, __u64 b)
 }
 
 /*
+ * The steal since the thread's switch-in (or its last sample) on this CPU
+ * as a STEAL record ending at the sample, so that a long stretch's steal
+ * is placed within a sample period of when it happened rather than at its
+ * switch-out. The steal clock read is the one of the run queue's last
+ * update (the last tick at most: what sched_switch reads is fresher). A
+ * record that cannot be written leaves the mark where it was: the next
+ * one covers its time.
+ */
+static __always_inline void sample_steal(__u32 tid, __u32 cpu, __u64 ts)
+{
+	__u32 zero = 0;
+	struct switch_batch *batch = bpf_map_lookup_elem(&switch_batches, &zero);
+	struct steal_rec *r;
+	__u64 steal;
+
+	if (!batch || batch->in_tid != tid)
+		return;
+	steal = steal_clock(batch, bpf_get_current_task_btf());
+	if ((__s64)(steal - batch->in_steal) > 0) {
+		r = rec_reserve(K_STEAL, sizeof(*r), tid, ts);
+		if (!r)
+			return;
+		fill_steal(r, batch, tid, cpu, ts, steal);
+		rec_submit(r, K_STEAL);
+	}
+	batch->in_steal = steal;
+	batch->steal_ts = ts;
+}
+
+/*
  * A CPU sample: the thread on this CPU, if traced, with its kernel stack
  * (when the clock interrupted kernel code) and user stack (from the
  * interrupted user registers, or those saved on entering the kernel).
@@ -128,5 +160,6 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	r->kstack = ks;
 	r->ustack = us;
 	rec_submit(r, K_CPU_SAMPLE);
+	sample_steal(tid, bpf_get_smp_processor_id(), ts);
 	return 0;
 }

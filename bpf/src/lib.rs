@@ -45,7 +45,8 @@
 //! finds the library functions), `recorder.rs` runs the session on its
 //! consumer thread, `pump.rs` moves the ring buffer's records to
 //! `sink.rs`, which writes them to the file (and counts what a full disk,
-//! or the free-space floor of `jtrace_format::check_free_space`, keeps out of it), `chunks.rs` says
+//! or the free-space floor of `jtrace_format::check_free_space`, keeps out of it; `cgroups.rs`
+//! reads the CPU quotas of the processes whose execs it sees), `chunks.rs` says
 //! when a ring recording's next chunk begins and what it restates, `paths.rs` names the files they refer to, `stack_names.rs` stores
 //! what names the stacks' addresses, `pid_ns.rs` names the tasks that are in
 //! a pid namespace when recording starts, `sampling.rs` opens the CPU clocks,
@@ -57,6 +58,7 @@
 
 #![deny(missing_docs)]
 
+mod cgroups;
 mod chunks;
 mod config;
 mod features;
@@ -73,9 +75,10 @@ mod sink;
 mod stack_names;
 mod stats;
 
+pub use cgroups::{CpuLimit, CpuStat, ProcessCgroup, Quota};
 pub use chunks::KernelChunks;
 pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};
-pub use features::{required_kernel_features, VMLINUX_BTF};
+pub use features::{kernel_measures, required_kernel_features, KernelMeasures, Measure, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
 pub use recorder::KernelRecorder;

@@ -189,6 +189,10 @@ fn record(
     ));
     let mut object = MaybeUninit::uninit();
     let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
+    // Attached processes: their cgroups now (others' at their exec).
+    for &pid in &cfg.pids {
+        sink.borrow_mut().cgroups.note(pid);
+    }
     if let Some(plan) = chunks {
         let started = crate::stack_names::now_ns();
         sink.borrow_mut()
@@ -209,6 +213,7 @@ fn record(
 
     sink.borrow_mut().flush();
     let mut stats = read_stats(&sk, &sink.borrow().counts())?;
+    (stats.process_cgroups, stats.cpu_limits) = std::mem::take(&mut sink.borrow_mut().cgroups).finish();
     stats.probe_defs = probes.len() as u64;
     stats.records += stats.probe_defs;
     let (_file, failure) = sink.into_inner().finish();

@@ -16,6 +16,7 @@ use std::io::Write;
 
 use jtrace_format::{kind, Encoder, RECORD_HEADER_LEN};
 
+use crate::cgroups::Cgroups;
 use crate::chunks::Rotation;
 use crate::paths::PathResolver;
 use crate::stack_names::{exec_of, is_stack, now_ns, StackNames};
@@ -78,6 +79,8 @@ pub(crate) struct Sink {
     min_free: u64,
     /// In a ring recording: the chunks.
     rotation: Option<Rotation>,
+    /// The cgroups (CPU quotas) of the processes seen to exec.
+    pub(crate) cgroups: Cgroups,
 }
 
 impl Sink {
@@ -118,6 +121,7 @@ impl Sink {
             on_error,
             min_free,
             rotation: None,
+            cgroups: Cgroups::default(),
         }
     }
 
@@ -209,6 +213,7 @@ impl Sink {
         self.buffered += 1;
         if let Some((tgid, ts)) = exec_of(data) {
             self.stack_names.exec(tgid, ts);
+            self.cgroups.note(tgid);
         }
         if is_stack(data) {
             let mut enc = Encoder::new();

@@ -12,7 +12,7 @@ use crate::{jtrace_h, skel};
 
 /// The kernel record kinds the BPF programs emit, with the names used in
 /// [`KernelStats`].
-const KINDS: [(u16, &str); 14] = [
+const KINDS: [(u16, &str); 16] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -27,6 +27,8 @@ const KINDS: [(u16, &str); 14] = [
     (kind::STACK, "stack"),
     (kind::CPU_SAMPLE, "cpu_sample"),
     (kind::TASK_NS, "task_ns"),
+    (kind::THROTTLE, "throttle"),
+    (kind::STEAL, "steal"),
 ];
 
 /// The name of a kernel record kind in [`KernelStats`], the recorder's own
@@ -47,7 +49,8 @@ pub struct KernelStats {
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
     /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
     /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`, `"stack"`,
-    /// `"cpu_sample"`, `"task_ns"`). Every kind is present, zero or not.
+    /// `"cpu_sample"`, `"task_ns"`, `"throttle"`, `"steal"`). Every kind is
+    /// present, zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
     pub probe_defs: u64,
@@ -87,6 +90,17 @@ pub struct KernelStats {
     /// Non-zero on kernels or sandboxes that run no tracepoint programs while
     /// some (hidden) task is current.
     pub inferred_switch_ins: u64,
+    /// Switch-outs of throttled threads (CPU quota) whose throttle could
+    /// not be timed: their cfs_rq timed no episode (it had nothing queued
+    /// when throttled), or they left it before the episode ended. That
+    /// time stays `runqueue` (docs/REPORT.md).
+    pub throttles_untimed: u64,
+    /// The traced processes seen to exec (or attached to), with their
+    /// cgroups (CPU controller), read as each exec'd.
+    pub process_cgroups: Vec<crate::ProcessCgroup>,
+    /// The CPU quotas over those cgroups, with their counters when first
+    /// seen and at the end.
+    pub cpu_limits: Vec<crate::CpuLimit>,
 }
 
 /// What the ring-buffer consumer counted itself (the BPF maps hold the rest).
@@ -149,6 +163,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
     }
     *st.emitted.entry("wakeup").or_default() += sink.flushed_wakeups;
     st.inferred_switch_ins = percpu_sum(&sk.maps.emitted, jtrace_h::K_INFERRED_SWITCH_IN)?;
+    st.throttles_untimed = percpu_sum(&sk.maps.emitted, jtrace_h::K_THROTTLE_UNTIMED)?;
     let p = &sk.progs;
     let missed: u64 = [
         &p.sched_switch,

@@ -15,7 +15,7 @@ import sys
 
 TABLES = ["threads", "methods", "invocations", "off_cpu_intervals", "wakeups", "windows"]
 CAUSES = ["runqueue", "monitor", "wait", "park", "sleep", "gc", "safepoint", "socket", "file",
-          "page_fault", "lock_native", "syscall_other", "unknown"]
+          "page_fault", "lock_native", "syscall_other", "unknown", "tracer", "throttled", "steal"]
 
 
 def add(root, host, trace_id, src):

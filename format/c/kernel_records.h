@@ -260,4 +260,45 @@ _Static_assert(sizeof(struct ustack_frame) == 16, "ustack_frame");
 _Static_assert(sizeof(struct cpu_sample_rec) == 32, "cpu_sample_rec");
 _Static_assert(sizeof(struct task_ns_rec) == 40, "task_ns_rec");
 
+/*
+ * CPU-quota throttling and steal (bpf/c/sched.bpf.c, bpf/c/stacks.bpf.c).
+ * Kinds 26 and 27; their records follow.
+ */
+#define K_THROTTLE 26
+#define K_STEAL 27
+
+/* Flag of a THROTTLE: the unthrottle computed from the cfs_rq's throttled
+ * time fell after the switch-in (more than one throttle episode, or the
+ * clocks' drift): `to` is the switch-in. */
+#define THROTTLE_CLAMPED 1
+
+/*
+ * A thread held off CPU by its cgroup's CPU quota (CFS bandwidth): from
+ * its switch-out (the header ts), at which it was throttled, until it
+ * was queued to run again (`to`); from there to its switch-in it waited
+ * for a CPU. Written at that switch-in.
+ */
+struct throttle_rec {
+	struct rec_hdr h;	/* ts = the switch-out */
+	__u64 to;		/* unthrottled: queued again */
+	__u32 cpu;		/* CPU of the throttled cfs_rq */
+	__u32 flags;		/* THROTTLE_* */
+};
+
+/*
+ * Steal in an on-CPU stretch of a thread (paravirt steal clock): the
+ * hypervisor ran something else on the vCPU for `ns` of the stretch from
+ * `from` to the header ts (the thread's switch-out, or a CPU sample).
+ */
+struct steal_rec {
+	struct rec_hdr h;	/* ts = end of the stretch */
+	__u64 from;		/* its start: the switch-in or the previous CPU sample */
+	__u64 ns;		/* stolen */
+	__u32 cpu;
+	__u32 reserved;
+};
+
+_Static_assert(sizeof(struct throttle_rec) == 32, "throttle_rec");
+_Static_assert(sizeof(struct steal_rec) == 40, "steal_rec");
+
 #endif /* JTRACE_KERNEL_RECORDS_H */

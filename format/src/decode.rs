@@ -227,8 +227,8 @@ mod tests {
     use crate::{
         fd_kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder, FilePath, Fork,
         JvmBlock, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef, MethodEvent,
-        MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, SwitchIn, SwitchOut, SwitchStacks, Syscall,
-        TaskInfo, TaskNs, ThreadStart, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
+        MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, Steal, SwitchIn, SwitchOut, SwitchStacks,
+        Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
     };
 
     #[test]
@@ -413,6 +413,17 @@ mod tests {
                 probe: 1,
                 reserved: 0,
                 ret: 42,
+            }),
+            Payload::Throttle(Throttle {
+                to: 77,
+                cpu: 1,
+                flags: crate::THROTTLE_CLAMPED,
+            }),
+            Payload::Steal(Steal {
+                from: 3,
+                ns: 12,
+                cpu: 1,
+                reserved: 0,
             }),
             Payload::ProbeDef(ProbeDef {
                 probe: 1,

@@ -235,6 +235,40 @@ pub struct LibCall {
     pub ret: u64,
 }
 
+/// Flag in [`Throttle::flags`]: the unthrottle the kernel's throttled time
+/// put after the thread's switch-in (more than one throttle episode in
+/// between, or clock drift); `to` is that switch-in.
+pub const THROTTLE_CLAMPED: u32 = c::THROTTLE_CLAMPED;
+
+/// Kernel payload of [`kind::THROTTLE`](crate::kind::THROTTLE): written at
+/// the switch-in of a thread that its cgroup's CPU quota (or an ancestor's)
+/// had held off CPU since its switch-out (the header ts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    /// When it was queued to run again (unthrottled); from here to its
+    /// switch-in it waited for a CPU. Not before the header ts.
+    pub to: u64,
+    /// CPU whose run queue of the cgroup was throttled.
+    pub cpu: u32,
+    /// [`THROTTLE_CLAMPED`].
+    pub flags: u32,
+}
+
+/// Kernel payload of [`kind::STEAL`](crate::kind::STEAL): the paravirt steal
+/// clock's advance over an on-CPU stretch of the thread, which ends at the
+/// header ts (its switch-out, or a CPU sample).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steal {
+    /// Start of the stretch: the thread's switch-in, or the CPU sample before.
+    pub from: u64,
+    /// Nanoseconds the hypervisor ran something else on the vCPU meanwhile.
+    pub ns: u64,
+    /// The CPU.
+    pub cpu: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
 /// Kernel payload of [`kind::PROBE_DEF`](crate::kind::PROBE_DEF).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeDef {
@@ -401,6 +435,8 @@ kernel_payload! {
 kernel_payload! { PageFault = page_fault_rec { address, ip, error_code } }
 kernel_payload! { BlockIo = block_io_rec { complete_ts, dev, sector, bytes, write } }
 kernel_payload! { LibCall = lib_call_rec { exit_ts, probe, reserved, ret } }
+kernel_payload! { Throttle = throttle_rec { to, cpu, flags } }
+kernel_payload! { Steal = steal_rec { from, ns, cpu, reserved } }
 
 impl Syscall {
     /// The `fd_kind` of a SYSCALL payload, read alone: most SYSCALL records
@@ -436,6 +472,8 @@ mod tests {
             (PageFault::mapped_bytes(), PageFault::LEN),
             (BlockIo::mapped_bytes(), BlockIo::LEN),
             (LibCall::mapped_bytes(), LibCall::LEN),
+            (Throttle::mapped_bytes(), Throttle::LEN),
+            (Steal::mapped_bytes(), Steal::LEN),
         ];
         for (i, (mapped, len)) in covered.into_iter().enumerate() {
             assert_eq!(mapped, len, "kernel payload #{i}");

@@ -55,6 +55,14 @@ pub const CHUNK: u16 = c::K_CHUNK as u16;
 /// Kernel: the thread in the header (its host tid) as its own pid
 /// namespace knows it. Payload: [`crate::TaskNs`].
 pub const TASK_NS: u16 = c::K_TASK_NS as u16;
+/// Kernel: the thread in the header was held off CPU by its cgroup's CPU
+/// quota (CFS bandwidth throttling) from the header ts (its switch-out) on.
+/// Payload: [`crate::Throttle`].
+pub const THROTTLE: u16 = c::K_THROTTLE as u16;
+/// Kernel: time the hypervisor took from an on-CPU stretch of the thread
+/// in the header (paravirt steal), the stretch ending at the header ts.
+/// Payload: [`crate::Steal`].
+pub const STEAL: u16 = c::K_STEAL as u16;
 
 /// JVM: the first record of each chunk file of a ring recording (tid 0,
 /// ts = the chunk's start). Payload: [`crate::Chunk`].

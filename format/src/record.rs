@@ -5,7 +5,8 @@ use crate::wire::{Cursor, Wire};
 use crate::{
     kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
     JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
-    PageFault, ProbeDef, Stack, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart, Wakeup,
+    PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart,
+    Throttle, Wakeup,
 };
 
 /// A decoded record.
@@ -63,6 +64,10 @@ pub enum Payload {
     BlockIo(BlockIo),
     /// See [`kind::LIB_CALL`].
     LibCall(LibCall),
+    /// See [`kind::THROTTLE`].
+    Throttle(Throttle),
+    /// See [`kind::STEAL`].
+    Steal(Steal),
     /// See [`kind::PROBE_DEF`].
     ProbeDef(ProbeDef),
     /// See [`kind::FILE_PATH`].
@@ -215,6 +220,8 @@ payloads! {
     kind::LIB_CALL => LibCall(LibCall),
     kind::STACK => Stack(Stack),
     kind::CPU_SAMPLE => CpuSample(CpuSample),
+    kind::THROTTLE => Throttle(Throttle),
+    kind::STEAL => Steal(Steal),
     // Kernel stream, the recorder's.
     kind::PROBE_DEF => ProbeDef(ProbeDef),
     kind::FILE_PATH => FilePath(FilePath),

@@ -42,10 +42,16 @@ pub enum Cause {
     /// JDK's scheduler is the queue, not the kernel's (added after the
     /// others, as `tracer` was).
     Carrier,
+    /// Runnable, but held off CPU because its cgroup (or an ancestor) used
+    /// up its CPU quota (CFS bandwidth throttling).
+    Throttled,
+    /// On CPU for the guest kernel, but the hypervisor ran something else
+    /// on the vCPU (paravirt steal time).
+    Steal,
 }
 
 /// Number of causes.
-pub const N_CAUSES: usize = 15;
+pub const N_CAUSES: usize = 17;
 
 impl Cause {
     /// Every cause, in column order.
@@ -65,6 +71,8 @@ impl Cause {
         Cause::Unknown,
         Cause::Tracer,
         Cause::Carrier,
+        Cause::Throttled,
+        Cause::Steal,
     ];
 
     /// The name used in reports and JSON (docs/REPORT.md).
@@ -85,6 +93,8 @@ impl Cause {
             Cause::Unknown => "unknown",
             Cause::Tracer => "tracer",
             Cause::Carrier => "carrier",
+            Cause::Throttled => "throttled",
+            Cause::Steal => "steal",
         }
     }
 

@@ -124,6 +124,8 @@ pub fn describe_evidence(trace: &Trace, e: &Evidence) -> String {
             None => "in a syscall".into(),
         },
         Evidence::PageFault => "handling a page fault".into(),
+        Evidence::Throttled => "throttled: its cgroup used up its CPU quota".into(),
+        Evidence::Steal => "its vCPU ran another guest (steal)".into(),
     }
 }
 

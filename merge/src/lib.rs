@@ -130,7 +130,7 @@ pub use call_index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall, describe_window};
 pub use jtrace_symbols::lines::SourceLine;
-pub use meta::Meta;
+pub use meta::{CpuLimit, Measured, Meta, ProcessCgroup};
 pub use model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, UNMOUNTED_STATE};
 pub use model::jit::JitHistory;
 pub use model::sched_chain::SchedChain;

@@ -83,6 +83,72 @@ pub struct Meta {
     /// taken (CLOCK_MONOTONIC ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_ns: Option<u64>,
+    /// Whether the recording's kernel let the recorder time CPU-quota
+    /// throttling (cause `throttled`), and how; absent in traces of older
+    /// jtrace versions (docs/REPORT.md, "throttled and steal").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_timing: Option<Measured>,
+    /// Whether it let the recorder measure steal (cause `steal`), and how;
+    /// absent in traces of older jtrace versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_timing: Option<Measured>,
+    /// Switch-outs of throttled threads whose throttle could not be timed
+    /// (their time stays `runqueue`).
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub kernel_throttles_untimed: u64,
+    /// The traced processes the recorder saw exec (or attached to), each
+    /// with its cgroup in the CPU controller's hierarchy as it exec'd;
+    /// absent in older traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_cgroups: Vec<ProcessCgroup>,
+    /// The CPU quotas (CFS bandwidth) of those cgroups and their
+    /// ancestors, with what they did during the recording.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_limits: Vec<CpuLimit>,
+}
+
+/// A traced process's cgroup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessCgroup {
+    /// The process.
+    pub pid: u32,
+    /// Its cgroup in the hierarchy of the CPU controller (`/`: the root).
+    pub cgroup: String,
+    /// A cgroup v2 path (else v1's `cpu` hierarchy).
+    pub cgroup_v2: bool,
+    /// The cgroups among it and its ancestors with a CPU quota, innermost
+    /// first: `cgroup` of entries of [`Meta::cpu_limits`].
+    pub cpu_limited_by: Vec<String>,
+}
+
+/// A cgroup's CPU quota, and what it did while recording (the counters
+/// of its cpu.stat from when a traced process was first seen in it to
+/// the end).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CpuLimit {
+    /// The cgroup.
+    pub cgroup: String,
+    /// A cgroup v2 path.
+    pub cgroup_v2: bool,
+    /// CPU time allowed per period (µs).
+    pub quota_us: u64,
+    /// The period (µs).
+    pub period_us: u64,
+    /// Periods with runnable tasks (`nr_periods`).
+    pub periods: u64,
+    /// Periods that ran out of quota (`nr_throttled`).
+    pub throttled_periods: u64,
+    /// Time its run queues were throttled, summed over CPUs (ns).
+    pub throttled_ns: u64,
+}
+
+/// What a recording could measure of one cause on its kernel.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Measured {
+    /// Whether it was measured.
+    pub measured: bool,
+    /// How, or why not.
+    pub how: String,
 }
 
 fn is_zero(n: &u32) -> bool {

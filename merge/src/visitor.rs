@@ -25,6 +25,14 @@ pub enum Evidence {
     Syscall(u32),
     /// A page fault.
     PageFault,
+    /// Preempted by CPU-quota throttling: its cgroup (or an ancestor)
+    /// used up its quota; the split says until when (`throttled`, then
+    /// `runqueue`).
+    Throttled,
+    /// Not a switch: time of an on-CPU stretch that the hypervisor gave
+    /// to something else (the interval is all `steal`; the thread did not
+    /// leave its CPU as far as the guest kernel knows).
+    Steal,
 }
 
 /// Who woke a thread, and when.
@@ -38,7 +46,8 @@ pub struct Wake {
     pub waker_tgid: u32,
 }
 
-/// One off-CPU interval: switch-out to switch-in.
+/// One off-CPU interval: switch-out to switch-in, or (with
+/// [`Evidence::Steal`]) time the hypervisor took inside an on-CPU stretch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OffCpuInterval {
     /// Switch-out time.
@@ -103,7 +112,8 @@ pub trait Visitor {
     fn enter(&mut self, _thread: &ThreadInfo, _ts: u64, _depth: usize, _method: MethodIdx) {}
     /// A method returned.
     fn exit(&mut self, _thread: &ThreadInfo, _depth: usize, _inv: &Invocation) {}
-    /// The thread came back on CPU after `iv`; `depth` frames are open.
+    /// The thread came back on CPU after `iv` (or, for [`Evidence::Steal`],
+    /// got its vCPU back); `depth` frames are open.
     fn off_cpu(&mut self, _thread: &ThreadInfo, _depth: usize, _iv: &OffCpuInterval) {}
     /// The thread entered syscall `idx` (what [`Evidence::Syscall`] names),
     /// whose record is `sc`: a streamed walk keeps no syscall table, so a

@@ -512,3 +512,43 @@ fn percentile_and_compare() {
     .to_string()
     .contains("no traced method matches"));
 }
+
+/// Time a thread's cgroup quota held it (throttled), and time the
+/// hypervisor took from it (steal), are the thread's own: leaves on its
+/// path, never followed to another thread; the run queue after the
+/// unthrottle names the thread that had the CPU.
+#[test]
+fn throttled_and_steal_are_the_threads_own_time() {
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "GtX.a"), (2, "GtX.b")]);
+    b.java_thread(100, A, 0, "chain-a");
+    b.java_thread(100, B, 0, "chain-b");
+    b.switch_in(A, 500, 0);
+    b.enter(A, 1000, 1);
+    b.steal(A, 500, 3000, 500);
+    b.switch_out(A, 3000, true, B);
+    b.switch_in(B, 3000, A);
+    b.throttle(A, 3000, 8000);
+    b.switch_out(B, 9000, false, A);
+    b.switch_in(A, 9000, B);
+    b.exit(A, 10_000, 1);
+    b.switch_out(A, 11_000, false, 0);
+    let dir = tempdir("throttled");
+    b.write_unended(&dir, 0, 20_000);
+    for budget in [256 << 20, 0] {
+        let (path, hops, wall) = why(&dir, "GtX.a", budget);
+        assert_eq!(wall, 9000);
+        assert_eq!(
+            path,
+            vec![
+                seg("chain-a", Some("GtX.a"), "cpu", 1500, 0),
+                seg("chain-a", Some("GtX.a"), "steal", 500, 0),
+                seg("chain-a", Some("GtX.a"), "throttled", 5000, 0),
+                seg("chain-a", Some("GtX.a"), "runqueue", 1000, 0),
+                seg("chain-a", Some("GtX.a"), "cpu", 1000, 0),
+            ],
+            "budget {budget}"
+        );
+        assert!(hops.is_empty(), "{hops:?}");
+    }
+}

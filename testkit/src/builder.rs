@@ -177,6 +177,24 @@ impl TraceBuilder {
         self.k(tid, ts, Payload::Wakeup(w));
     }
 
+    /// `tid`, throttled at its switch-out at `out` (a preemption), is
+    /// queued again at `to` (a THROTTLE record, written at its switch-in).
+    pub fn throttle(&mut self, tid: u32, out: u64, to: u64) {
+        let t = fmt::Throttle { to, cpu: 0, flags: 0 };
+        self.k(tid, out, Payload::Throttle(t));
+    }
+
+    /// The hypervisor took `ns` of `tid`'s on-CPU stretch from `from` to `end`.
+    pub fn steal(&mut self, tid: u32, from: u64, end: u64, ns: u64) {
+        let s = fmt::Steal {
+            from,
+            ns,
+            cpu: 0,
+            reserved: 0,
+        };
+        self.k(tid, end, Payload::Steal(s));
+    }
+
     /// Blocks `tid` from `out` until `waker` wakes it at `wake`; on CPU at `back`.
     pub fn block(&mut self, tid: u32, out: u64, wake: u64, waker: u32, back: u64) {
         self.switch_out(tid, out, false, 0);

@@ -269,7 +269,15 @@ impl<W: Write> Doc<'_, W> {
         let mut args = json!({
             "interval_ns": o.end - o.start,
             "split_ns": off_args(&o.split.off),
-            "switch": if o.open { "none (still off CPU at end)" } else if o.preempted { "involuntary" } else { "voluntary" },
+            "switch": if o.open {
+                "none (still off CPU at end)"
+            } else if o.evidence == Evidence::Steal {
+                "none (steal: its vCPU ran another guest)"
+            } else if o.preempted {
+                "involuntary"
+            } else {
+                "voluntary"
+            },
         });
         if !matches!(o.evidence, Evidence::None | Evidence::Preempted) {
             args["evidence"] = json!(describe_evidence(self.trace, &o.evidence));

@@ -36,6 +36,8 @@ pub(crate) fn evidence_key(e: &Evidence, sc: Option<&SyscallInfo>) -> EvidenceKe
         (Evidence::PageFault, _) => k[0] = 5,
         (Evidence::None, _) => k[0] = 6,
         (Evidence::Preempted, _) => k[0] = 7,
+        (Evidence::Throttled, _) => k[0] = 8,
+        (Evidence::Steal, _) => k[0] = 9,
     }
     k
 }

@@ -103,7 +103,8 @@ struct Offs {
     s: Vec<u64>,
     /// Switch-in.
     e: Vec<u64>,
-    /// 1 preempted (involuntary), 0 blocked, 2 never switched back in.
+    /// 1 preempted (involuntary), 0 blocked, 2 never switched back in,
+    /// 3 steal (no switch: its vCPU ran another guest).
     p: Vec<u8>,
     /// Waker tid, or -1.
     w: Vec<i64>,
@@ -363,7 +364,13 @@ fn thread_json(
     for (j, o) in t.offs.iter().enumerate() {
         offs.s.push(rel(o.start));
         offs.e.push(rel(o.end));
-        offs.p.push(if o.open { 2 } else { o.preempted as u8 });
+        offs.p.push(if o.open {
+            2
+        } else if o.evidence == Evidence::Steal {
+            3
+        } else {
+            o.preempted as u8
+        });
         offs.w.push(o.wake.map_or(-1, |w| w.waker_tid as i64));
         offs.wt.push(o.wake.map_or(0, |w| rel(w.ts)));
         offs.k.push(if o.split.off.total() == 0 {

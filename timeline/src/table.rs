@@ -255,6 +255,9 @@ pub fn render_report(r: &Report, top: usize) -> String {
         "lost events: kernel {}, jvm {}",
         t.lost_events.kernel, t.lost_events.jvm
     );
+    for c in jtrace_merge::report::describe_cgroups(&r.processes) {
+        let _ = writeln!(s, "cgroup: {c}");
+    }
     for p in &t.problems {
         let _ = writeln!(s, "WARNING: {p}");
     }

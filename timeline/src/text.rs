@@ -287,7 +287,18 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
         if by_stack {
             self.thread_has_calls = true;
         }
-        let how = if iv.preempted {
+        if iv.evidence == Evidence::Steal {
+            // Not a switch: the guest kernel had the thread running.
+            let text = format!(
+                "⇣ steal, off CPU {} ms: its vCPU ran another guest (the hypervisor took it)",
+                ms(iv.end - iv.start)
+            );
+            self.line(iv.start, depth, &text);
+            return;
+        }
+        let how = if iv.evidence == Evidence::Throttled {
+            "preempted (involuntary), throttled: its cgroup used up its CPU quota".to_string()
+        } else if iv.preempted {
             "preempted (involuntary)".to_string()
         } else if iv.prev_state & jtrace_merge::UNMOUNTED_STATE != 0 {
             format!("unmounted (virtual thread) {}", self.evidence(&iv.evidence))

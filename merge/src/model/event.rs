@@ -173,6 +173,16 @@ pub enum Event {
         /// Begin (true) or end (false).
         begin: bool,
     },
+    /// The kernel or the hypervisor holds the thread from running, by the
+    /// kernel stream's THROTTLE and STEAL records: [`Cause::Throttled`]
+    /// (runnable, off CPU, its cgroup's CPU quota used up) or
+    /// [`Cause::Steal`] (on CPU, its vCPU running another guest) begins or ends.
+    Held {
+        /// [`Cause::Throttled`] or [`Cause::Steal`].
+        cause: Cause,
+        /// Begin (true) or end (false).
+        begin: bool,
+    },
 }
 
 impl Event {

@@ -119,6 +119,13 @@ impl TraceReader {
             }
             Payload::SwitchIn(p) => self.switch_in(tid, ts, p),
             Payload::Wakeup(p) => self.push(tid, ts, wakeup(&p)),
+            // What held a runnable thread: its cgroup's quota, the hypervisor.
+            Payload::Throttle(p) => self.held(tid, Cause::Throttled, ts, p.to.max(ts)),
+            Payload::Steal(p) => {
+                // The last `ns` of the stretch, never before its start.
+                let from = ts.saturating_sub(p.ns).max(p.from.min(ts));
+                self.held(tid, Cause::Steal, from, ts);
+            }
             // Stacks and what names their frames.
             Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
             Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
@@ -211,6 +218,15 @@ impl TraceReader {
                 prev_tid: p.prev_tid,
             },
         );
+    }
+
+    /// A throttle or steal window of thread `tid` from `from` to `to` (none
+    /// when empty).
+    fn held(&mut self, tid: u32, cause: Cause, from: u64, to: u64) {
+        if to > from {
+            self.push(tid, from, Event::Held { cause, begin: true });
+            self.push(tid, to, Event::Held { cause, begin: false });
+        }
     }
 
     /// The thread's process and name, from a task record.

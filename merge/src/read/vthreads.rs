@@ -170,6 +170,7 @@ impl VirtualThreads {
                 | Event::Wakeup { .. }
                 | Event::PageFault { .. }
                 | Event::Block { .. }
+                | Event::Held { .. }
         );
         if !copied {
             return;

@@ -192,6 +192,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, e: &Timed, sc: Option<&SyscallInfo>, pre
             head(&mut p, 13, 0, 0);
             p.varint(idx as u64);
         }
+        Event::Held { cause, begin } => head(&mut p, 14, cause as u8, begin as u8),
     }
     let n = p.n;
     // SAFETY: `Packed::byte` initialised the n bytes after `len`, within
@@ -268,6 +269,10 @@ fn decode(b: &[u8], prev_ts: u64) -> Option<(u64, Event, u8, usize)> {
             begin: f2 != 0,
         },
         13 => Event::Stack(field(b, &mut i)?),
+        14 => Event::Held {
+            cause: cause_from(f1),
+            begin: f2 != 0,
+        },
         _ => return None,
     };
     Some((ts, event, tag, i))
@@ -471,6 +476,14 @@ mod tests {
             },
             Event::Window {
                 cause: Cause::Safepoint,
+                begin: false,
+            },
+            Event::Held {
+                cause: Cause::Steal,
+                begin: true,
+            },
+            Event::Held {
+                cause: Cause::Throttled,
                 begin: false,
             },
         ];

@@ -178,6 +178,11 @@ pub struct ThreadWalk<'a> {
     /// events are ignored until the thread's first switch record from the
     /// window's start on, which says whether it is on CPU.
     before_window: Option<u64>,
+    /// Inside a throttle window ([`Event::Held`]): while runnable off CPU,
+    /// the thread waits for its cgroup's quota, not for a CPU.
+    throttled: bool,
+    /// Inside a steal window while on CPU: since when, and the totals then.
+    steal: Option<(u64, Breakdown)>,
 }
 
 impl<'a> ThreadWalk<'a> {
@@ -198,6 +203,8 @@ impl<'a> ThreadWalk<'a> {
             next_end: earliest(thread.kernel_until, thread.jvm_until),
             uncovered: false,
             before_window: thread.covered_from,
+            throttled: false,
+            steal: None,
         }
     }
 
@@ -216,6 +223,10 @@ impl<'a> ThreadWalk<'a> {
         self.attribute(e.ts);
         if !self.covered(e) {
             return;
+        }
+        // A stretch's steal is over before its switch-out is seen.
+        if self.steal.is_some() && matches!(e.event, Event::SwitchOut { .. } | Event::SwitchIn { .. }) {
+            self.end_steal(e.ts, v);
         }
         v.event(self.thread, e);
         // `self.acc` is read where needed, not copied per event (a
@@ -248,6 +259,7 @@ impl<'a> ThreadWalk<'a> {
             Event::PageFault { .. } => self.ctx.fault = true,
             Event::Block { cause, begin, detail } => self.ctx.block(cause, begin, detail),
             Event::Window { cause, begin } => self.ctx.window(cause, begin),
+            Event::Held { cause, begin } => self.held(cause, begin, e.ts, v),
             Event::Enter(m) => {
                 v.enter(self.thread, e.ts, self.frames.len(), m);
                 self.frames.push(m, e.ts, &self.acc);
@@ -269,6 +281,8 @@ impl<'a> ThreadWalk<'a> {
                 self.before_window = None;
                 self.state = CpuState::On;
                 self.ctx.forget_kernel();
+                self.throttled = false;
+                self.steal = None;
             } else if e.event.from_kernel() {
                 return false;
             }
@@ -294,6 +308,7 @@ impl<'a> ThreadWalk<'a> {
 
     #[inline]
     fn switch_in(&mut self, ts: u64, v: &mut dyn Visitor) {
+        self.throttled = false;
         if let Some(iv) = self.state.interval(ts, &self.acc) {
             v.off_cpu(self.thread, self.frames.len(), &iv);
             self.state = CpuState::On;
@@ -316,6 +331,60 @@ impl<'a> ThreadWalk<'a> {
             *wake = Some(w);
         }
         v.wakeup(self.thread, self.frames.len(), &w);
+    }
+
+    /// A throttle or steal window begins or ends. A throttle window holds
+    /// only while the thread is off CPU and runnable (it begins at a
+    /// switch-out that left it runnable): its switch-out's evidence becomes
+    /// [`Evidence::Throttled`]. A steal window holds only on CPU, and is
+    /// reported as an interval of its own when it ends.
+    fn held(&mut self, cause: Cause, begin: bool, ts: u64, v: &mut dyn Visitor) {
+        match (cause, begin) {
+            (Cause::Throttled, true) => {
+                if let CpuState::Off {
+                    since,
+                    preempted,
+                    wake,
+                    evidence,
+                    ..
+                } = &mut self.state
+                {
+                    if *preempted || wake.is_some() {
+                        self.throttled = true;
+                        if *since == ts {
+                            *evidence = Evidence::Throttled;
+                        }
+                    }
+                }
+            }
+            (Cause::Throttled, false) => self.throttled = false,
+            (Cause::Steal, true) if matches!(self.state, CpuState::On) && self.steal.is_none() => {
+                self.steal = Some((ts, self.acc));
+            }
+            (Cause::Steal, false) => self.end_steal(ts, v),
+            _ => {}
+        }
+    }
+
+    /// Reports the steal window open since `start` as an interval ending
+    /// at `ts`, all of its time `steal`.
+    fn end_steal(&mut self, ts: u64, v: &mut dyn Visitor) {
+        let Some((start, at)) = self.steal.take() else {
+            return;
+        };
+        if ts > start {
+            let iv = OffCpuInterval {
+                start,
+                end: ts,
+                preempted: false,
+                prev_state: 0,
+                wake: None,
+                split: self.acc - at,
+                evidence: Evidence::Steal,
+                stack: None,
+            };
+            v.off_cpu(self.thread, self.frames.len(), &iv);
+        }
     }
 
     fn thread_start(&mut self, ts: u64) {
@@ -375,19 +444,26 @@ impl<'a> ThreadWalk<'a> {
         if self.uncovered || self.before_window.is_some() {
             acc.not_covered += d;
         } else {
+            // Runnable off CPU: waiting for a CPU, or for the cgroup's quota.
+            let runnable = if self.throttled {
+                Cause::Throttled
+            } else {
+                Cause::Runqueue
+            };
             match self.state {
+                CpuState::On if self.steal.is_some() => acc.off.add(Cause::Steal, d),
                 CpuState::On => acc.cpu += d,
-                CpuState::Off { preempted: true, .. } => acc.off.add(Cause::Runqueue, d),
+                CpuState::Off { preempted: true, .. } => acc.off.add(runnable, d),
                 // A virtual thread woken while unmounted waits for a carrier.
                 CpuState::Off {
                     wake: Some(_),
                     prev_state,
                     ..
                 } if prev_state & UNMOUNTED_STATE != 0 => acc.off.add(Cause::Carrier, d),
-                CpuState::Off { wake: Some(_), .. } => acc.off.add(Cause::Runqueue, d),
+                CpuState::Off { wake: Some(_), .. } => acc.off.add(runnable, d),
                 CpuState::Off { .. } => acc.off.add(self.ctx.evidence().0, d),
             }
-            if !matches!(self.state, CpuState::On) {
+            if !matches!(self.state, CpuState::On) || self.steal.is_some() {
                 self.frames.off_changed();
             }
         }
@@ -416,6 +492,8 @@ impl<'a> ThreadWalk<'a> {
     }
 
     fn end_kernel_coverage(&mut self, at: u64, v: &mut dyn Visitor) {
+        self.end_steal(at, v);
+        self.throttled = false;
         if let Some(iv) = self.state.interval(at, &self.acc) {
             if iv.start < at {
                 v.off_cpu(self.thread, self.frames.len(), &iv);
@@ -442,6 +520,7 @@ impl<'a> ThreadWalk<'a> {
             self.cross_coverage_ends(end.saturating_add(1), v);
         }
         if let Some(last) = self.last {
+            self.end_steal(last, v);
             while self.close(last, End::Unfinished, v) {}
             self.totals.breakdown = self.acc;
         }

@@ -575,3 +575,139 @@ fn recursion_marks_inner_not_outermost_and_missing_exits_close() {
     assert!(c.invs[0].unfinished && c.invs[3].unfinished);
     assert_eq!(c.totals.unwrap().anomalies, 1);
 }
+
+fn held(cause: Cause, begin: bool) -> Event {
+    Event::Held { cause, begin }
+}
+
+/// A thread throttled at its switch-out: `throttled` until the unthrottle,
+/// then `runqueue` until its switch-in; a plain preemption after it is
+/// all `runqueue` again. The interval's evidence says throttled.
+#[test]
+fn throttle_window_splits_a_preemption() {
+    let th = ThreadInfo {
+        tid: 1,
+        ..Default::default()
+    };
+    let evs = vec![
+        ev(100, Event::Enter(0)),
+        ev(200, out(true)),
+        ev(200, held(Cause::Throttled, true)),
+        ev(900, held(Cause::Throttled, false)),
+        ev(950, IN),
+        ev(1000, out(true)),
+        ev(1030, IN),
+        ev(
+            1100,
+            Event::Exit {
+                method: 0,
+                exception: false,
+            },
+        ),
+    ];
+    let mut c = Collect::default();
+    analyze_thread(&Trace::default(), &th, &evs, &mut c);
+    let b = c.invs[0].breakdown;
+    assert!(b.is_exact());
+    assert_eq!(b.wall, 1000);
+    assert_eq!(b.off.get(Cause::Throttled), 700);
+    assert_eq!(b.off.get(Cause::Runqueue), 50 + 30);
+    assert_eq!(b.cpu, 220);
+    assert_eq!(b.involuntary, 2);
+    assert_eq!(c.ivs.len(), 2);
+    assert_eq!(c.ivs[0].evidence, Evidence::Throttled);
+    assert_eq!(c.ivs[0].split.off.get(Cause::Throttled), 700);
+    assert_eq!(c.ivs[0].split.off.get(Cause::Runqueue), 50);
+    assert_eq!(c.ivs[1].evidence, Evidence::Preempted);
+    assert_eq!(c.ivs[1].split.off.get(Cause::Throttled), 0);
+}
+
+/// A throttle window whose end is lost closes at the switch-in, and one
+/// that arrives while the thread blocked (not runnable) explains nothing.
+#[test]
+fn throttle_window_ends_at_the_switch_in() {
+    let th = ThreadInfo {
+        tid: 1,
+        ..Default::default()
+    };
+    let evs = vec![
+        ev(100, Event::Enter(0)),
+        ev(200, out(true)),
+        ev(200, held(Cause::Throttled, true)),
+        ev(300, IN),
+        ev(400, out(false)),
+        ev(400, held(Cause::Throttled, true)),
+        ev(500, wake()),
+        ev(520, IN),
+        ev(
+            600,
+            Event::Exit {
+                method: 0,
+                exception: false,
+            },
+        ),
+    ];
+    let mut c = Collect::default();
+    analyze_thread(&Trace::default(), &th, &evs, &mut c);
+    let b = c.invs[0].breakdown;
+    assert!(b.is_exact());
+    assert_eq!(b.off.get(Cause::Throttled), 100);
+    assert_eq!(b.off.get(Cause::Unknown), 100);
+    assert_eq!(b.off.get(Cause::Runqueue), 20);
+}
+
+/// Steal inside an on-CPU stretch is `steal`, reported as an interval of
+/// its own when it ends (before the switch-out that follows it), and the
+/// CPU is the rest; a method that returns inside it gets its part.
+#[test]
+fn steal_window_is_taken_from_cpu() {
+    let th = ThreadInfo {
+        tid: 1,
+        ..Default::default()
+    };
+    let evs = vec![
+        ev(0, IN),
+        ev(100, Event::Enter(0)),
+        ev(150, Event::Enter(1)),
+        ev(300, held(Cause::Steal, true)),
+        ev(
+            350,
+            Event::Exit {
+                method: 1,
+                exception: false,
+            },
+        ),
+        ev(400, out(true)),
+        ev(400, held(Cause::Steal, false)),
+        ev(450, IN),
+        ev(500, held(Cause::Steal, true)),
+        ev(520, held(Cause::Steal, false)),
+        ev(
+            600,
+            Event::Exit {
+                method: 0,
+                exception: false,
+            },
+        ),
+    ];
+    let mut c = Collect::default();
+    analyze_thread(&Trace::default(), &th, &evs, &mut c);
+    let (inner, outer) = (c.invs[0].breakdown, c.invs[1].breakdown);
+    assert!(inner.is_exact() && outer.is_exact());
+    assert_eq!((inner.cpu, inner.off.get(Cause::Steal)), (150, 50));
+    assert_eq!(outer.off.get(Cause::Steal), 100 + 20);
+    assert_eq!(outer.off.get(Cause::Runqueue), 50);
+    assert_eq!(outer.cpu, 500 - 120 - 50);
+    let kinds: Vec<_> = c.ivs.iter().map(|iv| (iv.start, iv.end, iv.evidence)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (300, 400, Evidence::Steal),
+            (400, 450, Evidence::Preempted),
+            (500, 520, Evidence::Steal)
+        ]
+    );
+    assert_eq!(c.ivs[0].split.off.get(Cause::Steal), 100);
+    assert_eq!(c.ivs[0].split.off.total(), 100);
+    assert!(c.totals.unwrap().breakdown.is_exact());
+}

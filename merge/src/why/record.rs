@@ -10,7 +10,7 @@ use super::index::{Causes, Index, OffRec, Region, CARRIER, MONITOR, MULTI, OPEN,
 use super::select::{Candidate, Selector};
 use crate::cause::{Cause, OffCpu};
 use crate::model::event::{Event, ThreadInfo, Timed};
-use crate::visitor::{Invocation, OffCpuInterval, ThreadTotals, Visitor};
+use crate::visitor::{Evidence, Invocation, OffCpuInterval, ThreadTotals, Visitor};
 use std::collections::BTreeMap;
 
 /// Records one thread at a time (see the module doc).
@@ -125,6 +125,10 @@ impl<'a> Recorder<'a> {
         let mut from: Option<u64> = None;
         let mut regions = Vec::new();
         for (r, _) in &self.group {
+            // Steal inside the enter is the thread's own time, not a block.
+            if is_steal(r) {
+                continue;
+            }
             from.get_or_insert(r.start);
             let release = r.flags & WOKEN != 0 && r.flags & PREEMPTED == 0 && self.can_own_monitors(r.waker);
             if let (true, Some(start)) = (release, from) {
@@ -149,8 +153,16 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// Whether a record is a steal interval (not a switch: time the
+/// hypervisor took while the thread was on CPU).
+fn is_steal(r: &OffRec) -> bool {
+    r.cause == Cause::Steal && r.flags & (PREEMPTED | WOKEN) == 0
+}
+
 /// The record of an interval from `start` to `end` split as `split`, woken
-/// at `wake` by `waker` unless preempted.
+/// at `wake` by `waker` unless preempted. A preemption by CPU-quota
+/// throttling is blocked on the thread's own cgroup until its unthrottle
+/// (`throttled`, never followed), then on the run queue like any other.
 fn off_rec(
     start: u64,
     end: u64,
@@ -165,10 +177,11 @@ fn off_rec(
     let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| !waiting(*c)).collect();
     let rq = split.get(Cause::Runqueue) + split.get(Cause::Carrier);
     let mut flags = if split.get(Cause::Carrier) > 0 { CARRIER } else { 0 };
+    let throttled = split.get(Cause::Throttled);
     let (wake_ts, waker) = match wake {
         _ if preempted => {
             flags |= PREEMPTED;
-            (start, 0)
+            (start + throttled, 0)
         }
         Some((ts, w)) => {
             flags |= WOKEN;
@@ -177,6 +190,7 @@ fn off_rec(
         None => (end - rq, 0),
     };
     let cause = match blocked.first() {
+        _ if preempted && throttled > 0 => Cause::Throttled,
         _ if preempted => Cause::Runqueue,
         Some(&(c, _)) => c,
         None => Cause::Unknown,
@@ -221,6 +235,12 @@ impl Visitor for Recorder<'_> {
 
     fn off_cpu(&mut self, _t: &ThreadInfo, _depth: usize, iv: &OffCpuInterval) {
         self.off_sum += iv.split.off;
+        if iv.evidence == Evidence::Steal {
+            // Not a switch: what the switches pending say stays as it is.
+            let (rec, causes) = off_rec(iv.start, iv.end, false, None, &iv.split.off, u32::MAX);
+            self.push(rec, causes);
+            return;
+        }
         // The preemptor, or whoever ran on the CPU before it came back.
         let holder = match self.pending {
             Some((_, true, next)) if iv.preempted => next,

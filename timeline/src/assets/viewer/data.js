@@ -22,6 +22,7 @@ const CAUSE_COLOR = {
   runqueue: '#e53935', monitor: '#8e24aa', wait: '#3949ab', park: '#1e88e5', sleep: '#c0ca33',
   gc: '#fb8c00', safepoint: '#ffb300', socket: '#00acc1', file: '#6d4c41', page_fault: '#d81b60',
   lock_native: '#5e35b1', syscall_other: '#546e7a', unknown: '#b0b0b0', tracer: '#212121',
+  throttled: '#ff7043', steal: '#795548',
 };
 const CC = CAUSES.map((c) => CAUSE_COLOR[c] || '#888');
 const RQ = CAUSES.indexOf('runqueue');

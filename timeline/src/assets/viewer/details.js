@@ -158,7 +158,8 @@ function details(it) {
   }
   if (it.kind === 'off') {
     const of = th.offs, j = it.j;
-    const how = of.p[j] === 1 ? 'preempted (involuntary switch)' : of.p[j] === 2 ? 'still off CPU at its last event' : 'blocked (voluntary switch)';
+    const how = of.p[j] === 1 ? 'preempted (involuntary switch)' : of.p[j] === 2 ? 'still off CPU at its last event' :
+      of.p[j] === 3 ? 'no switch: its vCPU ran another guest' : 'blocked (voluntary switch)';
     const e = enclosing(th, of.s[j]);
     const ev = D.strings[of.x[j]];
     let h = `<b>off CPU: ${esc(CAUSES[it.cause])}</b> — ${how}<br>thread ${who}` +
