@@ -43,11 +43,18 @@ pub(crate) fn on_retransformed(f: RetransformedFn) {
 }
 
 /// Tells [`RETRANSFORMED`] of `classes`, retransformed.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase and `classes` are valid class
+/// references.
 unsafe fn retransformed(env: *mut jvmtiEnv, classes: &[jclass]) {
     let f = *lock(&RETRANSFORMED);
     if let Some(f) = f {
         for &c in classes {
-            f(env, c);
+            // SAFETY: the caller passes the agent's live `env` and valid class references (# Safety).
+            unsafe {
+                f(env, c);
+            }
         }
     }
 }
@@ -283,6 +290,10 @@ fn record_trivial(rec: &Recorder, class: &str, methods: &[crate::rewrite::Instru
 }
 
 /// JVMTI ClassFileLoadHook: rewrites classes with selected methods.
+///
+/// # Safety
+/// Called by the JVM as the ClassFileLoadHook callback: `name` is null or NUL-terminated,
+/// `class_data` holds `class_data_len` bytes and the two `new_class_data*` pointers are writable.
 pub(crate) unsafe extern "C" fn on_class_file_load_hook(
     env: *mut jvmtiEnv,
     _jni: *mut JNIEnv,
@@ -298,24 +309,28 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
     if !probe_class::ready() || class_data.is_null() || class_data_len <= 0 {
         return;
     }
-    guard("ClassFileLoadHook", || {
-        let Some((rec, cfg)) = active() else { return };
-        if !name.is_null() {
-            // Cheap early out before parsing.
-            if !class_wanted(cfg, &CStr::from_ptr(name).to_string_lossy()) {
+    // SAFETY: the JVM passes `class_data` of `class_data_len` bytes, a NUL-terminated `name` or null,
+    // and writable out-pointers (# Safety).
+    unsafe {
+        guard("ClassFileLoadHook", || {
+            let Some((rec, cfg)) = active() else { return };
+            if !name.is_null() {
+                // Cheap early out before parsing.
+                if !class_wanted(cfg, &CStr::from_ptr(name).to_string_lossy()) {
+                    return;
+                }
+            }
+            let data = std::slice::from_raw_parts(class_data, class_data_len as usize);
+            let Some(out) = transform(rec, cfg, data) else { return };
+            let mut mem: *mut c_uchar = std::ptr::null_mut();
+            if jvmti!(env, Allocate, out.len() as jlong, &mut mem) != JVMTI_ERROR_NONE || mem.is_null() {
                 return;
             }
-        }
-        let data = std::slice::from_raw_parts(class_data, class_data_len as usize);
-        let Some(out) = transform(rec, cfg, data) else { return };
-        let mut mem: *mut c_uchar = std::ptr::null_mut();
-        if jvmti!(env, Allocate, out.len() as jlong, &mut mem) != JVMTI_ERROR_NONE || mem.is_null() {
-            return;
-        }
-        std::ptr::copy_nonoverlapping(out.as_ptr(), mem, out.len());
-        *new_class_data_len = out.len() as jint;
-        *new_class_data = mem;
-    });
+            std::ptr::copy_nonoverlapping(out.as_ptr(), mem, out.len());
+            *new_class_data_len = out.len() as jint;
+            *new_class_data = mem;
+        });
+    }
 }
 
 /// Starts method tracing by bytecode rewriting (at VMInit, or at attach):
@@ -325,19 +340,23 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
 /// # Safety
 /// Live phase; `jni` is the calling thread's JNIEnv or null (attach).
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -> Result<(), String> {
-    let jni = jvm::jni_env(jni);
-    if jni.is_null() {
-        return Err("bytecode rewriting: no JNI environment".into());
+    // SAFETY: the caller guarantees the live phase and that `jni` is this thread's JNIEnv or null
+    // (# Safety).
+    unsafe {
+        let jni = jvm::jni_env(jni);
+        if jni.is_null() {
+            return Err("bytecode rewriting: no JNI environment".into());
+        }
+        probe_natives::define_probe_class(jni)?;
+        if virtual_threads::wants_bytecode() {
+            virtual_threads::choose_route(jni);
+        }
+        let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
+        if err != JVMTI_ERROR_NONE {
+            return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
+        }
+        retransform_loaded(env, jni, cfg);
     }
-    probe_natives::define_probe_class(jni)?;
-    if virtual_threads::wants_bytecode() {
-        virtual_threads::choose_route(jni);
-    }
-    let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
-    if err != JVMTI_ERROR_NONE {
-        return Err(format!("cannot enable ClassFileLoadHook (JVMTI error {err})"));
-    }
-    retransform_loaded(env, jni, cfg);
     Ok(())
 }
 
@@ -351,91 +370,100 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -
 pub(crate) unsafe fn retransform_loaded(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) {
     let mut n: jint = 0;
     let mut classes: *mut jclass = std::ptr::null_mut();
-    if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
-        return;
-    }
-    let all = std::slice::from_raw_parts(classes, n.max(0) as usize);
-    let mut chosen: Vec<jclass> = Vec::new();
-    for &c in all {
-        if class_has_selected_method(env, c, cfg) {
-            chosen.push(c);
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
+            return;
+        }
+        let all = std::slice::from_raw_parts(classes, n.max(0) as usize);
+        let mut chosen: Vec<jclass> = Vec::new();
+        for &c in all {
+            if class_has_selected_method(env, c, cfg) {
+                chosen.push(c);
+            } else {
+                jvm::delete_local(jni, c);
+            }
+        }
+        jvmti!(env, Deallocate, classes.cast());
+        if chosen.is_empty() {
+            return;
+        }
+        let err = jvmti!(env, RetransformClasses, chosen.len() as jint, chosen.as_ptr());
+        if err != JVMTI_ERROR_NONE {
+            // One bad class fails the batch: retry one by one.
+            for c in &chosen {
+                let e = jvmti!(env, RetransformClasses, 1, c);
+                if e == JVMTI_ERROR_NONE {
+                    retransformed(env, &[*c]);
+                } else {
+                    debug(&format!("RetransformClasses failed (JVMTI error {e})"));
+                }
+            }
         } else {
+            retransformed(env, &chosen);
+        }
+        for c in chosen {
             jvm::delete_local(jni, c);
         }
     }
-    jvmti!(env, Deallocate, classes.cast());
-    if chosen.is_empty() {
-        return;
-    }
-    let err = jvmti!(env, RetransformClasses, chosen.len() as jint, chosen.as_ptr());
-    if err != JVMTI_ERROR_NONE {
-        // One bad class fails the batch: retry one by one.
-        for c in &chosen {
-            let e = jvmti!(env, RetransformClasses, 1, c);
-            if e == JVMTI_ERROR_NONE {
-                retransformed(env, &[*c]);
-            } else {
-                debug(&format!("RetransformClasses failed (JVMTI error {e})"));
-            }
-        }
-    } else {
-        retransformed(env, &chosen);
-    }
-    for c in chosen {
-        jvm::delete_local(jni, c);
-    }
 }
 
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase and `c` a valid class reference.
 unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config) -> bool {
     let mut modifiable: jboolean = 0;
-    if jvmti!(env, IsModifiableClass, c, &mut modifiable) != JVMTI_ERROR_NONE || modifiable == 0 {
-        return false;
-    }
-    let mut sig: *mut c_char = std::ptr::null_mut();
-    if jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
-        return false;
-    }
-    let Some(sig) = jvm::take_string(env, sig) else {
-        return false;
-    };
-    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
-        return false;
-    };
-    if virtual_threads::bytecode_route() && vthread_markers::marks_class(internal) {
-        return true;
-    }
-    if !class_wanted(cfg, internal) {
-        return false;
-    }
-    let dotted = internal.replace('/', ".");
-    let mut count: jint = 0;
-    let mut methods: *mut jmethodID = std::ptr::null_mut();
-    if jvmti!(env, GetClassMethods, c, &mut count, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
-        return false;
-    }
-    let mut found = false;
-    for &m in std::slice::from_raw_parts(methods, count.max(0) as usize) {
-        let mut name: *mut c_char = std::ptr::null_mut();
-        if jvmti!(
-            env,
-            GetMethodName,
-            m,
-            &mut name,
-            std::ptr::null_mut(),
-            std::ptr::null_mut()
-        ) != JVMTI_ERROR_NONE
-        {
-            continue;
+    // SAFETY: the caller passes the agent's live `env` and a valid class reference `c` (# Safety).
+    unsafe {
+        if jvmti!(env, IsModifiableClass, c, &mut modifiable) != JVMTI_ERROR_NONE || modifiable == 0 {
+            return false;
         }
-        if let Some(name) = jvm::take_string(env, name) {
-            if cfg.method_traced(&dotted, &name) {
-                found = true;
-                break;
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        if jvmti!(env, GetClassSignature, c, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+            return false;
+        }
+        let Some(sig) = jvm::take_string(env, sig) else {
+            return false;
+        };
+        let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
+            return false;
+        };
+        if virtual_threads::bytecode_route() && vthread_markers::marks_class(internal) {
+            return true;
+        }
+        if !class_wanted(cfg, internal) {
+            return false;
+        }
+        let dotted = internal.replace('/', ".");
+        let mut count: jint = 0;
+        let mut methods: *mut jmethodID = std::ptr::null_mut();
+        if jvmti!(env, GetClassMethods, c, &mut count, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
+            return false;
+        }
+        let mut found = false;
+        for &m in std::slice::from_raw_parts(methods, count.max(0) as usize) {
+            let mut name: *mut c_char = std::ptr::null_mut();
+            if jvmti!(
+                env,
+                GetMethodName,
+                m,
+                &mut name,
+                std::ptr::null_mut(),
+                std::ptr::null_mut()
+            ) != JVMTI_ERROR_NONE
+            {
+                continue;
+            }
+            if let Some(name) = jvm::take_string(env, name) {
+                if cfg.method_traced(&dotted, &name) {
+                    found = true;
+                    break;
+                }
             }
         }
+        jvmti!(env, Deallocate, methods.cast());
+        found
     }
-    jvmti!(env, Deallocate, methods.cast());
-    found
 }
 
 /// Prints the rewriting counters (at VM death) when JTRACE_AGENT_DEBUG is set.

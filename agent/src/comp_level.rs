@@ -47,17 +47,21 @@ impl CompLevels {
     /// # Safety
     /// Live phase, on a Java thread whose JNIEnv is `jni`.
     pub(crate) unsafe fn new(jni: *mut crate::sys::JNIEnv) -> Option<CompLevels> {
-        let f = vmstructs::field_offsets(
-            jni,
-            &[
-                ("Method", "_code"),
-                ("nmethod", "_method"),
-                ("CompiledMethod", "_method"),
-                ("CodeBlob", "_code_begin"),
-                ("CodeBlob", "_code_offset"),
-                ("nmethod", "_comp_level"),
-            ],
-        )?;
+        // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+        // (# Safety).
+        let f = unsafe {
+            vmstructs::field_offsets(
+                jni,
+                &[
+                    ("Method", "_code"),
+                    ("nmethod", "_method"),
+                    ("CompiledMethod", "_method"),
+                    ("CodeBlob", "_code_begin"),
+                    ("CodeBlob", "_code_offset"),
+                    ("nmethod", "_comp_level"),
+                ],
+            )
+        }?;
         let code_begin = match (f[3], f[4]) {
             (Some(a), _) => CodeBegin::Address(a),
             (None, Some(o)) => CodeBegin::Offset(o),

@@ -53,7 +53,10 @@ pub(crate) unsafe fn set_own_probe(probe: jobject, jni: *mut JNIEnv) {
         .unwrap_or((std::ptr::null_mut(), jni));
     if !old.0.is_null() {
         lock(&REGISTERED).retain(|r| r.probe != old.0 as usize);
-        jni!(jni, DeleteGlobalRef, old.0);
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+        unsafe {
+            jni!(jni, DeleteGlobalRef, old.0);
+        }
     }
 }
 
@@ -76,8 +79,16 @@ pub(crate) unsafe fn release_own(jni: *mut JNIEnv, probe: jobject) {
     lock(&REGISTERED).retain(|r| r.probe != probe as usize);
     let _ = MINE.try_with(|m| m.set((std::ptr::null_mut(), std::ptr::null_mut())));
     if !jni.is_null() {
-        probe_class::forget_slot(jni, probe);
-        jni!(jni, DeleteGlobalRef, probe);
+        // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `probe` its own global
+        // reference (# Safety).
+        unsafe {
+            probe_class::forget_slot(jni, probe);
+        }
+        // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `probe` its own global
+        // reference (# Safety).
+        unsafe {
+            jni!(jni, DeleteGlobalRef, probe);
+        }
     }
 }
 
@@ -137,7 +148,10 @@ pub(crate) unsafe fn drain_others(jni: *mut JNIEnv, rec: &Recorder) {
             continue;
         }
         if let Some(b) = &buf {
-            take_buffer(jni, probe as jobject, |data| encode_block(rec, b, t, data, None));
+            // SAFETY: the caller guarantees `jni` is this thread's JNIEnv or null (# Safety).
+            unsafe {
+                take_buffer(jni, probe as jobject, |data| encode_block(rec, b, t, data, None));
+            }
             rec.flush_if_full(b);
         }
     }
@@ -154,10 +168,16 @@ pub(crate) unsafe fn drain_all(jni: *mut JNIEnv, rec: &Recorder, buf_of: &dyn Fn
     for (probe, t) in all {
         match buf_of(t) {
             Some(b) => {
-                take_buffer(jni, probe as jobject, |data| encode_block(rec, &b, t, data, None));
+                // SAFETY: the caller guarantees `jni` is this thread's JNIEnv, checked non-null here
+                // (# Safety).
+                unsafe {
+                    take_buffer(jni, probe as jobject, |data| encode_block(rec, &b, t, data, None));
+                }
                 rec.flush_if_full(&b);
             }
-            None => take_buffer(jni, probe as jobject, |_| {}),
+            // SAFETY: the caller guarantees `jni` is this thread's JNIEnv, checked non-null here
+            // (# Safety).
+            None => unsafe { take_buffer(jni, probe as jobject, |_| {}) },
         }
     }
 }
@@ -175,7 +195,11 @@ pub(crate) unsafe fn purge(jni: *mut JNIEnv) {
     }
     let all: Vec<usize> = lock(&REGISTERED).iter().map(|r| r.probe).collect();
     for probe in all {
-        take_buffer(jni, probe as jobject, |_| {});
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv, checked non-null here
+        // (# Safety).
+        unsafe {
+            take_buffer(jni, probe as jobject, |_| {});
+        }
     }
 }
 

@@ -27,71 +27,75 @@ pub(crate) unsafe fn name(env: *mut jvmtiEnv, jni: *mut JNIEnv, ts: u64) {
     let Some((rec, cfg)) = active() else { return };
     let mut n: jint = 0;
     let mut threads: *mut jthread = std::ptr::null_mut();
-    if jvmti!(env, GetAllThreads, &mut n, &mut threads) != JVMTI_ERROR_NONE || threads.is_null() {
-        return;
-    }
-    let reader = vmstructs::TidReader::new(jni);
-    let mut infos = Vec::new();
-    for &t in std::slice::from_raw_parts(threads, n.max(0) as usize) {
-        if let Some(i) = jvm::thread_info(env, jni, t) {
-            let tid = reader.as_ref().and_then(|r| r.tid(jni, t));
-            infos.push((i, tid));
+    // SAFETY: `env` is the agent's live environment, `jni` this thread's, and `threads` holds the `n`
+    // references JVMTI returned (# Safety).
+    unsafe {
+        if jvmti!(env, GetAllThreads, &mut n, &mut threads) != JVMTI_ERROR_NONE || threads.is_null() {
+            return;
         }
-        jvm::delete_local(jni, t);
-    }
-    jvmti!(env, Deallocate, threads.cast());
-    let mut comms: Vec<(u32, Vec<u8>)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
-        for e in dir.flatten() {
-            let Some(t) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(c) = std::fs::read(e.path().join("comm")) {
-                comms.push((t, c.strip_suffix(b"\n").unwrap_or(&c).to_vec()));
+        let reader = vmstructs::TidReader::new(jni);
+        let mut infos = Vec::new();
+        for &t in std::slice::from_raw_parts(threads, n.max(0) as usize) {
+            if let Some(i) = jvm::thread_info(env, jni, t) {
+                let tid = reader.as_ref().and_then(|r| r.tid(jni, t));
+                infos.push((i, tid));
             }
+            jvm::delete_local(jni, t);
         }
-    }
-    let short = |name: &str| -> Vec<u8> {
-        let b = name.as_bytes();
-        b[..b.len().min(15)].to_vec()
-    };
-    let pid = std::process::id();
-    for (i, tid) in infos {
-        if !cfg.thread_traced(&i.name) {
-            continue;
-        }
-        let tid = match tid {
-            Some(t) => t,
-            None => {
-                let mut same_name = tasks_named(&comms, &short(&i.name));
-                if i.name == "main" && same_name.is_empty() {
-                    // The launcher's main thread keeps the launcher's name; the
-                    // other task of that name is the primordial thread (tid = pid).
-                    same_name = tasks_named(&comms, b"java");
-                    same_name.retain(|&t| t != pid);
-                }
-                if same_name.len() != 1 {
+        jvmti!(env, Deallocate, threads.cast());
+        let mut comms: Vec<(u32, Vec<u8>)> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+            for e in dir.flatten() {
+                let Some(t) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                     continue;
+                };
+                if let Ok(c) = std::fs::read(e.path().join("comm")) {
+                    comms.push((t, c.strip_suffix(b"\n").unwrap_or(&c).to_vec()));
                 }
-                same_name[0]
             }
-        };
-        // The calling thread names itself when it registers; a thread is
-        // named once per session.
-        if tid == crate::state::tid() || lock(&NAMED).contains(&tid) {
-            continue;
         }
-        lock(&NAMED).push(tid);
-        rec.write_direct(&Record {
-            tid,
-            ts,
-            payload: Payload::ThreadStart(ThreadStart {
-                daemon: i.daemon as u32,
-                name: i.name,
-                group: i.group,
-                parent: String::new(),
-            }),
-        });
+        let short = |name: &str| -> Vec<u8> {
+            let b = name.as_bytes();
+            b[..b.len().min(15)].to_vec()
+        };
+        let pid = std::process::id();
+        for (i, tid) in infos {
+            if !cfg.thread_traced(&i.name) {
+                continue;
+            }
+            let tid = match tid {
+                Some(t) => t,
+                None => {
+                    let mut same_name = tasks_named(&comms, &short(&i.name));
+                    if i.name == "main" && same_name.is_empty() {
+                        // The launcher's main thread keeps the launcher's name; the
+                        // other task of that name is the primordial thread (tid = pid).
+                        same_name = tasks_named(&comms, b"java");
+                        same_name.retain(|&t| t != pid);
+                    }
+                    if same_name.len() != 1 {
+                        continue;
+                    }
+                    same_name[0]
+                }
+            };
+            // The calling thread names itself when it registers; a thread is
+            // named once per session.
+            if tid == crate::state::tid() || lock(&NAMED).contains(&tid) {
+                continue;
+            }
+            lock(&NAMED).push(tid);
+            rec.write_direct(&Record {
+                tid,
+                ts,
+                payload: Payload::ThreadStart(ThreadStart {
+                    daemon: i.daemon as u32,
+                    name: i.name,
+                    group: i.group,
+                    parent: String::new(),
+                }),
+            });
+        }
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) fn callbacks() -> jvmtiEventCallbacks {
 
 /// Decides whether `method` is traced, consulting the thread cache, then the
 /// global table, then JVMTI (once per method for the whole VM).
+///
+/// # Safety
+/// In a JVMTI callback, with its `env`, `jni` and `method`.
 unsafe fn method_traced(
     st: &mut ThreadState,
     rec: &Recorder,
@@ -47,7 +50,8 @@ unsafe fn method_traced(
     }
     let t = match rec.known_method(id) {
         Some(t) => t,
-        None => match jvm::method_info(env, jni, method) {
+        // SAFETY: the caller passes this callback's `env`, `jni` and `method` (# Safety).
+        None => match unsafe { jvm::method_info(env, jni, method) } {
             Some(m) => {
                 let traced = cfg.method_traced(&m.class, &m.name);
                 let def = MethodDef {
@@ -66,15 +70,24 @@ unsafe fn method_traced(
     t
 }
 
+/// # Safety
+/// Called by the JVM as the MethodEntry callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_method_entry(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, method: jmethodID) {
     let ts = now_ns();
     guard("MethodEntry", || {
         let Some((rec, cfg)) = active() else { return };
         with_state(rec, |st| {
             if !st.registered {
-                register(st, rec, cfg, env, jni, thread, ts);
+                // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's
+                // `jni` (# Safety).
+                unsafe {
+                    register(st, rec, cfg, env, jni, thread, ts);
+                }
             }
-            if !st.traced || !method_traced(st, rec, cfg, env, jni, method, ts) {
+            // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's
+            // `jni` (# Safety).
+            if !st.traced || !unsafe { method_traced(st, rec, cfg, env, jni, method, ts) } {
                 return;
             }
             let Some(buf) = &st.buf else { return };
@@ -100,6 +113,8 @@ unsafe extern "C" fn on_method_entry(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
     });
 }
 
+/// # Safety
+/// Called by the JVM as the MethodExit callback.
 unsafe extern "C" fn on_method_exit(
     _env: *mut jvmtiEnv,
     _jni: *mut JNIEnv,
@@ -158,30 +173,52 @@ fn frames<'a>(
     }
 }
 
+/// # Safety
+/// Called by the JVM as the ThreadStart callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_thread_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("ThreadStart", || {
         let Some((rec, cfg)) = active() else { return };
         with_state(rec, |st| {
             if !st.registered {
-                register(st, rec, cfg, env, jni, thread, ts);
+                // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's
+                // `jni` (# Safety).
+                unsafe {
+                    register(st, rec, cfg, env, jni, thread, ts);
+                }
             }
         });
-        crate::events::code::thread_started(jni, thread);
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            crate::events::code::thread_started(jni, thread);
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the ThreadEnd callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_thread_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("ThreadEnd", || {
         let Some((rec, cfg)) = active() else { return };
         // The bytecode probes' buffer goes first, before THREAD_END.
-        end_own_probe(jni);
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            end_own_probe(jni);
+        }
         crate::events::code::thread_ended();
         with_state(rec, |st| {
             // A thread never seen before still gets its identity recorded.
             if !st.registered {
-                register(st, rec, cfg, env, jni, thread, ts);
+                // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's
+                // `jni` (# Safety).
+                unsafe {
+                    register(st, rec, cfg, env, jni, thread, ts);
+                }
             }
             if let Some(buf) = st.buf.take() {
                 rec.push(
@@ -205,6 +242,9 @@ unsafe extern "C" fn on_thread_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread:
 
 /// At ThreadEnd, on the ending thread, before its THREAD_END is recorded:
 /// drains and forgets the thread's probe buffer.
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv, at its ThreadEnd.
 unsafe fn end_own_probe(jni: *mut JNIEnv) {
     let Some((rec, _)) = active() else { return };
     let Some((probe, _)) = drain::own_probe() else {
@@ -212,19 +252,31 @@ unsafe fn end_own_probe(jni: *mut JNIEnv) {
     };
     // with_state drains the buffer before running the closure.
     with_state(rec, |_| {});
-    drain::release_own(jni, probe);
+    // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+    unsafe {
+        drain::release_own(jni, probe);
+    }
 }
 
+/// # Safety
+/// Called by the JVM as the VMInit callback, with the agent's `env` and the current thread's `jni`.
 unsafe extern "C" fn on_vm_init(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
-    guard("VMInit", || session::start_recording(env, jni, thread, ts));
+    // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+    // (# Safety).
+    guard("VMInit", || unsafe { session::start_recording(env, jni, thread, ts) });
 }
 
+/// # Safety
+/// Called by the JVM as the VMDeath callback, with the current thread's `jni`.
 unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     let ts = now_ns();
     guard("VMDeath", || {
         if active().is_some() {
-            drain_at_vm_death(jni);
+            // SAFETY: the JVM calls this callback with the current thread's `jni` (# Safety).
+            unsafe {
+                drain_at_vm_death(jni);
+            }
         }
         // Finalise even if an internal error disabled recording: what was
         // recorded until then is valid and the loss count must be written.
@@ -243,13 +295,21 @@ unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
 /// At VM death, before the recorder's final flush: drains every thread's
 /// probe buffer (other threads' into their own stream buffers, the live
 /// virtual threads' into this thread's).
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv, in the VMDeath callback.
 unsafe fn drain_at_vm_death(jni: *mut JNIEnv) {
     if let Some((rec, _)) = active() {
         // with_state drains the calling thread's own buffer first.
         with_state(rec, |_| {});
-        let jni = jvm::jni_env(jni);
-        drain::drain_others(jni, rec);
-        with_carrier_buf(rec, |buf| virtual_threads::drain_all(jni, rec, buf));
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+        let jni = unsafe { jvm::jni_env(jni) };
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+        unsafe {
+            drain::drain_others(jni, rec);
+        }
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+        with_carrier_buf(rec, |buf| unsafe { virtual_threads::drain_all(jni, rec, buf) });
         demotion::record_short_dropped(rec, tid(), now_ns());
     }
     classes::report_counters();

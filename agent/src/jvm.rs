@@ -55,27 +55,33 @@ static ENV: AtomicPtr<jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
 /// # Safety
 /// `vm` is the JavaVM the JVM passed to Agent_OnLoad/Agent_OnAttach, or null.
 pub(crate) unsafe fn connect(vm: *mut JavaVM) -> Result<*mut jvmtiEnv, String> {
-    let env = jvmti_env(vm)?;
+    // SAFETY: the caller guarantees `vm` is the JVM's JavaVM or null (# Safety).
+    let env = unsafe { jvmti_env(vm) }?;
     VM.store(vm, Ordering::SeqCst);
     Ok(env)
 }
 
+/// # Safety
+/// `vm` is the JavaVM the JVM passed to Agent_OnLoad/Agent_OnAttach, or null.
 unsafe fn jvmti_env(vm: *mut JavaVM) -> Result<*mut jvmtiEnv, String> {
     let old = ENV.load(Ordering::SeqCst);
     if !old.is_null() {
         return Ok(old);
     }
     let mut envp: *mut c_void = std::ptr::null_mut();
-    let get_env = if vm.is_null() { None } else { (**vm).GetEnv };
-    let Some(get_env) = get_env else {
-        return Err("the JavaVM has no GetEnv".into());
-    };
-    let rc = get_env(vm, &mut envp, JVMTI_VERSION_1_2);
-    if rc != 0 || envp.is_null() {
-        return Err(format!("cannot get a JVMTI 1.2 environment (JNI error {rc})"));
+    // SAFETY: `vm` is checked non-null and is the JVM's JavaVM (# Safety).
+    unsafe {
+        let get_env = if vm.is_null() { None } else { (**vm).GetEnv };
+        let Some(get_env) = get_env else {
+            return Err("the JavaVM has no GetEnv".into());
+        };
+        let rc = get_env(vm, &mut envp, JVMTI_VERSION_1_2);
+        if rc != 0 || envp.is_null() {
+            return Err(format!("cannot get a JVMTI 1.2 environment (JNI error {rc})"));
+        }
+        ENV.store(envp.cast(), Ordering::SeqCst);
+        Ok(envp.cast())
     }
-    ENV.store(envp.cast(), Ordering::SeqCst);
-    Ok(envp.cast())
 }
 
 /// The agent's JVMTI environment (null before the first load).
@@ -96,14 +102,17 @@ pub(crate) unsafe fn jni_env(jni: *mut JNIEnv) -> *mut JNIEnv {
     if vm.is_null() {
         return std::ptr::null_mut();
     }
-    let Some(get_env) = (**vm).GetEnv else {
-        return std::ptr::null_mut();
-    };
-    let mut p: *mut c_void = std::ptr::null_mut();
-    if get_env(vm, &mut p, JNI_VERSION_1_8) != 0 {
-        return std::ptr::null_mut();
+    // SAFETY: `vm` is the non-null JavaVM stored by `connect`.
+    unsafe {
+        let Some(get_env) = (**vm).GetEnv else {
+            return std::ptr::null_mut();
+        };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        if get_env(vm, &mut p, JNI_VERSION_1_8) != 0 {
+            return std::ptr::null_mut();
+        }
+        p.cast()
     }
-    p.cast()
 }
 
 /// JNI's JavaVMAttachArgs.
@@ -121,7 +130,8 @@ struct AttachArgs {
 /// On a thread the agent created, after [`connect`].
 pub(crate) unsafe fn attach_daemon(name: &CStr) -> *mut JNIEnv {
     let vm = VM.load(Ordering::SeqCst);
-    let Some(attach) = vm.as_ref().and_then(|v| (**v).AttachCurrentThreadAsDaemon) else {
+    // SAFETY: `vm` is the non-null JavaVM stored by `connect`, on an agent thread (# Safety).
+    let Some(attach) = (unsafe { vm.as_ref().and_then(|v| (**v).AttachCurrentThreadAsDaemon) }) else {
         return std::ptr::null_mut();
     };
     let mut args = AttachArgs {
@@ -130,7 +140,8 @@ pub(crate) unsafe fn attach_daemon(name: &CStr) -> *mut JNIEnv {
         group: std::ptr::null_mut(),
     };
     let mut p: *mut c_void = std::ptr::null_mut();
-    if attach(vm, &mut p, (&mut args as *mut AttachArgs).cast()) != 0 {
+    // SAFETY: `vm` is the non-null JavaVM stored by `connect`, on an agent thread (# Safety).
+    if unsafe { attach(vm, &mut p, (&mut args as *mut AttachArgs).cast()) } != 0 {
         return std::ptr::null_mut();
     }
     p.cast()
@@ -145,8 +156,14 @@ pub(crate) unsafe fn attach_daemon(name: &CStr) -> *mut JNIEnv {
 /// On a thread [`attach_daemon`] attached, with no JNI frame of it in use.
 pub(crate) unsafe fn detach_current() {
     let vm = VM.load(Ordering::SeqCst);
-    if let Some(detach) = vm.as_ref().and_then(|v| (**v).DetachCurrentThread) {
-        detach(vm);
+    // SAFETY: `vm` is the non-null JavaVM stored by `connect`, on a thread `attach_daemon` attached
+    // (# Safety).
+    if let Some(detach) = unsafe { vm.as_ref().and_then(|v| (**v).DetachCurrentThread) } {
+        // SAFETY: `vm` is the non-null JavaVM stored by `connect`, on a thread `attach_daemon`
+        // attached (# Safety).
+        unsafe {
+            detach(vm);
+        }
     }
 }
 
@@ -156,8 +173,12 @@ pub(crate) unsafe fn detach_current() {
 /// # Safety
 /// `jni` is the calling thread's JNIEnv.
 pub(crate) unsafe fn clear_exception(jni: *mut JNIEnv) -> bool {
-    if jni!(jni, ExceptionCheck).unwrap_or(0) != 0 {
-        jni!(jni, ExceptionClear);
+    // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+    if unsafe { jni!(jni, ExceptionCheck) }.unwrap_or(0) != 0 {
+        // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+        unsafe {
+            jni!(jni, ExceptionClear);
+        }
         return true;
     }
     false
@@ -171,8 +192,12 @@ pub(crate) unsafe fn take_string(env: *mut jvmtiEnv, p: *mut c_char) -> Option<S
     if p.is_null() {
         return None;
     }
-    let s = CStr::from_ptr(p).to_string_lossy().into_owned();
-    jvmti!(env, Deallocate, p.cast());
+    // SAFETY: the caller guarantees `p` is a NUL-terminated string that `env` allocated (# Safety).
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: `p` was allocated by JVMTI in `env` and is not used after this.
+    unsafe {
+        jvmti!(env, Deallocate, p.cast());
+    }
     Some(s)
 }
 
@@ -184,8 +209,12 @@ pub(crate) unsafe fn delete_local(jni: *mut JNIEnv, obj: jobject) {
     if jni.is_null() || obj.is_null() {
         return;
     }
-    if let Some(f) = (**jni).DeleteLocalRef {
-        f(jni, obj);
+    // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `obj` its local reference
+    // (# Safety).
+    unsafe {
+        if let Some(f) = (**jni).DeleteLocalRef {
+            f(jni, obj);
+        }
     }
 }
 
@@ -206,25 +235,28 @@ pub(crate) struct ThreadInfo {
 /// Must run inside a JVMTI callback with that callback's `env` and `jni`.
 pub(crate) unsafe fn thread_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> Option<ThreadInfo> {
     let mut info = jvmtiThreadInfo::default();
-    if jvmti!(env, GetThreadInfo, thread, &mut info) != JVMTI_ERROR_NONE {
-        return None;
-    }
-    let name = take_string(env, info.name);
-    let mut group = String::new();
-    if !info.thread_group.is_null() {
-        let mut g = jvmtiThreadGroupInfo::default();
-        if jvmti!(env, GetThreadGroupInfo, info.thread_group, &mut g) == JVMTI_ERROR_NONE {
-            group = take_string(env, g.name).unwrap_or_default();
-            delete_local(jni, g.parent);
+    // SAFETY: the caller guarantees this callback's `env` and `jni` (# Safety).
+    unsafe {
+        if jvmti!(env, GetThreadInfo, thread, &mut info) != JVMTI_ERROR_NONE {
+            return None;
         }
+        let name = take_string(env, info.name);
+        let mut group = String::new();
+        if !info.thread_group.is_null() {
+            let mut g = jvmtiThreadGroupInfo::default();
+            if jvmti!(env, GetThreadGroupInfo, info.thread_group, &mut g) == JVMTI_ERROR_NONE {
+                group = take_string(env, g.name).unwrap_or_default();
+                delete_local(jni, g.parent);
+            }
+        }
+        delete_local(jni, info.thread_group);
+        delete_local(jni, info.context_class_loader);
+        Some(ThreadInfo {
+            name: name?,
+            daemon: info.is_daemon != 0,
+            group,
+        })
     }
-    delete_local(jni, info.thread_group);
-    delete_local(jni, info.context_class_loader);
-    Some(ThreadInfo {
-        name: name?,
-        daemon: info.is_daemon != 0,
-        group,
-    })
 }
 
 /// Class (dotted), name and signature of a method.
@@ -244,27 +276,30 @@ pub(crate) struct MethodInfo {
 pub(crate) unsafe fn method_info(env: *mut jvmtiEnv, jni: *mut JNIEnv, method: jmethodID) -> Option<MethodInfo> {
     let mut name: *mut c_char = std::ptr::null_mut();
     let mut sig: *mut c_char = std::ptr::null_mut();
-    if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
-        return None;
+    // SAFETY: the caller guarantees this callback's `env` and `jni` (# Safety).
+    unsafe {
+        if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let name = take_string(env, name);
+        let signature = take_string(env, sig).unwrap_or_default();
+        let mut klass: jclass = std::ptr::null_mut();
+        if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let mut csig: *mut c_char = std::ptr::null_mut();
+        let err = jvmti!(env, GetClassSignature, klass, &mut csig, std::ptr::null_mut());
+        delete_local(jni, klass);
+        if err != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let class = crate::config::class_name_from_signature(&take_string(env, csig)?);
+        Some(MethodInfo {
+            class,
+            name: name?,
+            signature,
+        })
     }
-    let name = take_string(env, name);
-    let signature = take_string(env, sig).unwrap_or_default();
-    let mut klass: jclass = std::ptr::null_mut();
-    if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
-        return None;
-    }
-    let mut csig: *mut c_char = std::ptr::null_mut();
-    let err = jvmti!(env, GetClassSignature, klass, &mut csig, std::ptr::null_mut());
-    delete_local(jni, klass);
-    if err != JVMTI_ERROR_NONE {
-        return None;
-    }
-    let class = crate::config::class_name_from_signature(&take_string(env, csig)?);
-    Some(MethodInfo {
-        class,
-        name: name?,
-        signature,
-    })
 }
 
 /// Dotted name of a class, "" if JVMTI cannot tell.
@@ -276,10 +311,12 @@ pub(crate) unsafe fn class_name(env: *mut jvmtiEnv, klass: jclass) -> String {
         return String::new();
     }
     let mut sig: *mut c_char = std::ptr::null_mut();
-    if jvmti!(env, GetClassSignature, klass, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+    // SAFETY: the caller guarantees a live `env` and a valid non-null `klass` (# Safety).
+    if unsafe { jvmti!(env, GetClassSignature, klass, &mut sig, std::ptr::null_mut()) } != JVMTI_ERROR_NONE {
         return String::new();
     }
-    take_string(env, sig)
+    // SAFETY: the caller guarantees a live `env` and a valid non-null `klass` (# Safety).
+    (unsafe { take_string(env, sig) })
         .map(|s| crate::config::class_name_from_signature(&s))
         .unwrap_or_default()
 }
@@ -292,13 +329,16 @@ pub(crate) unsafe fn object_class_name(env: *mut jvmtiEnv, jni: *mut JNIEnv, obj
     if obj.is_null() || jni.is_null() {
         return String::new();
     }
-    let Some(get) = (**jni).GetObjectClass else {
-        return String::new();
-    };
-    let klass = get(jni, obj);
-    let name = class_name(env, klass);
-    delete_local(jni, klass);
-    name
+    // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `obj` a valid reference (# Safety).
+    unsafe {
+        let Some(get) = (**jni).GetObjectClass else {
+            return String::new();
+        };
+        let klass = get(jni, obj);
+        let name = class_name(env, klass);
+        delete_local(jni, klass);
+        name
+    }
 }
 
 /// A system property of the VM, if it has one.
@@ -307,10 +347,12 @@ pub(crate) unsafe fn object_class_name(env: *mut jvmtiEnv, jni: *mut JNIEnv, obj
 /// `env` is a valid JVMTI environment.
 pub(crate) unsafe fn system_property(env: *mut jvmtiEnv, key: &CStr) -> Option<String> {
     let mut v: *mut c_char = std::ptr::null_mut();
-    if jvmti!(env, GetSystemProperty, key.as_ptr(), &mut v) != JVMTI_ERROR_NONE {
+    // SAFETY: the caller guarantees `env` is valid (# Safety).
+    if unsafe { jvmti!(env, GetSystemProperty, key.as_ptr(), &mut v) } != JVMTI_ERROR_NONE {
         return None;
     }
-    take_string(env, v)
+    // SAFETY: the caller guarantees `env` is valid (# Safety).
+    unsafe { take_string(env, v) }
 }
 
 /// Enables or disables delivery of `event` for all threads.
@@ -319,11 +361,14 @@ pub(crate) unsafe fn system_property(env: *mut jvmtiEnv, key: &CStr) -> Option<S
 /// `env` is a valid JVMTI environment.
 pub(crate) unsafe fn set_event(env: *mut jvmtiEnv, event: jvmtiEvent, on: bool) -> jvmtiError {
     let mode = if on { JVMTI_ENABLE } else { JVMTI_DISABLE };
-    jvmti!(
-        env,
-        SetEventNotificationMode,
-        mode,
-        event,
-        std::ptr::null_mut::<_jobject>()
-    )
+    // SAFETY: the caller guarantees `env` is valid (# Safety).
+    unsafe {
+        jvmti!(
+            env,
+            SetEventNotificationMode,
+            mode,
+            event,
+            std::ptr::null_mut::<_jobject>()
+        )
+    }
 }

@@ -52,6 +52,8 @@
 //! | `config` | the configuration file |
 //! | `glob` | the `*`/`?` patterns of its rules |
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod batch;
 mod chunks;
@@ -140,7 +142,8 @@ fn pin_library() {
 #[no_mangle]
 pub unsafe extern "C" fn Agent_OnLoad(vm: *mut JavaVM, options: *mut c_char, _reserved: *mut c_void) -> jint {
     guard("Agent_OnLoad", || {
-        let _ = load::load(vm, options, false);
+        // SAFETY: the JVM passes a valid `vm` and a NUL-terminated or null `options` (# Safety).
+        let _ = unsafe { load::load(vm, options, false) };
     });
     0
 }
@@ -162,16 +165,19 @@ pub unsafe extern "C" fn Agent_OnAttach(vm: *mut JavaVM, options: *mut c_char, _
         let opts = if options.is_null() {
             String::new()
         } else {
-            CStr::from_ptr(options).to_string_lossy().into_owned()
+            // SAFETY: the JVM passes a valid `vm` and a NUL-terminated or null `options` (# Safety).
+            (unsafe { CStr::from_ptr(options) }).to_string_lossy().into_owned()
         };
         code = if opts.trim() == "stop" {
-            if session::stop() {
+            // SAFETY: this is Agent_OnAttach, on the JVM's attach listener thread.
+            if unsafe { session::stop() } {
                 rc::OK
             } else {
                 rc::NOT_RECORDING
             }
         } else {
-            load_code(load::load(vm, options, true))
+            // SAFETY: the JVM passes a valid `vm` and a NUL-terminated or null `options` (# Safety).
+            load_code(unsafe { load::load(vm, options, true) })
         };
     });
     code

@@ -128,83 +128,86 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
         });
         Err(Failure::JvmRefused)
     };
-    let env = match jvm::connect(vm) {
-        Ok(e) => e,
-        Err(e) => return fail(rec, e),
-    };
+    // SAFETY: the caller passes `vm` and `options` as the JVM gave them (# Safety).
+    unsafe {
+        let env = match jvm::connect(vm) {
+            Ok(e) => e,
+            Err(e) => return fail(rec, e),
+        };
 
-    // Virtual threads (JDK 21 and later) are followed from the bytecode
-    // when the agent may rewrite classes, else with JVMTI's events.
-    virtual_threads::on_load(env, cfg.virtual_threads, cfg.bytecode_rewriting);
-    if virtual_threads::wants_bytecode() && !classes::enabled(&cfg) {
-        let mut caps = jvmtiCapabilities::default();
-        classes::capabilities(&mut caps, attach);
-        if jvmti!(env, AddCapabilities, &caps) != JVMTI_ERROR_NONE {
-            virtual_threads::bytecode_refused(env);
-        }
-    }
-    if cfg.traces_methods() {
-        let mut caps = jvmtiCapabilities::default();
-        if classes::enabled(&cfg) {
+        // Virtual threads (JDK 21 and later) are followed from the bytecode
+        // when the agent may rewrite classes, else with JVMTI's events.
+        virtual_threads::on_load(env, cfg.virtual_threads, cfg.bytecode_rewriting);
+        if virtual_threads::wants_bytecode() && !classes::enabled(&cfg) {
+            let mut caps = jvmtiCapabilities::default();
             classes::capabilities(&mut caps, attach);
-        } else {
-            caps.set_can_generate_method_entry_events(1);
-            caps.set_can_generate_method_exit_events(1);
+            if jvmti!(env, AddCapabilities, &caps) != JVMTI_ERROR_NONE {
+                virtual_threads::bytecode_refused(env);
+            }
         }
-        let err = jvmti!(env, AddCapabilities, &caps);
-        if err != JVMTI_ERROR_NONE {
-            let how = if classes::enabled(&cfg) {
-                "class retransformation"
+        if cfg.traces_methods() {
+            let mut caps = jvmtiCapabilities::default();
+            if classes::enabled(&cfg) {
+                classes::capabilities(&mut caps, attach);
             } else {
-                "method entry/exit (only available at start-up; use bytecode_rewriting on)"
-            };
-            return fail(rec, format!("cannot get the {how} capabilities (JVMTI error {err})"));
+                caps.set_can_generate_method_entry_events(1);
+                caps.set_can_generate_method_exit_events(1);
+            }
+            let err = jvmti!(env, AddCapabilities, &caps);
+            if err != JVMTI_ERROR_NONE {
+                let how = if classes::enabled(&cfg) {
+                    "class retransformation"
+                } else {
+                    "method entry/exit (only available at start-up; use bytecode_rewriting on)"
+                };
+                return fail(rec, format!("cannot get the {how} capabilities (JVMTI error {err})"));
+            }
         }
-    }
-    let mut callbacks = hooks::callbacks();
-    // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
-    events::on_load(env, &cfg, attach, &mut callbacks);
-    let callbacks = virtual_threads::callbacks(callbacks);
-    let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
-    // The JVM reads the slots it knows of the longer table.
-    let err = jvmti!(env, SetEventCallbacks, &callbacks.base, size);
-    if err != JVMTI_ERROR_NONE {
-        return fail(rec, format!("cannot set JVMTI callbacks (error {err})"));
-    }
-    // The rest is enabled at VMInit, after JVM_START is in the file.
-    let mut first = vec![JVMTI_EVENT_VM_DEATH];
-    if !attach {
-        first.push(JVMTI_EVENT_VM_INIT);
-    }
-    first.extend(events::early_events());
-    for e in first {
-        let err = jvm::set_event(env, e, true);
+        let mut callbacks = hooks::callbacks();
+        // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
+        events::on_load(env, &cfg, attach, &mut callbacks);
+        let callbacks = virtual_threads::callbacks(callbacks);
+        let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
+        // The JVM reads the slots it knows of the longer table.
+        let err = jvmti!(env, SetEventCallbacks, &callbacks.base, size);
         if err != JVMTI_ERROR_NONE {
-            return fail(rec, format!("cannot enable JVMTI event {e} (error {err})"));
+            return fail(rec, format!("cannot set JVMTI callbacks (error {err})"));
         }
-    }
-    lock(&SESSION_BUFS).clear();
-    lock(&NAMED).clear();
-    SESSION.fetch_add(1, Ordering::SeqCst);
-    CONFIG.set(cfg);
-    RECORDER.set(rec);
-    ENABLED.store(true, Ordering::SeqCst);
-    if chunks.is_some() {
-        start_rotation();
-    }
-    if attach {
-        // The VM is already live: no VMInit will come. Threads register
-        // lazily, on their first event; the existing ones are named now.
-        let ts = now_ns();
-        let jni = jvm::jni_env(std::ptr::null_mut());
-        drain::purge(jni);
-        session::start_recording(env, jni, std::ptr::null_mut(), ts);
-        existing_threads::name(env, jni, ts);
-        if !ENABLED.load(Ordering::SeqCst) {
-            // start_recording hit an internal error (recorded): undo what
-            // is on, so the JVM runs on as before.
-            session::stop_session(env);
-            return Err(Failure::JvmRefused);
+        // The rest is enabled at VMInit, after JVM_START is in the file.
+        let mut first = vec![JVMTI_EVENT_VM_DEATH];
+        if !attach {
+            first.push(JVMTI_EVENT_VM_INIT);
+        }
+        first.extend(events::early_events());
+        for e in first {
+            let err = jvm::set_event(env, e, true);
+            if err != JVMTI_ERROR_NONE {
+                return fail(rec, format!("cannot enable JVMTI event {e} (error {err})"));
+            }
+        }
+        lock(&SESSION_BUFS).clear();
+        lock(&NAMED).clear();
+        SESSION.fetch_add(1, Ordering::SeqCst);
+        CONFIG.set(cfg);
+        RECORDER.set(rec);
+        ENABLED.store(true, Ordering::SeqCst);
+        if chunks.is_some() {
+            start_rotation();
+        }
+        if attach {
+            // The VM is already live: no VMInit will come. Threads register
+            // lazily, on their first event; the existing ones are named now.
+            let ts = now_ns();
+            let jni = jvm::jni_env(std::ptr::null_mut());
+            drain::purge(jni);
+            session::start_recording(env, jni, std::ptr::null_mut(), ts);
+            existing_threads::name(env, jni, ts);
+            if !ENABLED.load(Ordering::SeqCst) {
+                // start_recording hit an internal error (recorded): undo what
+                // is on, so the JVM runs on as before.
+                session::stop_session(env);
+                return Err(Failure::JvmRefused);
+            }
         }
     }
     Ok(())

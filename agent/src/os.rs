@@ -27,6 +27,7 @@ pub(crate) fn tid() -> u32 {
         t.get()
     })
     // During thread teardown the cache may be gone; ask the kernel directly.
+    // SAFETY: gettid has no preconditions.
     .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
 }
 

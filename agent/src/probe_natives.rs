@@ -27,21 +27,37 @@ pub(crate) unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> 
         probe_class::native(c"flush0", c"()V", flush0 as *mut c_void),
     ];
     natives.extend(virtual_threads::natives());
-    probe_class::define(jni, &natives)
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe { probe_class::define(jni, &natives) }
 }
 
 /// `Probe.register0(Probe p)`: the calling thread's first probe call.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.register0`, with the calling thread's `jni`
+/// and live local references.
 unsafe extern "C" fn register0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
     guard("Probe.register0", || {
         let Some((rec, cfg)) = active() else { return };
-        let global = jni!(jni, NewGlobalRef, probe).unwrap_or(std::ptr::null_mut());
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        let global = unsafe { jni!(jni, NewGlobalRef, probe) }.unwrap_or(std::ptr::null_mut());
         if global.is_null() {
             return;
         }
-        drain::set_own_probe(global, jni);
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        unsafe {
+            drain::set_own_probe(global, jni);
+        }
         with_state(rec, |st| {
             if !st.registered {
-                register_current(st, rec, cfg, jvm::env(), jni);
+                // SAFETY: the JVM calls this native with the calling thread's `jni` and live local
+                // references (# Safety).
+                unsafe {
+                    register_current(st, rec, cfg, jvm::env(), jni);
+                }
             }
             let buf = if st.traced { st.buf.clone() } else { None };
             drain::register(global, tid(), buf);
@@ -50,6 +66,10 @@ unsafe extern "C" fn register0(jni: *mut JNIEnv, _class: jclass, probe: jobject)
 }
 
 /// `Probe.flush0()`: the calling thread's buffer is full.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.flush0`, with the calling thread's `jni`
+/// and live local references.
 unsafe extern "C" fn flush0(_jni: *mut JNIEnv, _class: jclass) {
     guard("Probe.flush0", || {
         let Some((rec, _)) = active() else { return };

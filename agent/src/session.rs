@@ -26,73 +26,77 @@ use crate::{classes, demoter, demotion, drain, events, existing_threads, probe_c
 /// thread's (or null when attaching).
 pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, ts: u64) {
     let Some((rec, cfg)) = active() else { return };
-    let vm_version = jvm::system_property(env, c"java.vm.version").unwrap_or_default();
-    let pid = std::process::id();
-    rec.write_direct(&Record {
-        tid: tid(),
-        ts,
-        payload: Payload::JvmStart(JvmStart { pid, vm_version }),
-    });
-    // Inside a pid namespace (a container) the tids the agent records are
-    // the namespace's: the reader pairs them with the kernel's by it.
-    if let Some(pidns_ino) = crate::os::pid_namespace().filter(|&i| i != jtrace_format::INITIAL_PIDNS_INO) {
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni` or null
+    // (# Safety).
+    unsafe {
+        let vm_version = jvm::system_property(env, c"java.vm.version").unwrap_or_default();
+        let pid = std::process::id();
         rec.write_direct(&Record {
             tid: tid(),
             ts,
-            payload: Payload::JvmPidNs(JvmPidNs {
-                pidns_ino,
-                ns_pid: pid,
-                reserved: 0,
-            }),
+            payload: Payload::JvmStart(JvmStart { pid, vm_version }),
         });
-    }
-    if !thread.is_null() {
-        with_state(rec, |st| {
-            if !st.registered {
-                register(st, rec, cfg, env, jni, thread, ts);
+        // Inside a pid namespace (a container) the tids the agent records are
+        // the namespace's: the reader pairs them with the kernel's by it.
+        if let Some(pidns_ino) = crate::os::pid_namespace().filter(|&i| i != jtrace_format::INITIAL_PIDNS_INO) {
+            rec.write_direct(&Record {
+                tid: tid(),
+                ts,
+                payload: Payload::JvmPidNs(JvmPidNs {
+                    pidns_ino,
+                    ns_pid: pid,
+                    reserved: 0,
+                }),
+            });
+        }
+        if !thread.is_null() {
+            with_state(rec, |st| {
+                if !st.registered {
+                    register(st, rec, cfg, env, jni, thread, ts);
+                }
+            });
+            // Threads started before VMInit (Reference Handler, Finalizer,
+            // Signal Dispatcher, ...) get no ThreadStart event: name them now.
+            existing_threads::name(env, jni, ts);
+        }
+        let mut events = vec![JVMTI_EVENT_THREAD_START, JVMTI_EVENT_THREAD_END];
+        if cfg.traces_methods() && !classes::enabled(cfg) {
+            events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
+        }
+        if classes::hook_needed(cfg) {
+            if classes::enabled(cfg) {
+                demotion::reset(demoter::start);
+                if probe_class::ready() {
+                    // A method demoted in an earlier session is traced again;
+                    // cleared before any class gets its probes back.
+                    probe_class::set_demoted(jvm::jni_env(jni), &[], true);
+                }
             }
-        });
-        // Threads started before VMInit (Reference Handler, Finalizer,
-        // Signal Dispatcher, ...) get no ThreadStart event: name them now.
-        existing_threads::name(env, jni, ts);
-    }
-    let mut events = vec![JVMTI_EVENT_THREAD_START, JVMTI_EVENT_THREAD_END];
-    if cfg.traces_methods() && !classes::enabled(cfg) {
-        events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);
-    }
-    if classes::hook_needed(cfg) {
-        if classes::enabled(cfg) {
-            demotion::reset(demoter::start);
-            if probe_class::ready() {
-                // A method demoted in an earlier session is traced again;
-                // cleared before any class gets its probes back.
-                probe_class::set_demoted(jvm::jni_env(jni), &[], true);
+            if let Err(e) = classes::start(env, jni, cfg) {
+                if classes::enabled(cfg) {
+                    internal_error(&e);
+                    return;
+                }
+                // Only virtual threads wanted it: JVMTI's events follow them.
+                debug(&e);
             }
         }
-        if let Err(e) = classes::start(env, jni, cfg) {
-            if classes::enabled(cfg) {
-                internal_error(&e);
+        for e in events {
+            let err = jvm::set_event(env, e, true);
+            if err != JVMTI_ERROR_NONE {
+                internal_error(&format!("cannot enable JVMTI event {e} (error {err})"));
                 return;
             }
-            // Only virtual threads wanted it: JVMTI's events follow them.
-            debug(&e);
         }
-    }
-    for e in events {
-        let err = jvm::set_event(env, e, true);
-        if err != JVMTI_ERROR_NONE {
-            internal_error(&format!("cannot enable JVMTI event {e} (error {err})"));
-            return;
+        events::start(env, jni);
+        if let Err(msg) = virtual_threads::start(env, jvm::jni_env(jni)) {
+            say(&msg);
+            rec.write_direct(&Record {
+                tid: tid(),
+                ts: now_ns(),
+                payload: Payload::AgentError(msg),
+            });
         }
-    }
-    events::start(env, jni);
-    if let Err(msg) = virtual_threads::start(env, jvm::jni_env(jni)) {
-        say(&msg);
-        rec.write_direct(&Record {
-            tid: tid(),
-            ts: now_ns(),
-            payload: Payload::AgentError(msg),
-        });
     }
 }
 
@@ -110,7 +114,11 @@ pub(crate) unsafe fn stop() -> bool {
     if env.is_null() {
         return false;
     }
-    stop_session(env);
+    // SAFETY: the caller guarantees this runs from Agent_OnAttach on the attach listener thread
+    // (# Safety).
+    unsafe {
+        stop_session(env);
+    }
     true
 }
 
@@ -124,35 +132,38 @@ pub(crate) unsafe fn stop() -> bool {
 /// Live phase, with the agent's `env`, inside a guarded callback.
 pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
     ENABLED.store(false, Ordering::SeqCst);
-    for e in JVMTI_MIN_EVENT_TYPE_VAL..=JVMTI_MAX_EVENT_TYPE_VAL {
-        // Events never enabled or not known to this JVM simply fail.
-        jvm::set_event(env, e as jvmtiEvent, false);
-    }
-    virtual_threads::stop(env);
-    let jni = jvm::jni_env(std::ptr::null_mut());
-    // Park and sleep natives an attach re-bound go back to the JVM's own.
-    events::park_sleep::detach(jni);
-    if let (Some(rec), Some(cfg)) = (RECORDER.get(), CONFIG.get()) {
-        {
-            let bufs: Vec<(u32, SharedBuf)> = lock(&SESSION_BUFS).clone();
-            // The last entry of a tid is its current buffer; a thread whose
-            // probes ran but that recorded nothing else gets one now.
-            let find = |t: u32| {
-                let found = bufs.iter().rev().find(|(x, _)| *x == t).map(|(_, b)| b.clone());
-                found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf_of(t)))
-            };
-            stop_probes(env, jni, cfg, rec, &find);
+    // SAFETY: the caller guarantees the live phase and the agent's `env` (# Safety).
+    unsafe {
+        for e in JVMTI_MIN_EVENT_TYPE_VAL..=JVMTI_MAX_EVENT_TYPE_VAL {
+            // Events never enabled or not known to this JVM simply fail.
+            jvm::set_event(env, e as jvmtiEvent, false);
         }
-        rec.finish(tid(), now_ns());
-        // Everything is written: give the threads' buffer memory back now
-        // (each thread keeps its handle until its next event or its end).
-        for (_, b) in lock(&SESSION_BUFS).iter() {
-            *lock(b) = recorder::ThreadBuf::default();
+        virtual_threads::stop(env);
+        let jni = jvm::jni_env(std::ptr::null_mut());
+        // Park and sleep natives an attach re-bound go back to the JVM's own.
+        events::park_sleep::detach(jni);
+        if let (Some(rec), Some(cfg)) = (RECORDER.get(), CONFIG.get()) {
+            {
+                let bufs: Vec<(u32, SharedBuf)> = lock(&SESSION_BUFS).clone();
+                // The last entry of a tid is its current buffer; a thread whose
+                // probes ran but that recorded nothing else gets one now.
+                let find = |t: u32| {
+                    let found = bufs.iter().rev().find(|(x, _)| *x == t).map(|(_, b)| b.clone());
+                    found.or_else(|| thread_traced_by_comm(cfg, t).then(|| rec.new_thread_buf_of(t)))
+                };
+                stop_probes(env, jni, cfg, rec, &find);
+            }
+            rec.finish(tid(), now_ns());
+            // Everything is written: give the threads' buffer memory back now
+            // (each thread keeps its handle until its next event or its end).
+            for (_, b) in lock(&SESSION_BUFS).iter() {
+                *lock(b) = recorder::ThreadBuf::default();
+            }
         }
-    }
-    let mut caps = jvmtiCapabilities::default();
-    if jvmti!(env, GetCapabilities, &mut caps) == JVMTI_ERROR_NONE {
-        jvmti!(env, RelinquishCapabilities, &caps);
+        let mut caps = jvmtiCapabilities::default();
+        if jvmti!(env, GetCapabilities, &mut caps) == JVMTI_ERROR_NONE {
+            jvmti!(env, RelinquishCapabilities, &caps);
+        }
     }
     lock(&SESSION_BUFS).clear();
     let rec = RECORDER.take();
@@ -178,6 +189,9 @@ pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
 /// that recorded nothing else in this session a new buffer). Frames still
 /// running an instrumented version keep calling the probes until they
 /// return; those events are discarded at the next attach.
+///
+/// # Safety
+/// Live phase, with the agent's `env` and the calling thread's `jni` (or null).
 unsafe fn stop_probes(
     env: *mut jvmtiEnv,
     jni: *mut JNIEnv,
@@ -189,10 +203,22 @@ unsafe fn stop_probes(
         return;
     }
     if classes::hook_needed(cfg) {
-        classes::retransform_loaded(env, jni, cfg);
+        // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
+        // (# Safety).
+        unsafe {
+            classes::retransform_loaded(env, jni, cfg);
+        }
     }
-    virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());
-    drain::drain_all(jni, rec, buf_of);
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
+    // (# Safety).
+    unsafe {
+        virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());
+    }
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
+    // (# Safety).
+    unsafe {
+        drain::drain_all(jni, rec, buf_of);
+    }
     demotion::record_short_dropped(rec, tid(), now_ns());
 }
 

@@ -95,6 +95,8 @@ pub(crate) struct StreamFile {
 // SAFETY: the mapping is only written through disjoint ranges reserved with
 // the atomic position counter (the header only by the creator and closer).
 unsafe impl Sync for StreamFile {}
+// SAFETY: the mapping and the file it owns are not tied to the thread that
+// created them.
 unsafe impl Send for StreamFile {}
 
 impl StreamFile {
@@ -401,22 +403,25 @@ impl StreamFile {
 /// # Safety
 /// `dst` must be valid for `src.len()` bytes of writes.
 unsafe fn copy_out(src: &[u8], dst: *mut u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-        let head = dst.align_offset(16).min(src.len());
-        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
-        let blocks = (src.len() - head) / 16;
-        for i in 0..blocks {
-            let off = head + i * 16;
-            // SAFETY (SSE2 is part of x86-64): dst + off is 16-byte aligned.
-            let v = _mm_loadu_si128(src.as_ptr().add(off).cast::<__m128i>());
-            _mm_stream_si128(dst.add(off).cast::<__m128i>(), v);
+    // SAFETY: the caller guarantees `dst` is writable for `src.len()` bytes (# Safety).
+    unsafe {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+            let head = dst.align_offset(16).min(src.len());
+            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
+            let blocks = (src.len() - head) / 16;
+            for i in 0..blocks {
+                let off = head + i * 16;
+                // SAFETY (SSE2 is part of x86-64): dst + off is 16-byte aligned.
+                let v = _mm_loadu_si128(src.as_ptr().add(off).cast::<__m128i>());
+                _mm_stream_si128(dst.add(off).cast::<__m128i>(), v);
+            }
+            let done = head + blocks * 16;
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(done), dst.add(done), src.len() - done);
+            // Order the streamed stores before anything written after this append.
+            _mm_sfence();
         }
-        let done = head + blocks * 16;
-        std::ptr::copy_nonoverlapping(src.as_ptr().add(done), dst.add(done), src.len() - done);
-        // Order the streamed stores before anything written after this append.
-        _mm_sfence();
     }
     #[cfg(not(target_arch = "x86_64"))]
     std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
@@ -427,6 +432,7 @@ unsafe fn copy_out(src: &[u8], dst: *mut u8) {
 fn is_tmpfs(file: &File) -> bool {
     // SAFETY: fstatfs on our own fd into a zeroed struct.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `file`'s fd is open and `st` is a writable statfs.
     if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
         return false;
     }

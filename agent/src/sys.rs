@@ -6,7 +6,9 @@
     non_upper_case_globals,
     dead_code,
     missing_docs,
-    clippy::all
+    unsafe_op_in_unsafe_fn,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 
 include!(concat!(env!("OUT_DIR"), "/jvmti.rs"));

@@ -70,7 +70,9 @@ pub(crate) unsafe fn register(
 ) {
     st.registered = true;
     st.stack.clear();
-    let info = jvm::thread_info(env, jni, thread);
+    // SAFETY: the caller guarantees the agent's `env`, this thread's `jni` and its own `thread`
+    // (# Safety).
+    let info = unsafe { jvm::thread_info(env, jni, thread) };
     let name = info.as_ref().map_or("", |i| i.name.as_str());
     st.traced = cfg.thread_traced(name);
     if !st.traced {
@@ -116,9 +118,16 @@ pub(crate) unsafe fn register_current(
     jni: *mut JNIEnv,
 ) {
     let mut thread: jthread = std::ptr::null_mut();
-    if jvmti!(env, GetCurrentThread, &mut thread) == JVMTI_ERROR_NONE {
-        register(st, rec, cfg, env, jni, thread, now_ns());
-        jvm::delete_local(jni, thread);
+    // SAFETY: the caller guarantees the agent's `env` and this Java thread's `jni` (# Safety).
+    if unsafe { jvmti!(env, GetCurrentThread, &mut thread) } == JVMTI_ERROR_NONE {
+        // SAFETY: the caller guarantees the agent's `env` and this Java thread's `jni` (# Safety).
+        unsafe {
+            register(st, rec, cfg, env, jni, thread, now_ns());
+        }
+        // SAFETY: the caller guarantees the agent's `env` and this Java thread's `jni` (# Safety).
+        unsafe {
+            jvm::delete_local(jni, thread);
+        }
     }
 }
 
@@ -154,7 +163,9 @@ pub(crate) unsafe fn record_java(
     ts: u64,
     payload: impl FnOnce() -> Payload,
 ) -> bool {
-    record_java_block(env, jni, thread, ts, payload, || false)
+    // SAFETY: the caller guarantees the agent's `env`, this thread's `jni` or null, and `thread`
+    // (# Safety).
+    unsafe { record_java_block(env, jni, thread, ts, payload, || false) }
 }
 
 /// [`record_java`] for a record that may begin a JVM-level block which is
@@ -177,7 +188,10 @@ pub(crate) unsafe fn record_java_block(
     let mut done = false;
     with_state(rec, |st| {
         if !st.registered {
-            register(st, rec, cfg, env, jni, thread, ts);
+            // SAFETY: the caller upholds `record_java`'s contract (# Safety).
+            unsafe {
+                register(st, rec, cfg, env, jni, thread, ts);
+            }
         }
         if !st.traced {
             return;

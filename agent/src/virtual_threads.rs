@@ -62,13 +62,19 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, follow: bool, bytecode: bool) {
     // A new session (attach) decides again.
     WANT_BYTECODE.store(false, Ordering::SeqCst);
     BYTECODE_ROUTE.store(false, Ordering::SeqCst);
-    if !jvmti_way::has_virtual_threads(env) || !follow {
+    // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+    // (# Safety).
+    if !unsafe { jvmti_way::has_virtual_threads(env) } || !follow {
         return;
     }
     if bytecode {
         WANT_BYTECODE.store(true, Ordering::SeqCst);
     } else {
-        jvmti_way::add_capability(env);
+        // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+        // (# Safety).
+        unsafe {
+            jvmti_way::add_capability(env);
+        }
     }
 }
 
@@ -78,7 +84,11 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, follow: bool, bytecode: bool) {
 /// As [`on_load`].
 pub(crate) unsafe fn bytecode_refused(env: *mut jvmtiEnv) {
     WANT_BYTECODE.store(false, Ordering::SeqCst);
-    jvmti_way::add_capability(env);
+    // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+    // (# Safety).
+    unsafe {
+        jvmti_way::add_capability(env);
+    }
 }
 
 /// Whether the agent wants to follow virtual threads from the bytecode (it
@@ -101,26 +111,30 @@ pub(crate) fn bytecode_route() -> bool {
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 pub(crate) unsafe fn choose_route(jni: *mut JNIEnv) {
     let class = probe_class::class();
-    let m = jni!(
-        jni,
-        GetStaticMethodID,
-        class,
-        c"virtualThreadsFollowed".as_ptr(),
-        c"()Z".as_ptr()
-    )
-    .unwrap_or(std::ptr::null_mut());
-    if m.is_null() {
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        let m = jni!(
+            jni,
+            GetStaticMethodID,
+            class,
+            c"virtualThreadsFollowed".as_ptr(),
+            c"()Z".as_ptr()
+        )
+        .unwrap_or(std::ptr::null_mut());
+        if m.is_null() {
+            clear_exception(jni);
+            return;
+        }
+        let yes = jni!(jni, CallStaticBooleanMethodA, class, m, std::ptr::null()).unwrap_or(0) != 0;
         clear_exception(jni);
-        return;
+        BYTECODE_ROUTE.store(yes, Ordering::SeqCst);
+        debug(if yes {
+            "virtual threads followed from the bytecode"
+        } else {
+            "the probes do not know this JDK's VirtualThread: virtual threads followed with JVMTI"
+        });
     }
-    let yes = jni!(jni, CallStaticBooleanMethodA, class, m, std::ptr::null()).unwrap_or(0) != 0;
-    clear_exception(jni);
-    BYTECODE_ROUTE.store(yes, Ordering::SeqCst);
-    debug(if yes {
-        "virtual threads followed from the bytecode"
-    } else {
-        "the probes do not know this JDK's VirtualThread: virtual threads followed with JVMTI"
-    });
 }
 
 /// At VMInit (or attach): looks up what the records need, then follows
@@ -133,37 +147,41 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), S
     if jni.is_null() {
         return Ok(());
     }
-    let virtual_class = jni!(jni, FindClass, c"java/lang/VirtualThread".as_ptr()).unwrap_or(std::ptr::null_mut());
-    clear_exception(jni);
-    if virtual_class.is_null() {
-        // Before JDK 21: no virtual threads.
-        return Ok(());
-    }
-    jvm::delete_local(jni, virtual_class);
-    if CONFIG.get().is_some_and(|c| !c.virtual_threads) {
-        return Err(
-            "virtual threads are not followed (virtual_threads off): their method calls are recorded, \
-                    their time is not attributed"
-                .into(),
-        );
-    }
-    let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
-    clear_exception(jni);
-    let known = !thread.is_null() && records::find_fields(jni, thread);
-    let started = if !known {
-        Err("virtual threads: java.lang.Thread has no tid field; not followed".into())
-    } else if bytecode_route() {
-        Ok(())
-    } else {
-        if wants_bytecode() {
-            // The probes do not know this JDK's VirtualThread: JVMTI's way.
-            WANT_BYTECODE.store(false, Ordering::SeqCst);
-            jvmti_way::add_capability(env);
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv or null
+    // (# Safety).
+    unsafe {
+        let virtual_class = jni!(jni, FindClass, c"java/lang/VirtualThread".as_ptr()).unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        if virtual_class.is_null() {
+            // Before JDK 21: no virtual threads.
+            return Ok(());
         }
-        jvmti_way::start(env, jni, thread)
-    };
-    jvm::delete_local(jni, thread);
-    started
+        jvm::delete_local(jni, virtual_class);
+        if CONFIG.get().is_some_and(|c| !c.virtual_threads) {
+            return Err(
+                "virtual threads are not followed (virtual_threads off): their method calls are recorded, \
+                    their time is not attributed"
+                    .into(),
+            );
+        }
+        let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        let known = !thread.is_null() && records::find_fields(jni, thread);
+        let started = if !known {
+            Err("virtual threads: java.lang.Thread has no tid field; not followed".into())
+        } else if bytecode_route() {
+            Ok(())
+        } else {
+            if wants_bytecode() {
+                // The probes do not know this JDK's VirtualThread: JVMTI's way.
+                WANT_BYTECODE.store(false, Ordering::SeqCst);
+                jvmti_way::add_capability(env);
+            }
+            jvmti_way::start(env, jni, thread)
+        };
+        jvm::delete_local(jni, thread);
+        started
+    }
 }
 
 /// At the end of an attach session: stops JVMTI's virtual thread events.
@@ -171,14 +189,27 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Result<(), S
 /// # Safety
 /// `env` is the agent's JVMTI environment in the live phase.
 pub(crate) unsafe fn stop(env: *mut jvmtiEnv) {
-    jvmti_way::stop(env);
+    // SAFETY: the caller guarantees `env` is the agent's environment in the live phase (# Safety).
+    unsafe {
+        jvmti_way::stop(env);
+    }
 }
 
 /// `Probe.registerVirtual0(Probe p)`: a virtual thread's first traced call.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.registerVirtual0`, with the calling
+/// thread's `jni` and live local references.
 unsafe extern "C" fn register_virtual0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
     guard("Probe.registerVirtual0", || {
-        let Some(id) = probe_thread_id(jni, probe) else { return };
-        let global = jni!(jni, NewGlobalRef, probe).unwrap_or(std::ptr::null_mut());
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        let Some(id) = (unsafe { probe_thread_id(jni, probe) }) else {
+            return;
+        };
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        let global = unsafe { jni!(jni, NewGlobalRef, probe) }.unwrap_or(std::ptr::null_mut());
         if global.is_null() {
             return;
         }
@@ -186,31 +217,53 @@ unsafe extern "C" fn register_virtual0(jni: *mut JNIEnv, _class: jclass, probe: 
             .get_or_insert_with(HashMap::new)
             .insert(id, global as usize);
         if let Some(old) = old {
-            jni!(jni, DeleteGlobalRef, old as jobject);
+            // SAFETY: the JVM calls this native with the calling thread's `jni` and live local
+            // references (# Safety).
+            unsafe {
+                jni!(jni, DeleteGlobalRef, old as jobject);
+            }
         }
     });
 }
 
 /// `Probe.flushVirtual0(Probe p)`: a virtual thread's buffer is full; on
 /// the carrier running it.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.flushVirtual0`, with the calling thread's
+/// `jni` and live local references.
 unsafe extern "C" fn flush_virtual0(jni: *mut JNIEnv, _class: jclass, probe: jobject) {
     guard("Probe.flushVirtual0", || {
         let Some((rec, _)) = active() else { return };
-        let Some(id) = probe_thread_id(jni, probe) else { return };
-        with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe, id));
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        let Some(id) = (unsafe { probe_thread_id(jni, probe) }) else {
+            return;
+        };
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        with_carrier_buf(rec, |buf| unsafe { drain(jni, rec, buf, probe, id) });
     });
 }
 
 /// `Probe.vthreadEvent0(Object vthread, int what)`: a mount, unmount or
 /// unpark the probes could not append to a carrier's buffer, recorded on
 /// the calling kernel thread (after its buffered events).
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.vthreadEvent0`, with the calling thread's
+/// `jni` and live local references.
 unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: jobject, what: jint) {
     let ts = now_ns();
     guard("Probe.vthreadEvent0", || {
         if active().is_none() {
             return;
         }
-        let Some(id) = java_id(jni, vthread) else { return };
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        let Some(id) = (unsafe { java_id(jni, vthread) }) else {
+            return;
+        };
         let (what, mut pending) = crate::vthread_markers::split_native_what(what as u32);
         pending.timeout_us = NATIVE_TIMEOUT_US.take();
         if let Some(payload) = crate::vthread_markers::payload(what, id, pending) {
@@ -221,10 +274,15 @@ unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: j
 
 /// `Probe.blockerId0(Class c)`: the id of a park blocker's class, by its
 /// name (-1 if JVMTI cannot name it).
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.blockerId0`, with the calling thread's
+/// `jni` and live local references.
 unsafe extern "C" fn blocker_id0(_jni: *mut JNIEnv, _class: jclass, blocker: jclass) -> jint {
     let mut id = -1;
     guard("Probe.blockerId0", || {
-        let name = crate::jvm::class_name(crate::jvm::env(), blocker);
+        // SAFETY: the JVM calls this native with a live `blocker` class reference (# Safety).
+        let name = unsafe { crate::jvm::class_name(crate::jvm::env(), blocker) };
         if !name.is_empty() {
             id = crate::vthread_markers::blocker_id(name) as jint;
         }
@@ -234,18 +292,32 @@ unsafe extern "C" fn blocker_id0(_jni: *mut JNIEnv, _class: jclass, blocker: jcl
 
 /// `Probe.started0(Object vthread)`: its first mount (VirtualThread.run
 /// began), on the carrier.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.started0`, with the calling thread's `jni`
+/// and live local references.
 unsafe extern "C" fn started0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
     let ts = now_ns();
     guard("Probe.started0", || {
-        record(jni, vthread, ts, kind::VTHREAD_START, || thread_name(jni, vthread))
+        // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+        // (# Safety).
+        unsafe { record(jni, vthread, ts, kind::VTHREAD_START, || thread_name(jni, vthread)) }
     });
 }
 
 /// `Probe.ended0(Object vthread)`: its last unmount (its task is done), on
 /// the carrier.
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.ended0`, with the calling thread's `jni`
+/// and live local references.
 unsafe extern "C" fn ended0(jni: *mut JNIEnv, _class: jclass, vthread: jobject) {
     let ts = now_ns();
-    guard("Probe.ended0", || end(jni, vthread, ts, || thread_name(jni, vthread)));
+    // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+    // (# Safety).
+    guard("Probe.ended0", || unsafe {
+        end(jni, vthread, ts, || thread_name(jni, vthread))
+    });
 }
 
 thread_local! {
@@ -257,6 +329,10 @@ thread_local! {
 /// `Probe.timeout0(long nanos)`: the timeout of the timed unmount that
 /// `vthreadEvent0` records next on this thread (a virtual thread whose
 /// events do not fit a probe buffer's).
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.timeout0`, with the calling thread's `jni`
+/// and live local references.
 unsafe extern "C" fn timeout0(_jni: *mut JNIEnv, _class: jclass, nanos: jlong) {
     guard("Probe.timeout0", || {
         NATIVE_TIMEOUT_US.set(Some((nanos.max(0) as u64) / 1000));

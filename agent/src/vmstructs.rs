@@ -110,8 +110,12 @@ impl TableReader {
 }
 
 /// The value of an exported `uint64_t`/pointer variable of libjvm.so.
+///
+/// # Safety
+/// `lib` is a handle of the loaded libjvm.so.
 unsafe fn exported(lib: *mut c_void, name: &CStr) -> Option<usize> {
-    let p = libc::dlsym(lib, name.as_ptr());
+    // SAFETY: the caller guarantees `lib` is a handle of the loaded libjvm.so (# Safety).
+    let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     if p.is_null() {
         return None;
     }
@@ -126,19 +130,27 @@ struct Libjvm {
 
 impl Libjvm {
     /// libjvm.so is the library that implements the JNI functions.
+    ///
+    /// # Safety
+    /// `jni` is the calling Java thread's JNIEnv.
     unsafe fn open(jni: *mut JNIEnv) -> Option<Libjvm> {
-        let f = (**jni).GetVersion? as *const c_void;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(f, &mut info) == 0 || info.dli_fname.is_null() {
-            return None;
+        // SAFETY: the caller guarantees `jni` is this Java thread's JNIEnv, so its function table is
+        // libjvm's (# Safety).
+        unsafe {
+            let f = (**jni).GetVersion? as *const c_void;
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(f, &mut info) == 0 || info.dli_fname.is_null() {
+                return None;
+            }
+            let path = CStr::from_ptr(info.dli_fname).to_owned();
+            let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            (!handle.is_null()).then_some(Libjvm { handle, path })
         }
-        let path = CStr::from_ptr(info.dli_fname).to_owned();
-        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        (!handle.is_null()).then_some(Libjvm { handle, path })
     }
 
     /// Whether `addr` is code or data of libjvm.so.
     fn contains(&self, addr: usize) -> bool {
+        // SAFETY: Dl_info is plain C data, for which all zeroes is valid.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
         // SAFETY: dladdr only looks the address up in the loaded objects.
         unsafe {
@@ -178,29 +190,33 @@ impl NativeAddresses {
         if jni.is_null() {
             return None;
         }
-        let lib = Libjvm::open(jni)?;
-        let method_size = Self::type_size(lib.handle, "Method")?;
-        let me = NativeAddresses { lib, method_size };
-        let expected = libc::dlsym(me.lib.handle, c"JVM_HoldsLock".as_ptr()) as usize;
-        let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
-        if class.is_null() {
-            jni!(jni, ExceptionClear);
-            return None;
+        // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+        // (# Safety).
+        unsafe {
+            let lib = Libjvm::open(jni)?;
+            let method_size = Self::type_size(lib.handle, "Method")?;
+            let me = NativeAddresses { lib, method_size };
+            let expected = libc::dlsym(me.lib.handle, c"JVM_HoldsLock".as_ptr()) as usize;
+            let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+            if class.is_null() {
+                jni!(jni, ExceptionClear);
+                return None;
+            }
+            let mid = jni!(
+                jni,
+                GetStaticMethodID,
+                class,
+                c"holdsLock".as_ptr(),
+                c"(Ljava/lang/Object;)Z".as_ptr()
+            )
+            .unwrap_or(std::ptr::null_mut());
+            jvm::delete_local(jni, class);
+            if mid.is_null() {
+                jni!(jni, ExceptionClear);
+                return None;
+            }
+            (expected != 0 && me.bound(mid) == Some(expected)).then_some(me)
         }
-        let mid = jni!(
-            jni,
-            GetStaticMethodID,
-            class,
-            c"holdsLock".as_ptr(),
-            c"(Ljava/lang/Object;)Z".as_ptr()
-        )
-        .unwrap_or(std::ptr::null_mut());
-        jvm::delete_local(jni, class);
-        if mid.is_null() {
-            jni!(jni, ExceptionClear);
-            return None;
-        }
-        (expected != 0 && me.bound(mid) == Some(expected)).then_some(me)
     }
 
     /// The address `mid` (a native method) is bound to.
@@ -216,26 +232,32 @@ impl NativeAddresses {
     }
 
     /// The size of a type of the VM's type table.
+    ///
+    /// # Safety
+    /// `lib` is a handle of the loaded libjvm.so.
     unsafe fn type_size(lib: *mut c_void, name: &str) -> Option<usize> {
-        let table = exported(lib, c"gHotSpotVMTypes")?;
-        let type_name = exported(lib, c"gHotSpotVMTypeEntryTypeNameOffset")?;
-        let size = exported(lib, c"gHotSpotVMTypeEntrySizeOffset")?;
-        let stride = exported(lib, c"gHotSpotVMTypeEntryArrayStride")?;
-        if table == 0 || stride == 0 {
-            return None;
-        }
-        let mut mem = TableReader::default();
-        for i in 0..100_000 {
-            let e = table + i * stride;
-            let tn = mem.word(e + type_name)?;
-            if tn == 0 {
+        // SAFETY: the caller guarantees `lib` is a handle of the loaded libjvm.so (# Safety).
+        unsafe {
+            let table = exported(lib, c"gHotSpotVMTypes")?;
+            let type_name = exported(lib, c"gHotSpotVMTypeEntryTypeNameOffset")?;
+            let size = exported(lib, c"gHotSpotVMTypeEntrySizeOffset")?;
+            let stride = exported(lib, c"gHotSpotVMTypeEntryArrayStride")?;
+            if table == 0 || stride == 0 {
                 return None;
             }
-            if mem.cstr(tn)? == name {
-                return mem.word(e + size).filter(|&n| n > 0);
+            let mut mem = TableReader::default();
+            for i in 0..100_000 {
+                let e = table + i * stride;
+                let tn = mem.word(e + type_name)?;
+                if tn == 0 {
+                    return None;
+                }
+                if mem.cstr(tn)? == name {
+                    return mem.word(e + size).filter(|&n| n > 0);
+                }
             }
+            None
         }
-        None
     }
 }
 
@@ -255,37 +277,47 @@ impl TidReader {
         if jni.is_null() {
             return None;
         }
-        let lib = Libjvm::open(jni)?;
-        let offsets = Self::offsets(lib.handle);
-        let (osthread, thread_id) = offsets?;
-        let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr())?;
-        if class.is_null() {
-            jni!(jni, ExceptionClear);
-            return None;
+        // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+        // (# Safety).
+        unsafe {
+            let lib = Libjvm::open(jni)?;
+            let offsets = Self::offsets(lib.handle);
+            let (osthread, thread_id) = offsets?;
+            let class = jni!(jni, FindClass, c"java/lang/Thread".as_ptr())?;
+            if class.is_null() {
+                jni!(jni, ExceptionClear);
+                return None;
+            }
+            let eetop = jni!(jni, GetFieldID, class, c"eetop".as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
+            jvm::delete_local(jni, class);
+            if eetop.is_null() {
+                jni!(jni, ExceptionClear);
+                return None;
+            }
+            Some(TidReader {
+                eetop,
+                osthread,
+                thread_id,
+            })
         }
-        let eetop = jni!(jni, GetFieldID, class, c"eetop".as_ptr(), c"J".as_ptr()).unwrap_or(std::ptr::null_mut());
-        jvm::delete_local(jni, class);
-        if eetop.is_null() {
-            jni!(jni, ExceptionClear);
-            return None;
-        }
-        Some(TidReader {
-            eetop,
-            osthread,
-            thread_id,
-        })
     }
 
     /// Offsets of the thread's OSThread and of the OSThread's tid.
+    ///
+    /// # Safety
+    /// `lib` is a handle of the loaded libjvm.so.
     unsafe fn offsets(lib: *mut c_void) -> Option<(usize, usize)> {
-        let found = offsets_in(
-            lib,
-            &[
-                ("JavaThread", "_osthread"),
-                ("Thread", "_osthread"),
-                ("OSThread", "_thread_id"),
-            ],
-        )?;
+        // SAFETY: the caller guarantees `lib` is a handle of the loaded libjvm.so (# Safety).
+        let found = unsafe {
+            offsets_in(
+                lib,
+                &[
+                    ("JavaThread", "_osthread"),
+                    ("Thread", "_osthread"),
+                    ("OSThread", "_thread_id"),
+                ],
+            )
+        }?;
         Some((found[0].or(found[1])?, found[2]?))
     }
 
@@ -294,7 +326,8 @@ impl TidReader {
     /// # Safety
     /// `jni` is the calling thread's JNIEnv and `thread` a live reference.
     pub(crate) unsafe fn java_thread(&self, jni: *mut JNIEnv, thread: jthread) -> usize {
-        jni!(jni, GetLongField, thread, self.eetop).unwrap_or(0) as usize
+        // SAFETY: the caller guarantees this thread's `jni` and a live `thread` (# Safety).
+        (unsafe { jni!(jni, GetLongField, thread, self.eetop) }).unwrap_or(0) as usize
     }
 
     /// The kernel tid of `thread`, if it is alive and the VM says.
@@ -302,7 +335,8 @@ impl TidReader {
     /// # Safety
     /// `jni` is the calling thread's JNIEnv and `thread` a live reference.
     pub(crate) unsafe fn tid(&self, jni: *mut JNIEnv, thread: jthread) -> Option<u32> {
-        let java_thread = jni!(jni, GetLongField, thread, self.eetop)? as usize;
+        // SAFETY: the caller guarantees this thread's `jni` and a live `thread` (# Safety).
+        let java_thread = unsafe { jni!(jni, GetLongField, thread, self.eetop) }? as usize;
         let os_thread: usize = read(java_thread + self.osthread)?;
         let tid: i32 = read(os_thread + self.thread_id)?;
         // A thread that exited meanwhile may leave stale memory: only a tid
@@ -320,7 +354,9 @@ pub(crate) unsafe fn field_offsets(jni: *mut JNIEnv, wanted: &[(&str, &str)]) ->
     if jni.is_null() {
         return None;
     }
-    offsets_in(Libjvm::open(jni)?.handle, wanted)
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe { offsets_in(Libjvm::open(jni)?.handle, wanted) }
 }
 
 /// [`field_offsets`] in the libjvm.so whose handle is `lib`.
@@ -328,33 +364,36 @@ pub(crate) unsafe fn field_offsets(jni: *mut JNIEnv, wanted: &[(&str, &str)]) ->
 /// # Safety
 /// `lib` is a handle of the loaded libjvm.so.
 unsafe fn offsets_in(lib: *mut c_void, wanted: &[(&str, &str)]) -> Option<Vec<Option<usize>>> {
-    let table = exported(lib, c"gHotSpotVMStructs")?;
-    let type_name = exported(lib, c"gHotSpotVMStructEntryTypeNameOffset")?;
-    let field_name = exported(lib, c"gHotSpotVMStructEntryFieldNameOffset")?;
-    let offset = exported(lib, c"gHotSpotVMStructEntryOffsetOffset")?;
-    let stride = exported(lib, c"gHotSpotVMStructEntryArrayStride")?;
-    if table == 0 || stride == 0 {
-        return None;
+    // SAFETY: the caller guarantees `lib` is a handle of the loaded libjvm.so (# Safety).
+    unsafe {
+        let table = exported(lib, c"gHotSpotVMStructs")?;
+        let type_name = exported(lib, c"gHotSpotVMStructEntryTypeNameOffset")?;
+        let field_name = exported(lib, c"gHotSpotVMStructEntryFieldNameOffset")?;
+        let offset = exported(lib, c"gHotSpotVMStructEntryOffsetOffset")?;
+        let stride = exported(lib, c"gHotSpotVMStructEntryArrayStride")?;
+        if table == 0 || stride == 0 {
+            return None;
+        }
+        let mut out = vec![None; wanted.len()];
+        let mut mem = TableReader::default();
+        // The table ends with an entry without a type name; bounded anyway.
+        for i in 0..100_000 {
+            let e = table + i * stride;
+            let tn = mem.word(e + type_name)?;
+            if tn == 0 {
+                break;
+            }
+            let fnp = mem.word(e + field_name)?;
+            if fnp == 0 {
+                continue;
+            }
+            let (t, f) = (mem.cstr(tn)?, mem.cstr(fnp)?);
+            for (slot, _) in out.iter_mut().zip(wanted).filter(|(_, w)| w.0 == t && w.1 == f) {
+                *slot = Some(mem.word(e + offset)?);
+            }
+        }
+        Some(out)
     }
-    let mut out = vec![None; wanted.len()];
-    let mut mem = TableReader::default();
-    // The table ends with an entry without a type name; bounded anyway.
-    for i in 0..100_000 {
-        let e = table + i * stride;
-        let tn = mem.word(e + type_name)?;
-        if tn == 0 {
-            break;
-        }
-        let fnp = mem.word(e + field_name)?;
-        if fnp == 0 {
-            continue;
-        }
-        let (t, f) = (mem.cstr(tn)?, mem.cstr(fnp)?);
-        for (slot, _) in out.iter_mut().zip(wanted).filter(|(_, w)| w.0 == t && w.1 == f) {
-            *slot = Some(mem.word(e + offset)?);
-        }
-    }
-    Some(out)
 }
 
 /// Reads a pointer-sized word of our own memory; `None` if it is not mapped.

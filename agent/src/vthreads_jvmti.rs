@@ -88,15 +88,22 @@ fn set_bit(caps: &mut jvmtiCapabilities, bit: usize) {
 pub(crate) unsafe fn has_virtual_threads(env: *mut jvmtiEnv) -> bool {
     SUPPORTED.store(false, Ordering::SeqCst);
     let mut potential = jvmtiCapabilities::default();
-    jvmti!(env, GetPotentialCapabilities, &mut potential) == JVMTI_ERROR_NONE
+    // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+    // (# Safety).
+    (unsafe { jvmti!(env, GetPotentialCapabilities, &mut potential) }) == JVMTI_ERROR_NONE
         && has_bit(&potential, CAN_SUPPORT_VIRTUAL_THREADS_BIT)
 }
 
 /// Asks for `can_support_virtual_threads`; remembers whether it was granted.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
 pub(crate) unsafe fn add_capability(env: *mut jvmtiEnv) {
     let mut caps = jvmtiCapabilities::default();
     set_bit(&mut caps, CAN_SUPPORT_VIRTUAL_THREADS_BIT);
-    let ok = jvmti!(env, AddCapabilities, &caps) == JVMTI_ERROR_NONE;
+    // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+    // (# Safety).
+    let ok = unsafe { jvmti!(env, AddCapabilities, &caps) } == JVMTI_ERROR_NONE;
     SUPPORTED.store(ok, Ordering::SeqCst);
 }
 
@@ -117,41 +124,45 @@ pub(crate) fn callbacks(base: jvmtiEventCallbacks) -> Callbacks {
 /// Live phase, on a Java thread whose JNIEnv is `jni`; `thread` is
 /// `java.lang.Thread`'s class.
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jclass) -> Result<(), String> {
-    let f = jni!(
-        jni,
-        GetFieldID,
-        thread,
-        c"parkBlocker".as_ptr(),
-        c"Ljava/lang/Object;".as_ptr()
-    )
-    .unwrap_or(std::ptr::null_mut());
-    clear_exception(jni);
-    BLOCKER_FIELD.store(f, Ordering::SeqCst);
-    *lock(&MARKERS) = Some(Markers::find(jni));
-    if !SUPPORTED.load(Ordering::SeqCst) {
-        return Err(
-            "virtual threads: the JVM refused can_support_virtual_threads; their mounts are not recorded".into(),
-        );
-    }
-    let mut problems = Vec::new();
-    for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
-        let err = jvm::set_event(env, e, true);
-        if err != JVMTI_ERROR_NONE {
-            problems.push(format!("cannot enable JVMTI event {e} (error {err})"));
+    // SAFETY: the caller guarantees the live phase, this Java thread's `jni` and `thread` =
+    // `java.lang.Thread` (# Safety).
+    unsafe {
+        let f = jni!(
+            jni,
+            GetFieldID,
+            thread,
+            c"parkBlocker".as_ptr(),
+            c"Ljava/lang/Object;".as_ptr()
+        )
+        .unwrap_or(std::ptr::null_mut());
+        clear_exception(jni);
+        BLOCKER_FIELD.store(f, Ordering::SeqCst);
+        *lock(&MARKERS) = Some(Markers::find(jni));
+        if !SUPPORTED.load(Ordering::SeqCst) {
+            return Err(
+                "virtual threads: the JVM refused can_support_virtual_threads; their mounts are not recorded".into(),
+            );
         }
-    }
-    for (id, f) in [(MOUNT_EVENT, on_mount as VirtualThreadFn), (UNMOUNT_EVENT, on_unmount)] {
-        if let Err(e) = set_extension_callback(env, id, Some(f)) {
-            problems.push(e);
+        let mut problems = Vec::new();
+        for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
+            let err = jvm::set_event(env, e, true);
+            if err != JVMTI_ERROR_NONE {
+                problems.push(format!("cannot enable JVMTI event {e} (error {err})"));
+            }
         }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "virtual threads: {}; their mounts are not all recorded",
-            problems.join("; ")
-        ))
+        for (id, f) in [(MOUNT_EVENT, on_mount as VirtualThreadFn), (UNMOUNT_EVENT, on_unmount)] {
+            if let Err(e) = set_extension_callback(env, id, Some(f)) {
+                problems.push(e);
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "virtual threads: {}; their mounts are not all recorded",
+                problems.join("; ")
+            ))
+        }
     }
 }
 
@@ -164,94 +175,147 @@ pub(crate) unsafe fn stop(env: *mut jvmtiEnv) {
         return;
     }
     for e in [EVENT_VIRTUAL_THREAD_START, EVENT_VIRTUAL_THREAD_END] {
-        jvm::set_event(env, e, false);
+        // SAFETY: the caller guarantees `env` is the agent's environment in the live phase (# Safety).
+        unsafe {
+            jvm::set_event(env, e, false);
+        }
     }
     for id in [MOUNT_EVENT, UNMOUNT_EVENT] {
-        let _ = set_extension_callback(env, id, None);
+        // SAFETY: the caller guarantees `env` is the agent's environment in the live phase (# Safety).
+        let _ = unsafe { set_extension_callback(env, id, None) };
     }
 }
 
 /// Sets (or clears) the callback of the extension event `id`.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase.
 unsafe fn set_extension_callback(env: *mut jvmtiEnv, id: &str, f: Option<VirtualThreadFn>) -> Result<(), String> {
     let mut count: jint = 0;
     let mut infos: *mut jvmtiExtensionEventInfo = std::ptr::null_mut();
-    if jvmti!(env, GetExtensionEvents, &mut count, &mut infos) != JVMTI_ERROR_NONE || infos.is_null() {
-        return Err(format!("no extension event {id}"));
-    }
-    let mut index = None;
-    for info in std::slice::from_raw_parts(infos, count.max(0) as usize) {
-        if !info.id.is_null() && CStr::from_ptr(info.id).to_bytes() == id.as_bytes() {
-            index = Some(info.extension_event_index);
+    // SAFETY: `env` is the agent's live environment and `infos` holds the `count` entries JVMTI
+    // returned (# Safety).
+    unsafe {
+        if jvmti!(env, GetExtensionEvents, &mut count, &mut infos) != JVMTI_ERROR_NONE || infos.is_null() {
+            return Err(format!("no extension event {id}"));
         }
-        for p in std::slice::from_raw_parts(info.params, info.param_count.max(0) as usize) {
-            jvmti!(env, Deallocate, p.name as *mut u8);
+        let mut index = None;
+        for info in std::slice::from_raw_parts(infos, count.max(0) as usize) {
+            if !info.id.is_null() && CStr::from_ptr(info.id).to_bytes() == id.as_bytes() {
+                index = Some(info.extension_event_index);
+            }
+            for p in std::slice::from_raw_parts(info.params, info.param_count.max(0) as usize) {
+                jvmti!(env, Deallocate, p.name as *mut u8);
+            }
+            jvmti!(env, Deallocate, info.params as *mut u8);
+            jvmti!(env, Deallocate, info.id as *mut u8);
+            jvmti!(env, Deallocate, info.short_description as *mut u8);
         }
-        jvmti!(env, Deallocate, info.params as *mut u8);
-        jvmti!(env, Deallocate, info.id as *mut u8);
-        jvmti!(env, Deallocate, info.short_description as *mut u8);
+        jvmti!(env, Deallocate, infos as *mut u8);
+        let index = index.ok_or_else(|| format!("no extension event {id}"))?;
+        // SAFETY: HotSpot calls the extension event with (jvmtiEnv*, JNIEnv*,
+        // jthread), the parameters of `VirtualThreadFn`; the bindings declare the
+        // callback type variadic.
+        let callback: jvmtiExtensionEvent = f.map(|f| std::mem::transmute::<VirtualThreadFn, _>(f));
+        let err = jvmti!(env, SetExtensionEventCallback, index, callback);
+        if err != JVMTI_ERROR_NONE {
+            return Err(format!("cannot set extension event {id} (error {err})"));
+        }
+        // HotSpot also wants the event enabled by its number (its extension
+        // events are numbered just below the standard ones).
+        let err = jvm::set_event(env, index as jvmtiEvent, f.is_some());
+        if err != JVMTI_ERROR_NONE {
+            return Err(format!("cannot enable extension event {id} (error {err})"));
+        }
+        Ok(())
     }
-    jvmti!(env, Deallocate, infos as *mut u8);
-    let index = index.ok_or_else(|| format!("no extension event {id}"))?;
-    // SAFETY: HotSpot calls the extension event with (jvmtiEnv*, JNIEnv*,
-    // jthread), the parameters of `VirtualThreadFn`; the bindings declare the
-    // callback type variadic.
-    let callback: jvmtiExtensionEvent = f.map(|f| std::mem::transmute::<VirtualThreadFn, _>(f));
-    let err = jvmti!(env, SetExtensionEventCallback, index, callback);
-    if err != JVMTI_ERROR_NONE {
-        return Err(format!("cannot set extension event {id} (error {err})"));
-    }
-    // HotSpot also wants the event enabled by its number (its extension
-    // events are numbered just below the standard ones).
-    let err = jvm::set_event(env, index as jvmtiEvent, f.is_some());
-    if err != JVMTI_ERROR_NONE {
-        return Err(format!("cannot enable extension event {id} (error {err})"));
-    }
-    Ok(())
 }
 
+/// # Safety
+/// Called by the JVM as the VirtualThreadStart callback, with the agent's `env` and the current
+/// thread's `jni`.
 unsafe extern "C" fn on_start(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadStart", || {
-        record(jni, thread, ts, kind::VTHREAD_START, || {
-            jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
-        });
-        mounted(jni, thread);
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            record(jni, thread, ts, kind::VTHREAD_START, || {
+                jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
+            });
+        }
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            mounted(jni, thread);
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the VirtualThreadEnd callback, with the agent's `env` and the current
+/// thread's `jni`.
 unsafe extern "C" fn on_end(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadEnd", || {
         unmounted(false);
-        end(jni, thread, ts, || {
-            jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
-        })
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            end(jni, thread, ts, || {
+                jvm::thread_info(env, jni, thread).map(|i| i.name).unwrap_or_default()
+            })
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the VirtualThreadMount callback, with the agent's `env` and the current
+/// thread's `jni`.
 unsafe extern "C" fn on_mount(_env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadMount", || {
-        record(jni, thread, ts, kind::VTHREAD_MOUNT, String::new);
-        mounted(jni, thread);
+        // SAFETY: the JVM calls this callback with the current thread's `jni` and the mounted `thread`
+        // (# Safety).
+        unsafe {
+            record(jni, thread, ts, kind::VTHREAD_MOUNT, String::new);
+        }
+        // SAFETY: the JVM calls this callback with the current thread's `jni` and the mounted `thread`
+        // (# Safety).
+        unsafe {
+            mounted(jni, thread);
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the VirtualThreadUnmount callback, with the agent's `env` and the current
+/// thread's `jni`.
 unsafe extern "C" fn on_unmount(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) {
     let ts = now_ns();
     guard("VirtualThreadUnmount", || {
         unmounted(true);
-        record(jni, thread, ts, kind::VTHREAD_UNMOUNT, || {
-            unmount_reason(env, jni, thread)
-        })
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            record(jni, thread, ts, kind::VTHREAD_UNMOUNT, || {
+                unmount_reason(env, jni, thread)
+            })
+        }
     });
 }
 
 /// The virtual thread `thread` is mounted on the calling carrier: its
 /// method events are its own from now on.
+///
+/// # Safety
+/// In a virtual thread callback, with its `jni` and `thread`.
 unsafe fn mounted(jni: *mut JNIEnv, thread: jthread) {
     let Some((rec, _)) = active() else { return };
-    let Some(id) = java_id(jni, thread) else { return };
+    // SAFETY: the caller passes this callback's `jni` and `thread` (# Safety).
+    let Some(id) = (unsafe { java_id(jni, thread) }) else {
+        return;
+    };
     let frames = lock(&OPEN_FRAMES)
         .as_mut()
         .and_then(|m| m.remove(&id))
@@ -275,18 +339,24 @@ fn unmounted(parked: bool) {
 /// Why a virtual thread is unmounting, from the methods on its stack: a
 /// [`jtrace_format::UNMOUNT_PARK`]-style word, with the park blocker's
 /// class after a space; "" when the stack shows none of the markers.
+///
+/// # Safety
+/// In the VirtualThreadUnmount callback, with its `env`, `jni` and `thread`.
 unsafe fn unmount_reason(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> String {
     let mut frames = [jvmtiFrameInfo::default(); UNMOUNT_FRAMES];
     let mut n: jint = 0;
-    if jvmti!(
-        env,
-        GetStackTrace,
-        thread,
-        0,
-        UNMOUNT_FRAMES as jint,
-        frames.as_mut_ptr(),
-        &mut n
-    ) != JVMTI_ERROR_NONE
+    // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+    if unsafe {
+        jvmti!(
+            env,
+            GetStackTrace,
+            thread,
+            0,
+            UNMOUNT_FRAMES as jint,
+            frames.as_mut_ptr(),
+            &mut n
+        )
+    } != JVMTI_ERROR_NONE
     {
         return String::new();
     }
@@ -297,7 +367,8 @@ unsafe fn unmount_reason(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) 
     };
     match why {
         Some(jtrace_format::UNMOUNT_PARK) => {
-            let blocker = blocker_class(env, jni, thread);
+            // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+            let blocker = unsafe { blocker_class(env, jni, thread) };
             if blocker.is_empty() {
                 jtrace_format::UNMOUNT_PARK.to_string()
             } else {
@@ -310,14 +381,22 @@ unsafe fn unmount_reason(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) 
 }
 
 /// Dotted class of `thread`'s park blocker, "" if none.
+///
+/// # Safety
+/// In a virtual thread callback, with its `env`, `jni` and `thread`.
 unsafe fn blocker_class(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread) -> String {
     let f = BLOCKER_FIELD.load(Ordering::Relaxed);
     if f.is_null() {
         return String::new();
     }
-    let blocker = jni!(jni, GetObjectField, thread, f).unwrap_or(std::ptr::null_mut());
-    let name = object_class_name(env, jni, blocker);
-    jvm::delete_local(jni, blocker);
+    // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+    let blocker = unsafe { jni!(jni, GetObjectField, thread, f) }.unwrap_or(std::ptr::null_mut());
+    // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+    let name = unsafe { object_class_name(env, jni, blocker) };
+    // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+    unsafe {
+        jvm::delete_local(jni, blocker);
+    }
     name
 }
 
@@ -329,6 +408,9 @@ struct Markers {
 
 impl Markers {
     /// Looks the markers up in this JVM (those it lacks are skipped).
+    ///
+    /// # Safety
+    /// Live phase, on a Java thread whose JNIEnv is `jni`.
     unsafe fn find(jni: *mut JNIEnv) -> Markers {
         use jtrace_format::{UNMOUNT_PARK, UNMOUNT_SLEEP, UNMOUNT_SOCKET, UNMOUNT_WAIT, UNMOUNT_YIELD};
         let wanted: [(&CStr, &CStr, &CStr, bool, &'static str); 9] = [
@@ -355,22 +437,26 @@ impl Markers {
             (c"java/lang/VirtualThread", c"parkNanos", c"(J)V", false, UNMOUNT_PARK),
         ];
         let mut methods = Vec::new();
-        for (class, name, sig, is_static, why) in wanted {
-            let cls = jni!(jni, FindClass, class.as_ptr()).unwrap_or(std::ptr::null_mut());
-            if cls.is_null() {
+        // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+        // (# Safety).
+        unsafe {
+            for (class, name, sig, is_static, why) in wanted {
+                let cls = jni!(jni, FindClass, class.as_ptr()).unwrap_or(std::ptr::null_mut());
+                if cls.is_null() {
+                    clear_exception(jni);
+                    continue;
+                }
+                let mid = if is_static {
+                    jni!(jni, GetStaticMethodID, cls, name.as_ptr(), sig.as_ptr())
+                } else {
+                    jni!(jni, GetMethodID, cls, name.as_ptr(), sig.as_ptr())
+                }
+                .unwrap_or(std::ptr::null_mut());
                 clear_exception(jni);
-                continue;
-            }
-            let mid = if is_static {
-                jni!(jni, GetStaticMethodID, cls, name.as_ptr(), sig.as_ptr())
-            } else {
-                jni!(jni, GetMethodID, cls, name.as_ptr(), sig.as_ptr())
-            }
-            .unwrap_or(std::ptr::null_mut());
-            clear_exception(jni);
-            jvm::delete_local(jni, cls);
-            if !mid.is_null() {
-                methods.push((mid as usize, why));
+                jvm::delete_local(jni, cls);
+                if !mid.is_null() {
+                    methods.push((mid as usize, why));
+                }
             }
         }
         Markers { methods }

@@ -110,29 +110,33 @@ pub(super) fn install(cb: &mut jvmtiEventCallbacks) {
 pub(super) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Vec<String> {
     let mut notes = Vec::new();
     ON.store(true, Ordering::SeqCst);
-    let jni = jvm::jni_env(jni);
-    anchor_offsets(jni, &mut notes);
-    let _ = THREADS.set(TidReader::new(jni));
-    if LEVELS.get_or_init(|| CompLevels::new(jni)).is_none() {
-        notes.push(
-            "stacks: this JVM does not describe its nmethods' compilation level: C1 frames are named _[j]".into(),
-        );
-    }
-    for e in [JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_CLASS_PREPARE] {
-        let err = jvm::set_event(env, e, true);
-        if err != JVMTI_ERROR_NONE {
-            notes.push(format!("stacks: cannot enable JVMTI event {e} (error {err})"));
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
+    // (# Safety).
+    unsafe {
+        let jni = jvm::jni_env(jni);
+        anchor_offsets(jni, &mut notes);
+        let _ = THREADS.set(TidReader::new(jni));
+        if LEVELS.get_or_init(|| CompLevels::new(jni)).is_none() {
+            notes.push(
+                "stacks: this JVM does not describe its nmethods' compilation level: C1 frames are named _[j]".into(),
+            );
         }
+        for e in [JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_CLASS_PREPARE] {
+            let err = jvm::set_event(env, e, true);
+            if err != JVMTI_ERROR_NONE {
+                notes.push(format!("stacks: cannot enable JVMTI event {e} (error {err})"));
+            }
+        }
+        let err = jvmti!(env, GenerateEvents, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+        if err != JVMTI_ERROR_NONE {
+            notes.push(format!(
+                "stacks: cannot list the JVM's generated code (JVMTI error {err})"
+            ));
+        }
+        describe_loaded_classes(env, jni);
+        classes::on_retransformed(on_retransformed);
+        announce_threads(env, jni);
     }
-    let err = jvmti!(env, GenerateEvents, JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
-    if err != JVMTI_ERROR_NONE {
-        notes.push(format!(
-            "stacks: cannot list the JVM's generated code (JVMTI error {err})"
-        ));
-    }
-    describe_loaded_classes(env, jni);
-    classes::on_retransformed(on_retransformed);
-    announce_threads(env, jni);
     notes
 }
 
@@ -140,13 +144,22 @@ pub(super) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> Vec<String> 
 /// jmethodID to its method's new `Method*`): their METHOD_ADDRS again, so
 /// that interpreted frames of the new code are named (demotion and attach
 /// retransform classes while they run).
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase and `klass` a valid class reference.
 unsafe fn on_retransformed(env: *mut jvmtiEnv, klass: jclass) {
     if let Some((rec, _)) = active() {
-        describe_class(rec, env, klass, now_ns());
+        // SAFETY: the caller passes the agent's live `env` and a valid `klass` (# Safety).
+        unsafe {
+            describe_class(rec, env, klass, now_ns());
+        }
     }
 }
 
 /// The offsets of the frame anchor's fields in a JavaThread.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
 unsafe fn anchor_offsets(jni: *mut JNIEnv, notes: &mut Vec<String>) {
     let wanted = [
         ("JavaThread", "_anchor"),
@@ -154,7 +167,9 @@ unsafe fn anchor_offsets(jni: *mut JNIEnv, notes: &mut Vec<String>) {
         ("JavaFrameAnchor", "_last_Java_fp"),
         ("JavaFrameAnchor", "_last_Java_pc"),
     ];
-    match vmstructs::field_offsets(jni, &wanted).as_deref() {
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    match unsafe { vmstructs::field_offsets(jni, &wanted) }.as_deref() {
         Some(&[Some(a), Some(sp), Some(fp), Some(pc)]) => {
             let mut l = lock(&LAYOUT);
             let l = l.get_or_insert_with(HotspotLayout::default);
@@ -187,7 +202,8 @@ pub(crate) unsafe fn thread_started(jni: *mut JNIEnv, thread: jthread) {
         return;
     }
     if let Some(Some(r)) = THREADS.get() {
-        let jt = r.java_thread(jni, thread);
+        // SAFETY: the caller guarantees this is the started thread's ThreadStart callback (# Safety).
+        let jt = unsafe { r.java_thread(jni, thread) };
         if jt != 0 {
             jtrace_java_thread(u64::from(tid()), jt as u64);
         }
@@ -202,23 +218,32 @@ pub(crate) fn thread_ended() {
 }
 
 /// The threads that run already: their tids and `JavaThread*`s.
+///
+/// # Safety
+/// Live phase, with the agent's `env` and the current thread's `jni`.
 unsafe fn announce_threads(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     let Some(Some(r)) = THREADS.get() else { return };
     let mut n: jint = 0;
     let mut threads: *mut jthread = std::ptr::null_mut();
-    if jvmti!(env, GetAllThreads, &mut n, &mut threads) != JVMTI_ERROR_NONE || threads.is_null() {
-        return;
-    }
-    for i in 0..n.max(0) as usize {
-        let t = *threads.add(i);
-        if let Some(tid) = r.tid(jni, t) {
-            jtrace_java_thread(u64::from(tid), r.java_thread(jni, t) as u64);
+    // SAFETY: `env` is the agent's live environment, `jni` this thread's, and `threads` holds the `n`
+    // references JVMTI returned (# Safety).
+    unsafe {
+        if jvmti!(env, GetAllThreads, &mut n, &mut threads) != JVMTI_ERROR_NONE || threads.is_null() {
+            return;
         }
-        jvm::delete_local(jni, t);
+        for i in 0..n.max(0) as usize {
+            let t = *threads.add(i);
+            if let Some(tid) = r.tid(jni, t) {
+                jtrace_java_thread(u64::from(tid), r.java_thread(jni, t) as u64);
+            }
+            jvm::delete_local(jni, t);
+        }
+        jvmti!(env, Deallocate, threads.cast());
     }
-    jvmti!(env, Deallocate, threads.cast());
 }
 
+/// # Safety
+/// Called by the JVM as the DynamicCodeGenerated callback: `name` is null or NUL-terminated.
 unsafe extern "C" fn on_dynamic_code(_env: *mut jvmtiEnv, name: *const c_char, address: *const c_void, length: jint) {
     let ts = now_ns();
     guard("DynamicCodeGenerated", || {
@@ -226,7 +251,8 @@ unsafe extern "C" fn on_dynamic_code(_env: *mut jvmtiEnv, name: *const c_char, a
         let name = if name.is_null() {
             String::new()
         } else {
-            CStr::from_ptr(name).to_string_lossy().into_owned()
+            // SAFETY: the JVM passes a NUL-terminated `name` or null (# Safety).
+            (unsafe { CStr::from_ptr(name) }).to_string_lossy().into_owned()
         };
         let interpreter = name == "Interpreter";
         let size = length.max(0) as u32;
@@ -250,65 +276,86 @@ unsafe extern "C" fn on_dynamic_code(_env: *mut jvmtiEnv, name: *const c_char, a
     });
 }
 
+/// # Safety
+/// Called by the JVM as the ClassPrepare callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_class_prepare(env: *mut jvmtiEnv, _jni: *mut JNIEnv, _thread: jthread, klass: jclass) {
     let ts = now_ns();
     guard("ClassPrepare", || {
         if let Some((rec, _)) = active() {
-            describe_class(rec, env, klass, ts);
+            // SAFETY: the JVM passes the agent's `env` and a valid `klass` (# Safety).
+            unsafe {
+                describe_class(rec, env, klass, ts);
+            }
         }
     });
 }
 
 /// The classes prepared before start.
+///
+/// # Safety
+/// Live phase, with the agent's `env` and the current thread's `jni`.
 unsafe fn describe_loaded_classes(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     let Some((rec, _)) = active() else { return };
     let mut n: jint = 0;
     let mut classes: *mut jclass = std::ptr::null_mut();
-    if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
-        return;
-    }
-    let ts = now_ns();
-    for i in 0..n.max(0) as usize {
-        let k = *classes.add(i);
-        let mut status: jint = 0;
-        if jvmti!(env, GetClassStatus, k, &mut status) == JVMTI_ERROR_NONE && status & JVMTI_CLASS_STATUS_PREPARED != 0
-        {
-            describe_class(rec, env, k, ts);
+    // SAFETY: `env` is the agent's live environment, `jni` this thread's, and `classes` holds the `n`
+    // references JVMTI returned (# Safety).
+    unsafe {
+        if jvmti!(env, GetLoadedClasses, &mut n, &mut classes) != JVMTI_ERROR_NONE || classes.is_null() {
+            return;
         }
-        jvm::delete_local(jni, k);
+        let ts = now_ns();
+        for i in 0..n.max(0) as usize {
+            let k = *classes.add(i);
+            let mut status: jint = 0;
+            if jvmti!(env, GetClassStatus, k, &mut status) == JVMTI_ERROR_NONE
+                && status & JVMTI_CLASS_STATUS_PREPARED != 0
+            {
+                describe_class(rec, env, k, ts);
+            }
+            jvm::delete_local(jni, k);
+        }
+        jvmti!(env, Deallocate, classes.cast());
     }
-    jvmti!(env, Deallocate, classes.cast());
 }
 
 /// METHOD_ADDRS for the methods of `klass` (each described by a METHOD_DEF).
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase and `klass` a valid class reference.
 unsafe fn describe_class(rec: &Recorder, env: *mut jvmtiEnv, klass: jclass, ts: u64) {
     let mut n: jint = 0;
     let mut methods: *mut jmethodID = std::ptr::null_mut();
-    if jvmti!(env, GetClassMethods, klass, &mut n, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
-        return;
-    }
-    let ids = std::slice::from_raw_parts(methods, n.max(0) as usize);
-    // A jmethodID points at its Method* (HotSpot).
-    let addrs = vmstructs::read_words_at(&ids.iter().map(|&m| m as usize).collect::<Vec<_>>());
-    let mut out = Vec::with_capacity(ids.len());
-    for (&m, addr) in ids.iter().zip(addrs) {
-        let Some(addr) = addr.filter(|&a| a != 0) else {
-            continue;
-        };
-        if let Some(id) = code_method_id(rec, env, m, ts) {
-            out.push((addr as u64, id));
+    // SAFETY: `env` is the agent's live environment and `methods` holds the `n` ids JVMTI returned
+    // (# Safety).
+    unsafe {
+        if jvmti!(env, GetClassMethods, klass, &mut n, &mut methods) != JVMTI_ERROR_NONE || methods.is_null() {
+            return;
         }
-    }
-    jvmti!(env, Deallocate, methods.cast());
-    // A record holds at most 64 KiB.
-    for chunk in out.chunks(4000) {
-        write(
-            rec,
-            ts,
-            Payload::MethodAddrs(MethodAddrs {
-                methods: chunk.to_vec(),
-            }),
-        );
+        let ids = std::slice::from_raw_parts(methods, n.max(0) as usize);
+        // A jmethodID points at its Method* (HotSpot).
+        let addrs = vmstructs::read_words_at(&ids.iter().map(|&m| m as usize).collect::<Vec<_>>());
+        let mut out = Vec::with_capacity(ids.len());
+        for (&m, addr) in ids.iter().zip(addrs) {
+            let Some(addr) = addr.filter(|&a| a != 0) else {
+                continue;
+            };
+            if let Some(id) = code_method_id(rec, env, m, ts) {
+                out.push((addr as u64, id));
+            }
+        }
+        jvmti!(env, Deallocate, methods.cast());
+        // A record holds at most 64 KiB.
+        for chunk in out.chunks(4000) {
+            write(
+                rec,
+                ts,
+                Payload::MethodAddrs(MethodAddrs {
+                    methods: chunk.to_vec(),
+                }),
+            );
+        }
     }
 }
 
@@ -367,39 +414,43 @@ pub(super) unsafe fn compiled_inline(
         .map_or(0, |l| l.level(method, code_addr));
     let mut pcs = Vec::new();
     let mut h = info as *const CmlrHeader;
-    while !h.is_null() {
-        if (*h).kind == JVMTI_CMLR_INLINE_INFO {
-            let r = h as *const CmlrInline;
-            for i in 0..(*r).numpcs.max(0) as usize {
-                let p = &*(*r).pcinfo.add(i);
-                let mut methods = Vec::with_capacity(p.numstackframes.max(0) as usize);
-                for j in 0..p.numstackframes.max(0) as usize {
-                    let m = *p.methods.add(j);
-                    methods.push(code_method_id(rec, env, m, ts).unwrap_or(0));
+    // SAFETY: the caller passes CompiledMethodLoad's `compile_info`, a record list the JVM keeps valid
+    // for the callback (# Safety).
+    unsafe {
+        while !h.is_null() {
+            if (*h).kind == JVMTI_CMLR_INLINE_INFO {
+                let r = h as *const CmlrInline;
+                for i in 0..(*r).numpcs.max(0) as usize {
+                    let p = &*(*r).pcinfo.add(i);
+                    let mut methods = Vec::with_capacity(p.numstackframes.max(0) as usize);
+                    for j in 0..p.numstackframes.max(0) as usize {
+                        let m = *p.methods.add(j);
+                        methods.push(code_method_id(rec, env, m, ts).unwrap_or(0));
+                    }
+                    pcs.push(PcInline {
+                        pc: p.pc as u64,
+                        methods,
+                    });
                 }
-                pcs.push(PcInline {
-                    pc: p.pc as u64,
-                    methods,
-                });
+            }
+            h = (*h).next;
+        }
+        pcs.sort_by_key(|p| p.pc);
+        // Split to stay within a record's 64 KiB.
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        for p in pcs {
+            bytes += 16 + 8 * p.methods.len();
+            chunk.push(p);
+            if bytes > 48 * 1024 {
+                write_inline(rec, code_addr, tier, std::mem::take(&mut chunk), ts);
+                bytes = 0;
             }
         }
-        h = (*h).next;
-    }
-    pcs.sort_by_key(|p| p.pc);
-    // Split to stay within a record's 64 KiB.
-    let mut chunk = Vec::new();
-    let mut bytes = 0;
-    for p in pcs {
-        bytes += 16 + 8 * p.methods.len();
-        chunk.push(p);
-        if bytes > 48 * 1024 {
-            write_inline(rec, code_addr, tier, std::mem::take(&mut chunk), ts);
-            bytes = 0;
+        // Code without inline records still says its level.
+        if !chunk.is_empty() || tier != 0 {
+            write_inline(rec, code_addr, tier, chunk, ts);
         }
-    }
-    // Code without inline records still says its level.
-    if !chunk.is_empty() || tier != 0 {
-        write_inline(rec, code_addr, tier, chunk, ts);
     }
 }
 

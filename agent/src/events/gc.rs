@@ -34,6 +34,8 @@ fn gc_block(k: u16) -> Payload {
     )
 }
 
+/// # Safety
+/// Called by the JVM as the GarbageCollectionStart callback.
 unsafe extern "C" fn on_gc_start(_env: *mut jvmtiEnv) {
     let ts = now_ns();
     guard("GarbageCollectionStart", || {
@@ -44,6 +46,8 @@ unsafe extern "C" fn on_gc_start(_env: *mut jvmtiEnv) {
     });
 }
 
+/// # Safety
+/// Called by the JVM as the GarbageCollectionFinish callback.
 unsafe extern "C" fn on_gc_finish(_env: *mut jvmtiEnv) {
     let ts = now_ns();
     guard("GarbageCollectionFinish", || {

@@ -27,6 +27,9 @@ pub(super) fn track_code_sizes() {
     *lock(&CODE_SIZES) = Some(HashMap::new());
 }
 
+/// # Safety
+/// Called by the JVM as the CompiledMethodLoad callback, with the agent's `env` and a
+/// `compile_info` valid for the call.
 unsafe extern "C" fn on_compiled_method_load(
     env: *mut jvmtiEnv,
     method: jmethodID,
@@ -39,7 +42,8 @@ unsafe extern "C" fn on_compiled_method_load(
     let ts = now_ns();
     guard("CompiledMethodLoad", || {
         let Some((rec, _)) = active() else { return };
-        let Some(id) = code_method_id(rec, env, method, ts) else {
+        // SAFETY: the JVM passes the agent's `env` and the callback's `compile_info` (# Safety).
+        let Some(id) = (unsafe { code_method_id(rec, env, method, ts) }) else {
             rec.count_lost(1);
             return;
         };
@@ -53,13 +57,21 @@ unsafe extern "C" fn on_compiled_method_load(
             code_size: size,
             reserved: 0,
         };
-        record_java(env, std::ptr::null_mut(), std::ptr::null_mut(), ts, || {
-            Payload::Compiled(true, cm)
-        });
-        super::code::compiled_inline(rec, env, method, code_addr as u64, size, compile_info, ts);
+        // SAFETY: the JVM passes the agent's `env` and the callback's `compile_info` (# Safety).
+        unsafe {
+            record_java(env, std::ptr::null_mut(), std::ptr::null_mut(), ts, || {
+                Payload::Compiled(true, cm)
+            });
+        }
+        // SAFETY: the JVM passes the agent's `env` and the callback's `compile_info` (# Safety).
+        unsafe {
+            super::code::compiled_inline(rec, env, method, code_addr as u64, size, compile_info, ts);
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the CompiledMethodUnload callback.
 unsafe extern "C" fn on_compiled_method_unload(_env: *mut jvmtiEnv, method: jmethodID, code_addr: *const c_void) {
     let ts = now_ns();
     guard("CompiledMethodUnload", || {

@@ -66,10 +66,14 @@ fn note(msg: String) {
 }
 
 /// Asks for one capability; on refusal notes why and returns false.
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
 unsafe fn add_capability(env: *mut jvmtiEnv, what: &str, set: impl FnOnce(&mut jvmtiCapabilities)) -> bool {
     let mut caps = jvmtiCapabilities::default();
     set(&mut caps);
-    let err = jvmti!(env, AddCapabilities, &caps);
+    // SAFETY: the caller passes the agent's `env` in the OnLoad or live phase (# Safety).
+    let err = unsafe { jvmti!(env, AddCapabilities, &caps) };
     if err != JVMTI_ERROR_NONE {
         note(format!(
             "{what} events not recorded: the JVM refused the capability (JVMTI error {err})"
@@ -88,50 +92,54 @@ unsafe fn add_capability(env: *mut jvmtiEnv, what: &str, set: impl FnOnce(&mut j
 /// `env` is the agent's JVMTI environment, in the OnLoad or live phase.
 pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb: &mut jvmtiEventCallbacks) {
     let mut f = Features::default();
-    if cfg.monitor_contention || cfg.monitor_waiting {
-        let ok = add_capability(env, "monitor", |c| c.set_can_generate_monitor_events(1));
-        f.monitor_contention = ok && cfg.monitor_contention;
-        f.monitor_waiting = ok && cfg.monitor_waiting;
-        if ok {
-            class_loading::on_load(env);
+    // SAFETY: the caller guarantees `env` is the agent's environment in the OnLoad or live phase
+    // (# Safety).
+    unsafe {
+        if cfg.monitor_contention || cfg.monitor_waiting {
+            let ok = add_capability(env, "monitor", |c| c.set_can_generate_monitor_events(1));
+            f.monitor_contention = ok && cfg.monitor_contention;
+            f.monitor_waiting = ok && cfg.monitor_waiting;
+            if ok {
+                class_loading::on_load(env);
+            }
         }
-    }
-    if cfg.garbage_collection {
-        f.gc = add_capability(env, "garbage collection", |c| {
-            c.set_can_generate_garbage_collection_events(1)
-        });
-    }
-    if cfg.jit {
-        f.jit = add_capability(env, "compiled method", |c| {
-            c.set_can_generate_compiled_method_load_events(1)
-        });
-    }
-    if cfg.object_allocation {
-        f.alloc = add_capability(env, "sampled allocation", |c| {
-            c.set_can_generate_sampled_object_alloc_events(1)
-        });
-        // For the allocation sites' lines; without it they are -1.
-        let mut caps = jvmtiCapabilities::default();
-        caps.set_can_get_line_numbers(1);
-        jvmti!(env, AddCapabilities, &caps);
-    }
-    f.attach = attach;
-    f.stacks = cfg.stacks;
-    if cfg.park || cfg.sleep {
-        if attach {
-            // No capability needed: RegisterNatives, at start.
-            f.park = cfg.park;
-            f.sleep = cfg.sleep;
-            park_sleep::configure(f.park, f.sleep);
-        } else if add_capability(env, "park/sleep (native method bind)", |c| {
-            c.set_can_generate_native_method_bind_events(1);
-            // The start phase then begins before java.base registers its
-            // natives, so the bind callback can name them (park_sleep.rs).
-            c.set_can_generate_early_vmstart(1);
-        }) {
-            f.park = cfg.park;
-            f.sleep = cfg.sleep;
-            park_sleep::configure(f.park, f.sleep);
+        if cfg.garbage_collection {
+            f.gc = add_capability(env, "garbage collection", |c| {
+                c.set_can_generate_garbage_collection_events(1)
+            });
+        }
+        if cfg.jit {
+            f.jit = add_capability(env, "compiled method", |c| {
+                c.set_can_generate_compiled_method_load_events(1)
+            });
+        }
+        if cfg.object_allocation {
+            f.alloc = add_capability(env, "sampled allocation", |c| {
+                c.set_can_generate_sampled_object_alloc_events(1)
+            });
+            // For the allocation sites' lines; without it they are -1.
+            let mut caps = jvmtiCapabilities::default();
+            caps.set_can_get_line_numbers(1);
+            jvmti!(env, AddCapabilities, &caps);
+        }
+        f.attach = attach;
+        f.stacks = cfg.stacks;
+        if cfg.park || cfg.sleep {
+            if attach {
+                // No capability needed: RegisterNatives, at start.
+                f.park = cfg.park;
+                f.sleep = cfg.sleep;
+                park_sleep::configure(f.park, f.sleep);
+            } else if add_capability(env, "park/sleep (native method bind)", |c| {
+                c.set_can_generate_native_method_bind_events(1);
+                // The start phase then begins before java.base registers its
+                // natives, so the bind callback can name them (park_sleep.rs).
+                c.set_can_generate_early_vmstart(1);
+            }) {
+                f.park = cfg.park;
+                f.sleep = cfg.sleep;
+                park_sleep::configure(f.park, f.sleep);
+            }
         }
     }
     monitors::install(cb);
@@ -164,68 +172,72 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     // A new session (attach) describes its methods and GC windows afresh.
     method_ids::new_session();
     gc::new_session();
-    // First: on attach, park and sleep natives are re-bound while the
-    // method probes already run.
-    if f.park || f.sleep {
-        let r = if f.attach {
-            park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
-        } else if !jni.is_null() {
-            park_sleep::start(env, jni, f.park, f.sleep)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = r {
-            note(e);
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni` or null
+    // (# Safety).
+    unsafe {
+        // First: on attach, park and sleep natives are re-bound while the
+        // method probes already run.
+        if f.park || f.sleep {
+            let r = if f.attach {
+                park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
+            } else if !jni.is_null() {
+                park_sleep::start(env, jni, f.park, f.sleep)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = r {
+                note(e);
+            }
         }
-    }
-    let mut wanted = Vec::new();
-    if f.monitor_contention {
-        wanted.extend([
-            JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
-            JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
-        ]);
-    }
-    if f.monitor_waiting {
-        wanted.extend([JVMTI_EVENT_MONITOR_WAIT, JVMTI_EVENT_MONITOR_WAITED]);
-    }
-    if f.gc {
-        wanted.extend([
-            JVMTI_EVENT_GARBAGE_COLLECTION_START,
-            JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
-        ]);
-    }
-    if f.jit {
-        jit::track_code_sizes();
-        wanted.extend([JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD]);
-    }
-    if f.alloc {
-        let err = jvmti!(env, SetHeapSamplingInterval, HEAP_SAMPLING_INTERVAL);
-        if err != JVMTI_ERROR_NONE {
-            note(format!("cannot set the heap sampling interval (JVMTI error {err})"));
+        let mut wanted = Vec::new();
+        if f.monitor_contention {
+            wanted.extend([
+                JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
+                JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
+            ]);
         }
-        wanted.push(JVMTI_EVENT_SAMPLED_OBJECT_ALLOC);
-    }
-    for e in wanted {
-        let err = jvm::set_event(env, e, true);
-        if err != JVMTI_ERROR_NONE {
-            note(format!("cannot enable JVMTI event {e} (error {err}); not recorded"));
+        if f.monitor_waiting {
+            wanted.extend([JVMTI_EVENT_MONITOR_WAIT, JVMTI_EVENT_MONITOR_WAITED]);
         }
-    }
-    if f.jit {
-        // Code compiled before now (during startup) is reported once, on this thread.
-        let err = jvmti!(env, GenerateEvents, JVMTI_EVENT_COMPILED_METHOD_LOAD);
-        if err != JVMTI_ERROR_NONE {
-            note(format!(
-                "cannot list the code compiled before VMInit (JVMTI error {err})"
-            ));
+        if f.gc {
+            wanted.extend([
+                JVMTI_EVENT_GARBAGE_COLLECTION_START,
+                JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
+            ]);
         }
-    }
-    // Last: describing every loaded class for the stacks takes a while
-    // (tens of thousands of methods), and on attach the method probes are
-    // already on; the blocks they time must be named from the start.
-    if f.stacks {
-        let notes = code::start(env, jni);
-        notes.into_iter().for_each(note);
+        if f.jit {
+            jit::track_code_sizes();
+            wanted.extend([JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD]);
+        }
+        if f.alloc {
+            let err = jvmti!(env, SetHeapSamplingInterval, HEAP_SAMPLING_INTERVAL);
+            if err != JVMTI_ERROR_NONE {
+                note(format!("cannot set the heap sampling interval (JVMTI error {err})"));
+            }
+            wanted.push(JVMTI_EVENT_SAMPLED_OBJECT_ALLOC);
+        }
+        for e in wanted {
+            let err = jvm::set_event(env, e, true);
+            if err != JVMTI_ERROR_NONE {
+                note(format!("cannot enable JVMTI event {e} (error {err}); not recorded"));
+            }
+        }
+        if f.jit {
+            // Code compiled before now (during startup) is reported once, on this thread.
+            let err = jvmti!(env, GenerateEvents, JVMTI_EVENT_COMPILED_METHOD_LOAD);
+            if err != JVMTI_ERROR_NONE {
+                note(format!(
+                    "cannot list the code compiled before VMInit (JVMTI error {err})"
+                ));
+            }
+        }
+        // Last: describing every loaded class for the stacks takes a while
+        // (tens of thousands of methods), and on attach the method probes are
+        // already on; the blocks they time must be named from the start.
+        if f.stacks {
+            let notes = code::start(env, jni);
+            notes.into_iter().for_each(note);
+        }
     }
     write_notes();
 }

@@ -29,6 +29,9 @@ pub(super) fn install(cb: &mut jvmtiEventCallbacks) {
 }
 
 /// Records the BEGIN of a per-thread pair and remembers it is open.
+///
+/// # Safety
+/// In a monitor callback, with its `env`, `jni` and `thread`.
 unsafe fn begin_pair(
     bit: u8,
     env: *mut jvmtiEnv,
@@ -38,15 +41,20 @@ unsafe fn begin_pair(
     payload: impl FnOnce() -> Payload,
 ) {
     let class_loading = || {
-        let yes = super::class_loading::is_class_loading(env, jni, thread);
+        // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+        let yes = unsafe { super::class_loading::is_class_loading(env, jni, thread) };
         if yes {
             crate::state::debug("a class-loading wait: the open calls stay unblocked");
         } else if crate::state::debugging() {
-            super::class_loading::debug_missed(env, jni, thread);
+            // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+            unsafe {
+                super::class_loading::debug_missed(env, jni, thread);
+            }
         }
         yes
     };
-    if record_java_block(env, jni, thread, ts, payload, class_loading) {
+    // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+    if unsafe { record_java_block(env, jni, thread, ts, payload, class_loading) } {
         let _ = OPEN.try_with(|o| o.set(o.get() | bit));
     }
 }
@@ -55,6 +63,9 @@ unsafe fn begin_pair(
 /// wait or contended enter already under way when the events were enabled,
 /// or HotSpot's MonitorWaited for a thread interrupted before it waited,
 /// has no begin, and an unmatched end would mislead the merge.
+///
+/// # Safety
+/// In a monitor callback, with its `env`, `jni` and `thread`.
 unsafe fn end_pair(
     bit: u8,
     env: *mut jvmtiEnv,
@@ -71,7 +82,10 @@ unsafe fn end_pair(
         })
         .unwrap_or(false);
     if was_open {
-        record_java(env, jni, thread, ts, payload);
+        // SAFETY: the caller passes this callback's `env`, `jni` and `thread` (# Safety).
+        unsafe {
+            record_java(env, jni, thread, ts, payload);
+        }
     }
 }
 
@@ -79,24 +93,41 @@ fn block(k: u16, arg: u64, class: String) -> Payload {
     Payload::Jvm(k, JvmBlock { arg, class })
 }
 
+/// # Safety
+/// Called by the JVM as the MonitorContendedEnter callback, with the agent's `env` and the current
+/// thread's `jni`.
 unsafe extern "C" fn on_contended_enter(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, object: jobject) {
     let ts = now_ns();
     guard("MonitorContendedEnter", || {
-        begin_pair(OPEN_ENTER, env, jni, thread, ts, || {
-            block(kind::MONITOR_CONTENDED_ENTER, 0, object_class_name(env, jni, object))
-        });
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            begin_pair(OPEN_ENTER, env, jni, thread, ts, || {
+                block(kind::MONITOR_CONTENDED_ENTER, 0, object_class_name(env, jni, object))
+            });
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the MonitorContendedEntered callback, with the agent's `env` and the
+/// current thread's `jni`.
 unsafe extern "C" fn on_contended_entered(env: *mut jvmtiEnv, jni: *mut JNIEnv, thread: jthread, object: jobject) {
     let ts = now_ns();
     guard("MonitorContendedEntered", || {
-        end_pair(OPEN_ENTER, env, jni, thread, ts, || {
-            block(kind::MONITOR_CONTENDED_ENTERED, 0, object_class_name(env, jni, object))
-        });
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            end_pair(OPEN_ENTER, env, jni, thread, ts, || {
+                block(kind::MONITOR_CONTENDED_ENTERED, 0, object_class_name(env, jni, object))
+            });
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the MonitorWait callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_monitor_wait(
     env: *mut jvmtiEnv,
     jni: *mut JNIEnv,
@@ -106,16 +137,23 @@ unsafe extern "C" fn on_monitor_wait(
 ) {
     let ts = now_ns();
     guard("MonitorWait", || {
-        begin_pair(OPEN_WAIT, env, jni, thread, ts, || {
-            block(
-                kind::MONITOR_WAIT,
-                timeout.max(0) as u64,
-                object_class_name(env, jni, object),
-            )
-        });
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            begin_pair(OPEN_WAIT, env, jni, thread, ts, || {
+                block(
+                    kind::MONITOR_WAIT,
+                    timeout.max(0) as u64,
+                    object_class_name(env, jni, object),
+                )
+            });
+        }
     });
 }
 
+/// # Safety
+/// Called by the JVM as the MonitorWaited callback, with the agent's `env` and the current thread's
+/// `jni`.
 unsafe extern "C" fn on_monitor_waited(
     env: *mut jvmtiEnv,
     jni: *mut JNIEnv,
@@ -125,12 +163,16 @@ unsafe extern "C" fn on_monitor_waited(
 ) {
     let ts = now_ns();
     guard("MonitorWaited", || {
-        end_pair(OPEN_WAIT, env, jni, thread, ts, || {
-            block(
-                kind::MONITOR_WAITED,
-                (timed_out != 0) as u64,
-                object_class_name(env, jni, object),
-            )
-        });
+        // SAFETY: the JVM calls this callback with the agent's `env` and the current thread's `jni`
+        // (# Safety).
+        unsafe {
+            end_pair(OPEN_WAIT, env, jni, thread, ts, || {
+                block(
+                    kind::MONITOR_WAITED,
+                    (timed_out != 0) as u64,
+                    object_class_name(env, jni, object),
+                )
+            });
+        }
     });
 }

@@ -135,7 +135,8 @@ static SLEEP0_NANOS: AtomicBool = AtomicBool::new(true);
 /// # Safety
 /// `jni` is the calling thread's JNIEnv.
 unsafe fn learn_sleep0_unit(jni: *mut JNIEnv) {
-    let version = jni!(jni, GetVersion).unwrap_or(0);
+    // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
+    let version = unsafe { jni!(jni, GetVersion) }.unwrap_or(0);
     SLEEP0_NANOS.store(version >= 0x0015_0000, Ordering::SeqCst);
 }
 
@@ -182,41 +183,53 @@ fn wanted(w: What) -> bool {
 }
 
 /// Which target `method` is, if any (start or live phase only).
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the start or live phase and `method` a valid method
+/// id.
 unsafe fn identify(env: *mut jvmtiEnv, method: jmethodID) -> Option<usize> {
     let mut name: *mut c_char = std::ptr::null_mut();
     let mut sig: *mut c_char = std::ptr::null_mut();
-    if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
-        return None;
+    // SAFETY: the caller passes the agent's `env` in the start or live phase and a valid `method`
+    // (# Safety).
+    unsafe {
+        if jvmti!(env, GetMethodName, method, &mut name, &mut sig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let name = jvm::take_string(env, name)?;
+        let sig = jvm::take_string(env, sig)?;
+        // Cheap test first: most bindings are not a target by name.
+        let candidates: Vec<usize> = (0..TARGETS.len())
+            .filter(|&i| {
+                let t = &TARGETS[i];
+                wanted(t.what) && t.name.to_bytes() == name.as_bytes() && t.sig.to_bytes() == sig.as_bytes()
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let mut klass: jclass = std::ptr::null_mut();
+        if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let mut csig: *mut c_char = std::ptr::null_mut();
+        // No JNIEnv is needed: the local reference goes with the callback's frame.
+        if jvmti!(env, GetClassSignature, klass, &mut csig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
+            return None;
+        }
+        let csig = jvm::take_string(env, csig)?;
+        let class = csig.strip_prefix('L').and_then(|c| c.strip_suffix(';'))?;
+        candidates
+            .into_iter()
+            .find(|&i| TARGETS[i].class.to_bytes() == class.as_bytes())
     }
-    let name = jvm::take_string(env, name)?;
-    let sig = jvm::take_string(env, sig)?;
-    // Cheap test first: most bindings are not a target by name.
-    let candidates: Vec<usize> = (0..TARGETS.len())
-        .filter(|&i| {
-            let t = &TARGETS[i];
-            wanted(t.what) && t.name.to_bytes() == name.as_bytes() && t.sig.to_bytes() == sig.as_bytes()
-        })
-        .collect();
-    if candidates.is_empty() {
-        return None;
-    }
-    let mut klass: jclass = std::ptr::null_mut();
-    if jvmti!(env, GetMethodDeclaringClass, method, &mut klass) != JVMTI_ERROR_NONE {
-        return None;
-    }
-    let mut csig: *mut c_char = std::ptr::null_mut();
-    // No JNIEnv is needed: the local reference goes with the callback's frame.
-    if jvmti!(env, GetClassSignature, klass, &mut csig, std::ptr::null_mut()) != JVMTI_ERROR_NONE {
-        return None;
-    }
-    let csig = jvm::take_string(env, csig)?;
-    let class = csig.strip_prefix('L').and_then(|c| c.strip_suffix(';'))?;
-    candidates
-        .into_iter()
-        .find(|&i| TARGETS[i].class.to_bytes() == class.as_bytes())
 }
 
 /// NativeMethodBind callback (any phase from primordial on).
+///
+/// # Safety
+/// Called by the JVM as the NativeMethodBind callback: `env` is the agent's and `new_address_ptr`
+/// is null or writable.
 pub(crate) unsafe extern "C" fn on_native_method_bind(
     env: *mut jvmtiEnv,
     _jni: *mut JNIEnv,
@@ -225,32 +238,39 @@ pub(crate) unsafe extern "C" fn on_native_method_bind(
     address: *mut c_void,
     new_address_ptr: *mut *mut c_void,
 ) {
-    guard("NativeMethodBind", || {
-        let addr = address as usize;
-        // Our own RegisterNatives, or a re-bind to a wrapper.
-        if addr == 0 || is_wrapper(addr) {
-            return;
-        }
-        let mut phase: jvmtiPhase = 0;
-        if jvmti!(env, GetPhase, &mut phase) != JVMTI_ERROR_NONE {
-            return;
-        }
-        if phase != JVMTI_PHASE_START && phase != JVMTI_PHASE_LIVE {
-            lock(&EARLY)
-                .get_or_insert_with(HashMap::new)
-                .insert(method as usize, addr);
-            return;
-        }
-        if let Some(i) = identify(env, method) {
-            if !new_address_ptr.is_null() {
-                ORIG[i].store(addr, Ordering::SeqCst);
-                *new_address_ptr = wrapper(i);
+    // SAFETY: the JVM passes the agent's `env` and a writable `new_address_ptr` or null (# Safety).
+    unsafe {
+        guard("NativeMethodBind", || {
+            let addr = address as usize;
+            // Our own RegisterNatives, or a re-bind to a wrapper.
+            if addr == 0 || is_wrapper(addr) {
+                return;
             }
-        }
-    });
+            let mut phase: jvmtiPhase = 0;
+            if jvmti!(env, GetPhase, &mut phase) != JVMTI_ERROR_NONE {
+                return;
+            }
+            if phase != JVMTI_PHASE_START && phase != JVMTI_PHASE_LIVE {
+                lock(&EARLY)
+                    .get_or_insert_with(HashMap::new)
+                    .insert(method as usize, addr);
+                return;
+            }
+            if let Some(i) = identify(env, method) {
+                if !new_address_ptr.is_null() {
+                    ORIG[i].store(addr, Ordering::SeqCst);
+                    *new_address_ptr = wrapper(i);
+                }
+            }
+        });
+    }
 }
 
 /// Binds target `i`, a method of `cls`, to `addr`; the JNI result (0: done).
+///
+/// # Safety
+/// `jni` is the calling Java thread's JNIEnv, `cls` the class of target `i` and `addr` a function
+/// of that target's signature.
 unsafe fn register(jni: *mut JNIEnv, cls: jclass, i: usize, addr: *mut c_void) -> jint {
     let t = &TARGETS[i];
     let m = JNINativeMethod {
@@ -258,9 +278,15 @@ unsafe fn register(jni: *mut JNIEnv, cls: jclass, i: usize, addr: *mut c_void) -
         signature: t.sig.as_ptr() as *mut _,
         fnPtr: addr,
     };
-    let rc = jni!(jni, RegisterNatives, cls, &m, 1).unwrap_or(-1);
+    // SAFETY: the caller guarantees `jni` is this Java thread's JNIEnv and `cls` declares target `i`
+    // (# Safety).
+    let rc = unsafe { jni!(jni, RegisterNatives, cls, &m, 1) }.unwrap_or(-1);
     if rc != 0 {
-        clear_exception(jni);
+        // SAFETY: the caller guarantees `jni` is this Java thread's JNIEnv and `cls` declares target
+        // `i` (# Safety).
+        unsafe {
+            clear_exception(jni);
+        }
     }
     rc
 }
@@ -278,49 +304,53 @@ unsafe fn find_targets(
     sleep: bool,
 ) -> Vec<(usize, jmethodID, jclass)> {
     let mut found: Vec<(usize, jmethodID, jclass)> = Vec::new();
-    for (i, t) in TARGETS.iter().enumerate() {
-        if (t.what == What::Park && !park) || (t.what != What::Park && !sleep) {
-            continue;
-        }
-        let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
-        if cls.is_null() {
-            clear_exception(jni);
-            continue;
-        }
-        let mid = if t.is_static {
-            jni!(jni, GetStaticMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
-        } else {
-            jni!(jni, GetMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
-        }
-        .unwrap_or(std::ptr::null_mut());
-        if mid.is_null() {
-            clear_exception(jni);
-            jvm::delete_local(jni, cls);
-            continue;
-        }
-        // Thread.sleep(J)V exists in every JDK but is native only up to 18.
-        let mut native: jboolean = 0;
-        if jvmti!(env, IsMethodNative, mid, &mut native) != JVMTI_ERROR_NONE || native == 0 {
-            jvm::delete_local(jni, cls);
-            continue;
-        }
-        found.push((i, mid, cls));
-    }
-    if park {
-        let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
-        if !thread.is_null() {
-            let fid = jni!(
-                jni,
-                GetFieldID,
-                thread,
-                c"parkBlocker".as_ptr(),
-                c"Ljava/lang/Object;".as_ptr()
-            )
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        for (i, t) in TARGETS.iter().enumerate() {
+            if (t.what == What::Park && !park) || (t.what != What::Park && !sleep) {
+                continue;
+            }
+            let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
+            if cls.is_null() {
+                clear_exception(jni);
+                continue;
+            }
+            let mid = if t.is_static {
+                jni!(jni, GetStaticMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
+            } else {
+                jni!(jni, GetMethodID, cls, t.name.as_ptr(), t.sig.as_ptr())
+            }
             .unwrap_or(std::ptr::null_mut());
-            PARK_BLOCKER.store(fid as usize, Ordering::SeqCst);
-            jvm::delete_local(jni, thread);
+            if mid.is_null() {
+                clear_exception(jni);
+                jvm::delete_local(jni, cls);
+                continue;
+            }
+            // Thread.sleep(J)V exists in every JDK but is native only up to 18.
+            let mut native: jboolean = 0;
+            if jvmti!(env, IsMethodNative, mid, &mut native) != JVMTI_ERROR_NONE || native == 0 {
+                jvm::delete_local(jni, cls);
+                continue;
+            }
+            found.push((i, mid, cls));
         }
-        clear_exception(jni);
+        if park {
+            let thread = jni!(jni, FindClass, c"java/lang/Thread".as_ptr()).unwrap_or(std::ptr::null_mut());
+            if !thread.is_null() {
+                let fid = jni!(
+                    jni,
+                    GetFieldID,
+                    thread,
+                    c"parkBlocker".as_ptr(),
+                    c"Ljava/lang/Object;".as_ptr()
+                )
+                .unwrap_or(std::ptr::null_mut());
+                PARK_BLOCKER.store(fid as usize, Ordering::SeqCst);
+                jvm::delete_local(jni, thread);
+            }
+            clear_exception(jni);
+        }
     }
     found
 }
@@ -331,43 +361,47 @@ unsafe fn find_targets(
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sleep: bool) -> Result<(), String> {
-    learn_sleep0_unit(jni);
-    let found = find_targets(env, jni, park, sleep);
-    // Targets bound in the primordial phase could not be named then: re-bind
-    // them now (fallback; JDK 17 and 25 bind them in the start phase).
-    let mut to_register = Vec::new();
-    {
-        let early = lock(&EARLY).take().unwrap_or_default();
-        for &(i, mid, cls) in &found {
-            match early.get(&(mid as usize)) {
-                Some(&addr) if ORIG[i].load(Ordering::SeqCst) == 0 => {
-                    ORIG[i].store(addr, Ordering::SeqCst);
-                    to_register.push((i, cls));
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        learn_sleep0_unit(jni);
+        let found = find_targets(env, jni, park, sleep);
+        // Targets bound in the primordial phase could not be named then: re-bind
+        // them now (fallback; JDK 17 and 25 bind them in the start phase).
+        let mut to_register = Vec::new();
+        {
+            let early = lock(&EARLY).take().unwrap_or_default();
+            for &(i, mid, cls) in &found {
+                match early.get(&(mid as usize)) {
+                    Some(&addr) if ORIG[i].load(Ordering::SeqCst) == 0 => {
+                        ORIG[i].store(addr, Ordering::SeqCst);
+                        to_register.push((i, cls));
+                    }
+                    // Wrapped already, or not bound yet (the bind callback will).
+                    _ => jvm::delete_local(jni, cls),
                 }
-                // Wrapped already, or not bound yet (the bind callback will).
-                _ => jvm::delete_local(jni, cls),
             }
         }
-    }
-    let mut problems = Vec::new();
-    for (i, cls) in to_register {
-        let t = &TARGETS[i];
-        let rc = register(jni, cls, i, wrapper(i));
-        if rc != 0 {
-            problems.push(format!(
-                "cannot re-bind {} (JNI error {rc}); not recorded",
-                t.describe()
-            ));
+        let mut problems = Vec::new();
+        for (i, cls) in to_register {
+            let t = &TARGETS[i];
+            let rc = register(jni, cls, i, wrapper(i));
+            if rc != 0 {
+                problems.push(format!(
+                    "cannot re-bind {} (JNI error {rc}); not recorded",
+                    t.describe()
+                ));
+            }
+            jvm::delete_local(jni, cls);
         }
-        jvm::delete_local(jni, cls);
-    }
-    let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
-    missing(&found, park, sleep, &mut problems);
-    STARTED.store(true, Ordering::SeqCst);
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
+        let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
+        missing(&found, park, sleep, &mut problems);
+        STARTED.store(true, Ordering::SeqCst);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
@@ -405,46 +439,50 @@ pub(crate) unsafe fn attach(env: *mut jvmtiEnv, jni: *mut JNIEnv, park: bool, sl
     if jni.is_null() {
         return Err("park and sleep events are not recorded: no JNI environment at attach".into());
     }
-    learn_sleep0_unit(jni);
-    let found = find_targets(env, jni, park, sleep);
-    let Some(addrs) = vmstructs::NativeAddresses::new(jni) else {
-        for &(_, _, cls) in &found {
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        learn_sleep0_unit(jni);
+        let found = find_targets(env, jni, park, sleep);
+        let Some(addrs) = vmstructs::NativeAddresses::new(jni) else {
+            for &(_, _, cls) in &found {
+                jvm::delete_local(jni, cls);
+            }
+            return Err(
+                "park and sleep events are not recorded: this JVM does not tell where its natives are bound".into(),
+            );
+        };
+        let mut problems = Vec::new();
+        let mut any = false;
+        for &(i, mid, cls) in &found {
+            match addrs.bound(mid) {
+                // Still wrapped by an earlier session that was not stopped.
+                Some(a) if is_wrapper(a) && ORIG[i].load(Ordering::SeqCst) != 0 => {
+                    ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
+                }
+                Some(a) if addrs.in_libjvm(a) => {
+                    ORIG[i].store(a, Ordering::SeqCst);
+                    ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
+                    any = true;
+                }
+                _ => problems.push(format!(
+                    "{} is bound outside the JVM (another agent?): not recorded",
+                    TARGETS[i].describe()
+                )),
+            }
             jvm::delete_local(jni, cls);
         }
-        return Err(
-            "park and sleep events are not recorded: this JVM does not tell where its natives are bound".into(),
-        );
-    };
-    let mut problems = Vec::new();
-    let mut any = false;
-    for &(i, mid, cls) in &found {
-        match addrs.bound(mid) {
-            // Still wrapped by an earlier session that was not stopped.
-            Some(a) if is_wrapper(a) && ORIG[i].load(Ordering::SeqCst) != 0 => {
-                ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
-            }
-            Some(a) if addrs.in_libjvm(a) => {
-                ORIG[i].store(a, Ordering::SeqCst);
-                ATTACH_WRAPPED[i].store(true, Ordering::SeqCst);
-                any = true;
-            }
-            _ => problems.push(format!(
-                "{} is bound outside the JVM (another agent?): not recorded",
-                TARGETS[i].describe()
-            )),
+        STARTED.store(true, Ordering::SeqCst);
+        if any {
+            rebind(jni, true, &mut problems);
         }
-        jvm::delete_local(jni, cls);
-    }
-    STARTED.store(true, Ordering::SeqCst);
-    if any {
-        rebind(jni, true, &mut problems);
-    }
-    let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
-    missing(&found, park, sleep, &mut problems);
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
+        let found: Vec<usize> = found.iter().map(|&(i, _, _)| i).collect();
+        missing(&found, park, sleep, &mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
@@ -458,7 +496,11 @@ pub(crate) unsafe fn detach(jni: *mut JNIEnv) {
         return;
     }
     let mut problems = Vec::new();
-    rebind(jni, false, &mut problems);
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        rebind(jni, false, &mut problems);
+    }
     for w in &ATTACH_WRAPPED {
         w.store(false, Ordering::SeqCst);
     }
@@ -468,9 +510,14 @@ pub(crate) unsafe fn detach(jni: *mut JNIEnv) {
 }
 
 /// Calls `jtrace.Probe.bindWaits(wrap)`, noting what failed.
+///
+/// # Safety
+/// Live phase, on a Java thread whose JNIEnv is `jni`.
 unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
     REBIND_FAILED.store(0, Ordering::SeqCst);
-    if let Err(e) = bind_waits(jni, wrap) {
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    if let Err(e) = unsafe { bind_waits(jni, wrap) } {
         problems.push(format!("park and sleep events: {e}"));
         return;
     }
@@ -489,23 +536,27 @@ unsafe fn rebind(jni: *mut JNIEnv, wrap: bool, problems: &mut Vec<String>) {
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 unsafe fn bind_waits(jni: *mut JNIEnv, wrap: bool) -> Result<(), String> {
-    probe_natives::define_probe_class(jni)?;
-    let class = probe_class::class();
-    let native = probe_class::native(c"bindWaits0", c"(Z)V", bind_waits0 as *mut c_void);
-    if jni!(jni, RegisterNatives, class, &native, 1) != Some(0) {
-        clear_exception(jni);
-        return Err("cannot register jtrace.Probe.bindWaits0".into());
-    }
-    let mid =
-        jni!(jni, GetStaticMethodID, class, c"bindWaits".as_ptr(), c"(Z)V".as_ptr()).unwrap_or(std::ptr::null_mut());
-    if mid.is_null() {
-        clear_exception(jni);
-        return Err("jtrace.Probe has no bindWaits(boolean)".into());
-    }
-    let args = [jvalue { z: wrap as jboolean }];
-    jni!(jni, CallStaticVoidMethodA, class, mid, args.as_ptr());
-    if clear_exception(jni) {
-        return Err("jtrace.Probe.bindWaits threw".into());
+    // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
+    // (# Safety).
+    unsafe {
+        probe_natives::define_probe_class(jni)?;
+        let class = probe_class::class();
+        let native = probe_class::native(c"bindWaits0", c"(Z)V", bind_waits0 as *mut c_void);
+        if jni!(jni, RegisterNatives, class, &native, 1) != Some(0) {
+            clear_exception(jni);
+            return Err("cannot register jtrace.Probe.bindWaits0".into());
+        }
+        let mid = jni!(jni, GetStaticMethodID, class, c"bindWaits".as_ptr(), c"(Z)V".as_ptr())
+            .unwrap_or(std::ptr::null_mut());
+        if mid.is_null() {
+            clear_exception(jni);
+            return Err("jtrace.Probe has no bindWaits(boolean)".into());
+        }
+        let args = [jvalue { z: wrap as jboolean }];
+        jni!(jni, CallStaticVoidMethodA, class, mid, args.as_ptr());
+        if clear_exception(jni) {
+            return Err("jtrace.Probe.bindWaits threw".into());
+        }
     }
     Ok(())
 }
@@ -513,42 +564,59 @@ unsafe fn bind_waits(jni: *mut JNIEnv, wrap: bool) -> Result<(), String> {
 /// `jtrace.Probe.bindWaits0(boolean)`: binds each target an attach wrapped
 /// to its wrapper (`wrap`) or back to the JVM's function. Runs with
 /// `jtrace.Probe.bindWaits` as the Java caller (see [`attach`]).
+///
+/// # Safety
+/// Called by the JVM as the native method `jtrace.Probe.bindWaits0`, with the calling thread's
+/// `jni` and live local references.
 unsafe extern "C" fn bind_waits0(jni: *mut JNIEnv, _probe: jclass, wrap: jboolean) {
-    guard("bindWaits0", || {
-        for (i, t) in TARGETS.iter().enumerate() {
-            let orig = ORIG[i].load(Ordering::SeqCst);
-            if !ATTACH_WRAPPED[i].load(Ordering::SeqCst) || orig == 0 {
-                continue;
+    // SAFETY: the JVM calls this native with the calling thread's `jni` and live local references
+    // (# Safety).
+    unsafe {
+        guard("bindWaits0", || {
+            for (i, t) in TARGETS.iter().enumerate() {
+                let orig = ORIG[i].load(Ordering::SeqCst);
+                if !ATTACH_WRAPPED[i].load(Ordering::SeqCst) || orig == 0 {
+                    continue;
+                }
+                let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
+                let addr = if wrap != 0 { wrapper(i) } else { orig as *mut c_void };
+                if cls.is_null() || register(jni, cls, i, addr) != 0 {
+                    clear_exception(jni);
+                    REBIND_FAILED.fetch_or(1 << i, Ordering::SeqCst);
+                }
+                jvm::delete_local(jni, cls);
             }
-            let cls = jni!(jni, FindClass, t.class.as_ptr()).unwrap_or(std::ptr::null_mut());
-            let addr = if wrap != 0 { wrapper(i) } else { orig as *mut c_void };
-            if cls.is_null() || register(jni, cls, i, addr) != 0 {
-                clear_exception(jni);
-                REBIND_FAILED.fetch_or(1 << i, Ordering::SeqCst);
-            }
-            jvm::delete_local(jni, cls);
-        }
-    });
+        });
+    }
 }
 
 /// Dotted class of the calling thread's park blocker, "" if none.
+///
+/// # Safety
+/// On a Java thread, with the agent's `env` and the thread's `jni`.
 unsafe fn blocker_class(env: *mut jvmtiEnv, jni: *mut JNIEnv) -> String {
     let fid = PARK_BLOCKER.load(Ordering::Relaxed) as jfieldID;
     if fid.is_null() {
         return String::new();
     }
     let mut thread: jthread = std::ptr::null_mut();
-    if jvmti!(env, GetCurrentThread, &mut thread) != JVMTI_ERROR_NONE || thread.is_null() {
-        return String::new();
+    // SAFETY: the caller passes the agent's `env` and this Java thread's `jni` (# Safety).
+    unsafe {
+        if jvmti!(env, GetCurrentThread, &mut thread) != JVMTI_ERROR_NONE || thread.is_null() {
+            return String::new();
+        }
+        let blocker = jni!(jni, GetObjectField, thread, fid).unwrap_or(std::ptr::null_mut());
+        jvm::delete_local(jni, thread);
+        let name = object_class_name(env, jni, blocker);
+        jvm::delete_local(jni, blocker);
+        name
     }
-    let blocker = jni!(jni, GetObjectField, thread, fid).unwrap_or(std::ptr::null_mut());
-    jvm::delete_local(jni, thread);
-    let name = object_class_name(env, jni, blocker);
-    jvm::delete_local(jni, blocker);
-    name
 }
 
 /// Records a BEGIN; true if recorded (the END is then recorded too).
+///
+/// # Safety
+/// On a Java thread whose JNIEnv is `jni`, in one of the wrappers.
 unsafe fn begin(jni: *mut JNIEnv, k: u16, arg: u64, with_blocker: bool) -> bool {
     let ts = now_ns();
     let mut on = false;
@@ -557,14 +625,17 @@ unsafe fn begin(jni: *mut JNIEnv, k: u16, arg: u64, with_blocker: bool) -> bool 
         if env.is_null() || !STARTED.load(Ordering::Relaxed) {
             return;
         }
-        on = record_java(env, jni, std::ptr::null_mut(), ts, || {
-            let class = if with_blocker {
-                blocker_class(env, jni)
-            } else {
-                String::new()
-            };
-            Payload::Jvm(k, JvmBlock { arg, class })
-        });
+        // SAFETY: the caller guarantees `jni` is this Java thread's JNIEnv (# Safety).
+        on = unsafe {
+            record_java(env, jni, std::ptr::null_mut(), ts, || {
+                let class = if with_blocker {
+                    blocker_class(env, jni)
+                } else {
+                    String::new()
+                };
+                Payload::Jvm(k, JvmBlock { arg, class })
+            })
+        };
     });
     on
 }
@@ -585,6 +656,9 @@ fn end(k: u16) {
     });
 }
 
+/// # Safety
+/// Called by the JVM as the native `Unsafe.park`, with the calling thread's `jni` and a live
+/// `unsafe_`.
 unsafe extern "C" fn park_wrapper(jni: *mut JNIEnv, unsafe_: jobject, absolute: jboolean, time: jlong) {
     let orig = ORIG[0].load(Ordering::Acquire);
     if orig == 0 {
@@ -593,41 +667,69 @@ unsafe extern "C" fn park_wrapper(jni: *mut JNIEnv, unsafe_: jobject, absolute: 
         return;
     }
     // SAFETY: `orig` is the address the JVM bound to Unsafe.park(ZJ)V.
-    let f: ParkFn = std::mem::transmute::<usize, ParkFn>(orig);
-    let on = begin(jni, kind::PARK_BEGIN, time as u64, true);
-    f(jni, unsafe_, absolute, time);
+    let f: ParkFn = unsafe { std::mem::transmute::<usize, ParkFn>(orig) };
+    // SAFETY: the JVM called this native with the current thread's `jni` (# Safety).
+    let on = unsafe { begin(jni, kind::PARK_BEGIN, time as u64, true) };
+    // SAFETY: `f` is the JVM's Unsafe.park, called with the arguments the JVM passed us.
+    unsafe {
+        f(jni, unsafe_, absolute, time);
+    }
     if on {
         end(kind::PARK_END);
     }
 }
 
+/// # Safety
+/// Called from a sleep wrapper with the arguments the JVM passed it; `i` is that wrapper's target.
 unsafe fn sleep_common(i: usize, jni: *mut JNIEnv, cls: jclass, arg: jlong, millis: u64) {
     let orig = ORIG[i].load(Ordering::Acquire);
     if orig == 0 {
         return;
     }
     // SAFETY: `orig` is the address the JVM bound to this static native (J)V.
-    let f: SleepFn = std::mem::transmute::<usize, SleepFn>(orig);
-    let on = begin(jni, kind::SLEEP_BEGIN, millis, false);
-    f(jni, cls, arg);
+    let f: SleepFn = unsafe { std::mem::transmute::<usize, SleepFn>(orig) };
+    // SAFETY: `jni` is the current thread's, as the JVM passed it to the wrapper (# Safety).
+    let on = unsafe { begin(jni, kind::SLEEP_BEGIN, millis, false) };
+    // SAFETY: `f` is the JVM's own sleep native, called with the arguments the JVM passed us.
+    unsafe {
+        f(jni, cls, arg);
+    }
     if on {
         end(kind::SLEEP_END);
     }
 }
 
+/// # Safety
+/// Called by the JVM as the native method `Thread.sleep`, with the calling thread's `jni` and live
+/// local references.
 unsafe extern "C" fn sleep_millis_wrapper(jni: *mut JNIEnv, cls: jclass, millis: jlong) {
-    sleep_common(1, jni, cls, millis, millis.max(0) as u64);
+    // SAFETY: the JVM calls this as `Thread.sleep` with its arguments (# Safety).
+    unsafe {
+        sleep_common(1, jni, cls, millis, millis.max(0) as u64);
+    }
 }
 
+/// # Safety
+/// Called by the JVM as the native method `Thread.sleepNanos0`, with the calling thread's `jni` and
+/// live local references.
 unsafe extern "C" fn sleep_nanos_wrapper(jni: *mut JNIEnv, cls: jclass, nanos: jlong) {
-    sleep_common(2, jni, cls, nanos, (nanos.max(0) as u64).div_ceil(1_000_000));
+    // SAFETY: the JVM calls this as `Thread.sleepNanos0` with its arguments (# Safety).
+    unsafe {
+        sleep_common(2, jni, cls, nanos, (nanos.max(0) as u64).div_ceil(1_000_000));
+    }
 }
 
+/// # Safety
+/// Called by the JVM as the native method `Thread.sleep0`, with the calling thread's `jni` and live
+/// local references.
 unsafe extern "C" fn sleep0_wrapper(jni: *mut JNIEnv, cls: jclass, arg: jlong) {
     let arg_ms = if SLEEP0_NANOS.load(Ordering::Relaxed) {
         (arg.max(0) as u64).div_ceil(1_000_000)
     } else {
         arg.max(0) as u64
     };
-    sleep_common(3, jni, cls, arg, arg_ms);
+    // SAFETY: the JVM calls this as `Thread.sleep0` with its arguments (# Safety).
+    unsafe {
+        sleep_common(3, jni, cls, arg, arg_ms);
+    }
 }
