@@ -375,7 +375,10 @@ mod tests {
     /// This process's own cgroup, read as the recorder reads a traced
     /// one's (as root: the files are root's).
     #[test]
-    #[ignore = "needs root and a mounted cgroup file system"]
+    #[cfg_attr(
+        not(feature = "system-tests"),
+        ignore = "needs root and a mounted cgroup file system"
+    )]
     fn this_process_has_a_cgroup() {
         let mut c = Cgroups::default();
         c.note(std::process::id());

@@ -58,7 +58,9 @@ fn tgid(r: &Record) -> Option<u32> {
         Payload::Wakeup(p) => Some(p.tgid),
         Payload::Fork(p) => Some(p.tgid),
         Payload::Exit(p) | Payload::Comm(p) | Payload::Exec(p) => Some(p.tgid),
+        Payload::TaskNs(p) => Some(p.tgid),
         Payload::Syscall(_) | Payload::PageFault(_) | Payload::BlockIo(_) | Payload::LibCall(_) => None,
+        Payload::Throttle(_) | Payload::Steal(_) => None,
         Payload::ProbeDef(_) => None,
         other => panic!("not a kernel record: {other:?}"),
     }
@@ -78,6 +80,9 @@ fn kind_of(p: &Payload) -> u16 {
         Payload::BlockIo(_) => kind::BLOCK_IO,
         Payload::LibCall(_) => kind::LIB_CALL,
         Payload::ProbeDef(_) => kind::PROBE_DEF,
+        Payload::TaskNs(_) => kind::TASK_NS,
+        Payload::Throttle(_) => kind::THROTTLE,
+        Payload::Steal(_) => kind::STEAL,
         other => panic!("not a kernel record: {other:?}"),
     }
 }
