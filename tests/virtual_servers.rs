@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use jtrace_merge::{analyze, Cause, Invocation, ThreadInfo, Trace, Visitor};
+use jtrace_merge::{analyze, Cause, Evidence, Invocation, OffCpuInterval, ThreadInfo, Trace, Visitor, UNMOUNTED_STATE};
 use std::path::PathBuf;
 
 const MS: u64 = 1_000_000;
@@ -108,5 +108,132 @@ fn a_virtual_thread_behind_a_spinning_one_waits_for_its_carrier() {
             "{}: why's carrier time {carrier_ns}",
             jdk_name(jdk)
         );
+    }
+}
+
+/// Each invocation and off-CPU interval of a walk, with its thread.
+#[derive(Default)]
+struct Walked {
+    calls: Vec<(ThreadInfo, Invocation)>,
+    offs: Vec<(u32, OffCpuInterval)>,
+}
+
+impl Visitor for Walked {
+    fn exit(&mut self, t: &ThreadInfo, _d: usize, inv: &Invocation) {
+        self.calls.push((t.clone(), *inv));
+    }
+    fn off_cpu(&mut self, t: &ThreadInfo, _d: usize, iv: &OffCpuInterval) {
+        self.offs.push((t.tid, *iv));
+    }
+}
+
+/// A real virtual-thread server: the JDK's HttpServer with a
+/// virtual-thread-per-task executor under a loopback load of 9 clients (3 on each route)
+/// (tests/java/VirtualServer.java). Every request is served on a virtual
+/// thread; its accounting is exact; a 20 ms `Thread.sleep` route is
+/// mostly `sleep`; a contended `synchronized` route's monitor waits name
+/// the monitor's class (`VirtualServer$Ledger`), never the JDK's
+/// VirtualThread-unblocker as the waker, and where the virtual thread
+/// unmounted to wait (JDK 25) the waker is a virtual thread: the one that
+/// released the monitor.
+#[test]
+fn a_virtual_thread_http_server_names_its_waits() {
+    let per_route = 40;
+    for jdk in VIRTUAL_THREAD_JDKS {
+        let name = jdk_name(jdk);
+        let classes = classes();
+        let out = tempdir("vt-server").join("t.jtrace");
+        let java = java(jdk);
+        let program = [
+            java.to_str().unwrap(),
+            "-cp",
+            classes.to_str().unwrap(),
+            "VirtualServer",
+            &per_route.to_string(),
+            "9",
+            "20",
+            "10",
+            "5",
+        ];
+        let o = jtrace_run(&out, &["--methods", "VirtualServer.*"], &program);
+        assert!(o.status.success(), "{name}: jtrace run failed");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            stdout.contains(&format!("served {}", per_route * 3)),
+            "{name}: {stdout}"
+        );
+        let trace = Trace::open(&out).unwrap();
+        assert_exact(&trace);
+        let mut w = Walked::default();
+        analyze(&trace, &mut w);
+        let route = |m: &str| -> Vec<&(ThreadInfo, Invocation)> {
+            (w.calls.iter())
+                .filter(|(_, i)| {
+                    let md = &trace.methods[i.method as usize];
+                    md.class == "VirtualServer" && md.name == m
+                })
+                .collect()
+        };
+        for m in ["sleepRoute", "lockRoute", "spinRoute"] {
+            let calls = route(m);
+            assert_eq!(calls.len(), per_route, "{name}: {m} calls");
+            for (t, _) in &calls {
+                assert!(t.virtual_id.is_some(), "{name}: {m} on {}", t.display_name());
+            }
+        }
+        // The sleep route: the sleep is its 20 ms, whatever else it waited.
+        let sleeps = route("sleepRoute");
+        let slept: u64 = sleeps.iter().map(|(_, i)| i.breakdown.off.get(Cause::Sleep)).sum();
+        assert!(
+            slept >= per_route as u64 * 20 * MS * 85 / 100,
+            "{name}: the sleep route slept {:.1} ms a call",
+            slept as f64 / per_route as f64 / 1e6
+        );
+        // The lock route: its monitor waits.
+        let thread = |tid: u32| trace.threads.get(&tid);
+        let (mut waits, mut unmounted) = (0, 0);
+        for (t, inv) in route("lockRoute") {
+            for (_, iv) in
+                (w.offs.iter()).filter(|(tid, iv)| *tid == t.tid && iv.start >= inv.entry && iv.end <= inv.exit)
+            {
+                let Evidence::Jvm {
+                    cause: Cause::Monitor,
+                    detail,
+                } = iv.evidence
+                else {
+                    continue;
+                };
+                waits += 1;
+                let detail = &trace.details[detail as usize];
+                assert!(
+                    detail.starts_with("VirtualServer$Ledger"),
+                    "{name}: a monitor wait of {} names {detail:?}",
+                    t.display_name()
+                );
+                let Some(wake) = iv.wake else { continue };
+                let waker = thread(wake.waker_tid);
+                let waker_name = waker.map_or("?", |w| w.display_name());
+                assert!(
+                    !waker_name.contains("unblocker"),
+                    "{name}: {} woken by {waker_name}",
+                    t.display_name()
+                );
+                if iv.prev_state & UNMOUNTED_STATE != 0 {
+                    unmounted += 1;
+                    assert!(
+                        waker.is_some_and(|w| w.virtual_id.is_some()),
+                        "{name}: {} unmounted on the monitor, woken by {waker_name}",
+                        t.display_name()
+                    );
+                }
+            }
+        }
+        eprintln!("{name}: {waits} monitor waits in lockRoute, {unmounted} unmounted");
+        assert!(waits > 0, "{name}: 3 clients on /lock never contended the Ledger");
+        // JEP 491: from JDK 24 a virtual thread unmounts to wait for a monitor.
+        if jdk == JDK25 {
+            assert!(unmounted > 0, "{name}: no unmounted monitor wait");
+        }
+        std::fs::remove_dir_all(out.parent().unwrap()).ok();
     }
 }
