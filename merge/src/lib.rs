@@ -110,6 +110,7 @@ mod meta;
 pub mod method_label;
 mod model;
 mod options;
+pub mod printable;
 mod read;
 pub mod report;
 mod shrink_guard;
@@ -137,7 +138,9 @@ pub use model::sched_chain::SchedChain;
 pub use model::syscall::{nr, syscall_cause, syscall_name};
 pub use model::trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
 pub use report::percentile::WallDist;
-pub use report::{build_report, build_report_streaming, glob_match, window, Report, ReportFilter, WindowJson};
+pub use report::{
+    build_report, build_report_streaming, glob_match, trace_problems, window, Report, ReportFilter, WindowJson,
+};
 pub use stacks::source_lines::LineProblems;
 pub use stacks::symbolize::{Frame, FrameKind, SymbolProblems, Symbolizer, TRUNCATED_FRAME};
 pub use stacks::{Blob, CompiledCode, JvmCode, RawStack, StackPair, Stacks};

@@ -7,6 +7,7 @@ use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, MethodIdx, MethodInfo};
 use crate::model::tid_map::TidMap;
+use crate::printable::{printable, printable_owned};
 use crate::stacks::{Blob, CompiledCode, JvmCode};
 use jtrace_format::{self as fmt, kind, FileHeader, Payload, RawRecord};
 use std::collections::HashMap;
@@ -60,9 +61,9 @@ impl JvmStream {
     /// A METHOD_DEF: its method interned in `methods`, under its id.
     fn define(&mut self, d: fmt::MethodDef, methods: &mut Vec<MethodInfo>) {
         let info = MethodInfo {
-            class: d.class,
-            name: d.name,
-            signature: d.signature,
+            class: printable_owned(d.class),
+            name: printable_owned(d.name),
+            signature: printable_owned(d.signature),
             native: false,
         };
         let next = methods.len() as MethodIdx;
@@ -277,9 +278,9 @@ impl TraceReader {
         if th.java_name.is_some() {
             return;
         }
-        th.java_name = Some(p.name);
-        th.group = p.group;
-        th.parent = p.parent;
+        th.java_name = Some(printable_owned(p.name));
+        th.group = printable_owned(p.group);
+        th.parent = printable_owned(p.parent);
         th.daemon = p.daemon != 0;
         if let Some(pid) = pid {
             th.tgid = pid;
@@ -397,7 +398,7 @@ impl TraceReader {
         if let Some(&i) = self.detail_ids.get(s) {
             return i;
         }
-        self.trace.details.push(s.to_owned());
+        self.trace.details.push(printable(s).into_owned());
         let i = (self.trace.details.len() - 1) as u32;
         self.detail_ids.insert(s.to_owned(), i);
         i

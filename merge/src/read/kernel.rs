@@ -5,6 +5,7 @@ use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo};
+use crate::printable::printable_owned;
 use crate::stacks::StackPair;
 use jtrace_format::{self as fmt, kind, DecodeError, Payload, RawRecord};
 use std::path::Path;
@@ -233,7 +234,7 @@ impl TraceReader {
     fn name_thread(&mut self, tid: u32, tgid: u32, comm: &[u8; 16]) -> &mut ThreadInfo {
         let th = self.thread(tid);
         th.tgid = tgid;
-        th.comm = fmt::comm_str(comm);
+        th.comm = printable_owned(fmt::comm_str(comm));
         th
     }
 

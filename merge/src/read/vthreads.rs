@@ -33,6 +33,7 @@ use super::records::{RawRecords, RecordReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, ThreadInfo, UNMOUNTED_STATE};
 use crate::model::tid_map::TidMap;
+use crate::printable::printable_owned;
 use jtrace_format::{self as fmt, kind, Payload};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -551,7 +552,7 @@ fn synthesize(mounts: &mut TidMap<Vec<Mount>>, pid: u32, id: u64, key: u32, mut 
     let info = ThreadInfo {
         tid: key,
         tgid: pid,
-        java_name: Some(name),
+        java_name: Some(printable_owned(name)),
         group: "VirtualThreads".into(),
         daemon: true,
         started_ts: started,
