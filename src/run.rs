@@ -138,7 +138,8 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
     session.meta.exit_code = Some(code);
     session.meta.complete = true;
     let kernel_problem = kernel_stream_problem(&stats, &session.meta);
-    let agent_problems = jvm_stream_problems(&session.dir);
+    let mut agent_problems = jvm_stream_problems(&session.dir);
+    agent_problems.extend(no_jvm_problem(&session.dir, &args.command, &args.trace.methods));
     let out = setup.out.display();
     match session.finish(&owner) {
         Ok(()) => eprintln!(
@@ -154,4 +155,21 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
         eprintln!("jtrace: waiting for the command: {e}");
     }
     Ok(ExitCode::from((code & 0xff) as u8))
+}
+
+/// What to say when no JVM loaded the agent though the command runs `java`
+/// or methods were asked for (the command dropped JAVA_TOOL_OPTIONS, or its
+/// JVM ignores it): the trace holds the kernel's view only.
+fn no_jvm_problem(dir: &TraceDir, command: &[String], methods: &[String]) -> Option<String> {
+    let runs_java = command
+        .first()
+        .is_some_and(|c| std::path::Path::new(c).file_name().is_some_and(|n| n == "java"));
+    if !dir.jvm_streams().is_empty() || (methods.is_empty() && !runs_java) {
+        return None;
+    }
+    Some(
+        "no JVM loaded jtrace's agent (did the command drop JAVA_TOOL_OPTIONS, or run a JVM that ignores it?): \
+         the trace has no methods, monitors or JVM threads, only the kernel's view"
+            .into(),
+    )
 }

@@ -30,6 +30,10 @@ const FILE_MODE: u32 = 0o600;
 /// not keep the metadata from being finished.
 const ROOM_FILE: &str = ".jtrace-room";
 const ROOM_BYTES: i64 = 256 << 10;
+/// Held locked (flock) by the jtrace that records into the directory, from
+/// before it empties an earlier trace to its end: a second jtrace given the
+/// same output is refused instead of mixing its streams into the first's.
+const LOCK_FILE: &str = ".jtrace-lock";
 
 /// An open trace directory (see the module documentation).
 #[derive(Debug)]
@@ -41,6 +45,8 @@ pub(crate) struct TraceDir {
     /// handle): only these, and the files of the user who writes the trace,
     /// are ever handed over.
     made: Arc<Mutex<HashSet<u64>>>,
+    /// [`LOCK_FILE`], locked while any handle lives.
+    _recording: Arc<OwnedFd>,
 }
 
 impl TraceDir {
@@ -51,12 +57,13 @@ impl TraceDir {
     /// user's directory, and a non-empty directory that is not a jtrace
     /// trace. The directory is left mode 0700, owned by `creator`.
     pub(crate) fn prepare(path: &Path, creator: &User) -> anyhow::Result<TraceDir> {
-        let fd = creator.run_as(|| open_as_creator(path, creator))?;
+        let (fd, lock) = creator.run_as(|| open_as_creator(path, creator))?;
         Ok(TraceDir {
             fd,
             path: path.to_path_buf(),
             creator: creator.clone(),
             made: Default::default(),
+            _recording: Arc::new(lock),
         })
     }
 
@@ -123,6 +130,7 @@ impl TraceDir {
             path: self.path.clone(),
             creator: self.creator.clone(),
             made: self.made.clone(),
+            _recording: self._recording.clone(),
         })
     }
 
@@ -393,7 +401,7 @@ impl TraceDir {
 }
 
 /// The creator's side of [`TraceDir::prepare`], run with their credentials.
-fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<OwnedFd> {
+fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<(OwnedFd, OwnedFd)> {
     let uid = creator.uid.as_raw();
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {} as uid {uid}", parent.display()))?;
@@ -437,19 +445,42 @@ fn open_as_creator(path: &Path, creator: &User) -> anyhow::Result<OwnedFd> {
     if st.st_uid != uid {
         return Err(not_theirs(st.st_uid));
     }
+    let lock = lock_for_recording(&fd, path)?;
     if !created {
         empty_earlier_trace(&fd, path)?;
     }
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(DIR_MODE))
         .with_context(|| format!("cannot make {} private", path.display()))?;
-    Ok(fd)
+    Ok((fd, lock))
+}
+
+/// Takes the directory's [`LOCK_FILE`] (made if missing, never through a
+/// link), or says that another jtrace records there.
+fn lock_for_recording(dir: &OwnedFd, path: &Path) -> anyhow::Result<OwnedFd> {
+    use rustix::fs::FlockOperation;
+    let lock = rustix::fs::openat(
+        dir,
+        LOCK_FILE,
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(FILE_MODE),
+    )
+    .with_context(|| format!("cannot open {}", path.join(LOCK_FILE).display()))?;
+    match rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(lock),
+        Err(Errno::WOULDBLOCK) => bail!(
+            "output {} is being recorded into by another jtrace; give this one another -o",
+            path.display()
+        ),
+        Err(e) => bail!("cannot lock {}: {e}", path.join(LOCK_FILE).display()),
+    }
 }
 
 /// Empties an existing output directory if it is empty or a jtrace trace
 /// (it has a meta.json file) with no subdirectory; refuses anything else
 /// before removing a thing.
 fn empty_earlier_trace(dir: &OwnedFd, path: &Path) -> anyhow::Result<()> {
-    let names = entries(dir).with_context(|| format!("cannot list {}", path.display()))?;
+    let mut names = entries(dir).with_context(|| format!("cannot list {}", path.display()))?;
+    names.retain(|n| n.as_bytes() != LOCK_FILE.as_bytes());
     if names.is_empty() {
         return Ok(());
     }

@@ -609,3 +609,117 @@ fn cpu0_steal_ms() -> u64 {
         .expect("steal column");
     steal * 10
 }
+
+/// A command that drops JAVA_TOOL_OPTIONS runs its JVM without the agent:
+/// the run says so on stderr, and the report's problems say it too,
+/// instead of suggesting `--methods` (which were given).
+#[test]
+fn a_jvm_without_the_agent_is_reported() {
+    let out = tempdir("noagent").join("t.jtrace");
+    let classes = classes();
+    let o = jtrace_run(
+        &out,
+        &["--methods", "Sleeper.*"],
+        &[
+            "env",
+            "-u",
+            "JAVA_TOOL_OPTIONS",
+            "java",
+            "-cp",
+            classes.to_str().unwrap(),
+            "Sleeper",
+            "50",
+        ],
+    );
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("WARNING: no JVM loaded jtrace's agent"), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&jtrace_stdout(&["report", "--json"], &out)).unwrap();
+    let problems = json["trace"]["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .starts_with("no JVM wrote a stream though methods were asked for (Sleeper.*)")),
+        "{problems:?}"
+    );
+    let text = String::from_utf8(jtrace_stdout(&["report"], &out)).unwrap();
+    assert!(text.contains("no JVM wrote a stream"), "{text}");
+    std::fs::remove_dir_all(out.parent().unwrap()).ok();
+}
+
+/// Two runs given one output: the second is refused while the first
+/// records (it would have emptied the directory and mixed its streams
+/// into the first's), and the first's trace is whole.
+#[test]
+fn a_second_run_into_a_recording_directory_is_refused() {
+    ensure_agent();
+    let out = tempdir("twice").join("t.jtrace");
+    let first = Command::new(jtrace())
+        .arg("run")
+        .arg("-o")
+        .arg(&out)
+        .args(["--", "sleep", "3"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first holds the directory once its room for the metadata is set.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join(".jtrace-room").exists() {
+        assert!(Instant::now() < deadline, "the first run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = jtrace_run(&out, &[], &["true"]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("is being recorded into by another jtrace"), "{err}");
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    assert_eq!(trace.meta.command, ["sleep", "3"]);
+    // Once the first is done, the directory may be reused.
+    let third = jtrace_run(&out, &[], &["true"]);
+    assert!(third.status.success());
+    assert_eq!(Trace::open(&out).unwrap().meta.command, ["true"]);
+    std::fs::remove_dir_all(out.parent().unwrap()).ok();
+}
+
+/// A thread named to forge lines and drive the terminal (newline, a forged
+/// `== Thread "main"` header, ESC, BEL, CR, a right-to-left override):
+/// `text`, `report` and `info` print it escaped, inert, so no view carries
+/// a control character or the forged line, and JSON keeps it visible.
+#[test]
+fn control_characters_in_names_are_escaped_in_every_view() {
+    let out = tempdir("hostile").join("t.jtrace");
+    let classes = classes();
+    let o = jtrace_run(
+        &out,
+        &["--methods", "HostileNames.*"],
+        &["java", "-cp", classes.to_str().unwrap(), "HostileNames"],
+    );
+    assert!(o.status.success());
+    let escaped = "evil\\n== Thread \"main\" (forged)\\r\\x1b[2J\\x1b[31mred\\x07\\u{202e}txt";
+    for view in [&["text"][..], &["report"], &["info"]] {
+        let printed = jtrace_stdout(view, &out);
+        let printed = String::from_utf8(printed).unwrap();
+        let bad: Vec<char> = printed
+            .chars()
+            .filter(|&c| (c.is_control() && c != '\n') || c == '\u{202e}')
+            .collect();
+        assert!(bad.is_empty(), "{view:?} prints control characters {bad:?}");
+        assert!(
+            !printed.lines().any(|l| l.starts_with("== Thread \"main\" (forged)")),
+            "{view:?} prints the forged line"
+        );
+        if view != ["info"] {
+            assert!(printed.contains("\\x1b[2J"), "{view:?} hides the name:\n{printed}");
+        }
+    }
+    let json: serde_json::Value = serde_json::from_slice(&jtrace_stdout(&["report", "--json"], &out)).unwrap();
+    let names: Vec<&str> = (json["threads"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&escaped), "{names:?}");
+    std::fs::remove_dir_all(out.parent().unwrap()).ok();
+}

@@ -429,11 +429,7 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
         .max()
         .unwrap_or(t0)
         .max(m.end_monotonic_ns);
-    let mut problems = trace.losses.truncated.clone();
-    problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
-    if !m.complete {
-        problems.push("recording did not finish cleanly: this is a readable prefix".into());
-    }
+    let mut problems = jtrace_merge::trace_problems(trace);
     let scope = view.scope.window.unwrap_or((0, u64::MAX));
     if let Some((from, to)) = view.scope.window {
         problems.push(format!(

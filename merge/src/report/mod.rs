@@ -76,6 +76,20 @@ pub struct MethodJson {
     pub first_compiled_ns: Option<u64>,
 }
 
+/// Everything a view must say about the trace before its figures: streams
+/// cut short, the agent's errors, an unfinished recording, threads that
+/// could not be paired, a JVM that never loaded the agent.
+pub fn trace_problems(trace: &Trace) -> Vec<String> {
+    let mut problems = trace.losses.truncated.clone();
+    problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
+    if !trace.meta.complete {
+        problems.push("recording did not finish cleanly: this is a readable prefix".into());
+    }
+    problems.extend(unmatched_problems(trace));
+    problems.extend(missing_jvm_problem(trace));
+    problems
+}
+
 /// What the report says of each thread of a JVM in a pid namespace that
 /// could not be paired with a kernel thread (never shown as CPU).
 pub fn unmatched_problems(trace: &Trace) -> Vec<String> {
@@ -91,6 +105,26 @@ pub fn unmatched_problems(trace: &Trace) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// What the report says when no JVM wrote a stream though one was expected
+/// (`--methods` asked for methods, or a traced process runs `java`): the
+/// agent was not loaded, so every figure is the kernel's alone.
+pub fn missing_jvm_problem(trace: &Trace) -> Option<String> {
+    if !trace.jvm_pids.is_empty() {
+        return None;
+    }
+    let java = trace.threads.values().find(|t| t.comm == "java");
+    let why = match (trace.meta.methods.is_empty(), java) {
+        (false, _) => format!("methods were asked for ({})", trace.meta.methods.join(", ")),
+        (true, Some(t)) => format!("process {} runs java", t.tgid),
+        (true, None) => return None,
+    };
+    Some(format!(
+        "no JVM wrote a stream though {why}: jtrace's agent was not loaded (did the command drop \
+         JAVA_TOOL_OPTIONS, or run a JVM that ignores it?); there are no methods, monitors or JVM threads, \
+         only the kernel's view"
+    ))
 }
 
 /// A thread entry of the JSON report.
@@ -532,12 +566,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         filter.lines,
     );
     let meta = &trace.meta;
-    let mut problems = trace.losses.truncated.clone();
-    problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
-    if !meta.complete {
-        problems.push("recording did not finish cleanly: this is a readable prefix".into());
-    }
-    problems.extend(unmatched_problems(trace));
+    let problems = trace_problems(trace);
     Report {
         schema: SCHEMA,
         trace: TraceJson {
