@@ -119,6 +119,31 @@ fn check_ground_truth(what: &str, out: &Path) -> usize {
     checked
 }
 
+/// The report names the JVM's container (its cgroup is podman's), in the
+/// process list, on each of its threads, and in the text.
+fn check_container_identity(what: &str, out: &Path, pid: u32, id: &str) {
+    assert_eq!(id.len(), 64, "{what}: podman's id {id:?}");
+    let json: serde_json::Value = serde_json::from_slice(&jtrace_stdout(&["report", "--json"], out)).unwrap();
+    let process = (json["processes"].as_array().unwrap().iter())
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("{what}: no process {pid} in {}", json["processes"]));
+    assert_eq!(process["container_id"], id, "{what}: {process}");
+    assert_eq!(process["runtime"], "podman", "{what}: {process}");
+    let threads: Vec<&serde_json::Value> = (json["threads"].as_array().unwrap().iter())
+        .filter(|t| t["pid"] == pid)
+        .collect();
+    assert!(!threads.is_empty(), "{what}: no thread of {pid}");
+    for t in threads {
+        assert_eq!(t["container_id"], id, "{what}: thread {}", t["name"]);
+    }
+    let text = String::from_utf8(jtrace_stdout(&["report"], out)).unwrap();
+    assert!(
+        text.contains(&format!("(podman container {})", &id[..12])),
+        "{what}: {}",
+        text.lines().take(8).collect::<Vec<_>>().join("\n")
+    );
+}
+
 /// Rootful containers (the JVM is root there, and on the host), every
 /// JDK: a first attach places the agent in the container, a second one
 /// loads the same agent by its name again (its file long removed); both
@@ -151,6 +176,7 @@ fn attach_into_a_container_meets_the_ground_truth() {
             assert!(!err.contains("WARNING"), "{what}: {err}");
             let n = check_ground_truth(&what, &out);
             assert!(n >= 3, "{what}: {n} calls");
+            check_container_identity(&what, &out, c.pid, &c.id());
             assert_eq!(jtrace_dirs(&c), Vec::<String>::new(), "{what}: left in the container");
         }
     }

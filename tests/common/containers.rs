@@ -188,6 +188,11 @@ impl Container<'_> {
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     }
 
+    /// The container's full id (64 hex digits).
+    pub fn id(&self) -> String {
+        self.inspect("{{.Id}}")
+    }
+
     /// What the container printed so far.
     pub fn logs(&self) -> String {
         let o = self.podman.podman(&["logs", &self.name]);

@@ -5,6 +5,7 @@
 //! (`stacks`).
 
 pub(crate) mod aggregate;
+pub mod container_id;
 pub(crate) mod demoted_estimate;
 pub mod left_out;
 pub(crate) mod percentile;
@@ -174,6 +175,14 @@ pub struct ThreadJson {
     /// covered (docs/REPORT.md, "Containers"); absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unmatched: bool,
+    /// Its process's cgroup in the CPU controller's hierarchy, as in
+    /// `processes` (absent in traces recorded before it existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The container that cgroup names (64 hex digits), if any
+    /// ([`container_id::container_of`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -189,6 +198,9 @@ pub struct ProcessJson {
     /// The quotas of it and its ancestors, innermost first (empty: none),
     /// with the periods they throttled during the trace.
     pub cpu_limits: Vec<crate::meta::CpuLimit>,
+    /// The container (and Kubernetes pod) `cgroup` names, if any.
+    #[serde(flatten)]
+    pub container: container_id::ContainerId,
 }
 
 /// The report's `processes`: each traced process with its cgroup's quotas.
@@ -199,6 +211,7 @@ pub fn processes(trace: &Trace) -> Vec<ProcessJson> {
         .map(|p| ProcessJson {
             pid: p.pid,
             cgroup: p.cgroup.clone(),
+            container: container_id::container_of(&p.cgroup),
             cpu_limits: p
                 .cpu_limited_by
                 .iter()
@@ -228,7 +241,7 @@ pub fn describe_cgroups(processes: &[ProcessJson]) -> Vec<String> {
         .into_iter()
         .map(|(cgroup, pids, limits)| {
             let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-            let who = format!("pid {} in {cgroup}", pids.join(", "));
+            let who = format!("pid {} in {cgroup}{}", pids.join(", "), container_id::describe(cgroup));
             if limits.is_empty() {
                 return format!("{who}: no CPU quota");
             }
@@ -516,6 +529,9 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
     };
     let mut all = BTreeMap::new();
     let mut threads = Vec::new();
+    let cgroups: BTreeMap<u32, &str> = (trace.meta.process_cgroups.iter())
+        .map(|p| (p.pid, p.cgroup.as_str()))
+        .collect();
     for (tid, (totals, methods)) in &agg.per_thread {
         let info = &trace.threads[tid];
         if !keep_thread(info) {
@@ -543,6 +559,8 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             carrier: info.carrier,
             ns_tid: info.ns_tid,
             unmatched: info.unmatched,
+            cgroup: cgroups.get(&info.tgid).map(|c| c.to_string()),
+            container_id: (cgroups.get(&info.tgid)).and_then(|c| container_id::container_of(c).container_id),
             methods: sorted_methods(trace, methods, filter),
         });
     }
