@@ -312,7 +312,7 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> an
             None => " until Ctrl-C or until it exits".into(),
         }
     );
-    let why = signals::wait_for_stop(jvm.pid, args.duration);
+    let why = signals::wait_for_stop(&[jvm.pid], args.duration);
     let mut problem = None;
     if hotspot::alive(jvm.pid) {
         match load_agent(&jvm, place.library(), "stop") {

@@ -1,5 +1,6 @@
 //! `jtrace record`: the kernel side only, on a process that is already
-//! running (and those it forks from now on).
+//! running, or every process of a cgroup subtree (a container, a pod), and
+//! those they fork from now on.
 
 use crate::disk::DiskArgs;
 use crate::options::{parse_duration, KernelArgs};
@@ -15,8 +16,15 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub(crate) struct RecordArgs {
     /// Process to record (with the processes it forks from now on).
-    #[arg(short, long)]
-    pid: u32,
+    #[arg(short, long, required_unless_present = "cgroup", conflicts_with = "cgroup")]
+    pid: Option<u32>,
+    /// Record every process in this cgroup and the cgroups beneath it (a
+    /// container's or a pod's), as /proc/PID/cgroup names it (the `cpu`
+    /// line on cgroup v1), with the processes they fork from now on.
+    /// Processes that enter the cgroup later from outside are not
+    /// followed.
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`; a bare number is
     /// seconds); default: until Ctrl-C or until the process exits.
     #[arg(long, value_parser = parse_duration)]
@@ -38,45 +46,79 @@ pub(crate) fn record(args: RecordArgs) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let exists = i32::try_from(args.pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|pid| rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH));
-    if !exists {
-        eprintln!("jtrace: no process with pid {}", args.pid);
-        return ExitCode::from(EXIT_USAGE);
-    }
-    match record_inner(args, lib_calls) {
+    let targets = match (&args.pid, &args.cgroup) {
+        (Some(pid), _) => {
+            let exists = i32::try_from(*pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .is_some_and(|p| rustix::process::test_kill_process(p) != Err(rustix::io::Errno::SRCH));
+            if !exists {
+                eprintln!("jtrace: no process with pid {pid}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            Targets::Pid(*pid)
+        }
+        (None, Some(path)) => match jtrace_bpf::cgroup_members(path) {
+            Ok(pids) if pids.is_empty() => {
+                eprintln!("jtrace: no process in cgroup {path}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            Ok(pids) => Targets::Cgroup(path.clone(), pids),
+            Err(e) => {
+                eprintln!("jtrace: {e:#}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        (None, None) => unreachable!("clap requires --pid or --cgroup"),
+    };
+    match record_inner(args, targets, lib_calls) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => session::failed(e),
     }
 }
 
-fn record_inner(args: RecordArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
+/// What `record` follows.
+enum Targets {
+    /// `--pid`.
+    Pid(u32),
+    /// `--cgroup`: its path and the processes in it now.
+    Cgroup(String, Vec<u32>),
+}
+
+fn record_inner(args: RecordArgs, targets: Targets, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
     let owner = User::invoking()?;
-    owner.check_may_trace(args.pid)?;
+    let (pids, command, pid, what) = match targets {
+        Targets::Pid(pid) => (vec![pid], session::command_line(pid), pid, format!("pid {pid}")),
+        Targets::Cgroup(path, pids) => {
+            let what = format!("the {} processes of cgroup {path}", pids.len());
+            (pids, vec!["--cgroup".into(), path], 0, what)
+        }
+    };
+    for &pid in &pids {
+        owner.check_may_trace(pid)?;
+    }
     jtrace_bpf::required_kernel_features()?;
     let out = std::path::absolute(&args.output)?;
-    let command = session::command_line(args.pid);
     let dir = TraceDir::prepare(&out, &owner)?;
     let disk = args.disk.plan(&dir);
-    let meta = session::new_meta(command, args.pid, &[]);
+    let meta = session::new_meta(command, pid, &[]);
+    // The safepoint probes go into the first JVM's libjvm (every JDK's when none).
     let libs = JvmLibraries {
-        libjvm: jtrace_bpf::safepoints::libjvm_of_pid(args.pid),
+        libjvm: pids.iter().find_map(|&p| jtrace_bpf::safepoints::libjvm_of_pid(p)),
         agent: None,
     };
-    let traced = Traced::Pid(args.pid);
+    let traced = Traced::Pids(pids.clone());
     let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libs, traced, &owner)?;
     signals::stop_on_signals()?;
     eprintln!(
-        "jtrace: recording pid {}{}",
-        args.pid,
+        "jtrace: recording {what}{}",
         match args.duration {
             Some(d) => format!(" for {d:?} (Ctrl-C stops earlier)"),
-            None => " until it exits or Ctrl-C".into(),
+            None if pids.len() == 1 => " until it exits or Ctrl-C".into(),
+            None => " until they exit or Ctrl-C".into(),
         }
     );
-    let why = signals::wait_for_stop(args.pid, args.duration);
+    let why = signals::wait_for_stop(&pids, args.duration);
     let stats = session.stop_kernel();
     session.meta.complete = true;
     let kernel_problem = kernel_stream_problem(&stats, &session.meta);

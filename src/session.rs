@@ -91,6 +91,8 @@ pub(crate) enum Traced {
     OurChildren,
     /// A running process, with those it forks from now on.
     Pid(u32),
+    /// Running processes (a cgroup's), with those they fork from now on.
+    Pids(Vec<u32>),
 }
 
 /// The JVM's libraries the kernel recorder probes.
@@ -168,6 +170,7 @@ impl Session {
             match traced {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
                 Traced::Pid(pid) => cfg.pids = vec![pid],
+                Traced::Pids(ref pids) => cfg.pids = pids.clone(),
             }
             KernelRecorder::start(cfg).context("cannot start kernel tracing")
         });

@@ -63,12 +63,20 @@ pub(crate) fn stop_on_signals() -> anyhow::Result<()> {
     )
 }
 
-/// Waits until `duration` has passed, a stop signal arrived or process
-/// `pid` exited; returns which, for the closing message.
-pub(crate) fn wait_for_stop(pid: u32, duration: Option<Duration>) -> &'static str {
-    // A pidfd becomes readable when the process exits (zombie or not).
-    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+/// Waits until `duration` has passed, a stop signal arrived or every
+/// process of `pids` exited; returns which, for the closing message.
+pub(crate) fn wait_for_stop(pids: &[u32], duration: Option<Duration>) -> &'static str {
+    // A pidfd becomes readable when its process exits (zombie or not); -1
+    // where pidfd_open failed (then signal 0 tells).
+    let mut left: Vec<(u32, i32)> = (pids.iter())
+        // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+        .map(|&pid| {
+            (
+                pid,
+                unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32,
+            )
+        })
+        .collect();
     let deadline = duration.map(|d| Instant::now() + d);
     let why = loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) {
@@ -77,27 +85,47 @@ pub(crate) fn wait_for_stop(pid: u32, duration: Option<Duration>) -> &'static st
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break "duration reached";
         }
-        if pidfd >= 0 {
-            let mut pfd = libc::pollfd {
-                fd: pidfd,
+        let mut pfds: Vec<libc::pollfd> = (left.iter())
+            .filter(|(_, fd)| *fd >= 0)
+            .map(|&(_, fd)| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
-            };
-            // SAFETY: one valid pollfd. -1 (EINTR from a stop signal) loops.
-            if unsafe { libc::poll(&mut pfd, 1, 50) } > 0 {
-                break "process exited";
-            }
-        } else {
-            // SAFETY: signal 0 only checks for existence.
-            if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
-                break "process exited";
-            }
+            })
+            .collect();
+        if pfds.is_empty() {
             std::thread::sleep(Duration::from_millis(50));
+        } else {
+            // SAFETY: valid pollfds. -1 (EINTR from a stop signal) loops.
+            unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 50) };
+        }
+        let exited_fds: Vec<i32> = pfds.iter().filter(|p| p.revents != 0).map(|p| p.fd).collect();
+        left.retain(|&(pid, fd)| {
+            let exited = if fd >= 0 {
+                exited_fds.contains(&fd)
+            } else {
+                // SAFETY: signal 0 only checks for existence.
+                unsafe { libc::kill(pid as libc::pid_t, 0) != 0 }
+            };
+            if exited && fd >= 0 {
+                // SAFETY: our own fd, closed once (it leaves `left`).
+                unsafe { libc::close(fd) };
+            }
+            !exited
+        });
+        if left.is_empty() {
+            break if pids.len() == 1 {
+                "process exited"
+            } else {
+                "every process exited"
+            };
         }
     };
-    if pidfd >= 0 {
-        // SAFETY: our own fd, closed once.
-        unsafe { libc::close(pidfd) };
+    for (_, fd) in left {
+        if fd >= 0 {
+            // SAFETY: our own fd, closed once.
+            unsafe { libc::close(fd) };
+        }
     }
     why
 }

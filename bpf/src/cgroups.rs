@@ -72,9 +72,9 @@ pub struct ProcessCgroup {
 
 /// The CPU controller's hierarchy: where it is mounted (an open directory)
 /// and how its files are named.
-struct Hierarchy {
-    dir: OwnedFd,
-    v2: bool,
+pub(crate) struct Hierarchy {
+    pub(crate) dir: OwnedFd,
+    pub(crate) v2: bool,
 }
 
 /// What the recorder found of the traced processes' cgroups.
@@ -146,7 +146,7 @@ impl Cgroups {
 
 /// The cgroup v1 hierarchy of the `cpu` controller and the v2 one, from
 /// this process's mount table.
-fn open_hierarchies() -> (Option<Hierarchy>, Option<Hierarchy>) {
+pub(crate) fn open_hierarchies() -> (Option<Hierarchy>, Option<Hierarchy>) {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let (mut v1, mut v2) = (None, None);
     for line in text.lines() {
@@ -202,7 +202,7 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn is_cgroup_fs(fd: &OwnedFd) -> bool {
+pub(crate) fn is_cgroup_fs(fd: &OwnedFd) -> bool {
     rustix::fs::fstatfs(fd).is_ok_and(|s| {
         // f_type's integer type differs by architecture.
         #[allow(clippy::unnecessary_cast)]

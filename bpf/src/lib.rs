@@ -58,6 +58,7 @@
 
 #![deny(missing_docs)]
 
+mod cgroup_members;
 mod cgroups;
 mod chunks;
 mod config;
@@ -75,6 +76,7 @@ mod sink;
 mod stack_names;
 mod stats;
 
+pub use cgroup_members::cgroup_members;
 pub use cgroups::{CpuLimit, CpuStat, ProcessCgroup, Quota};
 pub use chunks::KernelChunks;
 pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};

@@ -160,10 +160,14 @@ pub(crate) fn setup<'o>(
         .as_deref_mut()
         .context("the BPF filter (.bss) is not memory-mapped")?
         .traced_bits;
-    for &pid in &cfg.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("cannot trace pid {pid}: no such process");
-        }
+    // Of several (a cgroup's), those that exited meanwhile are skipped.
+    let alive: Vec<u32> = (cfg.pids.iter().copied())
+        .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        .collect();
+    if let (true, Some(pid)) = (alive.is_empty(), cfg.pids.first()) {
+        bail!("cannot trace pid {pid}: no such process");
+    }
+    for pid in alive {
         filter_add(filter, pid)?;
     }
     sk.attach().map_err(|e| load_error("attaching BPF programs", e))?;
