@@ -16,6 +16,7 @@ use crate::model::trace::Trace;
 use crate::options::StreamOptions;
 use crate::stream;
 use crate::walk::analyze;
+use jtrace_format::agent_threads::is_agent_thread;
 use left_out::{DemotedJson, ShortDroppedJson, TrivialJson};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -174,6 +175,11 @@ pub struct ThreadJson {
     /// covered (docs/REPORT.md, "Containers"); absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unmatched: bool,
+    /// One of the threads jtrace's agent runs in the traced JVM (named as
+    /// [`jtrace_format::agent_threads`] says): the tracer's time, not the
+    /// program's; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tracer: bool,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -543,6 +549,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             carrier: info.carrier,
             ns_tid: info.ns_tid,
             unmatched: info.unmatched,
+            tracer: is_agent_thread(info.display_name()) || is_agent_thread(&info.comm),
             methods: sorted_methods(trace, methods, filter),
         });
     }
