@@ -38,6 +38,10 @@ pub(crate) struct ReportArgs {
     /// JVM) too; left out by default, JSON marks them `tracer`.
     #[arg(long)]
     all: bool,
+    /// Threads table: one row per thread; by default threads named alike
+    /// but for a trailing number (`pool-1-thread-1` … `-8`) are one row.
+    #[arg(long)]
+    per_thread: bool,
     /// Instead of the report, print configuration rules (`exclude_method`)
     /// for the methods the trace demoted, for `jtrace run --config`: they
     /// then get no probes from the start (docs/OVERHEAD.md).
@@ -81,6 +85,7 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
         let opts = jtrace_timeline::ReportTextOptions {
             top: args.top,
             all_threads: args.all,
+            per_thread: args.per_thread,
         };
         out.write_all(jtrace_timeline::render_report(&report, &opts).as_bytes())?;
     }

@@ -244,6 +244,8 @@ pub struct ReportTextOptions {
     pub top: usize,
     /// Show jtrace's own threads too (`--all`).
     pub all_threads: bool,
+    /// One row per thread, threads named alike not summed (`--per-thread`).
+    pub per_thread: bool,
 }
 
 impl Default for ReportTextOptions {
@@ -251,6 +253,7 @@ impl Default for ReportTextOptions {
         ReportTextOptions {
             top: 25,
             all_threads: false,
+            per_thread: false,
         }
     }
 }
@@ -346,7 +349,7 @@ pub fn render_report(r: &Report, opts: &ReportTextOptions) -> String {
 /// The threads table (see [`thread_rows`]) and what it left out of the
 /// tracer's threads, which the other per-thread tables leave out too.
 fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerLeftOut {
-    let (rows, left_out) = thread_rows(&r.threads, opts.all_threads);
+    let (rows, left_out) = thread_rows(&r.threads, opts.all_threads, opts.per_thread);
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
     let cols = used_causes(rows.iter().map(|t| &t.off_cpu_ns));
     let uncovered = rows.iter().any(|t| t.not_covered_ns > 0);
@@ -369,10 +372,11 @@ fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerL
         let th = row.members[0];
         // A virtual thread by its Java id (its tid is the merge's key); a
         // container's thread by the tid its JVM sees, after the host's.
-        let tid = match (th.java_id, th.unmatched, th.ns_tid) {
-            (Some(id), _, _) => format!("vthread #{id}"),
-            (None, true, Some(ns)) => format!("?/{ns}"),
-            (None, false, Some(ns)) => format!("{}/{ns}", th.tid),
+        let tid = match (row.group_tids(), th.java_id, th.unmatched, th.ns_tid) {
+            (Some(tids), ..) => tids,
+            (None, Some(id), _, _) => format!("vthread #{id}"),
+            (None, None, true, Some(ns)) => format!("?/{ns}"),
+            (None, None, false, Some(ns)) => format!("{}/{ns}", th.tid),
             _ => th.tid.to_string(),
         };
         let mut cells = vec![
@@ -395,6 +399,12 @@ fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerL
         s,
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
+    if rows.iter().any(|t| t.members.len() > 1) {
+        let _ = writeln!(
+            s,
+            "(name ×N = N threads named alike but for their number, summed; --per-thread lists each)"
+        );
+    }
     if r.threads.iter().any(|t| t.ns_tid.is_some()) {
         let _ = writeln!(
             s,

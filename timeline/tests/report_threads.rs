@@ -1,6 +1,7 @@
-//! The text report's threads table on a hand-made trace: jtrace's own
-//! threads are left out unless `--all` (said in one line), and the JSON
-//! report keeps every thread, the tracer's marked.
+//! The text report's threads table on a hand-made trace: threads named
+//! alike are one row whose figures are their sums, jtrace's own threads are
+//! left out unless `--all` (said in one line), and the JSON report keeps
+//! every thread, the tracer's marked.
 
 mod fixture;
 
@@ -53,9 +54,10 @@ fn trace() -> Report {
     build_report(&t, &ReportFilter::default())
 }
 
-fn text(r: &Report, all_threads: bool) -> String {
+fn text(r: &Report, all_threads: bool, per_thread: bool) -> String {
     let opts = ReportTextOptions {
         all_threads,
+        per_thread,
         ..Default::default()
     };
     render_report(r, &opts)
@@ -93,11 +95,73 @@ fn members<'a>(r: &'a Report, tids: &[u32]) -> Vec<&'a ThreadJson> {
         .collect()
 }
 
+/// What the group row must read: each column's sum over the members, as
+/// the table prints it.
+fn summed(r: &Report, tids: &[u32], col: &str) -> String {
+    let ts = members(r, tids);
+    let ns: u64 = match col {
+        "wall" => ts.iter().map(|t| t.wall_ns).sum(),
+        "cpu" => ts.iter().map(|t| t.cpu_ns).sum(),
+        "off" => ts.iter().map(|t| t.off_cpu_ns.total()).sum(),
+        "vol" => return ts.iter().map(|t| t.voluntary_switches).sum::<u64>().to_string(),
+        "invol" => return ts.iter().map(|t| t.involuntary_switches).sum::<u64>().to_string(),
+        cause => {
+            let c = jtrace_merge::Cause::from_name(cause).unwrap();
+            ts.iter().map(|t| t.off_cpu_ns.get(c)).sum()
+        }
+    };
+    ms(ns)
+}
+
+#[test]
+fn threads_named_alike_are_one_row_of_their_sums() {
+    let r = trace();
+    let grouped = text(&r, false, false);
+    let per_thread = text(&r, false, true);
+    for (name, tids) in [
+        ("pool-1-thread-{1..4} ×4", &POOL[..]),
+        ("[GC Thread#{0..1}] ×2", &GC[..]),
+    ] {
+        let group = row(&grouped, name);
+        assert!(group.iter().any(|(c, _)| c == "runqueue"), "{grouped}");
+        for (col, v) in &group {
+            // The row's figure is the members' sum, to the printed precision.
+            let want: f64 = summed(&r, tids, col).parse().unwrap();
+            assert_eq!(*v, want, "{name} {col}\n{grouped}");
+            // And the per-thread rows add up to it, within their rounding.
+            let names: Vec<String> = (members(&r, tids).iter())
+                .map(|t| {
+                    if t.java {
+                        t.name.clone()
+                    } else {
+                        format!("[{}]", t.name)
+                    }
+                })
+                .collect();
+            let sum: f64 = (names.iter())
+                .map(|n| row(&per_thread, n).into_iter().find(|(c, _)| c == col).unwrap().1)
+                .sum();
+            assert!(
+                (sum - v).abs() <= 0.0005 * tids.len() as f64 + 1e-9,
+                "{name} {col}: {sum} vs {v}"
+            );
+        }
+    }
+    // The group's tids; each member's own row only with --per-thread.
+    let table = thread_lines(&grouped).join("\n");
+    assert!(table.contains("201-204 pool-1-thread-{1..4} ×4"), "{table}");
+    assert!(!table.contains("pool-1-thread-1 "), "{table}");
+    assert!(grouped.contains("--per-thread lists each"), "{grouped}");
+    assert!(!per_thread.contains("×"), "{per_thread}");
+    // A thread alone stays as it is.
+    assert!(table.contains("200 main "), "{table}");
+}
+
 #[test]
 fn the_tracers_threads_are_left_out_unless_all() {
     let r = trace();
     let tracer = members(&r, &[GROW, DEMOTER]);
-    let default = text(&r, false);
+    let default = text(&r, false, false);
     let table = thread_lines(&default).join("\n");
     assert!(!table.contains("jtrace"), "{table}");
     let wall = ms(tracer.iter().map(|t| t.wall_ns).sum());
@@ -113,7 +177,7 @@ fn the_tracers_threads_are_left_out_unless_all() {
         )
     );
 
-    let all = text(&r, true);
+    let all = text(&r, true, false);
     let table = thread_lines(&all).join("\n");
     for (name, t) in [
         ("[jtrace-grow] (tracer)", tracer[0]),
