@@ -34,6 +34,14 @@ pub(crate) struct ReportArgs {
     /// `frame_lines`), functions inlined there as frames of their own.
     #[arg(long)]
     lines: bool,
+    /// Threads table: show jtrace's own threads (the agent's, in the traced
+    /// JVM) too; left out by default, JSON marks them `tracer`.
+    #[arg(long)]
+    all: bool,
+    /// Threads table: one row per thread; by default threads named alike
+    /// but for a trailing number (`pool-1-thread-1` … `-8`) are one row.
+    #[arg(long)]
+    per_thread: bool,
     /// Instead of the report, print configuration rules (`exclude_method`)
     /// for the methods the trace demoted, for `jtrace run --config`: they
     /// then get no probes from the start (docs/OVERHEAD.md).
@@ -74,7 +82,12 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        out.write_all(jtrace_timeline::render_report(&report, args.top).as_bytes())?;
+        let opts = jtrace_timeline::ReportTextOptions {
+            top: args.top,
+            all_threads: args.all,
+            per_thread: args.per_thread,
+        };
+        out.write_all(jtrace_timeline::render_report(&report, &opts).as_bytes())?;
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ use std::process::Command;
 const VIEWS: &[(&str, &[&str])] = &[
     ("report.txt", &["report", "demo.jtrace"]),
     ("report.json", &["report", "--json", "demo.jtrace"]),
+    ("report-all.txt", &["report", "--all", "--per-thread", "demo.jtrace"]),
     (
         "report-sleep.txt",
         &["report", "--top", "3", "--cause", "sleep", "demo.jtrace"],

@@ -145,7 +145,13 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
                 "{jdk}: {thread}"
             );
         }
-        let text = jtrace_timeline::render_report(&report, 20);
+        let text = jtrace_timeline::render_report(
+            &report,
+            &jtrace_timeline::ReportTextOptions {
+                top: 20,
+                ..Default::default()
+            },
+        );
         assert!(text.contains("== Top stacks by method"), "{jdk}: {text}");
         let sleep = &by_thread["sleep"];
         assert!(

@@ -16,6 +16,7 @@ use crate::jvm;
 use crate::mutex::lock;
 use crate::probe_class;
 use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
+use jtrace_format::agent_threads::DEMOTER;
 use jtrace_format::{Payload, Record};
 
 /// Demoter threads attached to the JVM (one per session, the last one's
@@ -28,7 +29,7 @@ static ATTACHED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn start() {
     let session = SESSION.load(Ordering::SeqCst);
     let spawned = std::thread::Builder::new()
-        .name("jtrace demoter".into())
+        .name(DEMOTER.into())
         .spawn(move || run(session));
     if let Err(e) = spawned {
         debug(&format!("demotion: cannot start the demoter thread: {e}"));
@@ -36,8 +37,10 @@ pub(crate) fn start() {
 }
 
 fn run(session: u64) {
+    // Its Java name is its kernel name: readers know the tracer's threads by it.
+    let name = std::ffi::CString::new(DEMOTER).expect("no NUL in a thread name");
     // SAFETY: a thread of the agent's own, after the agent connected.
-    let jni = unsafe { jvm::attach_daemon(c"jtrace demoter") };
+    let jni = unsafe { jvm::attach_daemon(&name) };
     if jni.is_null() {
         debug("demotion: the JVM refused to attach the demoter thread");
         return;

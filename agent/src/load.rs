@@ -283,19 +283,21 @@ fn same_dir(a: &str, b: &str) -> bool {
 /// ([`Recorder::rotate_if_due`]); it ends with the recording. Guarded,
 /// so that a stopping attach session waits for it before freeing the recorder.
 fn start_rotation() {
-    let spawned = std::thread::Builder::new().name("jtrace-chunks".into()).spawn(|| loop {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let mut go_on = false;
-        guard("chunk rotation", || {
-            if let Some(rec) = RECORDER.get().filter(|r| !r.is_dead()) {
-                rec.rotate_if_due(now_ns());
-                go_on = true;
+    let spawned = std::thread::Builder::new()
+        .name(jtrace_format::agent_threads::CHUNKS.into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut go_on = false;
+            guard("chunk rotation", || {
+                if let Some(rec) = RECORDER.get().filter(|r| !r.is_dead()) {
+                    rec.rotate_if_due(now_ns());
+                    go_on = true;
+                }
+            });
+            if !go_on {
+                return;
             }
         });
-        if !go_on {
-            return;
-        }
-    });
     if let Err(e) = spawned {
         say(&format!(
             "cannot start the chunks' thread ({e}): the stream is one chunk"

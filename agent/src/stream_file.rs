@@ -322,7 +322,7 @@ impl StreamFile {
         if g.is_none() {
             let weak = Arc::downgrade(self);
             *g = std::thread::Builder::new()
-                .name("jtrace-grow".into())
+                .name(jtrace_format::agent_threads::GROW.into())
                 .spawn(move || grower(weak))
                 .ok()
                 .map(|h| h.thread().clone());

@@ -19,11 +19,12 @@
 //! writes records, `decode.rs` reads them, `batch.rs` packs a thread's
 //! method events into METHOD_BATCH records; `stream.rs` has the stream and
 //! record headers and `trace_dir.rs` the names of a trace directory's
-//! files.
+//! files; [`agent_threads`] the names the agent gives its own threads.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod agent_threads;
 mod batch;
 mod chunk;
 mod decode;

@@ -15,7 +15,8 @@
 //!   memory a view needs), `segments.rs` (where each cause of an interval
 //!   lies in time: the one layout rule the Chrome export and the HTML page
 //!   use);
-//! * one module per output: `text.rs`, `table.rs` (with `stack_table.rs`),
+//! * one module per output: `text.rs`, `table.rs` (with `stack_table.rs`
+//!   and `thread_rows.rs`, the threads table's rows),
 //!   `html.rs` (with its viewer in `assets/`, the critical paths it
 //!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
 //!   `chrome.rs`, `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/`
@@ -51,6 +52,7 @@ mod stack_table;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
+mod thread_rows;
 mod why;
 mod windows;
 
@@ -65,7 +67,7 @@ pub use parquet::{write_parquet, TABLES as PARQUET_TABLES};
 pub use perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
 pub use pprof::Pprof;
 pub use segments::{cause_segments, cause_segments_in};
-pub use table::render_report;
+pub use table::{render_report, ReportTextOptions};
 pub use text::{write_text, write_text_streaming, Text, TextOptions};
 pub use why::{render_why, WhyTextOptions};
 pub use windows::{jvm_windows, jvm_windows_of_stops, window_name, JvmWindow};

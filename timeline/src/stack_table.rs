@@ -31,15 +31,22 @@ fn short(st: &StackJson) -> String {
     }
 }
 
-fn groups(s: &mut String, title: &str, groups: &[StackGroupJson], top: usize, stacks_each: usize) {
-    if groups.is_empty() {
+fn groups<'a>(
+    s: &mut String,
+    title: &str,
+    groups: impl IntoIterator<Item = &'a StackGroupJson>,
+    top: usize,
+    stacks_each: usize,
+) {
+    let mut groups = groups.into_iter().peekable();
+    if groups.peek().is_none() {
         return;
     }
     let _ = writeln!(
         s,
         "\n== Top stacks by {title} (off-CPU ms; user frames, innermost first)"
     );
-    for g in groups.iter().take(top) {
+    for g in groups.take(top) {
         let _ = writeln!(s, "{:>11}  {}", ms(g.ns), g.key);
         for st in g.stacks.iter().take(stacks_each) {
             let _ = writeln!(s, "{:>11}    {}", ms(st.ns), short(st));
@@ -47,11 +54,15 @@ fn groups(s: &mut String, title: &str, groups: &[StackGroupJson], top: usize, st
     }
 }
 
-/// The three tables, if the trace recorded stacks.
-pub(crate) fn stacks_tables(s: &mut String, stacks: Option<&StacksJson>, top: usize) {
+/// The three tables, if the trace recorded stacks; the per-thread one
+/// without the threads `left_out` (the tracer's, as the threads table).
+pub(crate) fn stacks_tables(s: &mut String, stacks: Option<&StacksJson>, top: usize, left_out: &[u32]) {
     let Some(st) = stacks else { return };
     groups(s, "cause", &st.by_cause, top, 3);
-    groups(s, "thread", &st.by_thread, top, 1);
+    // A thread's key is "tid name".
+    let kept = (st.by_thread.iter())
+        .filter(|g| !(g.key.split(' ').next()).is_some_and(|tid| left_out.iter().any(|t| t.to_string() == tid)));
+    groups(s, "thread", kept, top, 1);
     groups(
         s,
         "method (innermost Java frame outside the JDK)",

@@ -1,6 +1,7 @@
 //! The report as a readable table (`jtrace report` without `--json`).
 
 use crate::text::ms;
+use crate::thread_rows::{thread_rows, TracerLeftOut};
 use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::{AllocJson, MethodJson, Report};
 use jtrace_merge::report_stacks::StackMethodJson;
@@ -236,8 +237,30 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// What the text report shows (`jtrace report`'s options).
+#[derive(Debug, Clone, Copy)]
+pub struct ReportTextOptions {
+    /// Rows in the method and stack tables.
+    pub top: usize,
+    /// Show jtrace's own threads too (`--all`).
+    pub all_threads: bool,
+    /// One row per thread, threads named alike not summed (`--per-thread`).
+    pub per_thread: bool,
+}
+
+impl Default for ReportTextOptions {
+    fn default() -> Self {
+        ReportTextOptions {
+            top: 25,
+            all_threads: false,
+            per_thread: false,
+        }
+    }
+}
+
 /// Renders the report: method table, per-method wall statistics, threads, losses.
-pub fn render_report(r: &Report, top: usize) -> String {
+pub fn render_report(r: &Report, opts: &ReportTextOptions) -> String {
+    let top = opts.top;
     let mut s = String::new();
     let labels = report_labels(r);
     let t = &r.trace;
@@ -316,10 +339,21 @@ pub fn render_report(r: &Report, top: usize) -> String {
         jit_table(&mut s, &r.methods, &labels, top);
     }
 
+    let left_out = thread_table(&mut s, r, opts);
+    alloc_table(&mut s, &r.allocations, top);
+    crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top, &left_out.tids);
+    left_out_tables(&mut s, r, &labels);
+    s
+}
+
+/// The threads table (see [`thread_rows`]) and what it left out of the
+/// tracer's threads, which the other per-thread tables leave out too.
+fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerLeftOut {
+    let (rows, left_out) = thread_rows(&r.threads, opts.all_threads, opts.per_thread);
     let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
-    let cols = used_causes(r.threads.iter().map(|t| &t.off_cpu_ns));
-    let uncovered = r.threads.iter().any(|t| t.not_covered_ns > 0);
-    let tid_width = if r.threads.iter().any(|t| t.java_id.is_some()) {
+    let cols = used_causes(rows.iter().map(|t| &t.off_cpu_ns));
+    let uncovered = rows.iter().any(|t| t.not_covered_ns > 0);
+    let tid_width = if rows.iter().any(|t| t.members[0].java_id.is_some()) {
         15
     } else {
         8
@@ -334,35 +368,43 @@ pub fn render_report(r: &Report, top: usize) -> String {
     head.extend(uncovered.then(|| "not covered".to_string()));
     head.extend(["vol sw".to_string(), "invol sw".to_string()]);
     table.row(head);
-    for th in &r.threads {
-        let off = th.off_cpu_ns.total();
-        let name = if th.java {
-            th.name.clone()
-        } else {
-            format!("[{}]", th.name)
-        };
+    for row in &rows {
+        let th = row.members[0];
         // A virtual thread by its Java id (its tid is the merge's key); a
         // container's thread by the tid its JVM sees, after the host's.
-        let tid = match (th.java_id, th.unmatched, th.ns_tid) {
-            (Some(id), _, _) => format!("vthread #{id}"),
-            (None, true, Some(ns)) => format!("?/{ns}"),
-            (None, false, Some(ns)) => format!("{}/{ns}", th.tid),
+        let tid = match (row.group_tids(), th.java_id, th.unmatched, th.ns_tid) {
+            (Some(tids), ..) => tids,
+            (None, Some(id), _, _) => format!("vthread #{id}"),
+            (None, None, true, Some(ns)) => format!("?/{ns}"),
+            (None, None, false, Some(ns)) => format!("{}/{ns}", th.tid),
             _ => th.tid.to_string(),
         };
-        let mut row = vec![tid, truncate(&name, 28), ms(th.wall_ns), ms(th.cpu_ns), ms(off)];
+        let mut cells = vec![
+            tid,
+            truncate(&row.name(), 28),
+            ms(row.wall_ns),
+            ms(row.cpu_ns),
+            ms(row.off_cpu_ns.total()),
+        ];
         for c in &cols {
-            let v = th.off_cpu_ns.get(*c);
-            row.push(if v == 0 { "-".to_string() } else { ms(v) });
+            let v = row.off_cpu_ns.get(*c);
+            cells.push(if v == 0 { "-".to_string() } else { ms(v) });
         }
-        row.extend(uncovered.then(|| not_covered_cell(th.not_covered_ns)));
-        row.extend([th.voluntary_switches.to_string(), th.involuntary_switches.to_string()]);
-        table.row(row);
+        cells.extend(uncovered.then(|| not_covered_cell(row.not_covered_ns)));
+        cells.extend([row.voluntary_switches.to_string(), row.involuntary_switches.to_string()]);
+        table.row(cells);
     }
-    table.write(&mut s);
+    table.write(s);
     let _ = writeln!(
         s,
         "([name] = thread not known to the JVM agent: native or outside the JVM)"
     );
+    if rows.iter().any(|t| t.members.len() > 1) {
+        let _ = writeln!(
+            s,
+            "(name ×N = N threads named alike but for their number, summed; --per-thread lists each)"
+        );
+    }
     if r.threads.iter().any(|t| t.ns_tid.is_some()) {
         let _ = writeln!(
             s,
@@ -370,10 +412,19 @@ pub fn render_report(r: &Report, top: usize) -> String {
              its time is not covered, see the problems above)"
         );
     }
-    alloc_table(&mut s, &r.allocations, top);
-    crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top);
-    left_out_tables(&mut s, r, &labels);
-    s
+    if !left_out.tids.is_empty() {
+        let _ = writeln!(
+            s,
+            "({} tracer thread{} left out of the thread tables ({}): {} ms wall, {} ms cpu, jtrace's own; \
+             --all shows them)",
+            left_out.tids.len(),
+            if left_out.tids.len() == 1 { "" } else { "s" },
+            left_out.names.join(", "),
+            ms(left_out.wall_ns),
+            ms(left_out.cpu_ns)
+        );
+    }
+    left_out
 }
 
 /// The overloads among every method the report names.

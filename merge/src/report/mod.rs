@@ -17,6 +17,7 @@ use crate::model::trace::Trace;
 use crate::options::StreamOptions;
 use crate::stream;
 use crate::walk::analyze;
+use jtrace_format::agent_threads::is_agent_thread;
 use left_out::{DemotedJson, ShortDroppedJson, TrivialJson};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -183,6 +184,11 @@ pub struct ThreadJson {
     /// ([`container_id::container_of`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_id: Option<String>,
+    /// One of the threads jtrace's agent runs in the traced JVM (named as
+    /// [`jtrace_format::agent_threads`] says): the tracer's time, not the
+    /// program's; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tracer: bool,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -561,6 +567,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             unmatched: info.unmatched,
             cgroup: cgroups.get(&info.tgid).map(|c| c.to_string()),
             container_id: (cgroups.get(&info.tgid)).and_then(|c| container_id::container_of(c).container_id),
+            tracer: is_agent_thread(info.display_name()) || is_agent_thread(&info.comm),
             methods: sorted_methods(trace, methods, filter),
         });
     }
