@@ -1,7 +1,7 @@
 //! Ring recordings (`--max-size`, `--max-age`): the chunk files' names,
 //! and the [`Keeper`] that deletes the oldest chunks while the recording
 //! runs (every producer begins its own chunks: bpf/src/chunks.rs,
-//! agent/src/chunks.rs).
+//! agent/src/stream/chunks.rs).
 //!
 //! A finished chunk (any but its stream's newest) ends where the next one
 //! begins. The keeper deletes a finished chunk once it ended more than

@@ -11,7 +11,7 @@ mod common;
 use jtrace_testkit::synth;
 
 /// The agent's own sizes of its stream mapping.
-#[path = "../agent/src/stream_limits.rs"]
+#[path = "../agent/src/stream/limits.rs"]
 #[allow(dead_code)]
 mod stream_limits;
 

@@ -20,14 +20,12 @@ use crate::config::Config;
 use crate::demotion;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
-use crate::probe_class;
-use crate::probe_natives;
+use crate::probe;
 use crate::recorder::Recorder;
 use crate::rewrite::Selected;
 use crate::state::{active, debug, guard, now_ns, say, tid};
 use crate::sys::*;
-use crate::virtual_threads;
-use crate::vthread_markers;
+use crate::vthreads;
 
 /// Counters, printed at VM death when JTRACE_AGENT_DEBUG is set.
 /// Told of each class a retransformation changed, its new methods in place
@@ -64,7 +62,7 @@ static METHODS_REWRITTEN: AtomicU64 = AtomicU64::new(0);
 /// Selected methods left untraced because they could not be rewritten.
 static METHODS_SKIPPED: AtomicU64 = AtomicU64::new(0);
 static CLASSES_UNPARSABLE: AtomicU64 = AtomicU64::new(0);
-/// A selected method found no id left ([`crate::probe_class::MAX_METHOD_ID`]).
+/// A selected method found no id left ([`crate::probe::class::MAX_METHOD_ID`]).
 static OUT_OF_IDS: AtomicBool = AtomicBool::new(false);
 /// The trace says so once.
 static OUT_OF_IDS_SAID: AtomicBool = AtomicBool::new(false);
@@ -103,7 +101,7 @@ pub(crate) fn enabled(cfg: &Config) -> bool {
 /// Whether the agent rewrites classes: to trace methods, or to follow
 /// virtual threads from the bytecode.
 pub(crate) fn hook_needed(cfg: &Config) -> bool {
-    enabled(cfg) || virtual_threads::wants_bytecode()
+    enabled(cfg) || vthreads::wants_bytecode()
 }
 
 /// Capabilities bytecode rewriting needs (added at load). In a live VM
@@ -133,18 +131,18 @@ fn excluded_class(internal: &str) -> bool {
 }
 
 /// The marker of a method the agent marks to follow virtual threads
-/// ([`crate::vthread_markers`]), when it follows them from the bytecode.
+/// ([`crate::vthreads::markers`]), when it follows them from the bytecode.
 fn vthread_marker(class: &str, name: &str, desc: &str) -> Option<u32> {
-    if !virtual_threads::bytecode_route() {
+    if !vthreads::bytecode_route() {
         return None;
     }
-    vthread_markers::marker(class, name, desc)
+    vthreads::markers::marker(class, name, desc)
 }
 
 /// Whether the hook has anything to do in `class` (internal name): methods
 /// to trace or to mark.
 fn class_wanted(cfg: &Config, class: &str) -> bool {
-    if virtual_threads::bytecode_route() && vthread_markers::marks_class(class) {
+    if vthreads::bytecode_route() && vthreads::markers::marks_class(class) {
         return true;
     }
     enabled(cfg) && !excluded_class(class)
@@ -157,7 +155,7 @@ fn method_id(class: &str, name: &str, desc: &str) -> Option<u32> {
         return Some(id);
     }
     let id = ids.next;
-    if id >= crate::probe_class::MAX_METHOD_ID {
+    if id >= crate::probe::class::MAX_METHOD_ID {
         // Beyond any real program: the rest stay untraced, and the trace says so.
         OUT_OF_IDS.store(true, Ordering::Relaxed);
         return None;
@@ -229,7 +227,7 @@ fn transform(rec: &Recorder, cfg: &Config, data: &[u8]) -> Option<Vec<u8>> {
     if OUT_OF_IDS.load(Ordering::Relaxed) && !OUT_OF_IDS_SAID.swap(true, Ordering::Relaxed) {
         let msg = format!(
             "method tracing: more than {} methods selected; those past it are not traced",
-            crate::probe_class::MAX_METHOD_ID - 1
+            crate::probe::class::MAX_METHOD_ID - 1
         );
         say(&msg);
         rec.write_direct(&Record {
@@ -306,7 +304,7 @@ pub(crate) unsafe extern "C" fn on_class_file_load_hook(
     new_class_data_len: *mut jint,
     new_class_data: *mut *mut c_uchar,
 ) {
-    if !probe_class::ready() || class_data.is_null() || class_data_len <= 0 {
+    if !probe::class::ready() || class_data.is_null() || class_data_len <= 0 {
         return;
     }
     // SAFETY: the JVM passes `class_data` of `class_data_len` bytes, a NUL-terminated `name` or null,
@@ -347,9 +345,9 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv, cfg: &Config) -
         if jni.is_null() {
             return Err("bytecode rewriting: no JNI environment".into());
         }
-        probe_natives::define_probe_class(jni)?;
-        if virtual_threads::wants_bytecode() {
-            virtual_threads::choose_route(jni);
+        probe::natives::define_probe_class(jni)?;
+        if vthreads::wants_bytecode() {
+            vthreads::choose_route(jni);
         }
         let err = jvm::set_event(env, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true);
         if err != JVMTI_ERROR_NONE {
@@ -428,7 +426,7 @@ unsafe fn class_has_selected_method(env: *mut jvmtiEnv, c: jclass, cfg: &Config)
         let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
             return false;
         };
-        if virtual_threads::bytecode_route() && vthread_markers::marks_class(internal) {
+        if vthreads::bytecode_route() && vthreads::markers::marks_class(internal) {
             return true;
         }
         if !class_wanted(cfg, internal) {

@@ -20,7 +20,7 @@
 //! allocation is off. None of them needs method events. `virtual_threads`
 //! (default on; JDK 21 and later) follows virtual threads' mounts on their
 //! carriers: with it off their method calls are still recorded as theirs,
-//! but their time is not attributed (see agent/src/virtual_threads.rs for
+//! but their time is not attributed (see agent/src/vthreads/mod.rs for
 //! its cost).
 //!
 //! Rules are tried top to bottom and the first match wins. A method that
@@ -162,7 +162,7 @@ pub struct Config {
     /// `overhead_budget` in hundredths of a percent (0: off, the default):
     /// past it, hot short methods are demoted ([`crate::demotion`]).
     pub overhead_budget: u32,
-    /// `min_duration_ns` (0: off): shorter leaf calls are left out ([`crate::watch`]).
+    /// `min_duration_ns` (0: off): shorter leaf calls are left out ([`crate::demotion::watch`]).
     pub min_duration_ns: u64,
     /// `skip_trivial` (default off): selected methods trivial by
     /// [`jtrace_format::TRIVIAL_RULE`] are not instrumented.
@@ -171,11 +171,11 @@ pub struct Config {
     /// (the rule's second part) get no probes either.
     pub skip_forwarders: bool,
     /// `min_free_bytes` (0: none): the free-space floor of the stream's
-    /// file system ([`crate::stream_file`]).
+    /// file system ([`crate::stream::file`]).
     pub min_free_bytes: u64,
-    /// `chunk_bytes` (0: no size bound): a new chunk past this size ([`crate::chunks`]).
+    /// `chunk_bytes` (0: no size bound): a new chunk past this size ([`crate::stream::chunks`]).
     pub chunk_bytes: u64,
-    /// `chunk_ms` (0: no age bound): a new chunk past this age ([`crate::chunks`]).
+    /// `chunk_ms` (0: no age bound): a new chunk past this age ([`crate::stream::chunks`]).
     pub chunk_ms: u64,
     /// Method rules in file order.
     pub(crate) method_rules: Vec<MethodRule>,

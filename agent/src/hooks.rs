@@ -9,11 +9,12 @@ use std::sync::atomic::Ordering;
 use jtrace_format::{virtual_thread_tid, MethodDef, MethodEvent, Payload, Record, EXIT_BY_EXCEPTION};
 
 use crate::config::Config;
+use crate::probe::drain;
 use crate::recorder::Recorder;
 use crate::state::{active, guard, now_ns, tid, ThreadState, ENABLED, RECORDER};
 use crate::sys::*;
 use crate::thread::{register, with_carrier_buf, with_state};
-use crate::{classes, demotion, drain, jvm, session, virtual_threads};
+use crate::{classes, demotion, jvm, session, vthreads};
 
 /// The callbacks of this module (installed at load; their events are
 /// enabled at load or at VMInit).
@@ -282,7 +283,7 @@ unsafe extern "C" fn on_vm_death(_env: *mut jvmtiEnv, jni: *mut JNIEnv) {
         // recorded until then is valid and the loss count must be written.
         if let Some(rec) = RECORDER.get() {
             ENABLED.store(false, Ordering::SeqCst);
-            crate::demoter::stop();
+            crate::demotion::demoter::stop();
             // A callback already past its check (a GC or JIT event, another
             // thread's allocation sample) may still be recording: let it
             // finish, or its record would come after JVM_END and be lost.
@@ -309,7 +310,7 @@ unsafe fn drain_at_vm_death(jni: *mut JNIEnv) {
             drain::drain_others(jni, rec);
         }
         // SAFETY: the caller guarantees `jni` is this thread's JNIEnv (# Safety).
-        with_carrier_buf(rec, |buf| unsafe { virtual_threads::drain_all(jni, rec, buf) });
+        with_carrier_buf(rec, |buf| unsafe { vthreads::drain_all(jni, rec, buf) });
         demotion::record_short_dropped(rec, tid(), now_ns());
     }
     classes::report_counters();

@@ -13,8 +13,10 @@
 //! program then runs untraced; every callback is guarded against panics, and
 //! an internal error disables recording instead of crashing.
 //!
-//! This file is the entry point only. The modules, each of which uses only
-//! modules listed below it:
+//! This file is the entry point only. A part with several modules has a
+//! folder (`events/`, `demotion/`, `probe/`, `rewrite/`, `stream/`,
+//! `vthreads/`). The modules, by path, each of which uses only modules
+//! listed below it:
 //!
 //! | module | job |
 //! |---|---|
@@ -24,28 +26,28 @@
 //! | `session` | starting a recording session (VMInit or attach), stopping an attached one |
 //! | `existing_threads` | THREAD_START for the threads that exist before recording starts |
 //! | `events/` | the other event families: monitors, GC, JIT, allocations, park and sleep |
-//! | `demoter` | the thread that demotes methods: turns their probes off in the probe class (no retransformation) |
+//! | `demotion::demoter` | the thread that demotes methods: turns their probes off in the probe class (no retransformation) |
 //! | `classes` | bytecode rewriting: which classes, the load hook, method ids, retransformation |
-//! | `probe_natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
-//! | `virtual_threads` | virtual threads: which way they are followed, the probes' natives for them |
-//! | `vthreads_jvmti` | virtual threads followed with JVMTI's events (`bytecode_rewriting off`) |
-//! | `vthread_records` | a virtual thread's own records: identity, start/end, its probe buffer |
+//! | `probe::natives` | `Probe.register0`/`flush0`, and defining `jtrace.Probe` with them |
+//! | `vthreads` | virtual threads: which way they are followed, the probes' natives for them |
+//! | `vthreads::jvmti` | virtual threads followed with JVMTI's events (`bytecode_rewriting off`) |
+//! | `vthreads::records` | a virtual thread's own records: identity, start/end, its probe buffer |
 //! | `thread` | the calling thread's recording: its state, registering it, recording on it |
-//! | `drain` | the probes' buffers: the registry, draining them into the stream |
-//! | `probe_class` | `jtrace.Probe` through JNI: its definition, fields and buffers |
+//! | `probe::drain` | the probes' buffers: the registry, draining them into the stream |
+//! | `probe::class` | `jtrace.Probe` through JNI: its definition, fields and buffers |
 //! | `demotion` | adaptive demotion: the methods' calls across threads, the budget, what to demote |
-//! | `watch` | one thread's probe events watched at drain: calls, blocks, the `--min-duration` filter |
-//! | `batch` | probe events encoded as METHOD_BATCH records |
-//! | `vthread_markers` | the JDK methods marked to follow virtual threads, their probe events |
+//! | `demotion::watch` | one thread's probe events watched at drain: calls, blocks, the `--min-duration` filter |
+//! | `probe::batch` | probe events encoded as METHOD_BATCH records |
+//! | `vthreads::markers` | the JDK methods marked to follow virtual threads, their probe events |
 //! | `state` | the session and per-thread state, the guard around every callback |
 //! | `recorder` | per-thread buffers, method definitions, lost events |
-//! | `chunks` | a ring recording's chunk files: when to begin one, what its prologue restates |
-//! | `stream_file` | the memory-mapped stream file and its grower |
-//! | `stream_limits` | the sizes that bound the stream file's mapping |
+//! | `stream::chunks` | a ring recording's chunk files: when to begin one, what its prologue restates |
+//! | `stream::file` | the memory-mapped stream file and its grower |
+//! | `stream::limits` | the sizes that bound the stream file's mapping |
 //! | `mutex` | locking that survives a poisoned mutex |
 //! | `os` | the clock and the calling thread's id, asked of the kernel |
 //! | `rewrite/` | the class-file rewriter that inserts the probe calls |
-//! | `probe_layout` | the probe events' layout and codes, shared with `Probe.java` (build.rs writes them as `jtrace.Layout`) |
+//! | `probe::layout` | the probe events' layout and codes, shared with `Probe.java` (build.rs writes them as `jtrace.Layout`) |
 //! | `comp_level` | a compiled method's compilation level, from HotSpot's `nmethod` |
 //! | `vmstructs` | HotSpot's structure table: thread tids, native bindings |
 //! | `jvm`, `sys` | JVMTI/JNI handles, call macros and checked wrappers; the bindings |
@@ -55,14 +57,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod batch;
-mod chunks;
 mod classes;
 mod comp_level;
 mod config;
-mod demoter;
 mod demotion;
-mod drain;
 mod events;
 mod existing_threads;
 mod glob;
@@ -72,23 +70,16 @@ mod load;
 mod mutex;
 mod os;
 mod out_dir;
-mod probe_class;
-mod probe_layout;
-mod probe_natives;
+mod probe;
 mod recorder;
 mod rewrite;
 mod session;
 mod state;
-mod stream_file;
-mod stream_limits;
+mod stream;
 mod sys;
 mod thread;
-mod virtual_threads;
 mod vmstructs;
-mod vthread_markers;
-mod vthread_records;
-mod vthreads_jvmti;
-mod watch;
+mod vthreads;
 
 use std::ffi::{c_char, c_void, CStr};
 

@@ -7,17 +7,18 @@ use std::sync::atomic::Ordering;
 
 use jtrace_format::{Payload, Record};
 
-use crate::chunks::ChunkPlan;
 use crate::config::Config;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
 use crate::out_dir::{DirId, OutDir};
+use crate::probe::drain;
 use crate::recorder::Recorder;
 use crate::state::{
     guard, now_ns, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, NAMED, RECORDER, SESSION, SESSION_BUFS,
 };
+use crate::stream::chunks::ChunkPlan;
 use crate::sys::*;
-use crate::{classes, drain, events, existing_threads, hooks, session, virtual_threads};
+use crate::{classes, events, existing_threads, hooks, session, vthreads};
 
 /// Why a load did not start a recording session.
 pub(crate) enum Failure {
@@ -137,12 +138,12 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
 
         // Virtual threads (JDK 21 and later) are followed from the bytecode
         // when the agent may rewrite classes, else with JVMTI's events.
-        virtual_threads::on_load(env, cfg.virtual_threads, cfg.bytecode_rewriting);
-        if virtual_threads::wants_bytecode() && !classes::enabled(&cfg) {
+        vthreads::on_load(env, cfg.virtual_threads, cfg.bytecode_rewriting);
+        if vthreads::wants_bytecode() && !classes::enabled(&cfg) {
             let mut caps = jvmtiCapabilities::default();
             classes::capabilities(&mut caps, attach);
             if jvmti!(env, AddCapabilities, &caps) != JVMTI_ERROR_NONE {
-                virtual_threads::bytecode_refused(env);
+                vthreads::bytecode_refused(env);
             }
         }
         if cfg.traces_methods() {
@@ -166,8 +167,8 @@ pub(crate) unsafe fn load(vm: *mut JavaVM, options: *const c_char, attach: bool)
         let mut callbacks = hooks::callbacks();
         // Monitor, wait, park, sleep, GC, JIT and allocation events (events/).
         events::on_load(env, &cfg, attach, &mut callbacks);
-        let callbacks = virtual_threads::callbacks(callbacks);
-        let size = std::mem::size_of::<virtual_threads::Callbacks>() as jint;
+        let callbacks = vthreads::callbacks(callbacks);
+        let size = std::mem::size_of::<vthreads::Callbacks>() as jint;
         // The JVM reads the slots it knows of the longer table.
         let err = jvmti!(env, SetEventCallbacks, &callbacks.base, size);
         if err != JVMTI_ERROR_NONE {

@@ -1,6 +1,6 @@
 //! The JVM event stream writer: per-thread buffers of encoded records, the
 //! methods' definitions and the count of lost events, written into the
-//! stream file ([`crate::stream_file`]).
+//! stream file ([`crate::stream::file`]).
 //!
 //! Each thread encodes into its own [`ThreadBuf`] (its mutex is only
 //! contended at VM death), and appends it as one chunk once it holds
@@ -10,7 +10,7 @@
 //! use in the file. At VM death every buffer is written out, then JVM_END
 //! with the loss count, and the file is closed complete.
 //!
-//! In a ring recording ([`crate::chunks`]) the stream is a run of chunk
+//! In a ring recording ([`crate::stream::chunks`]) the stream is a run of chunk
 //! files: every append notes what it wrote in the chunks' ledger, under
 //! a shared lock that [`Recorder::rotate_if_due`] takes exclusively to
 //! begin the next chunk with its prologue, so that a prologue restates
@@ -29,9 +29,9 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use jtrace_format::{kind, Decoder, Encoder, JvmBlock, JvmLost, MethodDef, Payload, Record, LOST_STREAM_FULL};
 
-use crate::chunks::{ChunkPlan, Ledger};
 use crate::mutex::lock;
-use crate::stream_file::StreamFile;
+use crate::stream::chunks::{ChunkPlan, Ledger};
+use crate::stream::file::StreamFile;
 
 /// A thread buffer is appended to the file once it holds this many bytes.
 pub const FLUSH_AT: usize = 64 * 1024;
@@ -447,7 +447,7 @@ impl Recorder {
         by_thread.sort_by_key(|&(t, (first, _))| (first, t));
         // JVM_END (24 bytes) always fits: JVM_LOST records that would not
         // are left out (the total in JVM_END still counts their events).
-        let room = crate::stream_file::RESERVE as usize - 24;
+        let room = crate::stream::file::RESERVE as usize - 24;
         for (t, (first, events)) in by_thread {
             let at = last.buf.len();
             last.record(&Record {

@@ -1,7 +1,7 @@
 //! Tests of [`crate::recorder`]: real stream files in a temporary directory.
 
 use super::*;
-use crate::stream_file::{CHUNK, INITIAL, RESERVE};
+use crate::stream::file::{CHUNK, INITIAL, RESERVE};
 use jtrace_format::{kind, Decoder, FileHeader, MethodEvent, FILE_HEADER_LEN, STREAM_COMPLETE};
 
 fn entry(tid: u32, ts: u64, method: u64) -> Record {

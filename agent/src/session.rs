@@ -6,8 +6,10 @@ use std::sync::atomic::Ordering;
 use jtrace_format::{JvmPidNs, JvmStart, Payload, Record};
 
 use crate::config::Config;
+use crate::demotion::{self, demoter};
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
+use crate::probe::{self, drain};
 use crate::recorder::{self, Recorder, SharedBuf};
 use crate::state::{
     active, debug, internal_error, now_ns, others_done_within, say, tid, ATTACHED, CONFIG, CONTROL, ENABLED, RECORDER,
@@ -15,7 +17,7 @@ use crate::state::{
 };
 use crate::sys::*;
 use crate::thread::{register, with_state};
-use crate::{classes, demoter, demotion, drain, events, existing_threads, probe_class, virtual_threads};
+use crate::{classes, events, existing_threads, vthreads};
 
 /// Everything VMInit does; also run directly when attaching to a live VM
 /// (`thread` null): JVM_START, then the threads, methods and events the
@@ -66,10 +68,10 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
         if classes::hook_needed(cfg) {
             if classes::enabled(cfg) {
                 demotion::reset(demoter::start);
-                if probe_class::ready() {
+                if probe::class::ready() {
                     // A method demoted in an earlier session is traced again;
                     // cleared before any class gets its probes back.
-                    probe_class::set_demoted(jvm::jni_env(jni), &[], true);
+                    probe::class::set_demoted(jvm::jni_env(jni), &[], true);
                 }
             }
             if let Err(e) = classes::start(env, jni, cfg) {
@@ -89,7 +91,7 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
             }
         }
         events::start(env, jni);
-        if let Err(msg) = virtual_threads::start(env, jvm::jni_env(jni)) {
+        if let Err(msg) = vthreads::start(env, jvm::jni_env(jni)) {
             say(&msg);
             rec.write_direct(&Record {
                 tid: tid(),
@@ -138,7 +140,7 @@ pub(crate) unsafe fn stop_session(env: *mut jvmtiEnv) {
             // Events never enabled or not known to this JVM simply fail.
             jvm::set_event(env, e as jvmtiEvent, false);
         }
-        virtual_threads::stop(env);
+        vthreads::stop(env);
         let jni = jvm::jni_env(std::ptr::null_mut());
         // Park and sleep natives an attach re-bound go back to the JVM's own.
         events::park_sleep::detach(jni);
@@ -199,7 +201,7 @@ unsafe fn stop_probes(
     rec: &Recorder,
     buf_of: &dyn Fn(u32) -> Option<SharedBuf>,
 ) {
-    if !probe_class::ready() || jni.is_null() {
+    if !probe::class::ready() || jni.is_null() {
         return;
     }
     if classes::hook_needed(cfg) {
@@ -212,7 +214,7 @@ unsafe fn stop_probes(
     // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
     // (# Safety).
     unsafe {
-        virtual_threads::drain_all(jni, rec, buf_of(tid()).as_ref());
+        vthreads::drain_all(jni, rec, buf_of(tid()).as_ref());
     }
     // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni`
     // (# Safety).

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use jtrace_format::{Payload, Record};
 
 use crate::config::Config;
+use crate::demotion::watch::ThreadWatch;
 use crate::recorder::{Recorder, SharedBuf};
-use crate::watch::ThreadWatch;
 
 /// A value installed for one recording session and read lock-free by every
 /// callback. Callbacks only use it inside [`guard`], so a stop frees it once
@@ -129,7 +129,7 @@ pub(crate) struct ThreadState {
     /// began is dropped rather than unbalancing the trace.
     pub stack: Vec<usize>,
     /// The virtual thread mounted on this carrier when JVMTI's events follow
-    /// them ([`crate::vthreads_jvmti`]): its Java id and its traced methods
+    /// them ([`crate::vthreads`]'s `jvmti`): its Java id and its traced methods
     /// entered and not yet exited. JVMTI's method events on the carrier are
     /// then that virtual thread's.
     pub mounted: Option<(u64, Vec<usize>)>,

@@ -1,6 +1,6 @@
 //! Recording on the calling thread: its [`ThreadState`], registering it
 //! (thread rules, THREAD_START) and appending a record to its buffer, after
-//! whatever its bytecode probes buffered ([`crate::drain`]).
+//! whatever its bytecode probes buffered ([`crate::probe::drain`]).
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use jtrace_format::{kind, Payload, Record, ThreadStart};
 
 use crate::config::Config;
-use crate::drain;
 use crate::jvm::{self, jvmti};
 use crate::mutex::lock;
+use crate::probe::drain;
 use crate::recorder::{Recorder, SharedBuf};
 use crate::state::{active, now_ns, tid, ThreadState, NAMED, SESSION, SESSION_BUFS};
 use crate::sys::*;

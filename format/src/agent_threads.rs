@@ -3,9 +3,9 @@
 //! threads from the program's by them (the report leaves them out of its
 //! default text).
 
-/// The stream file's grower (`agent/src/stream_file.rs`).
+/// The stream file's grower (`agent/src/stream/file.rs`).
 pub const GROW: &str = "jtrace-grow";
-/// The demoter, a daemon Java thread (`agent/src/demoter.rs`).
+/// The demoter, a daemon Java thread (`agent/src/demotion/demoter.rs`).
 pub const DEMOTER: &str = "jtrace demoter";
 /// The ring recording's chunk rotation (`agent/src/load.rs`).
 pub const CHUNKS: &str = "jtrace-chunks";

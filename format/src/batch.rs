@@ -3,7 +3,7 @@
 //! METHOD_ENTRY/METHOD_EXIT records they stand for.
 //!
 //! The layout of an event and of the record's header is defined here once:
-//! the agent's probes store their events in it (agent/src/probe_layout.rs
+//! the agent's probes store their events in it (agent/src/probe/layout.rs
 //! gives these numbers to the probe class) and the agent copies them behind
 //! [`batch_header`].
 

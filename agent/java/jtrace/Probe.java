@@ -1,7 +1,7 @@
 package jtrace;
 
 // The event layout and codes shared with the agent (generated from
-// agent/src/probe_layout.rs by agent/build.rs): compile-time constants.
+// agent/src/probe/layout.rs by agent/build.rs): compile-time constants.
 import static jtrace.Layout.*;
 
 import jdk.internal.misc.Unsafe;

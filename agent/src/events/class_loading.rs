@@ -2,7 +2,7 @@
 //! loading rather than contention of the program's own: such a block
 //! happens in the first executions of a call site only (a constant pool
 //! entry is resolved once), so it must not keep the methods open around it
-//! probed ([`crate::watch`]). It is still recorded as what it is.
+//! probed ([`crate::demotion::watch`]). It is still recorded as what it is.
 //!
 //! Two shapes, read from the blocked thread's top frames (GetStackTrace;
 //! contended enters are rare, and the thread is about to sleep anyway):

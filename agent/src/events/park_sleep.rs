@@ -59,7 +59,7 @@ use crate::mutex::lock;
 use crate::state::{guard, now_ns, say};
 use crate::sys::*;
 use crate::thread::{record_java, record_registered};
-use crate::{probe_class, probe_natives, vmstructs};
+use crate::{probe, vmstructs};
 
 /// What a wrapped native does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -539,9 +539,9 @@ unsafe fn bind_waits(jni: *mut JNIEnv, wrap: bool) -> Result<(), String> {
     // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
     // (# Safety).
     unsafe {
-        probe_natives::define_probe_class(jni)?;
-        let class = probe_class::class();
-        let native = probe_class::native(c"bindWaits0", c"(Z)V", bind_waits0 as *mut c_void);
+        probe::natives::define_probe_class(jni)?;
+        let class = probe::class::class();
+        let native = probe::class::native(c"bindWaits0", c"(Z)V", bind_waits0 as *mut c_void);
         if jni!(jni, RegisterNatives, class, &native, 1) != Some(0) {
             clear_exception(jni);
             return Err("cannot register jtrace.Probe.bindWaits0".into());

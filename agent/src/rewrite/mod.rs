@@ -68,7 +68,7 @@ pub const PROBE_DESC: &str = "(I)V";
 /// Descriptor of the entry probe: it returns what the exits get.
 pub const ENTER_DESC: &str = "(I)I";
 /// Ids at or above this one mark a method rather than trace it (the
-/// virtual thread probes, [`crate::virtual_threads`]): no METHOD_DEF, no
+/// virtual thread probes, [`crate::vthreads`]): no METHOD_DEF, no
 /// method events.
 pub const MARKER_MIN: u32 = u32::MAX - 0xFF;
 /// Receiver markers (instance methods of `java.lang.VirtualThread`, whose
@@ -87,7 +87,7 @@ pub const RECEIVER_PROBES: [&str; 4] = ["unparked", "mounting", "unmounting", "s
 /// Descriptor of the receiver markers' probes.
 pub const RECEIVER_PROBE_DESC: &str = "(Ljava/lang/Object;)V";
 /// Reason markers: `REASON_MARKER + why` (why a V_* code of
-/// [`crate::probe_layout`], below [`REASON_CODES`]) makes a method call
+/// [`crate::probe::layout`], below [`REASON_CODES`]) makes a method call
 /// `Probe.blocking(why)` at entry and `Probe.blocked(why)` at every exit
 /// (the blocking calls that give an unmount its reason).
 pub const REASON_MARKER: u32 = u32::MAX - 0x80;
@@ -98,7 +98,7 @@ pub const BLOCKED: &str = "blocked";
 
 /// How many reason markers there are: one per V_* code a virtual thread
 /// event can hold.
-pub const REASON_CODES: u32 = 1 << crate::probe_layout::VTHREAD_WHAT_BITS;
+pub const REASON_CODES: u32 = 1 << crate::probe::layout::VTHREAD_WHAT_BITS;
 
 /// Whether `id` is a reason marker ([`REASON_MARKER`]).
 pub fn is_reason_marker(id: u32) -> bool {

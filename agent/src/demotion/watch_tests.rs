@@ -1,4 +1,4 @@
-//! Tests of [`crate::watch`].
+//! Tests of [`crate::demotion::watch`].
 
 use super::*;
 

@@ -8,8 +8,8 @@
 //! re-encoded.
 //!
 //! A carrier's buffer also holds virtual thread events
-//! ([`crate::probe_layout::VTHREAD_KIND`]: mounts, unmounts, unparks, see
-//! [`crate::vthread_markers`]); they
+//! ([`crate::probe::layout::VTHREAD_KIND`]: mounts, unmounts, unparks, see
+//! [`crate::vthreads::markers`]); they
 //! are written as the VTHREAD_* records they stand for, the method events
 //! around them as batches.
 
@@ -18,7 +18,7 @@ use jtrace_format::{
     BATCH_KIND_SHIFT, BATCH_MAX_EVENTS,
 };
 
-use crate::probe_layout::VTHREAD_KIND;
+use crate::probe::layout::VTHREAD_KIND;
 use crate::sys::jlong;
 
 /// The events of one probe buffer: `events[0]`'s delta counts from `base`.
@@ -46,7 +46,7 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
         return encode_method_events(out, tid, block, stack);
     }
     let (mut n, mut ts, mut from, mut from_ts) = (0, block.base, 0, block.base);
-    let mut pending = crate::vthread_markers::Pending::default();
+    let mut pending = crate::vthreads::markers::Pending::default();
     for (i, &e) in block.events.iter().enumerate() {
         ts += e as u64 & BATCH_DELTA_MASK;
         if !is_vthread_event(e) {
@@ -57,7 +57,7 @@ pub(crate) fn encode_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack
             events: &block.events[from..i],
         };
         n += encode_method_events(out, tid, methods, stack.as_deref_mut());
-        if let Some(payload) = crate::vthread_markers::probe_event(e as u64, &mut pending) {
+        if let Some(payload) = crate::vthreads::markers::probe_event(e as u64, &mut pending) {
             let mut enc = Encoder {
                 buf: std::mem::take(out),
             };
@@ -181,7 +181,7 @@ compile_error!("the probe buffers are written out as little-endian bytes");
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe_layout::{VTHREAD, VTHREAD_WHAT_SHIFT, V_MOUNT, V_SLEEP};
+    use crate::probe::layout::{VTHREAD, VTHREAD_WHAT_SHIFT, V_MOUNT, V_SLEEP};
     use jtrace_format::{kind, Payload, Record, BATCH_HEADER_LEN, BATCH_ID_SHIFT, EXIT_BY_EXCEPTION};
 
     fn decode(buf: &[u8]) -> Vec<Record> {

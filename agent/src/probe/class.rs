@@ -8,8 +8,8 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Mutex;
 
-use crate::batch::Block;
 use crate::jvm::{self, clear_exception, jni, jvmti};
+use crate::probe::batch::Block;
 use crate::state::debug;
 use crate::sys::*;
 
@@ -270,7 +270,7 @@ pub(crate) fn native(name: &'static CStr, signature: &'static CStr, f: *mut c_vo
 /// indexes its marks without a bounds check of its own, to stay a load
 /// and a test. (The events could hold ids up to
 /// [`jtrace_format::BATCH_METHOD_LIMIT`].)
-pub(crate) const MAX_METHOD_ID: u32 = crate::probe_layout::MAX_METHODS;
+pub(crate) const MAX_METHOD_ID: u32 = crate::probe::layout::MAX_METHODS;
 /// Serialises the writers of `Probe.DEMOTED` (the demoter, a session's start).
 static MARKS: Mutex<()> = Mutex::new(());
 

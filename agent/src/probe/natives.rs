@@ -1,17 +1,18 @@
 //! The natives through which the bytecode probes hand their buffers to the
 //! agent, `Probe.register0` and `Probe.flush0` (a virtual thread's are
-//! [`crate::virtual_threads`]'), and the definition of
+//! [`crate::vthreads`]'), and the definition of
 //! `jtrace.Probe` with them bound (`bindWaits0` is park and sleep's,
 //! [`crate::events::park_sleep`]).
 
 use std::ffi::c_void;
 
-use crate::drain;
 use crate::jvm::{self, jni};
+use crate::probe::class;
+use crate::probe::drain;
 use crate::state::{active, guard, tid};
 use crate::sys::*;
 use crate::thread::{register_current, with_state};
-use crate::{probe_class, virtual_threads};
+use crate::vthreads;
 
 /// Defines `jtrace.Probe` with its natives bound, unless an earlier session
 /// did (a later attach reuses the class, whose threads keep their buffers).
@@ -19,17 +20,17 @@ use crate::{probe_class, virtual_threads};
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 pub(crate) unsafe fn define_probe_class(jni: *mut JNIEnv) -> Result<(), String> {
-    if probe_class::ready() {
+    if class::ready() {
         return Ok(());
     }
     let mut natives = vec![
-        probe_class::native(c"register0", c"(Ljtrace/Probe;)V", register0 as *mut c_void),
-        probe_class::native(c"flush0", c"()V", flush0 as *mut c_void),
+        class::native(c"register0", c"(Ljtrace/Probe;)V", register0 as *mut c_void),
+        class::native(c"flush0", c"()V", flush0 as *mut c_void),
     ];
-    natives.extend(virtual_threads::natives());
+    natives.extend(vthreads::natives());
     // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
     // (# Safety).
-    unsafe { probe_class::define(jni, &natives) }
+    unsafe { class::define(jni, &natives) }
 }
 
 /// `Probe.register0(Probe p)`: the calling thread's first probe call.

@@ -1,8 +1,8 @@
 //! Draining the bytecode probes' buffers into the stream.
 //!
 //! Each thread registers its `Probe` buffer once (`register0`,
-//! [`crate::probe_natives`]); the agent keeps every live one here, and
-//! writes a buffer's events as METHOD_BATCH records ([`crate::batch`]) into
+//! [`crate::probe::natives`]); the agent keeps every live one here, and
+//! writes a buffer's events as METHOD_BATCH records ([`crate::probe::batch`]) into
 //! the stream buffer of its thread: the calling thread's before any other
 //! record of it ([`drain_own`], called by [`crate::thread::with_state`], so
 //! a thread's records stay in time order), when its buffer is full
@@ -12,11 +12,11 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use crate::batch::{self, Block};
 use crate::demotion;
 use crate::jvm::jni;
 use crate::mutex::lock;
-use crate::probe_class::{self, take_buffer};
+use crate::probe::batch::{self, Block};
+use crate::probe::class::{self, take_buffer};
 use crate::recorder::{Recorder, SharedBuf};
 use crate::state::{active, now_ns, tid, ThreadState};
 use crate::sys::*;
@@ -82,7 +82,7 @@ pub(crate) unsafe fn release_own(jni: *mut JNIEnv, probe: jobject) {
         // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `probe` its own global
         // reference (# Safety).
         unsafe {
-            probe_class::forget_slot(jni, probe);
+            class::forget_slot(jni, probe);
         }
         // SAFETY: `jni` is this thread's JNIEnv, checked non-null, and `probe` its own global
         // reference (# Safety).
@@ -190,7 +190,7 @@ pub(crate) unsafe fn drain_all(jni: *mut JNIEnv, rec: &Recorder, buf_of: &dyn Fn
 /// # Safety
 /// `jni` is the calling thread's JNIEnv (or null: nothing is done).
 pub(crate) unsafe fn purge(jni: *mut JNIEnv) {
-    if !probe_class::ready() || jni.is_null() {
+    if !class::ready() || jni.is_null() {
         return;
     }
     let all: Vec<usize> = lock(&REGISTERED).iter().map(|r| r.probe).collect();

@@ -1,9 +1,9 @@
 //! Adaptive demotion's shared state and decisions: every traced method's
-//! calls as the threads' watches ([`crate::watch`]) report them, which
+//! calls as the threads' watches ([`watch`]) report them, which
 //! methods to demote when a thread's probes cost more than the overhead
 //! budget, the methods demoted (the rewriter leaves them alone), and their
 //! METHOD_DEMOTED and METHOD_SHORT_DROPPED records. Turning their probes
-//! off is [`crate::demoter`]'s.
+//! off is [`demoter`]'s.
 //!
 //! The cost model: each probe event costs [`EVENT_COST_NS`] of the thread's
 //! CPU time (two clock reads and a store per call, measured at 60 ns a call
@@ -12,11 +12,14 @@
 //! its CPU time meanwhile (`--overhead-budget`, default 2 %; the wall time
 //! they span before its first decision, and it is never more), the methods it
 //! called most that are *hot* (at least [`MIN_CALLS`] calls seen),
-//! *short* (at least 90 % of its calls shorter than [`crate::watch::SHORT_NS`]: a mean
+//! *short* (at least 90 % of its calls shorter than [`watch::SHORT_NS`]: a mean
 //! would count the preemptions of a loaded machine) and *not blocking* (no JVM-level
 //! block inside any call, and voluntary switches guessed inside fewer than
-//! one call in [`GUESSES_PER_BLOCKING`]: see [`crate::watch`]) are demoted, most calls first, until its events
+//! one call in [`GUESSES_PER_BLOCKING`]: see [`watch`]) are demoted, most calls first, until its events
 //! would cost half the budget.
+
+pub(crate) mod demoter;
+pub(crate) mod watch;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,9 +27,9 @@ use std::sync::{Condvar, Mutex};
 
 use jtrace_format::{kind, MethodTally, Payload, Record};
 
+use crate::demotion::watch::{Tally, ThreadWatch};
 use crate::mutex::lock;
 use crate::recorder::Recorder;
-use crate::watch::{Tally, ThreadWatch};
 
 /// Estimated cost of one probe event on the calling thread, ns.
 pub(crate) const EVENT_COST_NS: u64 = 35;
@@ -46,7 +49,7 @@ pub(crate) const GUESSES_PER_BLOCKING: u64 = 1000;
 struct Watched {
     calls: u64,
     ns: u64,
-    /// Calls shorter than [`crate::watch::SHORT_NS`].
+    /// Calls shorter than [`watch::SHORT_NS`].
     short: u64,
     /// Time its first reported calls began counting.
     first_ts: u64,
@@ -69,7 +72,7 @@ static DEMOTED: Mutex<Option<HashSet<(String, String, String)>>> = Mutex::new(No
 /// Some method is demoted (saves a lock per method rewritten otherwise).
 static ANY_DEMOTED: AtomicBool = AtomicBool::new(false);
 
-/// Starts the thread that applies demotions ([`crate::demoter`], set by
+/// Starts the thread that applies demotions ([`demoter`], set by
 /// the session: it sits above this module), at the first demotion.
 static STARTER: Mutex<Option<fn()>> = Mutex::new(None);
 /// The starter ran in this session.
@@ -258,7 +261,7 @@ pub(crate) fn record_short_dropped(rec: &Recorder, tid: u32, ts: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::SHORT_NS;
+    use crate::demotion::watch::SHORT_NS;
 
     fn tally(calls: u64, ns: u64) -> Tally {
         Tally {

@@ -1,4 +1,4 @@
-//! The sizes that bound the stream file's mapping ([`crate::stream_file`]),
+//! The sizes that bound the stream file's mapping ([`crate::stream::file`]),
 //! and the resident mapping they allow. Plain constants, nothing else: the
 //! end-to-end test of the unmapping (tests/loss.rs) includes this file to
 //! check the JVM against the same numbers the agent uses.

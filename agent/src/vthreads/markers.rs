@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use jtrace_format::{kind, JvmBlock, Payload};
 
 use crate::mutex::lock;
-use crate::probe_layout::{
+use crate::probe::layout::{
     ID_SHIFT, NATIVE_BLOCKER_SHIFT, VTHREAD_ID_BITS, VTHREAD_WHAT_BITS, VTHREAD_WHAT_SHIFT, V_BLOCKER, V_MONITOR,
     V_MOUNT, V_PARK, V_SLEEP, V_SOCKET, V_TIMEOUT, V_UNMOUNT, V_UNPARK, V_WAIT, V_YIELD,
 };
@@ -145,7 +145,7 @@ pub(crate) fn split_native_what(what: u32) -> (u64, Pending) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe_layout::VTHREAD;
+    use crate::probe::layout::VTHREAD;
 
     #[test]
     fn events_decode_to_the_records_they_stand_for() {

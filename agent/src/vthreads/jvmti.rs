@@ -1,6 +1,6 @@
 //! Virtual threads followed with JVMTI (`bytecode_rewriting off`, or a JDK
 //! whose VirtualThread the probes do not know; see
-//! [`crate::virtual_threads`]): VirtualThreadStart/End (events 87 and 88,
+//! [`crate::vthreads`]): VirtualThreadStart/End (events 87 and 88,
 //! with `can_support_virtual_threads`) and HotSpot's extension events
 //! `com.sun.hotspot.events.VirtualThreadMount`/`Unmount`, the unmount's
 //! reason from the top of the virtual thread's stack ([`Markers`]); no
@@ -25,7 +25,7 @@ use crate::mutex::lock;
 use crate::state::{active, guard, now_ns};
 use crate::sys::*;
 use crate::thread::with_state;
-use crate::vthread_records::{end, java_id, record};
+use crate::vthreads::records::{end, java_id, record};
 
 /// Bit of `can_support_virtual_threads` in `jvmtiCapabilities` (JDK 21's
 /// jvmti.h: the 45th one-bit field).

@@ -20,8 +20,8 @@
 
 use jtrace_format::{batch_event_method, BatchedKind, BATCH_DELTA_MASK, BATCH_KIND_SHIFT};
 
-use crate::batch::Block;
-use crate::probe_layout::VTHREAD_KIND;
+use crate::probe::batch::Block;
+use crate::probe::layout::VTHREAD_KIND;
 use crate::sys::jlong;
 
 /// A call shorter than this (wall, ns) is short: see [`crate::demotion`].
@@ -29,7 +29,7 @@ pub(crate) const SHORT_NS: u64 = 20_000;
 
 /// Kind (the bits from `BATCH_KIND_SHIFT`) of an entry event. An exit's is
 /// [`EXIT`] or exit by exception; a virtual thread's mount, unmount or
-/// unpark in a carrier's buffer ([`crate::vthread_markers`]) is
+/// unpark in a carrier's buffer ([`crate::vthreads::markers`]) is
 /// [`VTHREAD_KIND`], not a method event.
 const ENTRY: u64 = BatchedKind::Entry as u64;
 /// Kind of a normal exit event.
@@ -351,7 +351,7 @@ impl ThreadWatch {
     }
 
     /// An exit of `id`: closes its frame, and the frames above it (exited
-    /// by exception, as [`crate::batch`] writes them); an exit of a call
+    /// by exception, as [`crate::probe::batch`] writes them); an exit of a call
     /// not open is ignored.
     fn exit(&mut self, id: u32, ts: u64) {
         if !self.frames.iter().any(|f| f.id == id) {

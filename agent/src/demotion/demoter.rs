@@ -14,7 +14,7 @@ use crate::classes;
 use crate::demotion::{self, PENDING, PENDING_SIGNAL};
 use crate::jvm;
 use crate::mutex::lock;
-use crate::probe_class;
+use crate::probe;
 use crate::state::{active, debug, guard, now_ns, say, tid, SESSION};
 use jtrace_format::agent_threads::DEMOTER;
 use jtrace_format::{Payload, Record};
@@ -95,7 +95,7 @@ fn demote(jni: *mut crate::sys::JNIEnv, ids: &[u32]) {
     let keys: Vec<(String, String, String)> = ids.iter().filter_map(|&id| classes::method_key(id)).collect();
     demotion::mark_demoted(keys.iter().cloned());
     // SAFETY: a Java thread (attached) with its JNIEnv, in the live phase.
-    if !unsafe { probe_class::set_demoted(jni, ids, false) } {
+    if !unsafe { probe::class::set_demoted(jni, ids, false) } {
         // Not demoted after all: their probes record on, and the trace says why.
         demotion::unmark_demoted(&keys);
         let msg = format!(

@@ -1,5 +1,5 @@
 //! A virtual thread's own records, whichever way its mounts are followed
-//! ([`crate::virtual_threads`]): its identity (Java id, name), its
+//! ([`crate::vthreads`]): its identity (Java id, name), its
 //! VTHREAD_* records on the calling carrier, and its probe buffer (written
 //! out under its own record tid when full, at its end and at VM death).
 
@@ -10,10 +10,10 @@ use std::sync::Mutex;
 
 use jtrace_format::{kind, virtual_thread_tid, JvmBlock, Payload};
 
-use crate::batch;
 use crate::jvm::{self, clear_exception, jni};
 use crate::mutex::lock;
-use crate::probe_class::{self, take_buffer};
+use crate::probe::class::take_buffer;
+use crate::probe::{self, batch};
 use crate::recorder::{Recorder, SharedBuf};
 use crate::state::active;
 use crate::sys::*;
@@ -101,7 +101,7 @@ pub(crate) unsafe fn end(jni: *mut JNIEnv, thread: jthread, ts: u64, name: impl 
             let probe = lock(&PROBES).as_mut().and_then(|p| p.remove(&id));
             if let Some(probe) = probe {
                 with_carrier_buf(rec, |buf| drain(jni, rec, buf, probe as jobject, id));
-                probe_class::forget_slot(jni, probe as jobject);
+                probe::class::forget_slot(jni, probe as jobject);
                 jni!(jni, DeleteGlobalRef, probe as jobject);
             }
         }
@@ -170,7 +170,7 @@ pub(crate) unsafe fn probe_thread_id(jni: *mut JNIEnv, probe: jobject) -> Option
             jni!(
                 jni,
                 GetFieldID,
-                probe_class::class(),
+                probe::class::class(),
                 c"threadId".as_ptr(),
                 c"J".as_ptr()
             )

@@ -116,11 +116,11 @@ mod tests {
     /// name (its wildcard import yields to it) and could drift from it.
     #[test]
     fn the_probe_class_has_no_copies_of_its_own() {
-        let probe = include_str!("../java/jtrace/Probe.java");
+        let probe = include_str!("../../java/jtrace/Probe.java");
         for (_, name, _, _) in JAVA {
             assert!(
                 !probe.contains(&format!(" {name} =")),
-                "Probe.java declares {name}: it is Layout's (probe_layout.rs)"
+                "Probe.java declares {name}: it is Layout's (probe/layout.rs)"
             );
         }
     }

@@ -13,19 +13,23 @@
 //!
 //! * from the bytecode (the default when the agent may rewrite classes):
 //!   `java.lang.VirtualThread`'s mount(), unmount(), run(Runnable) and
-//!   unpark() & co. are marked ([`crate::vthread_markers`]); the probes
+//!   unpark() & co. are marked ([`markers`]); the probes
 //!   append mounts, unmounts and unparks to the carrier's probe buffer (the
 //!   reason of an unmount from the virtual thread's state and the blocking
 //!   call marked, e.g. `sleepNanos`), and call [`started0`]/[`ended0`] once
 //!   per virtual thread. `can_support_virtual_threads` is not asked for:
 //!   it makes every mount take HotSpot's slow JVMTI transition;
-//! * else with JVMTI's virtual thread events ([`crate::vthreads_jvmti`]).
+//! * else with JVMTI's virtual thread events ([`jvmti`]).
 //!
 //! Method calls: a virtual thread's probe buffer (agent/java/jtrace/Probe.java)
 //! travels with it from carrier to carrier; the agent writes it out, with
 //! record tid = [`jtrace_format::virtual_thread_tid`] of its Java thread id,
 //! when it is full (`flushVirtual0`, on the carrier running it), at its end
-//! and at VM death ([`crate::vthread_records`]).
+//! and at VM death ([`records`]).
+
+mod jvmti;
+pub(crate) mod markers;
+mod records;
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -35,15 +39,15 @@ use jtrace_format::kind;
 
 use crate::jvm::{self, clear_exception, jni};
 use crate::mutex::lock;
-use crate::probe_class;
+use crate::probe;
 use crate::state::{active, debug, guard, now_ns, CONFIG};
 use crate::sys::*;
 use crate::thread::{record_raw, with_carrier_buf};
-use crate::vthread_records::{self as records, drain, end, java_id, probe_thread_id, record, thread_name, PROBES};
-use crate::vthreads_jvmti as jvmti_way;
+use crate::vthreads::jvmti as jvmti_way;
+use crate::vthreads::records::{drain, end, java_id, probe_thread_id, record, thread_name, PROBES};
 
-pub(crate) use crate::vthread_records::drain_all;
-pub(crate) use crate::vthreads_jvmti::{callbacks, Callbacks};
+pub(crate) use crate::vthreads::jvmti::{callbacks, Callbacks};
+pub(crate) use crate::vthreads::records::drain_all;
 
 /// This JVM has virtual threads and the agent may rewrite classes: follow
 /// them from the bytecode if the probes know this JDK's VirtualThread.
@@ -98,7 +102,7 @@ pub(crate) fn wants_bytecode() -> bool {
 }
 
 /// Whether virtual threads are followed from the bytecode: the hook marks
-/// [`crate::vthread_markers`]'s methods.
+/// [`markers`]'s methods.
 pub(crate) fn bytecode_route() -> bool {
     BYTECODE_ROUTE.load(Ordering::Relaxed)
 }
@@ -110,7 +114,7 @@ pub(crate) fn bytecode_route() -> bool {
 /// # Safety
 /// Live phase, on a Java thread whose JNIEnv is `jni`.
 pub(crate) unsafe fn choose_route(jni: *mut JNIEnv) {
-    let class = probe_class::class();
+    let class = probe::class::class();
     // SAFETY: the caller guarantees the live phase and that `jni` is this Java thread's JNIEnv
     // (# Safety).
     unsafe {
@@ -264,9 +268,9 @@ unsafe extern "C" fn vthread_event0(jni: *mut JNIEnv, _class: jclass, vthread: j
         let Some(id) = (unsafe { java_id(jni, vthread) }) else {
             return;
         };
-        let (what, mut pending) = crate::vthread_markers::split_native_what(what as u32);
+        let (what, mut pending) = crate::vthreads::markers::split_native_what(what as u32);
         pending.timeout_us = NATIVE_TIMEOUT_US.take();
-        if let Some(payload) = crate::vthread_markers::payload(what, id, pending) {
+        if let Some(payload) = crate::vthreads::markers::payload(what, id, pending) {
             record_raw(ts, payload);
         }
     });
@@ -284,7 +288,7 @@ unsafe extern "C" fn blocker_id0(_jni: *mut JNIEnv, _class: jclass, blocker: jcl
         // SAFETY: the JVM calls this native with a live `blocker` class reference (# Safety).
         let name = unsafe { crate::jvm::class_name(crate::jvm::env(), blocker) };
         if !name.is_empty() {
-            id = crate::vthread_markers::blocker_id(name) as jint;
+            id = crate::vthreads::markers::blocker_id(name) as jint;
         }
     });
     id
@@ -342,20 +346,20 @@ unsafe extern "C" fn timeout0(_jni: *mut JNIEnv, _class: jclass, nanos: jlong) {
 /// The natives of `jtrace.Probe` this module implements.
 pub(crate) fn natives() -> [JNINativeMethod; 7] {
     [
-        probe_class::native(c"blockerId0", c"(Ljava/lang/Class;)I", blocker_id0 as *mut c_void),
-        probe_class::native(
+        probe::class::native(c"blockerId0", c"(Ljava/lang/Class;)I", blocker_id0 as *mut c_void),
+        probe::class::native(
             c"vthreadEvent0",
             c"(Ljava/lang/Object;I)V",
             vthread_event0 as *mut c_void,
         ),
-        probe_class::native(c"started0", c"(Ljava/lang/Object;)V", started0 as *mut c_void),
-        probe_class::native(c"ended0", c"(Ljava/lang/Object;)V", ended0 as *mut c_void),
-        probe_class::native(
+        probe::class::native(c"started0", c"(Ljava/lang/Object;)V", started0 as *mut c_void),
+        probe::class::native(c"ended0", c"(Ljava/lang/Object;)V", ended0 as *mut c_void),
+        probe::class::native(
             c"registerVirtual0",
             c"(Ljtrace/Probe;)V",
             register_virtual0 as *mut c_void,
         ),
-        probe_class::native(c"flushVirtual0", c"(Ljtrace/Probe;)V", flush_virtual0 as *mut c_void),
-        probe_class::native(c"timeout0", c"(J)V", timeout0 as *mut c_void),
+        probe::class::native(c"flushVirtual0", c"(Ljtrace/Probe;)V", flush_virtual0 as *mut c_void),
+        probe::class::native(c"timeout0", c"(J)V", timeout0 as *mut c_void),
     ]
 }

@@ -37,8 +37,8 @@ use jtrace_format::{FileHeader, FILE_HEADER_LEN, JVM_MAGIC, STREAM_COMPLETE};
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::mutex::lock;
-pub(crate) use crate::stream_limits::{CHUNK, INITIAL, RESERVE};
-use crate::stream_limits::{GROW_STEP, KEEP_MAPPED, STEPS_AHEAD};
+pub(crate) use crate::stream::limits::{CHUNK, INITIAL, RESERVE};
+use crate::stream::limits::{GROW_STEP, KEEP_MAPPED, STEPS_AHEAD};
 
 /// Virtual lengths tried for the mapping, largest first (only the pages
 /// written cost memory; a smaller one is tried if the address space is limited).
