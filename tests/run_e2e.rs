@@ -369,9 +369,14 @@ fn jit_state_at_entry() {
         let java = java(jdk);
         // Foreground compilation: the call that triggers a compile waits for it,
         // so when compiled code runs does not depend on the machine's load.
+        // Not inlined: inlined into main's OSR code, a call would run
+        // compiled before `work` had code of its own (what the report's
+        // "compiled" means), earlier or later with the compile queue's order.
         let cmd = [
             java.to_str().unwrap(),
             "-XX:-BackgroundCompilation",
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,JitWarm::work",
             "-cp",
             classes.to_str().unwrap(),
             "JitWarm",
