@@ -61,6 +61,7 @@ pub(crate) unsafe fn start_recording(env: *mut jvmtiEnv, jni: *mut JNIEnv, threa
             // Signal Dispatcher, ...) get no ThreadStart event: name them now.
             existing_threads::name(env, jni, ts);
         }
+        events::bind_park_sleep(env, jni);
         let mut events = vec![JVMTI_EVENT_THREAD_START, JVMTI_EVENT_THREAD_END];
         if cfg.traces_methods() && !classes::enabled(cfg) {
             events.extend([JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT]);

@@ -160,9 +160,38 @@ pub(crate) fn early_events() -> Vec<jvmtiEvent> {
     }
 }
 
-/// At VMInit (or attach), after JVM_START: writes the load-time notes,
-/// enables the configured events, asks for the code compiled so far and
-/// re-binds the park/sleep natives.
+/// At VMInit (or attach), after JVM_START and before the method probes
+/// start: re-binds the park/sleep natives, so that no traced call begun
+/// once the probes run sleeps or parks unseen (on attach, a call entered
+/// between the two would show its sleep as the kernel's futex wait).
+///
+/// # Safety
+/// `env` is the agent's JVMTI environment in the live phase; `jni` is the
+/// current thread's JNIEnv or null (attach).
+pub(crate) unsafe fn bind_park_sleep(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
+    let f = FEATURES.get().copied().unwrap_or_default();
+    if !(f.park || f.sleep) {
+        return;
+    }
+    // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni` or null
+    // (# Safety).
+    let r = unsafe {
+        if f.attach {
+            park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
+        } else if !jni.is_null() {
+            park_sleep::start(env, jni, f.park, f.sleep)
+        } else {
+            Ok(())
+        }
+    };
+    if let Err(e) = r {
+        note(e);
+    }
+}
+
+/// At VMInit (or attach), after JVM_START and [`bind_park_sleep`]: writes
+/// the load-time notes, enables the configured events and asks for the
+/// code compiled so far.
 ///
 /// # Safety
 /// `env` is the agent's JVMTI environment in the live phase; `jni` is the
@@ -175,20 +204,6 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
     // SAFETY: the caller guarantees the live phase, the agent's `env` and this thread's `jni` or null
     // (# Safety).
     unsafe {
-        // First: on attach, park and sleep natives are re-bound while the
-        // method probes already run.
-        if f.park || f.sleep {
-            let r = if f.attach {
-                park_sleep::attach(env, jvm::jni_env(jni), f.park, f.sleep)
-            } else if !jni.is_null() {
-                park_sleep::start(env, jni, f.park, f.sleep)
-            } else {
-                Ok(())
-            };
-            if let Err(e) = r {
-                note(e);
-            }
-        }
         let mut wanted = Vec::new();
         if f.monitor_contention {
             wanted.extend([
