@@ -6,19 +6,10 @@
 mod common;
 
 use common::*;
-use jtrace_merge::{analyze, Cause, Invocation, ThreadInfo, Trace, Visitor};
+use jtrace_merge::{Cause, Invocation, ThreadInfo, Trace};
 
 const MS: u64 = 1_000_000;
 const DELAY_MS: u64 = 100;
-
-#[derive(Default)]
-struct Calls(Vec<(ThreadInfo, Invocation)>);
-
-impl Visitor for Calls {
-    fn exit(&mut self, t: &ThreadInfo, _d: usize, inv: &Invocation) {
-        self.0.push((t.clone(), *inv));
-    }
-}
 
 /// Records GroundTruth `scenario` under `jtrace run`, the JVM started in
 /// `levels` nested pid namespaces (`unshare --pid --fork --mount-proc`).
@@ -46,9 +37,7 @@ fn record_in_namespaces(jdk: &str, scenario: &str, levels: usize) -> Trace {
 
 /// The one invocation of `GroundTruth.<name>` and its thread.
 fn invocation(trace: &Trace, name: &str) -> (ThreadInfo, Invocation) {
-    let mut c = Calls::default();
-    analyze(trace, &mut c);
-    let found: Vec<_> = (c.0.into_iter())
+    let found: Vec<_> = (invocations(trace).into_iter())
         .filter(|(_, i)| {
             let m = &trace.methods[i.method as usize];
             m.class == "GroundTruth" && m.name == name

@@ -9,7 +9,7 @@ mod common;
 use common::containers::{attach_as, Container, Podman};
 use common::hostile::s;
 use common::*;
-use jtrace_merge::{analyze, Cause, Invocation, ThreadInfo, Trace, Visitor};
+use jtrace_merge::{Cause, Trace};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,15 +17,6 @@ use std::time::{Duration, Instant};
 
 const MS: u64 = 1_000_000;
 const DELAY_MS: u64 = 100;
-
-#[derive(Default)]
-struct Calls(Vec<(ThreadInfo, Invocation)>);
-
-impl Visitor for Calls {
-    fn exit(&mut self, t: &ThreadInfo, _d: usize, inv: &Invocation) {
-        self.0.push((t.clone(), *inv));
-    }
-}
 
 /// GroundTruthLoop on `jdk` in a new container of `podman` (`opts`
 /// before the image), up and serving.
@@ -65,8 +56,7 @@ fn check_ground_truth(what: &str, out: &Path) -> usize {
     assert!(trace.meta.complete, "{what}: incomplete");
     assert_eq!(trace.losses.kernel + trace.losses.jvm, 0, "{what}: events lost");
     assert_exact(&trace);
-    let mut calls = Calls::default();
-    analyze(&trace, &mut calls);
+    let calls = invocations(&trace);
     let mut checked = 0;
     for (name, cause) in [
         ("sleepFor", Cause::Sleep),
@@ -74,7 +64,6 @@ fn check_ground_truth(what: &str, out: &Path) -> usize {
         ("readLateReply", Cause::Socket),
     ] {
         let whole: Vec<_> = calls
-            .0
             .iter()
             .filter(|(_, i)| {
                 let m = &trace.methods[i.method as usize];

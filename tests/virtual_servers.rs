@@ -10,20 +10,9 @@ use std::path::PathBuf;
 
 const MS: u64 = 1_000_000;
 
-#[derive(Default)]
-struct Calls(Vec<(ThreadInfo, Invocation)>);
-
-impl Visitor for Calls {
-    fn exit(&mut self, t: &ThreadInfo, _d: usize, inv: &Invocation) {
-        self.0.push((t.clone(), *inv));
-    }
-}
-
 /// The calls of `Class.method` in `trace`.
 fn calls(trace: &Trace, class: &str, method: &str) -> Vec<(ThreadInfo, Invocation)> {
-    let mut c = Calls::default();
-    analyze(trace, &mut c);
-    (c.0.into_iter())
+    (invocations(trace).into_iter())
         .filter(|(_, i)| {
             let m = &trace.methods[i.method as usize];
             m.class == class && m.name == method
