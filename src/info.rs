@@ -158,6 +158,18 @@ fn print_stacks(out: &mut impl Write, t: &Trace, lines: bool) -> std::io::Result
         samples,
         t.meta.cpu_sample_hz
     )?;
+    let b = &s.block_stacks;
+    if let Some(min) = t.meta.stack_min_block_ns {
+        writeln!(
+            out,
+            "  blocks   {} stacks taken as their thread resumed (blocks ≥ {} µs, and {} shorter ones sampled at ≤ {}/s per CPU); {} without a user stack",
+            b.records,
+            min / 1000,
+            b.sampled,
+            t.meta.short_block_stacks_hz,
+            b.no_user
+        )?;
+    }
     let sym = jtrace_merge::Symbolizer::new(t);
     let sym = if lines { sym.with_lines() } else { sym };
     sym.name_all();

@@ -128,6 +128,17 @@ pub(crate) struct KernelArgs {
     /// of a traced thread, and CPU samples).
     #[arg(long)]
     no_stacks: bool,
+    /// Blocks at least this long get their stacks (`300us`, `2ms`), taken
+    /// as the thread resumes; shorter ones are sampled
+    /// (--short-block-stacks). `0`: the stacks of every switch-out, taken
+    /// there (≈ 4–6 µs a switch: a switch-heavy program pays for each).
+    #[arg(long, value_name = "DURATION", default_value = "500us", value_parser = parse_duration_or_zero)]
+    stack_min_block: Duration,
+    /// Blocks shorter than --stack-min-block whose stacks are taken, at
+    /// most, per CPU and second (0: none). The report says which share of
+    /// the off-CPU time has a stack.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = jtrace_bpf::DEFAULT_SHORT_BLOCK_STACKS_HZ)]
+    short_block_stacks: u32,
     /// CPU samples of traced threads per second (a perf clock on each CPU),
     /// each with its stacks; 0 for none. 99 by default: off the 100 Hz of
     /// periodic kernel work, well under 1 % of a CPU, and enough to locate
@@ -167,6 +178,8 @@ impl KernelArgs {
         cfg.lib_calls = lib_calls;
         cfg.stacks = !self.no_stacks;
         cfg.cpu_sample_hz = if self.no_stacks { 0 } else { self.cpu_samples };
+        cfg.stack_min_block_ns = self.stack_min_block_ns();
+        cfg.short_block_stacks_hz = self.short_block_stacks;
         // The traced JVMs' agent announces what the Java part of a stack needs.
         cfg.agent_library = crate::agent_lib::agent_path().ok();
     }
@@ -177,6 +190,22 @@ impl KernelArgs {
         !self.no_stacks
     }
 
+    /// Deferred stacks' least block (ns); `None`: stacks at every
+    /// switch-out, or none.
+    pub(crate) fn stack_min_block_ns(&self) -> Option<u64> {
+        let ns = self.stack_min_block.as_nanos() as u64;
+        (!self.no_stacks && ns > 0).then_some(ns)
+    }
+
+    /// Deferred stacks: short blocks' stacks per CPU per second.
+    pub(crate) fn short_block_stacks_hz(&self) -> u32 {
+        if self.stack_min_block_ns().is_some() {
+            self.short_block_stacks
+        } else {
+            0
+        }
+    }
+
     /// CPU samples per second the recording takes (0: none).
     pub(crate) fn cpu_sample_hz(&self) -> u32 {
         if self.no_stacks {
@@ -185,6 +214,14 @@ impl KernelArgs {
             self.cpu_samples
         }
     }
+}
+
+/// A duration ([`parse_duration`]) or `0`.
+pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
 }
 
 /// `10s`, `500ms`, `2m`, `1.5s`, `3` (seconds).
@@ -201,7 +238,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" => n / 1e6,
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use us, ms, s, m or h)")),
     };
     if !secs.is_finite() || secs <= 0.0 {
         return Err(format!("{s:?}: the duration must be positive"));

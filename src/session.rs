@@ -138,6 +138,8 @@ impl Session {
     ) -> anyhow::Result<Session> {
         let mut meta = meta;
         meta.cpu_sample_hz = kernel.cpu_sample_hz();
+        meta.stack_min_block_ns = kernel.stack_min_block_ns();
+        meta.short_block_stacks_hz = kernel.short_block_stacks_hz();
         let measures = jtrace_bpf::kernel_measures();
         let measured = |m: jtrace_bpf::Measure| Measured {
             measured: m.measured,

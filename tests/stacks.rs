@@ -11,8 +11,10 @@
 mod common;
 
 use common::*;
+use jtrace_merge::scale::ShortBlocks;
 use jtrace_merge::{
-    analyze, Cause, Frame, FrameKind, OffCpuInterval, Symbolizer, ThreadInfo, Trace, Visitor, TRUNCATED_FRAME,
+    analyze, Cause, Frame, FrameKind, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Trace, Visitor,
+    TRUNCATED_FRAME,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,19 +30,50 @@ const SCENARIOS: [(&str, Cause, &str); 6] = [
     ("file", Cause::File, "StackScenarios.fileHere"),
 ];
 
-/// Per thread name: the off-CPU intervals and their frames.
+/// Per thread name: the off-CPU intervals and their frames; and the time
+/// of short blocks without stacks scaled up to the stacks of sampled ones.
 struct Blocks<'a> {
     symbols: Symbolizer<'a>,
     by_thread: HashMap<String, Vec<(OffCpuInterval, Vec<Frame>)>>,
+    short: ShortBlocks<()>,
+    scaled: HashMap<String, Vec<(OffCpu, Vec<Frame>)>>,
 }
 
 impl Visitor for Blocks<'_> {
     fn off_cpu(&mut self, t: &ThreadInfo, _depth: usize, iv: &OffCpuInterval) {
+        self.short.off_cpu(iv, || ());
         let frames = iv.stack.map(|p| self.symbols.frames(p)).unwrap_or_default();
         self.by_thread
             .entry(t.display_name().to_string())
             .or_default()
             .push((*iv, frames));
+    }
+    fn thread_end(&mut self, t: &ThreadInfo, _totals: &ThreadTotals) {
+        for (pair, off) in self.short.end().scaled {
+            let frames = self.symbols.frames(pair);
+            self.scaled
+                .entry(t.display_name().to_string())
+                .or_default()
+                .push((off, frames));
+        }
+    }
+}
+
+impl Blocks<'_> {
+    /// Thread `thread`'s time of `cause`, and the part under stacks holding
+    /// Java method `method` (recorded, or scaled from samples).
+    fn under(&self, thread: &str, cause: Cause, method: &str) -> (u64, u64) {
+        let holds = |frames: &[Frame]| frames.iter().any(|f| f.is_java() && f.name == method);
+        let (mut all, mut under) = (0u64, 0u64);
+        for (iv, frames) in &self.by_thread[thread] {
+            let ns = iv.split.off.get(cause);
+            all += ns;
+            under += if holds(frames) { ns } else { 0 };
+        }
+        for (off, frames) in self.scaled.get(thread).into_iter().flatten() {
+            under += if holds(frames) { off.get(cause) } else { 0 };
+        }
+        (all, under)
     }
 }
 
@@ -62,13 +95,15 @@ fn record(jdk: &str, extra: &[&str]) -> (std::path::PathBuf, Trace) {
     (out, trace)
 }
 
-fn blocks(trace: &Trace) -> HashMap<String, Vec<(OffCpuInterval, Vec<Frame>)>> {
+fn blocks(trace: &Trace) -> Blocks<'_> {
     let mut b = Blocks {
         symbols: Symbolizer::new(trace),
         by_thread: HashMap::new(),
+        short: ShortBlocks::new(trace),
+        scaled: HashMap::new(),
     };
     analyze(trace, &mut b);
-    b.by_thread
+    b
 }
 
 #[test]
@@ -76,19 +111,11 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
     for jdk in JDKS {
         let (_dir, trace) = record(jdk, &[]);
         assert!(!trace.stacks.is_empty(), "{jdk}: no stacks recorded");
-        let by_thread = blocks(&trace);
+        let b = blocks(&trace);
+        let by_thread = &b.by_thread;
         for (thread, cause, method) in SCENARIOS {
-            let ivs = by_thread
-                .get(thread)
-                .unwrap_or_else(|| panic!("{jdk}: no thread {thread}"));
-            let (mut all, mut under) = (0u64, 0u64);
-            for (iv, frames) in ivs {
-                let ns = iv.split.off.get(cause);
-                all += ns;
-                if frames.iter().any(|f| f.is_java() && f.name == method) {
-                    under += ns;
-                }
-            }
+            assert!(by_thread.contains_key(thread), "{jdk}: no thread {thread}");
+            let (all, under) = b.under(thread, cause, method);
             assert!(all > 100_000_000, "{jdk}: {thread}: only {all} ns of {}", cause.name());
             let share = under as f64 / all as f64;
             assert!(
@@ -233,7 +260,7 @@ fn compiled_frames(jdk: &str, by_thread: &HashMap<String, Vec<(OffCpuInterval, V
 fn compiled_and_inlined_frames_are_named() {
     for jdk in JDKS {
         let (_dir, trace) = record(jdk, &[]);
-        compiled_frames(jdk, &blocks(&trace), FrameKind::Jit);
+        compiled_frames(jdk, &blocks(&trace).by_thread, FrameKind::Jit);
     }
 }
 
@@ -272,7 +299,7 @@ fn info_counts_the_unresolved_frames_the_views_have() {
 fn c1_frames_are_named_as_c1() {
     for jdk in JDKS {
         let (_dir, trace) = record(jdk, &["-XX:TieredStopAtLevel=1"]);
-        let by_thread = blocks(&trace);
+        let by_thread = blocks(&trace).by_thread;
         compiled_frames(jdk, &by_thread, FrameKind::C1);
         let c2 = by_thread
             .values()
@@ -309,7 +336,7 @@ fn code_of_unloaded_classes(jdk: &str) -> usize {
         String::from_utf8_lossy(&o.stderr)
     );
     let trace = Trace::open(&out).unwrap();
-    let by_thread = blocks(&trace);
+    let by_thread = blocks(&trace).by_thread;
     let mut named_rounds = 0;
     for k in 0..10 {
         let own = format!("ReuseR{k}.run");
@@ -388,7 +415,7 @@ fn frames_of_unloaded_code_are_named_by_the_code_of_their_time() {
 #[test]
 fn interpreted_frames_are_named_as_interpreted() {
     let (_dir, trace) = record(JDKS[0], &["-Xint"]);
-    let by_thread = blocks(&trace);
+    let by_thread = blocks(&trace).by_thread;
     let frames: Vec<&Frame> = by_thread["sleep"].iter().flat_map(|(_, f)| f).collect();
     assert!(
         frames
@@ -420,13 +447,8 @@ fn jtrace_info(trace: &Path) -> String {
 /// All frame names of the program's stacks (its own process only).
 fn native_frames(trace: &Path, comm: &str) -> Vec<Vec<Frame>> {
     let t = Trace::open(trace).unwrap();
-    let sym = Symbolizer::new(&t);
-    let mut b = Blocks {
-        symbols: sym,
-        by_thread: HashMap::new(),
-    };
-    analyze(&t, &mut b);
-    b.by_thread
+    blocks(&t)
+        .by_thread
         .remove(comm)
         .unwrap_or_else(|| panic!("no thread {comm}"))
         .into_iter()

@@ -11,6 +11,10 @@
 /* Size of the per-kind counter arrays `emitted` and `dropped`, indexed by
  * record kind (K_* of kernel_records.h) or by one of the slots below. */
 #define N_KINDS 32
+/* Slot of `dropped`: a block whose switch-out time a thread with a colliding
+ * tid overwrote in the deferred stacks' table: its stacks were not taken
+ * (stacks.bpf.h). */
+#define K_BLOCK_UNTIMED 19
 /* Slot of `dropped`, not a record kind: a process could not be added to
  * the filter (its tgid is beyond TRACED_TGID_LIMIT: never on Linux today). */
 #define K_FILTER_FULL 0
@@ -43,6 +47,9 @@
 /* Stacks (`stack_mode`, a bit set; see stacks.bpf.h). */
 #define STACKS_KERNEL 1
 #define STACKS_USER 2
+/* Stacks of blocks taken after them, when long or sampled (deferred stacks,
+ * stacks.bpf.h), not at every switch-out. */
+#define STACKS_DEFERRED 4
 
 /* Most frames of a stack the BPF programs capture. */
 #define KSTACK_MAX 64

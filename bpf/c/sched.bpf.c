@@ -16,6 +16,7 @@
 #include "arch.bpf.h"
 #include "syscall_ctx.bpf.h"
 #include "stacks.bpf.h"
+#include "block_stacks.bpf.h"
 #include "sched.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -360,7 +361,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 ts, in_ts, steal;
 	__u16 why = 0;
 	__u32 size, stolen = 0, thr = 0;
-	bool wake = false, pending;
+	bool wake = false, pending, deferred = stack_mode & STACKS_DEFERRED;
 
 	if (!batch)
 		return 0;
@@ -379,13 +380,21 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	next_pid = next->pid;
 	/* The CPU's steal clock, for the stretch ending and the one beginning. */
 	steal = steal_clock(batch, out ? prev : next);
+	/* Deferred stacks: the incoming thread's block, if long; the outgoing
+	 * thread's switch-out time (not its last: a dying thread's). */
+	if (deferred) {
+		if (in)
+			block_in_note(next, saved_regs(next), next_pid, next_tgid, ts);
+		if (out && !(prev_state & TASK_DEAD))
+			block_out_note(prev_pid, ts);
+	}
 	if (out) {
 		struct switch_out_rec *r;
 		/* Its switch-in on this CPU was reported (see above). */
 		bool seen_in = batch->in_tid == prev_pid;
 		/* First, while one verifier state reaches it: the stack code is
 		 * then verified once, not once per path of what follows. */
-		__u64 stacks = stack_mode ? note_stacks(ctx, prev, prev_pid, prev_tgid, ts, prev_state) : 0;
+		__u64 stacks = stack_mode && !deferred ? note_stacks(ctx, prev, prev_pid, prev_tgid, ts, prev_state) : 0;
 
 		in_ts = batch->last_ts;
 		batch->in_tid = 0;
@@ -419,7 +428,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r = (void *)batch->b + (off & 255);
 		if ((off & 255) + sizeof(struct switch_out_stacks_rec) > BATCH_BYTES)
 			return 0;
-		size = stack_mode ? sizeof(struct switch_out_stacks_rec) : sizeof(*r);
+		size = stack_mode && !deferred ? sizeof(struct switch_out_stacks_rec) : sizeof(*r);
 		rec_hdr_fill(r, K_SWITCH_OUT, size, prev_pid, ts);
 		r->tgid = prev_tgid;
 		/*
@@ -430,7 +439,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		r->prev_state = preempt ? 0 : prev_state;
 		r->cpu = cpu;
 		r->next_tid = next_pid;
-		if (stack_mode) {
+		if (stack_mode && !deferred) {
 			((struct switch_out_stacks_rec *)r)->kstack = (__u32)stacks;
 			((struct switch_out_stacks_rec *)r)->ustack = stacks >> 32;
 		}

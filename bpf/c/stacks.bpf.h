@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Stacks of traced threads, captured at every switch-out (sched.bpf.c) and
- * CPU sample (stacks.bpf.c), deduplicated: a stack is written once as a
+ * Stacks of traced threads, captured at switch-outs (sched.bpf.c; or
+ * after the block, block_stacks.bpf.h) and CPU samples (stacks.bpf.c),
+ * deduplicated: a stack is written once as a
  * STACK record, and after that costs its 4-byte id in the record that
  * uses it.
  *
@@ -127,10 +128,11 @@ struct walk_ctx {
 };
 
 /* Per CPU: slot 0 for sched_switch, slot 1 for the sampler (a perf NMI
- * may interrupt sched_switch on the same CPU). */
+ * may interrupt sched_switch on the same CPU), slot 2 for the return to
+ * user mode (block_stacks.bpf.c; the sampler may interrupt it too). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct stack_buf);
 } stack_bufs __weak SEC(".maps");

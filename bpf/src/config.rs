@@ -104,10 +104,21 @@ pub struct RecorderConfig {
     /// file cannot be written (disk full) — when it happens; the recording
     /// goes on and counts what it could not write ([`crate::KernelStats::unwritten`]).
     pub on_write_error: Option<fn(&str)>,
-    /// Capture the kernel and user stack of every switch-out of a traced
-    /// thread (STACK records, ids in the SWITCH_OUT), with the mappings and
-    /// kernel symbols that name them (MAPPING, KSYM). Default on.
+    /// Capture the kernel and user stacks of traced threads' blocks
+    /// (STACK records; which blocks: [`RecorderConfig::stack_min_block_ns`]),
+    /// with the mappings and kernel symbols that name them (MAPPING, KSYM).
+    /// Default on.
     pub stacks: bool,
+    /// Deferred stacks: a block gets its stacks when it turns out at least
+    /// this long (taken as the thread resumes: BLOCK_STACK records), and
+    /// shorter ones are sampled ([`RecorderConfig::short_block_stacks_hz`]).
+    /// `None`: the stacks of every switch-out, taken there (ids in the
+    /// SWITCH_OUT). Default [`DEFAULT_STACK_MIN_BLOCK_NS`].
+    pub stack_min_block_ns: Option<u64>,
+    /// Deferred stacks: on each CPU, at most this many short blocks per
+    /// second get their stacks (0: none). Default
+    /// [`DEFAULT_SHORT_BLOCK_STACKS_HZ`].
+    pub short_block_stacks_hz: u32,
     /// CPU samples of traced threads per second (a perf clock per CPU), each
     /// with its stacks (CPU_SAMPLE); 0: none. Default
     /// [`DEFAULT_CPU_SAMPLE_HZ`]; needs `stacks`.
@@ -135,6 +146,16 @@ pub struct RecorderConfig {
 /// not sampled: samples only say where in the code it was spent.
 pub const DEFAULT_CPU_SAMPLE_HZ: u32 = 99;
 
+/// Default [`RecorderConfig::stack_min_block_ns`]: 500 µs. A stack costs
+/// ≈ 3–6 µs of CPU here (BENCHMARKS.md, "Deferred stacks"), so a thread
+/// that blocks for this long and runs for a moment pays at most ≈ 1 % for
+/// its stacks, while every block of 1 ms and more keeps its stack.
+pub const DEFAULT_STACK_MIN_BLOCK_NS: u64 = 500_000;
+
+/// Default [`RecorderConfig::short_block_stacks_hz`]: 100 per CPU per
+/// second, a few hundred µs of CPU a second at most.
+pub const DEFAULT_SHORT_BLOCK_STACKS_HZ: u32 = 100;
+
 impl RecorderConfig {
     /// A configuration writing to the open file `out` (named `out_name` in
     /// messages), tracing nothing yet, with the default ring buffer size.
@@ -151,6 +172,8 @@ impl RecorderConfig {
             lib_calls: Vec::new(),
             on_write_error: None,
             stacks: true,
+            stack_min_block_ns: Some(DEFAULT_STACK_MIN_BLOCK_NS),
+            short_block_stacks_hz: DEFAULT_SHORT_BLOCK_STACKS_HZ,
             cpu_sample_hz: DEFAULT_CPU_SAMPLE_HZ,
             agent_library: None,
             min_free: 0,

@@ -79,7 +79,10 @@ mod stats;
 pub use cgroup_members::cgroup_members;
 pub use cgroups::{CpuLimit, CpuStat, ProcessCgroup, Quota};
 pub use chunks::KernelChunks;
-pub use config::{RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES};
+pub use config::{
+    RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES, DEFAULT_SHORT_BLOCK_STACKS_HZ,
+    DEFAULT_STACK_MIN_BLOCK_NS,
+};
 pub use features::{kernel_measures, required_kernel_features, KernelMeasures, Measure, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};

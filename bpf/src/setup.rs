@@ -82,10 +82,16 @@ pub(crate) fn setup<'o>(
     rodata.syscall_mode = cfg.syscalls.bpf_value();
     rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;
     rodata.query_every = query_every(cfg.ringbuf_bytes, libbpf_rs::num_possible_cpus().unwrap_or(1024));
-    rodata.stack_mode = if cfg.stacks {
-        jtrace_h::STACKS_KERNEL | jtrace_h::STACKS_USER
-    } else {
-        0
+    let deferred = cfg.stacks && cfg.stack_min_block_ns.is_some();
+    rodata.stack_mode = match (cfg.stacks, deferred) {
+        (false, _) => 0,
+        (true, false) => jtrace_h::STACKS_KERNEL | jtrace_h::STACKS_USER,
+        (true, true) => jtrace_h::STACKS_KERNEL | jtrace_h::STACKS_USER | jtrace_h::STACKS_DEFERRED,
+    };
+    rodata.stack_min_block_ns = cfg.stack_min_block_ns.unwrap_or(0);
+    rodata.short_stack_every_ns = match cfg.short_block_stacks_hz {
+        0 => u64::MAX,
+        hz => 1_000_000_000 / u64::from(hz),
     };
     // Full syscall records only: the at-switch ones need no program of their own.
     let syscalls = matches!(cfg.syscalls, SyscallMode::Io | SyscallMode::All);
@@ -112,7 +118,11 @@ pub(crate) fn setup<'o>(
     p.java_thread.set_autoload(agent_hooks && !multi);
     p.agent_hooks_multi.set_autoload(agent_hooks && multi);
     p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
+    p.rseq_update.set_autoload(deferred);
     let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
+    if deferred {
+        wanted.push("rseq_update");
+    }
     if syscalls {
         wanted.extend(["sys_enter", "sys_exit"]);
     }

@@ -12,7 +12,7 @@ use crate::{jtrace_h, skel};
 
 /// The kernel record kinds the BPF programs emit, with the names used in
 /// [`KernelStats`].
-const KINDS: [(u16, &str); 16] = [
+const KINDS: [(u16, &str); 17] = [
     (kind::SWITCH_OUT, "switch_out"),
     (kind::SWITCH_IN, "switch_in"),
     (kind::WAKEUP, "wakeup"),
@@ -29,6 +29,7 @@ const KINDS: [(u16, &str); 16] = [
     (kind::TASK_NS, "task_ns"),
     (kind::THROTTLE, "throttle"),
     (kind::STEAL, "steal"),
+    (kind::BLOCK_STACK, "block_stack"),
 ];
 
 /// The name of a kernel record kind in [`KernelStats`], the recorder's own
@@ -49,7 +50,7 @@ pub struct KernelStats {
     /// Records the BPF programs submitted, by kind name (`"switch_out"`,
     /// `"switch_in"`, `"wakeup"`, `"fork"`, `"exit"`, `"comm"`, `"exec"`,
     /// `"syscall"`, `"page_fault"`, `"block_io"`, `"lib_call"`, `"stack"`,
-    /// `"cpu_sample"`, `"task_ns"`, `"throttle"`, `"steal"`). Every kind is
+    /// `"cpu_sample"`, `"task_ns"`, `"throttle"`, `"steal"`, `"block_stack"`). Every kind is
     /// present, zero or not.
     pub emitted: BTreeMap<&'static str, u64>,
     /// PROBE_DEF records written by the recorder (one per library call probe).
@@ -184,6 +185,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
         &p.lib_enter_multi,
         &p.lib_exit_multi,
         &p.cpu_sample,
+        &p.rseq_update,
     ]
     .into_iter()
     .filter(|prog| prog.autoload())
@@ -199,6 +201,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
     for (slot, name) in [
         (jtrace_h::K_LIB_TOO_DEEP, "lib_too_deep"),
         (jtrace_h::K_BLOCK_MAP_FULL, "block_map_full"),
+        (jtrace_h::K_BLOCK_UNTIMED, "block_untimed"),
     ] {
         let n = percpu_sum(&sk.maps.dropped, slot)?;
         if n > 0 {

@@ -177,7 +177,8 @@ struct lib_call_rec {
 };
 
 /*
- * Stacks. With stacks on, every SWITCH_OUT carries the ids of the thread's
+ * Stacks. With stacks taken at every switch-out (not deferred: see
+ * BLOCK_STACK), every SWITCH_OUT carries the ids of the thread's
  * kernel and user stacks at that switch-out (0: none) after its base
  * fields: `len` is then 40 instead of 32, and readers of the base fields
  * see no difference.
@@ -300,5 +301,36 @@ struct steal_rec {
 
 _Static_assert(sizeof(struct throttle_rec) == 32, "throttle_rec");
 _Static_assert(sizeof(struct steal_rec) == 40, "steal_rec");
+
+/*
+ * Stacks taken after a block (bpf/c/stacks.bpf.h, "deferred stacks"):
+ * kind 14, its record follows.
+ */
+#define K_BLOCK_STACK 14
+
+/* block_stack_rec.flags */
+#define BLOCK_STACK_SAMPLED 1	/* a short block, one of the few sampled per CPU */
+#define BLOCK_STACK_NO_USER 2	/* the user stack could not be taken (see below) */
+
+/*
+ * The stacks of a thread's block, taken when the block turned out long
+ * (or was sampled), not at its switch-out: the kernel stack at the
+ * switch-in that ended it (frozen while the thread was off CPU), the user
+ * stack when the thread returned to user mode (its registers and stack
+ * unchanged since the switch-out). They belong to the thread's SWITCH_OUT
+ * at `out_ts`, which carries no stack ids itself. BLOCK_STACK_NO_USER: the
+ * thread's user registers had moved before the walk (a signal handler) or
+ * it never returned to user mode; ustack is 0.
+ */
+struct block_stack_rec {
+	struct rec_hdr h;	/* ts = when the stacks were taken */
+	__u64 out_ts;		/* the SWITCH_OUT of the block */
+	__u32 tgid;
+	__u32 flags;		/* BLOCK_STACK_* */
+	__u32 kstack;		/* ids as in switch_out_stacks_rec; 0: none */
+	__u32 ustack;
+};
+
+_Static_assert(sizeof(struct block_stack_rec) == 40, "block_stack_rec");
 
 #endif /* JTRACE_KERNEL_RECORDS_H */

@@ -225,10 +225,11 @@ pub fn jvm_end_in_tail(tail: &[u8]) -> Option<JvmEnd> {
 mod tests {
     use super::*;
     use crate::{
-        fd_kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder, FilePath, Fork,
-        JvmBlock, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef, MethodEvent,
-        MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, Steal, SwitchIn, SwitchOut, SwitchStacks,
-        Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL, SYSCALL_BLOCKED,
+        fd_kind, AllocSample, BlockIo, BlockStack, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder,
+        FilePath, Fork, JvmBlock, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef,
+        MethodEvent, MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, Steal, SwitchIn, SwitchOut,
+        SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL,
+        SYSCALL_BLOCKED,
     };
 
     #[test]
@@ -424,6 +425,13 @@ mod tests {
                 ns: 12,
                 cpu: 1,
                 reserved: 0,
+            }),
+            Payload::BlockStack(BlockStack {
+                out_ts: 5,
+                tgid: 7,
+                flags: crate::BLOCK_STACK_SAMPLED,
+                kstack: 3,
+                ustack: 4,
             }),
             Payload::ProbeDef(ProbeDef {
                 probe: 1,

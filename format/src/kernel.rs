@@ -269,6 +269,30 @@ pub struct Steal {
     pub reserved: u32,
 }
 
+/// Flag in [`BlockStack::flags`]: a short block, one of those sampled
+/// (at most a few per CPU per second), not one every block of its kind has.
+pub const BLOCK_STACK_SAMPLED: u32 = c::BLOCK_STACK_SAMPLED;
+/// Flag in [`BlockStack::flags`]: the user stack could not be taken (the
+/// thread's user registers moved before the walk: a signal handler).
+pub const BLOCK_STACK_NO_USER: u32 = c::BLOCK_STACK_NO_USER;
+
+/// Kernel payload of [`kind::BLOCK_STACK`](crate::kind::BLOCK_STACK): the
+/// stacks of the thread's block that began with its SWITCH_OUT at
+/// `out_ts`, taken once the block turned out long (or was sampled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockStack {
+    /// The block's switch-out.
+    pub out_ts: u64,
+    /// Process of the thread.
+    pub tgid: u32,
+    /// [`BLOCK_STACK_SAMPLED`], [`BLOCK_STACK_NO_USER`].
+    pub flags: u32,
+    /// Kernel stack id (0: none).
+    pub kstack: u32,
+    /// User stack id (0: none).
+    pub ustack: u32,
+}
+
 /// Kernel payload of [`kind::PROBE_DEF`](crate::kind::PROBE_DEF).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeDef {
@@ -437,6 +461,7 @@ kernel_payload! { BlockIo = block_io_rec { complete_ts, dev, sector, bytes, writ
 kernel_payload! { LibCall = lib_call_rec { exit_ts, probe, reserved, ret } }
 kernel_payload! { Throttle = throttle_rec { to, cpu, flags } }
 kernel_payload! { Steal = steal_rec { from, ns, cpu, reserved } }
+kernel_payload! { BlockStack = block_stack_rec { out_ts, tgid, flags, kstack, ustack } }
 
 impl Syscall {
     /// The `fd_kind` of a SYSCALL payload, read alone: most SYSCALL records
@@ -474,6 +499,7 @@ mod tests {
             (LibCall::mapped_bytes(), LibCall::LEN),
             (Throttle::mapped_bytes(), Throttle::LEN),
             (Steal::mapped_bytes(), Steal::LEN),
+            (BlockStack::mapped_bytes(), BlockStack::LEN),
         ];
         for (i, (mapped, len)) in covered.into_iter().enumerate() {
             assert_eq!(mapped, len, "kernel payload #{i}");

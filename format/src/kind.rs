@@ -40,6 +40,9 @@ pub const PROBE_DEF: u16 = c::K_PROBE_DEF as u16;
 pub const FILE_PATH: u16 = c::K_FILE_PATH as u16;
 /// Kernel: the definition of a stack id. Payload: [`crate::Stack`].
 pub const STACK: u16 = c::K_STACK as u16;
+/// Kernel: the stacks of a block, taken after its switch-out (deferred
+/// stacks). Payload: [`crate::BlockStack`].
+pub const BLOCK_STACK: u16 = c::K_BLOCK_STACK as u16;
 /// Kernel: a CPU sample of a traced thread. Payload: [`crate::CpuSample`].
 pub const CPU_SAMPLE: u16 = c::K_CPU_SAMPLE as u16;
 /// Kernel stream, written by the recorder (tid 0): an executable mapping

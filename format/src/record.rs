@@ -3,10 +3,10 @@
 
 use crate::wire::{Cursor, Wire};
 use crate::{
-    kind, AllocSample, BlockIo, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork, JvmBlock, JvmEnd,
-    JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef, MethodEvent, MethodTally,
-    PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart,
-    Throttle, Wakeup,
+    kind, AllocSample, BlockIo, BlockStack, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork,
+    JvmBlock, JvmEnd, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef,
+    MethodEvent, MethodTally, PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo,
+    TaskNs, ThreadStart, Throttle, Wakeup,
 };
 
 /// A decoded record.
@@ -84,6 +84,8 @@ pub enum Payload {
     Stack(Stack),
     /// See [`kind::CPU_SAMPLE`].
     CpuSample(CpuSample),
+    /// See [`kind::BLOCK_STACK`].
+    BlockStack(BlockStack),
     /// See [`kind::MAPPING`].
     Mapping(Mapping),
     /// See [`kind::KSYM`].
@@ -220,6 +222,7 @@ payloads! {
     kind::LIB_CALL => LibCall(LibCall),
     kind::STACK => Stack(Stack),
     kind::CPU_SAMPLE => CpuSample(CpuSample),
+    kind::BLOCK_STACK => BlockStack(BlockStack),
     kind::THROTTLE => Throttle(Throttle),
     kind::STEAL => Steal(Steal),
     // Kernel stream, the recorder's.

@@ -91,7 +91,8 @@
 //!    walk), `call_index`, `describe`; naming frames, `stacks/`:
 //!    `symbolize` ([`Symbolizer`]), `source_lines` (DWARF source lines of
 //!    native frames, read only when a view asks), [`tail`] (the time
-//!    after a thread's last switch-out).
+//!    after a thread's last switch-out), [`scale`] (short blocks' sampled
+//!    stacks scaled up).
 //! 6. [`report`]: the `jtrace.report.v1` aggregation (`aggregate`, the
 //!    visitor that adds up per method and per thread; `percentile`,
 //!    wall-time percentiles in bounded memory; [`left_out`], the methods
@@ -125,6 +126,7 @@ pub mod why;
 // The public paths of modules that live in a folder of their part.
 pub use report::left_out;
 pub use report::stacks as report_stacks;
+pub use stacks::scale;
 pub use stacks::tail;
 
 pub use call_index::CallIndex;

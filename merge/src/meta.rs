@@ -65,6 +65,14 @@ pub struct Meta {
     /// sample stands for 1e9 / hz ns of CPU time.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_sample_hz: u32,
+    /// Deferred stacks: blocks at least this long (ns) got their stacks;
+    /// absent when every switch-out got them (or none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_min_block_ns: Option<u64>,
+    /// Deferred stacks: at most this many shorter blocks per CPU and
+    /// second got theirs (samples).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub short_block_stacks_hz: u32,
     /// A ring recording (a flight recorder): the size it was kept within
     /// (`--max-size`, bytes), if bounded by size.
     #[serde(default, skip_serializing_if = "Option::is_none")]

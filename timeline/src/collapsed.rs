@@ -4,6 +4,7 @@
 //! streaming budget plus the distinct stacks.
 
 use crate::export::Exporter;
+use jtrace_merge::scale::ShortBlocks;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::tail::{Tail, TailStack};
 use jtrace_merge::{
@@ -32,6 +33,10 @@ pub struct CollapsedOptions {
 /// Frame standing for "no traced method open" in the collapsed output.
 pub const NO_METHOD_FRAME: &str = "[no traced method]";
 
+/// Innermost frame of off-CPU time scaled up from sampled short blocks'
+/// stacks (the thread's short blocks without a stack of their own).
+pub const SCALED_FRAME: &str = "[scaled from sampled blocks]";
+
 /// Folds a walk's off-CPU intervals into stacks: a [`Visitor`] that keeps
 /// the open frames of the current thread and sums each interval's causes
 /// under them.
@@ -42,14 +47,22 @@ struct Folder<'a> {
     stack: Vec<MethodIdx>,
     /// The time after the thread's last switch-out.
     tail: Tail,
+    /// The thread's short blocks without stacks (by the traced methods
+    /// open then), scaled at its end.
+    short: ShortBlocks<Vec<MethodIdx>>,
     folded: BTreeMap<String, u64>,
 }
 
 impl Folder<'_> {
     /// An interval with recorded stacks: its causes under its full stack,
     /// whatever the traced methods (traced methods are in the stack).
-    fn add_stack(&mut self, t: &ThreadInfo, pair: u32, off: &OffCpu) {
-        let frames = self.stack_frames(t, pair);
+    /// Scaled time (`scaled`) gets the innermost frame [`SCALED_FRAME`].
+    fn add_stack(&mut self, t: &ThreadInfo, pair: u32, off: &OffCpu, scaled: bool) {
+        let mut frames = self.stack_frames(t, pair);
+        if scaled {
+            frames.push(';');
+            frames.push_str(SCALED_FRAME);
+        }
         for (c, ns) in off.nonzero() {
             *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
         }
@@ -133,17 +146,29 @@ impl Visitor for Folder<'_> {
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         self.tail.off_cpu(&iv.split.off);
+        let open = &self.stack[..depth.min(self.stack.len())];
+        if self.short.off_cpu(iv, || open.to_vec()) {
+            return;
+        }
         match iv.stack {
-            Some(pair) => self.add_stack(t, pair, &iv.split.off),
+            Some(pair) => self.add_stack(t, pair, &iv.split.off, false),
             None => self.add(t, depth, &iv.split.off),
         }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        let short = self.short.end();
+        for (pair, off) in short.scaled {
+            self.add_stack(t, pair, &off, true);
+        }
+        for (methods, off) in short.unscaled {
+            self.stack = methods;
+            self.add(t, self.stack.len(), &off);
+        }
         // The time after the last switch-out: under its recorded stacks,
         // as the pprof export puts it, else the traced methods open at the
         // thread's last event.
         match self.tail.end(totals) {
-            Some((tail, TailStack::Recorded(pair))) => self.add_stack(t, pair, &tail),
+            Some((tail, TailStack::Recorded(pair))) => self.add_stack(t, pair, &tail, false),
             Some((tail, TailStack::Traced(methods))) => {
                 self.stack = methods;
                 self.add(t, self.stack.len(), &tail);
@@ -202,6 +227,7 @@ impl<'a> Folder<'a> {
             opts,
             stack: Vec::new(),
             tail: Tail::default(),
+            short: ShortBlocks::new(trace),
             folded: BTreeMap::new(),
         }
     }

@@ -131,6 +131,20 @@ impl TraceReader {
             Payload::Stack(s) => self.trace.stacks.add_stack(ts, s),
             Payload::Mapping(m) => self.trace.stacks.mappings.entry(m.tgid).or_default().push((ts, m)),
             Payload::Ksym(k) => self.trace.stacks.ksyms.push(k),
+            // The stacks of a block, taken after it: they belong to its
+            // switch-out, as if written with it. A sampled short block
+            // without its user part stands for no other: left stackless.
+            Payload::BlockStack(b) => {
+                self.trace.stacks.note_block_stack(b.flags, b.ustack, b.out_ts);
+                let partial_sample = b.flags & fmt::BLOCK_STACK_SAMPLED != 0 && b.flags & fmt::BLOCK_STACK_NO_USER != 0;
+                if !partial_sample {
+                    let stacks = fmt::SwitchStacks {
+                        kstack: b.kstack,
+                        ustack: b.ustack,
+                    };
+                    self.push_stacks(tid, b.out_ts, b.tgid, stacks);
+                }
+            }
             Payload::CpuSample(c) => {
                 self.trace.stacks.use_user(c.ustack, ts);
                 let pair = self.trace.stacks.pair(StackPair {

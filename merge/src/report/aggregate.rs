@@ -105,6 +105,9 @@ pub(crate) struct Aggregate {
     /// The walked thread's time after its last switch-out, which goes
     /// under that switch-out's stacks as in the collapsed and pprof exports.
     tail: crate::stacks::tail::Tail,
+    /// The walked thread's short blocks without stacks, scaled up from its
+    /// sampled ones.
+    short: crate::stacks::scale::ShortBlocks<()>,
     /// What the estimate of demoted methods' later calls needs.
     pub(crate) after_demotion: crate::report::demoted_estimate::AfterDemotion,
 }
@@ -115,6 +118,7 @@ impl Aggregate {
         Aggregate {
             jit: trace.jit.clone(),
             after_demotion: crate::report::demoted_estimate::AfterDemotion::new(trace),
+            short: crate::stacks::scale::ShortBlocks::new(trace),
             ..Aggregate::default()
         }
     }
@@ -157,12 +161,16 @@ impl Visitor for Aggregate {
     fn off_cpu(&mut self, thread: &ThreadInfo, _depth: usize, iv: &crate::visitor::OffCpuInterval) {
         self.tail.off_cpu(&iv.split.off);
         self.stacks.add(thread.tid, iv);
+        self.short.off_cpu(iv, || ());
         if let (Some(pair), Some(epoch)) = (iv.stack, self.after_demotion.epoch(iv.start)) {
             let open: Vec<MethodIdx> = self.after_demotion.open_demoted().collect();
             self.stacks.add_demoted(thread.tid, pair, epoch, &open, &iv.split.off);
         }
     }
     fn thread_end(&mut self, thread: &ThreadInfo, totals: &ThreadTotals) {
+        for (pair, off) in self.short.end().scaled {
+            self.stacks.add_scaled(thread.tid, pair, &off);
+        }
         if let Some((off, crate::stacks::tail::TailStack::Recorded(pair))) = self.tail.end(totals) {
             self.stacks.add_time(thread.tid, pair, &off);
             // After the thread's last switch-out: after every demotion so far.

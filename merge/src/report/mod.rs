@@ -582,12 +582,19 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         let info = &trace.methods[m as usize];
         (filter.method.as_deref()).is_none_or(|p| glob_match(p, &format!("{}.{}", info.class, info.name)))
     };
+    let kept_off = (agg.per_thread.iter())
+        .filter(|(tid, _)| trace.threads.get(tid).is_some_and(&keep_thread))
+        .fold(OffCpu::default(), |mut a, (_, (totals, _))| {
+            a += totals.breakdown.off;
+            a
+        });
     let (stacks, stack_only) = crate::report::stacks::stacks_json(
         trace,
         &agg.stacks,
         &keep_thread,
         &keep_method,
         &|m| agg.after_demotion.demotion_index(m),
+        &kept_off,
         filter.lines,
     );
     let meta = &trace.meta;

@@ -22,6 +22,9 @@ pub const TOP_STACKS: usize = 5;
 #[derive(Debug, Default)]
 pub(crate) struct StackTime {
     by_thread: BTreeMap<u32, HashMap<u32, OffCpu>>,
+    /// Per thread, the time of short blocks without stacks scaled up from
+    /// its sampled ones ([`crate::scale`]), by stack pair.
+    scaled: BTreeMap<u32, HashMap<u32, OffCpu>>,
     /// (tid, pair, epoch) → off-CPU time.
     by_epoch: HashMap<(u32, u32, u32), OffCpu>,
     /// (tid, pair, epoch, demoted method) → the part of `by_epoch` spent
@@ -42,6 +45,12 @@ impl StackTime {
         add(self.by_thread.entry(tid).or_default(), pair, off);
     }
 
+    /// Adds off-CPU time of thread `tid` scaled up to `pair` from the
+    /// thread's sampled short blocks.
+    pub(crate) fn add_scaled(&mut self, tid: u32, pair: u32, off: &OffCpu) {
+        add(self.scaled.entry(tid).or_default(), pair, off);
+    }
+
     /// Adds off-CPU time of thread `tid` under `pair` that began after
     /// `epoch` demotion times, while the thread was in recorded calls of
     /// the demoted methods `open`.
@@ -60,6 +69,10 @@ pub struct StackJson {
     pub ns: u64,
     /// That time by cause.
     pub off_cpu_ns: OffCpu,
+    /// The part of `ns` scaled up from sampled short blocks (their
+    /// stacks standing for the thread's short blocks without one).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub scaled_ns: u64,
     /// Its frames, innermost first, named as in `export --format
     /// collapsed` (`_[k]`, `_[j]`, `_[i]`, `_[0]`, `_[1]` suffixes).
     pub frames: Vec<String>,
@@ -86,6 +99,9 @@ pub struct StackGroupJson {
     pub key: String,
     /// Off-CPU time of the group that has a stack, ns.
     pub ns: u64,
+    /// The part of `ns` scaled up from sampled short blocks.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub scaled_ns: u64,
     /// Its stacks, most time first (at most [`TOP_STACKS`]).
     pub stacks: Vec<StackJson>,
 }
@@ -100,20 +116,81 @@ pub struct StacksJson {
     /// Per method (the stack's innermost Java frame outside the JDK, else
     /// its innermost Java frame), most time first.
     pub by_method: Vec<StackGroupJson>,
+    /// Which share of the off-CPU time has a stack.
+    pub coverage: CoverageJson,
+}
+
+/// How much of the off-CPU time of the kept threads has a stack: recorded
+/// for its own block, or scaled up from sampled short blocks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CoverageJson {
+    /// Blocks at least this long (ns) got their stacks as the thread
+    /// resumed; absent: every switch-out got its stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_min_block_ns: Option<u64>,
+    /// Shorter blocks got theirs at most this often, per CPU and second.
+    pub short_block_stacks_hz: u32,
+    /// Over all causes.
+    pub all: CoverageOfJson,
+    /// Per cause with off-CPU time, most time first.
+    pub by_cause: Vec<CauseCoverageJson>,
+}
+
+/// Off-CPU time and the part of it under a stack.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CoverageOfJson {
+    /// Off-CPU time, ns.
+    pub off_cpu_ns: u64,
+    /// Of it, under the stack recorded for its own block.
+    pub recorded_ns: u64,
+    /// Of it, under a stack scaled up from sampled short blocks.
+    pub scaled_ns: u64,
+}
+
+/// One cause's coverage.
+#[derive(Debug, Clone, Serialize)]
+pub struct CauseCoverageJson {
+    /// The cause.
+    pub cause: String,
+    /// Its time and the parts under stacks.
+    #[serde(flatten)]
+    pub of: CoverageOfJson,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Off-CPU time under each stack pair, and the part of it scaled up.
+#[derive(Debug, Clone, Copy, Default)]
+struct Under {
+    off: OffCpu,
+    scaled: OffCpu,
+}
+
+impl Under {
+    fn add(&mut self, off: &OffCpu, scaled: bool) {
+        add_off(&mut self.off, off);
+        if scaled {
+            add_off(&mut self.scaled, off);
+        }
+    }
 }
 
 /// Groups, most time first, each with its top stacks.
-fn ranked(groups: HashMap<String, HashMap<u32, OffCpu>>, names: &mut Names, top: usize) -> Vec<StackGroupJson> {
+fn ranked(groups: HashMap<String, HashMap<u32, Under>>, names: &mut Names, top: usize) -> Vec<StackGroupJson> {
     let mut v: Vec<StackGroupJson> = groups
         .into_iter()
         .map(|(key, pairs)| {
-            let mut stacks: Vec<(u32, OffCpu)> = pairs.into_iter().collect();
-            stacks.sort_by_key(|(pair, o)| (std::cmp::Reverse(o.total()), *pair));
-            let ns = stacks.iter().map(|(_, o)| o.total()).sum();
+            let mut stacks: Vec<(u32, Under)> = pairs.into_iter().collect();
+            stacks.sort_by_key(|(pair, u)| (std::cmp::Reverse(u.off.total()), *pair));
+            let ns = stacks.iter().map(|(_, u)| u.off.total()).sum();
+            let scaled_ns = stacks.iter().map(|(_, u)| u.scaled.total()).sum();
             let stacks = stacks
                 .into_iter()
                 .take(top)
-                .map(|(pair, off_cpu_ns)| {
+                .map(|(pair, under)| {
+                    let off_cpu_ns = under.off;
                     let frames = names.of(pair);
                     let frame_lines = names.lines.then(|| {
                         frames
@@ -128,13 +205,19 @@ fn ranked(groups: HashMap<String, HashMap<u32, OffCpu>>, names: &mut Names, top:
                     });
                     StackJson {
                         ns: off_cpu_ns.total(),
+                        scaled_ns: under.scaled.total(),
                         off_cpu_ns,
                         frames: frames.iter().map(Frame::flame_name).collect(),
                         frame_lines,
                     }
                 })
                 .collect();
-            StackGroupJson { key, ns, stacks }
+            StackGroupJson {
+                key,
+                ns,
+                scaled_ns,
+                stacks,
+            }
         })
         .filter(|g| g.ns > 0)
         .collect();
@@ -175,7 +258,8 @@ pub(crate) struct StackOnly {
     pub(crate) after_demotion: BTreeMap<MethodIdx, OffCpu>,
 }
 
-/// The `stacks` object of the threads `keep` keeps, `None` if the trace
+/// The `stacks` object of the threads `keep` keeps (their off-CPU time
+/// `off_cpu`, for the coverage), `None` if the trace
 /// recorded no stacks (with `lines`, native frames with their source
 /// lines), and what the stacks say of the methods without probes that
 /// `keep_method` keeps (`demotion`: a method's
@@ -186,6 +270,7 @@ pub(crate) fn stacks_json(
     keep: &dyn Fn(&ThreadInfo) -> bool,
     keep_method: &dyn Fn(MethodIdx) -> bool,
     demotion: &dyn Fn(MethodIdx) -> Option<u32>,
+    off_cpu: &OffCpu,
     lines: bool,
 ) -> (Option<StacksJson>, StackOnly) {
     if trace.stacks.is_empty() {
@@ -200,25 +285,28 @@ pub(crate) fn stacks_json(
         methods: stack_only_methods(trace, time, &names.symbols, keep, keep_method),
         after_demotion: after_demotion(trace, time, &names.symbols, keep, keep_method, demotion),
     };
-    let mut by_cause: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
-    let mut by_thread: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
-    let mut by_method: HashMap<String, HashMap<u32, OffCpu>> = HashMap::new();
+    let mut by_cause: HashMap<String, HashMap<u32, Under>> = HashMap::new();
+    let mut by_thread: HashMap<String, HashMap<u32, Under>> = HashMap::new();
+    let mut by_method: HashMap<String, HashMap<u32, Under>> = HashMap::new();
     let mut method_of: HashMap<u32, Option<String>> = HashMap::new();
-    for (tid, pairs) in &time.by_thread {
+    let (mut recorded, mut scaled) = (OffCpu::default(), OffCpu::default());
+    let times = (time.by_thread.iter().map(|t| (t, false))).chain(time.scaled.iter().map(|t| (t, true)));
+    for ((tid, pairs), is_scaled) in times {
         let Some(info) = trace.threads.get(tid).filter(|t| keep(t)) else {
             continue;
         };
         let thread = format!("{tid} {}", info.display_name());
         for (&pair, off) in pairs {
+            add_off(if is_scaled { &mut scaled } else { &mut recorded }, off);
             for (c, ns) in off.nonzero() {
                 let mut one = OffCpu::default();
                 one.add(c, ns);
-                add(by_cause.entry(c.name().to_string()).or_default(), pair, &one);
+                under(by_cause.entry(c.name().to_string()).or_default(), pair, &one, is_scaled);
             }
-            add(by_thread.entry(thread.clone()).or_default(), pair, off);
+            under(by_thread.entry(thread.clone()).or_default(), pair, off, is_scaled);
             let method = method_of.entry(pair).or_insert_with(|| names.method(pair));
             if let Some(m) = method {
-                add(by_method.entry(m.clone()).or_default(), pair, off);
+                under(by_method.entry(m.clone()).or_default(), pair, off, is_scaled);
             }
         }
     }
@@ -226,8 +314,41 @@ pub(crate) fn stacks_json(
         by_cause: ranked(by_cause, &mut names, TOP_STACKS),
         by_thread: ranked(by_thread, &mut names, TOP_STACKS),
         by_method: ranked(by_method, &mut names, TOP_STACKS),
+        coverage: coverage(trace, off_cpu, &recorded, &scaled),
     };
     (Some(stacks), stack_only)
+}
+
+fn under(pairs: &mut HashMap<u32, Under>, pair: u32, off: &OffCpu, scaled: bool) {
+    pairs.entry(pair).or_default().add(off, scaled);
+}
+
+/// The coverage of `off_cpu` (the kept threads' off-CPU time) by the
+/// `recorded` and `scaled` time under stacks.
+fn coverage(trace: &Trace, off_cpu: &OffCpu, recorded: &OffCpu, scaled: &OffCpu) -> CoverageJson {
+    let of = |c: Cause| CoverageOfJson {
+        off_cpu_ns: off_cpu.get(c),
+        recorded_ns: recorded.get(c).min(off_cpu.get(c)),
+        scaled_ns: scaled.get(c).min(off_cpu.get(c).saturating_sub(recorded.get(c))),
+    };
+    let mut by_cause: Vec<CauseCoverageJson> = (off_cpu.nonzero())
+        .map(|(c, _)| CauseCoverageJson {
+            cause: c.name().to_string(),
+            of: of(c),
+        })
+        .collect();
+    by_cause.sort_by_key(|c| std::cmp::Reverse(c.of.off_cpu_ns));
+    let all = by_cause.iter().fold(CoverageOfJson::default(), |a, c| CoverageOfJson {
+        off_cpu_ns: a.off_cpu_ns + c.of.off_cpu_ns,
+        recorded_ns: a.recorded_ns + c.of.recorded_ns,
+        scaled_ns: a.scaled_ns + c.of.scaled_ns,
+    });
+    CoverageJson {
+        stack_min_block_ns: trace.meta.stack_min_block_ns,
+        short_block_stacks_hz: trace.meta.short_block_stacks_hz,
+        all,
+        by_cause,
+    }
 }
 
 fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {

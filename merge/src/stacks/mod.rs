@@ -5,6 +5,7 @@
 //! [`crate::Symbolizer`] names them (`symbolize`, with `source_lines` for
 //! DWARF lines); `tail` is the time after a thread's last switch-out.
 
+pub mod scale;
 pub(crate) mod source_lines;
 pub(crate) mod symbolize;
 pub mod tail;
@@ -125,6 +126,20 @@ pub struct Stacks {
     /// record's time): a JIT frame is named only if the same code was at
     /// its pc over all of the stack's uses.
     pub user_last_use: HashMap<u32, u64>,
+    /// BLOCK_STACK records read (deferred stacks), by what they hold.
+    pub block_stacks: BlockStackCounts,
+}
+
+/// The BLOCK_STACK records of a trace (stacks taken after their block).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockStackCounts {
+    /// Records read.
+    pub records: u64,
+    /// Of those, short blocks' stacks taken as samples.
+    pub sampled: u64,
+    /// Of those, without a user stack (the thread's registers moved
+    /// before the walk, or it did not return to user mode).
+    pub no_user: u64,
 }
 
 impl Stacks {
@@ -144,6 +159,18 @@ impl Stacks {
         if id != 0 {
             let last = self.user_last_use.entry(id).or_insert(ts);
             *last = (*last).max(ts);
+        }
+    }
+
+    /// The stacks of a block taken after it (a BLOCK_STACK with `flags`),
+    /// its user stack (if any) `user` in use from the block's start `out_ts`.
+    pub(crate) fn note_block_stack(&mut self, flags: u32, user: u32, out_ts: u64) {
+        self.block_stacks.records += 1;
+        self.block_stacks.sampled += u64::from(flags & fmt::BLOCK_STACK_SAMPLED != 0);
+        self.block_stacks.no_user += u64::from(flags & fmt::BLOCK_STACK_NO_USER != 0);
+        // Its frames held since the switch-out, before the STACK record.
+        if let Some(r) = self.user.get_mut(&user) {
+            r.ts = r.ts.min(out_ts);
         }
     }
 

@@ -8,7 +8,9 @@
 //! and `tid`: its stack is the one recorded at the switch-out (kernel,
 //! native and Java frames, named as the collapsed export names them, one
 //! location per frame, inlined frames as lines of their compiled caller's
-//! location), else the traced methods open then. The time after a
+//! location), else the traced methods open then. A thread's short blocks
+//! without stacks are under the stacks of its sampled short blocks,
+//! scaled up (label `stack` = `scaled`). The time after a
 //! thread's last switch-out is there too, so the off-CPU samples add up
 //! to the report's per thread and cause. A CPU sample is one (stack,
 //! thread) with samples × period.
@@ -22,6 +24,7 @@ mod proto;
 
 use crate::export::Exporter;
 use builder::Tables;
+use jtrace_merge::scale::ShortBlocks;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::tail::{Tail, TailStack};
 use jtrace_merge::{
@@ -40,6 +43,9 @@ enum StackKey {
     Recorded(u32),
     /// The traced methods open, outermost first (empty: none).
     Traced(Vec<MethodIdx>),
+    /// A stack pair standing for short blocks without stacks, scaled up
+    /// from the thread's sampled ones (label `stack` = `scaled`).
+    Scaled(u32),
 }
 
 /// Off-CPU nanoseconds by (stack, cause, tid), from a walk.
@@ -49,6 +55,8 @@ struct Folder {
     stack: Vec<MethodIdx>,
     /// The time after the thread's last switch-out.
     tail: Tail,
+    /// The thread's short blocks without stacks, scaled at its end.
+    short: ShortBlocks<StackKey>,
     /// Stacks in order of first use (the samples refer to them by index).
     keys: Vec<StackKey>,
     key_ids: HashMap<StackKey, u32>,
@@ -56,6 +64,13 @@ struct Folder {
 }
 
 impl Folder {
+    fn new(trace: &Trace) -> Folder {
+        Folder {
+            short: ShortBlocks::new(trace),
+            ..Folder::default()
+        }
+    }
+
     fn add(&mut self, key: StackKey, tid: u32, off: &OffCpu) {
         let id = match self.key_ids.get(&key) {
             Some(&i) => i,
@@ -98,9 +113,18 @@ impl Visitor for Folder {
             Some(pair) => StackKey::Recorded(pair),
             None => self.traced(depth),
         };
-        self.add(key, t.tid, &iv.split.off);
+        if !self.short.off_cpu(iv, || key.clone()) {
+            self.add(key, t.tid, &iv.split.off);
+        }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        let short = self.short.end();
+        for (pair, off) in short.scaled {
+            self.add(StackKey::Scaled(pair), t.tid, &off);
+        }
+        for (key, off) in short.unscaled {
+            self.add(key, t.tid, &off);
+        }
         if let Some((tail, stack)) = self.tail.end(totals) {
             let key = match stack {
                 TailStack::Recorded(pair) => StackKey::Recorded(pair),
@@ -184,6 +208,7 @@ fn write_profile(trace: &Trace, f: Folder, lines: bool, out: &mut dyn Write) -> 
     }
     let width = p.sample_type.len();
     let (cause_key, thread_key, tid_key) = (t.string("cause"), t.string("thread"), t.string("tid"));
+    let (stack_key, scaled) = (t.string("stack"), t.string("scaled"));
     let labels = |t: &mut Tables, tid: u32| {
         vec![
             Label {
@@ -214,7 +239,7 @@ fn write_profile(trace: &Trace, f: Folder, lines: bool, out: &mut dyn Write) -> 
         .keys
         .iter()
         .map(|k| match k {
-            StackKey::Recorded(pair) => recorded(&mut t, *pair),
+            StackKey::Recorded(pair) | StackKey::Scaled(pair) => recorded(&mut t, *pair),
             StackKey::Traced(methods) => t.traced(&trace.methods, methods),
         })
         .collect();
@@ -227,6 +252,13 @@ fn write_profile(trace: &Trace, f: Folder, lines: bool, out: &mut dyn Write) -> 
             num: 0,
         }];
         label.extend(labels(&mut t, tid));
+        if let StackKey::Scaled(_) = f.keys[stack as usize] {
+            label.push(Label {
+                key: stack_key,
+                str: scaled,
+                num: 0,
+            });
+        }
         p.sample.push(Sample {
             location_id: stacks[stack as usize].clone(),
             value,
@@ -273,13 +305,13 @@ impl Exporter for Pprof {
         true
     }
     fn write_trace(&self, trace: &Trace, out: &mut dyn Write) -> anyhow::Result<()> {
-        let mut f = Folder::default();
+        let mut f = Folder::new(trace);
         jtrace_merge::analyze(trace, &mut f);
         write_profile(trace, f, self.lines, out)
     }
     fn write_dir(&self, dir: &Path, out: &mut dyn Write, opts: &StreamOptions) -> anyhow::Result<()> {
         let (trace, events) = crate::open_streamed(dir, opts)?;
-        let mut f = Folder::default();
+        let mut f = Folder::new(&trace);
         stream::analyze(&trace, events, &mut f)?;
         write_profile(&trace, f, self.lines, out)
     }
