@@ -18,6 +18,29 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 __u64 ustack_want_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 
 /*
+ * The current thread `tid` takes the user stack its blocks wait for, if
+ * its registers are still those of their switch-ins (a signal frame moves
+ * them: then no user stack).
+ */
+static __always_inline void want_walk(__u32 tid, __u32 tgid)
+{
+	__u32 key = tid & (USTACK_WANT_SLOTS - 1), us = 0;
+	struct ustack_want *w;
+	struct pt_regs *regs;
+	__u64 ts;
+
+	bit_clear(ustack_want_bits, tid);
+	w = bpf_map_lookup_elem(&ustack_wants, &key);
+	if (!w || w->tid != tid)
+		return;
+	ts = bpf_ktime_get_ns();
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (regs && BPF_CORE_READ(regs, ip) == w->ip && BPF_CORE_READ(regs, sp) == w->sp)
+		us = user_stack(2, tid, tgid, ts, w->ip, w->bp, w->sp);
+	want_flush(w, ts, us);
+}
+
+/*
  * Runs on every task's return to user mode after a switch (rseq's notify
  * resume), of every process: one bit test for all but the threads a long
  * block left waiting for their user stack.
@@ -25,26 +48,31 @@ __u64 ustack_want_bits[TRACED_TGID_LIMIT / 64] SEC(".bss");
 SEC("tp_btf/rseq_update")
 int BPF_PROG(rseq_update, struct task_struct *t)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), ts;
-	__u32 tid = (__u32)pid_tgid, key, us = 0;
-	struct ustack_want *w;
-	struct pt_regs *regs;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
 
 	/* In a register of its own: the verifier must see the bound checked
 	 * on the value that indexes the bitmap. */
 	asm volatile("" : "+r"(tid));
-	if (!bit_test(ustack_want_bits, tid))
-		return 0;
-	bit_clear(ustack_want_bits, tid);
-	key = tid & (USTACK_WANT_SLOTS - 1);
-	w = bpf_map_lookup_elem(&ustack_wants, &key);
-	if (!w || w->tid != tid)
-		return 0;
-	ts = bpf_ktime_get_ns();
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	/* Registers moved since the switch-in (a signal frame): no user stack. */
-	if (regs && BPF_CORE_READ(regs, ip) == w->ip && BPF_CORE_READ(regs, sp) == w->sp)
-		us = user_stack(2, tid, pid_tgid >> 32, ts, w->ip, w->bp, w->sp);
-	want_flush(w, ts, us);
+	if (bit_test(ustack_want_bits, tid))
+		want_walk(tid, pid_tgid >> 32);
+	return 0;
+}
+
+/*
+ * A thread woken to exit (a JVM's threads at its end) never returns to
+ * user mode: its blocks take their user stack here, in its own context,
+ * where kernels since 6.16 still have its address space (before, the walk
+ * finds none and the blocks keep their kernel stacks).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(block_stacks_exit, struct task_struct *p)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+
+	asm volatile("" : "+r"(tid));
+	if (bit_test(ustack_want_bits, tid))
+		want_walk(tid, pid_tgid >> 32);
 	return 0;
 }

@@ -119,6 +119,7 @@ pub(crate) fn setup<'o>(
     p.agent_hooks_multi.set_autoload(agent_hooks && multi);
     p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
     p.rseq_update.set_autoload(deferred);
+    p.block_stacks_exit.set_autoload(deferred);
     let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
     if deferred {
         wanted.push("rseq_update");

@@ -186,6 +186,7 @@ pub(crate) fn read_stats(sk: &skel::JtraceSkel<'_>, sink: &ConsumerCounts) -> Re
         &p.lib_exit_multi,
         &p.cpu_sample,
         &p.rseq_update,
+        &p.block_stacks_exit,
     ]
     .into_iter()
     .filter(|prog| prog.autoload())

@@ -15,6 +15,10 @@ public class ShortLongBlocks {
         Thread.sleep(5);
     }
 
+    static void stuckHere() {
+        while (true) LockSupport.park();
+    }
+
     static void run(long ms) throws InterruptedException {
         long end = System.nanoTime() + ms * 1_000_000L;
         for (int i = 1; System.nanoTime() < end; i++) {
@@ -25,6 +29,9 @@ public class ShortLongBlocks {
 
     public static void main(String[] args) throws Exception {
         long ms = Long.parseLong(args[0]);
+        Thread stuck = new Thread(ShortLongBlocks::stuckHere, "stuck");
+        stuck.setDaemon(true);
+        stuck.start();
         Thread t = new Thread(() -> {
             try {
                 run(ms);
