@@ -11,7 +11,8 @@ environment variable of that jtrace instead, and `@path` another jtrace
 binary (an older build, to compare in the same run). Each repeat runs the configs
 interleaved on bench/stacks/StackCost.java's ping-pong (two platform
 threads, park/unpark, pinned to CPU 0), reads the run time and run count
-of the jtrace process's own sched_switch and cpu_sample programs (found
+of the jtrace process's own sched_switch, cpu_sample and rseq_update
+(deferred stacks' user walks) programs (found
 through its fds, so other jtrace sessions on the machine do not count)
 right before and right after the ping-pong, and prints the program time
 per ping-pong switch (both halves: switch-out and switch-in records come
@@ -32,7 +33,7 @@ JTRACE = os.environ.get("JTRACE", "target/release/jtrace")
 JAVA = os.environ.get("JAVA", "java")
 TRIPS = int(os.environ.get("TRIPS", "20000"))
 WORK = os.environ.get("WORK", "45000")
-PROGS = ("sched_switch", "cpu_sample")
+PROGS = ("sched_switch", "cpu_sample", "rseq_update")
 
 
 def prog_ids(pid):
@@ -120,15 +121,17 @@ def main():
                     runs[n].append(r)
                     ss = r.get("sched_switch")
                     cs = r.get("cpu_sample")
+                    ru = r.get("rseq_update")
                     print(f"{n:12} {r['ms']:8.1f} ms  sched_switch {ss[0] if ss else 0:7.0f} ns/switch "
                           f"({ss[2] if ss else 0:5.0f} ns/call, {ss[1] if ss else 0} calls)"
                           f"  cpu_sample {cs[0] if cs else 0:5.0f} ns/switch ({cs[1] if cs else 0} calls, "
-                          f"{cs[2] if cs else 0:5.0f} ns/call)  {r['bytes']:5.1f} B/switch", flush=True)
+                          f"{cs[2] if cs else 0:5.0f} ns/call)  rseq_update {ru[0] if ru else 0:5.0f} ns/switch "
+                          f"({ru[1] if ru else 0} calls)  {r['bytes']:5.1f} B/switch", flush=True)
             print("medians (min):")
             for n, rs in runs.items():
-                ss = [r["sched_switch"][0] for r in rs if "sched_switch" in r]
+                ss = [r["sched_switch"][0] + r.get("rseq_update", (0,))[0] for r in rs if "sched_switch" in r]
                 ms = [r["ms"] for r in rs if r["ms"]]
-                print(f"{n:12} sched_switch {statistics.median(ss):7.0f} ({min(ss):7.0f}) ns/switch  "
+                print(f"{n:12} sched_switch+rseq_update {statistics.median(ss):7.0f} ({min(ss):7.0f}) ns/switch  "
                       f"elapsed {statistics.median(ms):8.1f} ({min(ms):8.1f}) ms  "
                       f"{statistics.median(r['bytes'] for r in rs):5.1f} B/switch")
             print(f"load after: {os.getloadavg()}")
