@@ -146,10 +146,11 @@ pub struct RecorderConfig {
 /// not sampled: samples only say where in the code it was spent.
 pub const DEFAULT_CPU_SAMPLE_HZ: u32 = 99;
 
-/// Default [`RecorderConfig::stack_min_block_ns`]: 500 µs. A stack costs
-/// ≈ 3–6 µs of CPU here (BENCHMARKS.md, "Deferred stacks"), so a thread
-/// that blocks for this long and runs for a moment pays at most ≈ 1 % for
-/// its stacks, while every block of 1 ms and more keeps its stack.
+/// Default [`RecorderConfig::stack_min_block_ns`]: 500 µs. A block's
+/// stacks cost ≈ 1.4–4 µs of CPU on the hosts measured (BENCHMARKS.md,
+/// "Deferred stacks"), so a thread that blocks for this long and runs for
+/// a moment pays at most ≈ 1 % for its stacks, while every block of 1 ms
+/// and more keeps its stack.
 pub const DEFAULT_STACK_MIN_BLOCK_NS: u64 = 500_000;
 
 /// Default [`RecorderConfig::short_block_stacks_hz`]: 100 per CPU per

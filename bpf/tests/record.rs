@@ -352,12 +352,26 @@ fn traces_running_pid_but_not_launcher_threads() {
 /// goes through schedule().
 #[test]
 fn stacks_are_defined_and_named() {
+    // Stacks at every switch-out, then deferred stacks (the default).
+    stacks_defined_and_named(None);
+    stacks_defined_and_named(Some(jtrace_bpf::DEFAULT_STACK_MIN_BLOCK_NS));
+}
+
+/// With deferred stacks (`min_block` set), the 50 ms sleep's block gets a
+/// BLOCK_STACK with its kernel and user stacks, taken after it.
+fn stacks_defined_and_named(min_block: Option<u64>) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("stacks");
     let mut cfg = config(&dir);
     cfg.stacks = true;
+    cfg.stack_min_block_ns = min_block;
     let rec = KernelRecorder::start(cfg).expect("start recorder");
-    let status = Command::new("/bin/sh").args(["-c", "sleep 0.05"]).status().unwrap();
+    // Twice: a deferred stack comes at the block's end, and the recorder
+    // reads the mappings of a process while it lives (see below).
+    let status = Command::new("/bin/sh")
+        .args(["-c", "sleep 0.05; sleep 0.05"])
+        .status()
+        .unwrap();
     assert!(status.success());
     let stats = rec.stop().expect("stop recorder");
     let data = std::fs::read(dir.0.join("kernel.bin")).unwrap();
@@ -369,6 +383,7 @@ fn stacks_are_defined_and_named() {
     let mut kernel_pcs = Vec::new();
     let mut user = Vec::new();
     let mut outs = 0;
+    let mut blocks = Vec::new();
     for r in &recs {
         match &r.payload {
             Payload::Stack(s) => {
@@ -379,6 +394,16 @@ fn stacks_are_defined_and_named() {
                     user.push((r.ts, s.clone()));
                 }
             }
+            Payload::SwitchOutStacks(..) if min_block.is_some() => panic!("stack ids in a SWITCH_OUT"),
+            Payload::BlockStack(b) => {
+                assert!(min_block.is_some(), "a BLOCK_STACK with stacks at every switch-out");
+                for id in [b.kstack, b.ustack].into_iter().filter(|&i| i != 0) {
+                    assert!(defined.contains(&id), "stack {id} used before its STACK record");
+                }
+                assert!(b.out_ts < r.ts);
+                blocks.push((r.ts, r.tid, *b));
+            }
+            Payload::SwitchOut(_) if min_block.is_some() => outs += 1,
             Payload::SwitchOutStacks(_, st) => {
                 outs += 1;
                 for id in [st.kstack, st.ustack].into_iter().filter(|&i| i != 0) {
@@ -398,25 +423,43 @@ fn stacks_are_defined_and_named() {
             "kernel pc {pc:#x} in no KSYM"
         );
     }
+    // Taken at the switch-out, the stack holds schedule(); taken from the
+    // task off CPU (bpf_get_task_stack), the kernel leaves the scheduler's
+    // functions out: it begins where the sleep waits.
+    let waits = if min_block.is_some() {
+        "hrtimer_nanosleep"
+    } else {
+        "schedule"
+    };
     assert!(
-        ksyms.iter().any(|k| k.name == "schedule"),
-        "no schedule() in the kernel stacks"
+        ksyms.iter().any(|k| k.name == waits),
+        "no {waits}() in the kernel stacks: {:?}",
+        (kernel_pcs.iter())
+            .filter_map(|pc| ksyms.iter().find(|k| k.start <= *pc && *pc < k.end))
+            .map(|k| k.name.as_str())
+            .collect::<BTreeSet<_>>()
     );
-    // The `sleep` process after its exec lives 50 ms: long enough for
-    // the recorder to read its mappings (a stack from before an exec is
-    // not named by the mappings after it).
-    let (sleep_tgid, exec_ts) = recs
-        .iter()
-        .find_map(|r| match &r.payload {
-            Payload::Exec(t) if comm_str(&t.comm) == "sleep" => Some((t.tgid, r.ts)),
-            _ => None,
-        })
-        .expect("EXEC of sleep");
+    // A process's stacks are named by the mappings the recorder reads while
+    // it lives (a stack from before an exec is not named by the mappings
+    // after it). Taken at the switch-out, the first `sleep`'s stack leaves
+    // it 50 ms to read them; taken at the block's end, the sleep exits
+    // right after, but the shell's first wait ends 50 ms before its last.
+    let exec_of = |comm: &str| {
+        recs.iter()
+            .find_map(|r| match &r.payload {
+                Payload::Exec(t) if comm_str(&t.comm) == comm => Some((t.tgid, r.ts)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("EXEC of {comm}"))
+    };
+    let (sleep_tgid, _) = exec_of("sleep");
+    let (tgid, exec_ts) = exec_of(if min_block.is_some() { "sh" } else { "sleep" });
     let after: Vec<&(u64, jtrace_format::Stack)> = user
         .iter()
-        .filter(|(ts, s)| s.tgid == sleep_tgid && *ts > exec_ts)
+        .filter(|(ts, s)| s.tgid == tgid && *ts > exec_ts)
+        .take(if min_block.is_some() { 1 } else { usize::MAX })
         .collect();
-    assert!(!after.is_empty(), "no user stack of sleep after its exec");
+    assert!(!after.is_empty(), "no user stack of {tgid} after its exec");
     for (_, s) in after {
         let leaf = s.frames[0].pc;
         assert!(
@@ -430,6 +473,14 @@ fn stacks_are_defined_and_named() {
     assert!(maps
         .iter()
         .any(|m| m.path.ends_with("libc.so.6") && m.build_id.len() == 20));
+    if min_block.is_some() {
+        let slept = blocks
+            .iter()
+            .find(|(ts, _, b)| b.tgid == sleep_tgid && ts - b.out_ts >= 40_000_000)
+            .unwrap_or_else(|| panic!("no BLOCK_STACK of the 50 ms sleep: {blocks:?}"));
+        assert!(slept.2.kstack != 0 && slept.2.ustack != 0, "{slept:?}");
+        assert_eq!(slept.2.flags, 0, "{slept:?}");
+    }
 }
 
 #[test]
