@@ -145,6 +145,36 @@ fn blocked_time_lands_under_the_scenarios_own_methods() {
                 || n.starts_with("java.net.SocketInputStream.socketRead0")),
             "{jdk}: no native read method in {names:?}"
         );
+        // Its JNI function (libnio and libnet keep no frame pointers, so the
+        // walk skips it) is put back from the JVM's binding, right between
+        // the Java native method and the native code it called.
+        let java = names
+            .iter()
+            .position(|n| {
+                n.starts_with("sun.nio.ch.SocketDispatcher.read0")
+                    || n.starts_with("java.net.SocketInputStream.socketRead0")
+            })
+            .unwrap();
+        let jni = [
+            "Java_sun_nio_ch_SocketDispatcher_read0",
+            "Java_java_net_SocketInputStream_socketRead0",
+        ];
+        assert!(
+            java >= 2 && jni.contains(&names[java - 1].as_str()) && frames[java - 2].kind == FrameKind::Native,
+            "{jdk}: no JNI function under the native read in {names:?}"
+        );
+        // The file scenario's fsync too, in libjava.
+        let file = (by_thread["file"].iter())
+            .filter(|(iv, _)| iv.split.off.get(Cause::File) > 0)
+            .map(|(_, frames)| frames.iter().map(Frame::flame_name).collect::<Vec<String>>())
+            .find(|names| names.iter().any(|n| n.starts_with("java.io.FileDescriptor.sync")))
+            .unwrap_or_else(|| panic!("{jdk}: no stack of FileDescriptor.sync"));
+        assert!(
+            // sync0 since JDK 21.
+            file.iter()
+                .any(|n| n == "Java_java_io_FileDescriptor_sync" || n == "Java_java_io_FileDescriptor_sync0"),
+            "{jdk}: no JNI function under FileDescriptor.sync in {file:?}"
+        );
         // The report ranks the same time per method (no --methods given),
         // per cause and per thread, each with its top stacks.
         let report = jtrace_merge::report::build_report(&trace, &Default::default());

@@ -227,9 +227,9 @@ mod tests {
     use crate::{
         fd_kind, AllocSample, BlockIo, BlockStack, CodeBlob, CompiledInline, CompiledMethod, CpuSample, Encoder,
         FilePath, Fork, JvmBlock, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodDef,
-        MethodEvent, MethodTally, PageFault, PcInline, ProbeDef, Stack, StackFrame, Steal, SwitchIn, SwitchOut,
-        SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup, EXIT_BY_EXCEPTION, STACK_KERNEL,
-        SYSCALL_BLOCKED,
+        MethodEvent, MethodTally, NativeBind, PageFault, PcInline, ProbeDef, Stack, StackFrame, Steal, SwitchIn,
+        SwitchOut, SwitchStacks, Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup, EXIT_BY_EXCEPTION,
+        STACK_KERNEL, SYSCALL_BLOCKED,
     };
 
     #[test]
@@ -560,6 +560,11 @@ mod tests {
             }),
             Payload::MethodAddrs(MethodAddrs {
                 methods: vec![(1, 2), (3, 4)],
+            }),
+            Payload::NativeBind(NativeBind {
+                addr: 0x7f00_0000_1000,
+                method: 9,
+                name: "Java_sun_nio_ch_SocketDispatcher_read0".into(),
             }),
         ];
         let mut enc = Encoder::new();

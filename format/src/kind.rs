@@ -198,3 +198,7 @@ pub const CODE_BLOB: u16 = 130;
 pub const COMPILED_INLINE: u16 = 131;
 /// JVM: `Method*` addresses of methods, for interpreted frames. Payload: [`crate::MethodAddrs`].
 pub const METHOD_ADDRS: u16 = 132;
+/// JVM: the native function a Java native method is bound to
+/// (NativeMethodBind), to put a JNI function without frame pointers back
+/// between its Java method and what it called. Payload: [`crate::NativeBind`].
+pub const NATIVE_BIND: u16 = 133;

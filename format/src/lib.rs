@@ -68,8 +68,9 @@ pub use kernel::{
 };
 pub use record::{Payload, Record};
 pub use stacks::{
-    CodeBlob, CompiledInline, CpuSample, Ksym, Mapping, MethodAddrs, PcInline, Stack, StackFrame, SwitchStacks,
-    BUILD_ID_MAX, CODE_INTERPRETER, CODE_STUB, STACK_JAVA_ANCHOR, STACK_KERNEL, STACK_TRUNCATED, STACK_USER,
+    CodeBlob, CompiledInline, CpuSample, Ksym, Mapping, MethodAddrs, NativeBind, PcInline, Stack, StackFrame,
+    SwitchStacks, BUILD_ID_MAX, CODE_INTERPRETER, CODE_STUB, STACK_JAVA_ANCHOR, STACK_KERNEL, STACK_TRUNCATED,
+    STACK_USER,
 };
 pub use stream::{
     FileHeader, RecordHeader, FILE_HEADER_LEN, FORMAT_VERSION, JVM_MAGIC, KERNEL_MAGIC, RECORD_HEADER_LEN,

@@ -5,8 +5,8 @@ use crate::wire::{Cursor, Wire};
 use crate::{
     kind, AllocSample, BlockIo, BlockStack, CodeBlob, CompiledInline, CompiledMethod, CpuSample, FilePath, Fork,
     JvmBlock, JvmEnd, JvmLost, JvmPidNs, JvmStart, Ksym, LibCall, Mapping, MethodAddrs, MethodBatch, MethodDef,
-    MethodEvent, MethodTally, PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks, Syscall, TaskInfo,
-    TaskNs, ThreadStart, Throttle, Wakeup,
+    MethodEvent, MethodTally, NativeBind, PageFault, ProbeDef, Stack, Steal, SwitchIn, SwitchOut, SwitchStacks,
+    Syscall, TaskInfo, TaskNs, ThreadStart, Throttle, Wakeup,
 };
 
 /// A decoded record.
@@ -96,6 +96,8 @@ pub enum Payload {
     CompiledInline(CompiledInline),
     /// See [`kind::METHOD_ADDRS`].
     MethodAddrs(MethodAddrs),
+    /// See [`kind::NATIVE_BIND`].
+    NativeBind(NativeBind),
     /// A kind this reader does not know (skipped by length).
     Unknown(u16),
 }
@@ -253,4 +255,5 @@ payloads! {
     kind::CODE_BLOB => CodeBlob(CodeBlob),
     kind::COMPILED_INLINE => CompiledInline(CompiledInline),
     kind::METHOD_ADDRS => MethodAddrs(MethodAddrs),
+    kind::NATIVE_BIND => NativeBind(NativeBind),
 }

@@ -216,6 +216,20 @@ pub struct CodeBlob {
 }
 wire! { CodeBlob { start, size, kind, name } }
 
+/// JVM payload of [`kind::NATIVE_BIND`](crate::kind::NATIVE_BIND): the
+/// function a Java native method is bound to, named by the dynamic linker
+/// (the symbol that starts exactly there).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NativeBind {
+    /// The function's address.
+    pub addr: u64,
+    /// The method's id (METHOD_DEF).
+    pub method: u64,
+    /// The function's symbol (`Java_sun_nio_ch_SocketDispatcher_read0`).
+    pub name: String,
+}
+wire! { NativeBind { addr, method, name } }
+
 /// The frames of compiled code at one pc: the method whose code it is,
 /// and the methods inlined into it there.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -3,7 +3,8 @@
 //! loading: [`class_loading`]), garbage collection pauses
 //! ([`gc`]), JIT code load/unload ([`jit`]; the ids of the methods they
 //! name: [`method_ids`]), sampled allocations
-//! ([`alloc`]), park and sleep ([`park_sleep`]). This module decides which
+//! ([`alloc`]), park and sleep ([`park_sleep`]), native method bindings
+//! for the stacks ([`native_binds`]). This module decides which
 //! families are on: it asks for their capabilities at load and enables
 //! their events at VMInit (or attach).
 //!
@@ -25,6 +26,7 @@ mod gc;
 mod jit;
 mod method_ids;
 mod monitors;
+mod native_binds;
 pub(crate) mod park_sleep;
 
 use std::sync::{Mutex, OnceLock};
@@ -48,6 +50,8 @@ struct Features {
     park: bool,
     sleep: bool,
     stacks: bool,
+    /// Native method bindings are reported (for the stacks' JNI frames).
+    native_binds: bool,
     /// Loaded into a live JVM: park and sleep natives are re-bound by
     /// [`park_sleep::attach`], not through NativeMethodBind.
     attach: bool,
@@ -124,6 +128,11 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
         }
         f.attach = attach;
         f.stacks = cfg.stacks;
+        if cfg.stacks && !attach {
+            f.native_binds = add_capability(env, "native method bind (stacks' JNI frames)", |c| {
+                c.set_can_generate_native_method_bind_events(1)
+            });
+        }
         if cfg.park || cfg.sleep {
             if attach {
                 // No capability needed: RegisterNatives, at start.
@@ -147,7 +156,7 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
     jit::install(cb);
     alloc::install(cb);
     code::install(cb);
-    cb.NativeMethodBind = Some(park_sleep::on_native_method_bind);
+    cb.NativeMethodBind = Some(native_binds::on_native_method_bind);
     let _ = FEATURES.set(f);
 }
 
@@ -155,7 +164,7 @@ pub(crate) unsafe fn on_load(env: *mut jvmtiEnv, cfg: &Config, attach: bool, cb:
 /// primordial phase, long before VMInit).
 pub(crate) fn early_events() -> Vec<jvmtiEvent> {
     match FEATURES.get() {
-        Some(f) if (f.park || f.sleep) && !f.attach => vec![JVMTI_EVENT_NATIVE_METHOD_BIND],
+        Some(f) if (f.park || f.sleep || f.native_binds) && !f.attach => vec![JVMTI_EVENT_NATIVE_METHOD_BIND],
         _ => Vec::new(),
     }
 }
@@ -249,6 +258,9 @@ pub(crate) unsafe fn start(env: *mut jvmtiEnv, jni: *mut JNIEnv) {
         // Last: describing every loaded class for the stacks takes a while
         // (tens of thousands of methods), and on attach the method probes are
         // already on; the blocks they time must be named from the start.
+        if f.native_binds {
+            native_binds::start(env);
+        }
         if f.stacks {
             let notes = code::start(env, jni);
             notes.into_iter().for_each(note);

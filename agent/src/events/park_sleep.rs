@@ -155,7 +155,8 @@ fn wrapper(i: usize) -> *mut c_void {
     }
 }
 
-fn is_wrapper(addr: usize) -> bool {
+/// Whether `addr` is one of the wrappers that record park and sleep.
+pub(super) fn is_wrapper(addr: usize) -> bool {
     (0..TARGETS.len()).any(|i| wrapper(i) as usize == addr)
 }
 

@@ -255,6 +255,7 @@ impl TraceReader {
             Payload::CodeBlob(b) => s.code.blobs.push(b),
             Payload::CompiledInline(c) => s.code.inline.push((ts, c)),
             Payload::MethodAddrs(m) => s.code.methods.extend(m.methods.into_iter().map(|(a, id)| (a, id, ts))),
+            Payload::NativeBind(b) => s.code.natives.push((b.method, b.name)),
             Payload::Alloc(a) => s.allocs.push((tid, a)),
             // Blocking states, GC and safepoint windows.
             Payload::Jvm(k, b) => {
@@ -414,6 +415,8 @@ struct CodeRecords {
     blobs: Vec<fmt::CodeBlob>,
     /// (`Method*`, method id, when described).
     methods: Vec<(u64, u64, u64)>,
+    /// (method id, the native function it is bound to), in the order bound.
+    natives: Vec<(u64, String)>,
 }
 
 /// A compiled method's tier and, per pc, its inlining chain (innermost first).
@@ -421,7 +424,7 @@ type TierAndInlining = (u32, Vec<(u64, Vec<Option<MethodIdx>>)>);
 
 impl CodeRecords {
     fn is_empty(&self) -> bool {
-        self.compiled.is_empty() && self.blobs.is_empty() && self.methods.is_empty()
+        self.compiled.is_empty() && self.blobs.is_empty() && self.methods.is_empty() && self.natives.is_empty()
     }
 
     /// Into the JVM's code tables, naming methods with `method`.
@@ -464,6 +467,12 @@ impl CodeRecords {
         for (addr, id, ts) in self.methods {
             if let Some(m) = method(id) {
                 jvm.methods.describe(addr, ts, m);
+            }
+        }
+        // A method bound again (the agent's own wrappers) calls the last.
+        for (id, function) in self.natives {
+            if let Some(m) = method(id) {
+                jvm.natives.insert(m, function);
             }
         }
     }

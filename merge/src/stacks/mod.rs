@@ -61,6 +61,8 @@ pub struct JvmCode {
     pub blobs: Vec<Blob>,
     /// Method of each `Method*` over time (METHOD_ADDRS).
     pub methods: MethodAddrs,
+    /// The native function (its symbol) each bound native method calls.
+    pub natives: HashMap<MethodIdx, String>,
 }
 
 /// The method each `Method*` stands for, over time: a retransformation

@@ -315,8 +315,17 @@ impl<'t> Symbolizer<'t> {
                     .get(&s.stack.tgid)
                     .or_else(|| self.stacks().jvms.get(&tgid));
                 let mut v = Vec::new();
+                // The pc of the native frame named last, if it was native.
+                let mut native_pc = None;
                 for (i, f) in s.stack.frames.iter().enumerate() {
+                    let at = v.len();
                     self.user_frame(jvm, f, s, exact_leaf && i == 0, &mut v);
+                    if let (Some(j), Some(pc), Some(first)) = (jvm, native_pc, v.get(at)) {
+                        if let Some(lost) = self.lost_jni_function(j, s, pc, first) {
+                            v.insert(at, lost);
+                        }
+                    }
+                    native_pc = (v.last().map(|g: &Frame| g.kind) == Some(FrameKind::Native)).then_some(f.pc);
                 }
                 self.close(s, &mut v);
                 v.into()
@@ -410,6 +419,21 @@ impl<'t> Symbolizer<'t> {
             }
         }
         self.native_frame(s.stack.tgid, ts, f.pc, exact, out);
+    }
+
+    /// The JNI function a native method's frame `java` called, if the walk
+    /// lost it: the method is bound to it (NativeMethodBind), and the
+    /// native frame inside (at `inner_pc`) is another function, not in
+    /// libjvm.so (there the JVM's own code runs: a transition after the
+    /// call returned, or a JNI callback, and the function may be gone).
+    /// The JVM calls exactly the bound function, so the frame is certain,
+    /// not guessed. (The agent reports no native the JVM implements
+    /// itself, in libjvm.so, nor its own wrappers.)
+    fn lost_jni_function(&self, jvm: &JvmCode, s: &RawStack, inner_pc: u64, java: &Frame) -> Option<Frame> {
+        let bound = jvm.natives.get(&java.method.filter(|_| java.is_java())?)?;
+        let (inner, inner_at) = self.native_symbol(s.stack.tgid, s.ts, inner_pc);
+        let in_jvm = inner_at.is_some_and(|(m, ..)| m.path.ends_with("/libjvm.so"));
+        (inner.name != *bound && !in_jvm).then(|| Frame::new(bound.clone(), FrameKind::Native))
     }
 
     /// A pc in a mapping of the process: its ELF symbol, and with lines
