@@ -121,6 +121,7 @@ fn kind_of(p: &Payload) -> u16 {
         Payload::CodeBlob(_) => kind::CODE_BLOB,
         Payload::CompiledInline(_) => kind::COMPILED_INLINE,
         Payload::MethodAddrs(_) => kind::METHOD_ADDRS,
+        Payload::NativeBind(_) => kind::NATIVE_BIND,
         _ => 0,
     }
 }

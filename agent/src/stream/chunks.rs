@@ -107,7 +107,7 @@ impl Ledger {
             // Restated with JVM_START: a reader pairs the JVM's tids by it.
             kind::JVM_PIDNS => self.jvm_start.extend_from_slice(rec),
             kind::METHOD_DEF => self.defs.extend_from_slice(rec),
-            kind::CODE_BLOB | kind::METHOD_ADDRS => self.code.extend_from_slice(rec),
+            kind::CODE_BLOB | kind::METHOD_ADDRS | kind::NATIVE_BIND => self.code.extend_from_slice(rec),
             kind::COMPILED_METHOD_LOAD => {
                 if let Some(addr) = u64_at(p, 8) {
                     self.compiled.insert(addr, rec.to_vec());

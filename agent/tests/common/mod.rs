@@ -170,7 +170,7 @@ pub fn read_stream(out: &Path, what: &str) -> Option<Vec<Record>> {
 /// Whether a record is one of a thread's events, written in that thread's
 /// time order. METHOD_DEFs are written ahead of the thread chunks (so they
 /// precede every use), and the records that describe code for stacks
-/// (CODE_BLOB, COMPILED_INLINE, METHOD_ADDRS) straight away by whichever
+/// (CODE_BLOB, COMPILED_INLINE, METHOD_ADDRS, NATIVE_BIND) straight away by whichever
 /// thread saw the code: neither is in a thread's time order. Nor are the
 /// TRACER_WAIT spans of a thread's writes, which begin its next buffer
 /// while events from before the write may still come (docs/FORMAT.md).
@@ -182,6 +182,7 @@ pub fn in_thread_order(p: &jtrace_format::Payload) -> bool {
             | Payload::CodeBlob(_)
             | Payload::CompiledInline(_)
             | Payload::MethodAddrs(_)
+            | Payload::NativeBind(_)
             | Payload::Jvm(kind::TRACER_WAIT_BEGIN | kind::TRACER_WAIT_END, _)
     )
 }

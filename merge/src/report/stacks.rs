@@ -427,7 +427,8 @@ fn stack_only_methods(
     let wanted = |m| trace.trivial.contains(&m) && keep_method(m);
     let mut held = HeldMethods::new(symbols, &wanted);
     let mut off: BTreeMap<MethodIdx, OffCpu> = BTreeMap::new();
-    for (tid, pairs) in &time.by_thread {
+    // Short blocks' time scaled up from sampled stacks counts too.
+    for (tid, pairs) in time.by_thread.iter().chain(&time.scaled) {
         if !trace.threads.get(tid).is_some_and(keep_thread) {
             continue;
         }
