@@ -204,6 +204,7 @@ impl ThreadWatch {
         &self.scratch
     }
 
+    #[inline]
     fn tally(&mut self, id: u32) -> &mut Tally {
         let i = id as usize;
         if i >= self.tallies.len() {
@@ -303,6 +304,24 @@ impl ThreadWatch {
                 carry = 0;
             }
             if kind == ENTRY {
+                // A leaf call (its exit next, no switch between), the common
+                // case: tallied at once, as push, exit and close would.
+                let next = events.get(i + 1).map(|&n| n as u64);
+                if let Some(next) = next.filter(|&n| {
+                    !filtering
+                        && n >> BATCH_KIND_SHIFT == EXIT
+                        && batch_event_method(n) as u32 == id
+                        && !marked.contains(&(i + 1))
+                }) {
+                    let wall = next & BATCH_DELTA_MASK;
+                    ts += wall;
+                    let t = self.tally(id);
+                    t.calls += 1;
+                    t.ns += wall;
+                    t.short += (wall < SHORT_NS) as u64;
+                    i += 2;
+                    continue;
+                }
                 self.frames.push(Frame {
                     id,
                     entry: ts,

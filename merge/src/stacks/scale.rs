@@ -13,8 +13,7 @@
 use crate::cause::{Cause, OffCpu};
 use crate::model::trace::Trace;
 use crate::visitor::OffCpuInterval;
-use std::collections::HashMap;
-use std::hash::Hash;
+use std::collections::{BTreeMap, HashMap};
 
 /// One thread's short blocks, followed through a walk; `K` is where a
 /// view puts an interval without stacks (its traced methods, say).
@@ -25,8 +24,9 @@ pub struct ShortBlocks<K> {
     min_block_ns: Option<u64>,
     /// The thread's sampled short blocks' time, by stack pair.
     sampled: HashMap<u32, OffCpu>,
-    /// Its short blocks without stacks, by where the view would put them.
-    held: HashMap<K, OffCpu>,
+    /// Its short blocks without stacks, by where the view would put them
+    /// (ordered: the views' output does not depend on a hash order).
+    held: BTreeMap<K, OffCpu>,
 }
 
 impl<K> Default for ShortBlocks<K> {
@@ -34,7 +34,7 @@ impl<K> Default for ShortBlocks<K> {
         ShortBlocks {
             min_block_ns: None,
             sampled: HashMap::new(),
-            held: HashMap::new(),
+            held: BTreeMap::new(),
         }
     }
 }
@@ -42,20 +42,20 @@ impl<K> Default for ShortBlocks<K> {
 /// A thread's short blocks without stacks, at its end.
 #[derive(Debug)]
 pub struct Scaled<K> {
-    /// Time scaled up from the sampled stacks, by stack pair.
+    /// Time scaled up from the sampled stacks, by stack pair (in order).
     pub scaled: Vec<(u32, OffCpu)>,
     /// Time of causes no sampled stack stands for, where the view would
-    /// have put it.
+    /// have put it (in order).
     pub unscaled: Vec<(K, OffCpu)>,
 }
 
-impl<K: Hash + Eq + Clone> ShortBlocks<K> {
+impl<K: Ord + Clone> ShortBlocks<K> {
     /// For the walk of `trace`.
     pub fn new(trace: &Trace) -> ShortBlocks<K> {
         ShortBlocks {
             min_block_ns: trace.meta.stack_min_block_ns,
             sampled: HashMap::new(),
-            held: HashMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -86,8 +86,8 @@ impl<K: Hash + Eq + Clone> ShortBlocks<K> {
     pub fn end(&mut self) -> Scaled<K> {
         let sampled = std::mem::take(&mut self.sampled);
         let held = std::mem::take(&mut self.held);
-        let mut scaled: HashMap<u32, OffCpu> = HashMap::new();
-        let mut unscaled: HashMap<K, OffCpu> = HashMap::new();
+        let mut scaled: BTreeMap<u32, OffCpu> = BTreeMap::new();
+        let mut unscaled: BTreeMap<K, OffCpu> = BTreeMap::new();
         let mut pairs: Vec<(&u32, &OffCpu)> = sampled.iter().collect();
         pairs.sort_by_key(|(p, _)| **p);
         for c in Cause::ALL {
@@ -149,7 +149,7 @@ mod tests {
         ShortBlocks {
             min_block_ns: Some(500),
             sampled: HashMap::new(),
-            held: HashMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -167,8 +167,7 @@ mod tests {
         assert!(s.off_cpu(&iv(0, 499, Cause::File, None), || 8));
         assert!(s.off_cpu(&iv(0, 101, Cause::File, None), || 8));
         assert!(s.off_cpu(&iv(0, 50, Cause::Sleep, None), || 9));
-        let mut out = s.end();
-        out.scaled.sort_by_key(|(p, _)| *p);
+        let out = s.end();
         let file: Vec<(u32, u64)> = out.scaled.iter().map(|(p, o)| (*p, o.get(Cause::File))).collect();
         assert_eq!(file, [(1, 333), (2, 667)]);
         // No sample of sleep: its time stays where the view puts it.

@@ -36,7 +36,7 @@ use std::io::Write;
 use std::path::Path;
 
 /// Where an off-CPU sample's stack comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum StackKey {
     /// The stacks recorded at the switch-out: an index into the trace's
     /// stack pairs.
