@@ -40,13 +40,9 @@ static __always_inline void want_walk(__u32 tid, __u32 tgid)
 	want_flush(w, ts, us);
 }
 
-/*
- * Runs on every task's return to user mode after a switch (rseq's notify
- * resume), of every process: one bit test for all but the threads a long
- * block left waiting for their user stack.
- */
-SEC("tp_btf/rseq_update")
-int BPF_PROG(rseq_update, struct task_struct *t)
+/* The current thread's user stack, if blocks wait for it: one bit test for
+ * every thread that has none waiting. */
+static __always_inline void walk_if_wanted(void)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -56,6 +52,16 @@ int BPF_PROG(rseq_update, struct task_struct *t)
 	asm volatile("" : "+r"(tid));
 	if (bit_test(ustack_want_bits, tid))
 		want_walk(tid, pid_tgid >> 32);
+}
+
+/*
+ * Runs on every task's return to user mode after a switch (rseq's notify
+ * resume), of every process.
+ */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(rseq_update, struct task_struct *t)
+{
+	walk_if_wanted();
 	return 0;
 }
 
@@ -68,11 +74,6 @@ int BPF_PROG(rseq_update, struct task_struct *t)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(block_stacks_exit, struct task_struct *p)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-
-	asm volatile("" : "+r"(tid));
-	if (bit_test(ustack_want_bits, tid))
-		want_walk(tid, pid_tgid >> 32);
+	walk_if_wanted();
 	return 0;
 }
