@@ -14,6 +14,7 @@ $sudo "$jtrace" run --methods 'Demo.*' -o target/demo/demo.jtrace -- java -cp ta
 "$jtrace" text target/demo/demo.jtrace
 "$jtrace" report target/demo/demo.jtrace
 "$jtrace" timeline target/demo/demo.jtrace -o target/demo/timeline.html
+"$jtrace" flame target/demo/demo.jtrace -o target/demo/flame.html
 echo
 echo "trace: target/demo/demo.jtrace  (jtrace info | text | report [--json] | export --format chrome|collapsed|csv)"
-echo "timeline: target/demo/timeline.html (open it in a browser)"
+echo "timeline: target/demo/timeline.html, flame graph: target/demo/flame.html (open them in a browser)"

@@ -18,6 +18,7 @@ mod container;
 mod demoted_rules;
 mod disk;
 mod dump;
+mod flame;
 mod hotspot;
 mod info;
 mod memory;
@@ -74,6 +75,9 @@ enum Cmd {
     /// Write the per-thread timeline as one self-contained HTML file (reads
     /// the whole trace into memory: the page embeds every event).
     Timeline(views::TimelineArgs),
+    /// Write a flame graph of CPU samples and off-CPU time by cause as one
+    /// self-contained HTML file; with two traces, their difference.
+    Flame(flame::FlameArgs),
     /// Export for other viewers: chrome (Perfetto), collapsed (flame graphs), csv, text.
     Export(views::ExportArgs),
     /// Print a trace's metadata, event counts and losses.
@@ -112,6 +116,10 @@ pub fn main() -> ExitCode {
         Cmd::Timeline(args) => {
             let _p = progress::Progress::start("timeline");
             views::timeline(args)
+        }
+        Cmd::Flame(args) => {
+            let _p = progress::Progress::start("flame");
+            flame::flame(args)
         }
         Cmd::Export(args) => {
             let _p = progress::Progress::start("export");

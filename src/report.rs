@@ -1,18 +1,32 @@
 //! `jtrace report`: the gap-attribution report, as a table or as JSON
-//! (schema jtrace.report.v1).
+//! (schema jtrace.report.v1); with `--compare BEFORE AFTER`, what changed
+//! between two traces' reports (schema jtrace.compare.v1).
 
 use crate::views::StreamArgs;
 use anyhow::Context;
-use jtrace_merge::{build_report, build_report_streaming, Cause, ReportFilter, Trace};
+use jtrace_merge::report::compare::{compare, CompareOptions};
+use jtrace_merge::{build_report, build_report_streaming, Cause, Report, ReportFilter, Trace};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `jtrace report`.
 #[derive(clap::Args)]
 pub(crate) struct ReportArgs {
     /// Trace directory.
-    trace: PathBuf,
-    /// Emit JSON (schema jtrace.report.v1).
+    #[arg(required_unless_present = "compare")]
+    trace: Option<PathBuf>,
+    /// Instead of one trace's report, what changed from BEFORE to AFTER:
+    /// the methods (matched by class, name and signature) and causes that
+    /// changed most, largest change of wall first (with --cause, of that
+    /// cause). --thread, --method, --cause and --top apply to both.
+    #[arg(
+        long,
+        num_args = 2,
+        value_names = ["BEFORE", "AFTER"],
+        conflicts_with_all = ["trace", "exclude_demoted", "lines", "all", "per_thread"]
+    )]
+    compare: Option<Vec<PathBuf>>,
+    /// Emit JSON (schema jtrace.report.v1; with --compare, jtrace.compare.v1).
     #[arg(long)]
     json: bool,
     /// Only threads whose name (glob) or tid matches.
@@ -58,23 +72,32 @@ fn parse_cause(s: &str) -> Result<Cause, String> {
     })
 }
 
-/// `jtrace report TRACE`: streamed unless `--in-memory`.
+/// The report of `trace` with `filter`: streamed unless `--in-memory`;
+/// an error names the trace as `what` (`trace`, `BEFORE trace` …).
+fn build(trace: &Path, what: &str, filter: &ReportFilter, stream: &StreamArgs) -> anyhow::Result<Report> {
+    if stream.in_memory {
+        Trace::open(trace)
+            .with_context(|| format!("cannot open {what} {}", trace.display()))
+            .map(|t| build_report(&t, filter))
+    } else {
+        build_report_streaming(trace, filter, &stream.options())
+            .with_context(|| format!("cannot report on {what} {}", trace.display()))
+    }
+}
+
+/// `jtrace report TRACE`, or `jtrace report --compare BEFORE AFTER`.
 pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
     let filter = ReportFilter {
-        thread: args.thread,
-        method: args.method,
+        thread: args.thread.clone(),
+        method: args.method.clone(),
         cause: args.cause,
         lines: args.lines,
     };
-    let trace = &args.trace;
-    let report = if args.stream.in_memory {
-        Trace::open(trace)
-            .with_context(|| format!("cannot open trace {}", trace.display()))
-            .map(|t| build_report(&t, &filter))
-    } else {
-        build_report_streaming(trace, &filter, &args.stream.options())
-            .with_context(|| format!("cannot report on trace {}", trace.display()))
-    }?;
+    if let Some(pair) = &args.compare {
+        return report_compare(&args, &pair[0], &pair[1], filter);
+    }
+    let trace = args.trace.as_deref().context("no trace given")?;
+    let report = build(trace, "trace", &filter, &args.stream)?;
     let mut out = std::io::stdout().lock();
     if args.exclude_demoted {
         out.write_all(crate::demoted_rules::exclude_demoted(&report, &trace.display().to_string()).as_bytes())?;
@@ -88,6 +111,26 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
             per_thread: args.per_thread,
         };
         out.write_all(jtrace_timeline::render_report(&report, &opts).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `jtrace report --compare BEFORE AFTER`: both reports with the same
+/// filters, but every method kept whatever its causes: `--cause` selects
+/// the methods with that cause on either side, in the comparison.
+fn report_compare(args: &ReportArgs, before: &Path, after: &Path, filter: ReportFilter) -> anyhow::Result<()> {
+    let cause = filter.cause;
+    let filter = ReportFilter { cause: None, ..filter };
+    let before = build(before, "BEFORE trace", &filter, &args.stream)?;
+    let after = build(after, "AFTER trace", &filter, &args.stream)?;
+    let comparison = compare(&before, &after, &CompareOptions { cause });
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &comparison)?;
+        writeln!(out)?;
+    } else {
+        let opts = jtrace_timeline::CompareTextOptions { top: args.top };
+        out.write_all(jtrace_timeline::render_compare(&comparison, &opts).as_bytes())?;
     }
     Ok(())
 }

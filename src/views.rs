@@ -313,6 +313,7 @@ fn write_export(
                 all: args.all,
                 cpu: args.cpu,
                 lines: args.lines,
+                ..Default::default()
             };
             match whole {
                 Some(trace) => write_collapsed(trace, &opts, out)?,

@@ -98,7 +98,8 @@
 //!    wall-time percentiles in bounded memory; [`left_out`], the methods
 //!    the agent demoted and the short calls it did not write;
 //!    `demoted_estimate`; [`report_stacks`], the top stacks and the
-//!    stack-only methods); [`why`]: the critical paths of `jtrace why`
+//!    stack-only methods; [`report::compare`], two reports side by side,
+//!    `jtrace.compare.v1`); [`why`]: the critical paths of `jtrace why`
 //!    (`jtrace.why.v1`).
 
 #![deny(missing_docs)]

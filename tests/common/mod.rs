@@ -3,6 +3,7 @@
 //! `jtrace run` and check the merged result.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod containers;
 pub mod hostile;
 

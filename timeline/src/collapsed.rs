@@ -4,13 +4,15 @@
 //! streaming budget plus the distinct stacks.
 
 use crate::export::Exporter;
+use crate::segments::layout_order;
 use jtrace_merge::scale::ShortBlocks;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::tail::{Tail, TailStack};
 use jtrace_merge::{
     analyze, Invocation, MethodIdx, OffCpu, OffCpuInterval, Symbolizer, ThreadInfo, ThreadTotals, Timed, Trace, Visitor,
 };
-use std::collections::BTreeMap;
+use jtrace_merge::{glob_match, Cause, Wake};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -28,6 +30,27 @@ pub struct CollapsedOptions {
     /// Native frames with their source line (` (file.c:123)`, from DWARF)
     /// and the functions inlined there as frames of their own.
     pub lines: bool,
+    /// Only this time window, `(from, to)` in ns since the trace start:
+    /// off-CPU time clipped to it (its causes laid out in time as the
+    /// timeline lays them), CPU samples taken in it.
+    pub window: Option<(u64, u64)>,
+    /// Only the threads whose name matches this glob, or this tid.
+    pub threads: Option<String>,
+}
+
+/// What [`fold_streaming`] folds: the folded stacks, and who ended the
+/// waits under each.
+#[derive(Debug, Default)]
+pub struct Folded {
+    /// `cause;frame;…;frame` (outermost first) → ns, as the collapsed
+    /// format writes them.
+    pub stacks: BTreeMap<String, u64>,
+    /// Per folded stack, the blocked (not `runqueue`) ns each waker ended,
+    /// by index into [`Folded::waker_names`].
+    pub wakers: HashMap<String, BTreeMap<u32, u64>>,
+    /// `thread [tid]` or `thread [tid] in Class.method`: the waker and
+    /// the traced method it was in when it woke the thread.
+    pub waker_names: Vec<String>,
 }
 
 /// Frame standing for "no traced method open" in the collapsed output.
@@ -50,7 +73,61 @@ struct Folder<'a> {
     /// The thread's short blocks without stacks (by the traced methods
     /// open then), scaled at its end.
     short: ShortBlocks<Vec<MethodIdx>>,
+    /// The window, in trace time.
+    window: Option<(u64, u64)>,
+    /// The current thread is left out (`threads`).
+    skip: bool,
+    /// Who ended the waits, when asked for (the flame graph).
+    wakers: Option<WakerFold>,
     folded: BTreeMap<String, u64>,
+}
+
+/// The wakers of the waits, folded as the stacks are.
+#[derive(Debug, Default)]
+struct WakerFold {
+    /// The thread's last wakeup: its time and waker id.
+    last: Option<(u64, u32)>,
+    /// The waker of the interval being added.
+    current: Option<u32>,
+    ids: HashMap<String, u32>,
+    folded: Folded,
+}
+
+impl WakerFold {
+    fn id(&mut self, name: String) -> u32 {
+        let names = &mut self.folded.waker_names;
+        *self.ids.entry(name).or_insert_with_key(|n| {
+            names.push(n.clone());
+            names.len() as u32 - 1
+        })
+    }
+
+    /// The current waker's part of `off` under the folded stack `key`.
+    fn add(&mut self, key: &str, c: Cause, ns: u64) {
+        if let (Some(w), true) = (self.current, c != Cause::Runqueue) {
+            *self
+                .folded
+                .wakers
+                .entry(key.to_string())
+                .or_default()
+                .entry(w)
+                .or_default() += ns;
+        }
+    }
+}
+
+/// `off` clipped to `[from, to)`, its causes laid out in time from `start`.
+fn clip(start: u64, off: &OffCpu, (from, to): (u64, u64)) -> OffCpu {
+    let mut out = OffCpu::default();
+    let mut t = start;
+    for (c, ns) in layout_order(off) {
+        let (lo, hi) = (t.max(from), (t + ns).min(to));
+        if hi > lo {
+            out.add(c, hi - lo);
+        }
+        t += ns;
+    }
+    out
 }
 
 impl Folder<'_> {
@@ -63,8 +140,17 @@ impl Folder<'_> {
             frames.push(';');
             frames.push_str(SCALED_FRAME);
         }
+        self.add_folded(&frames, off);
+    }
+
+    /// `off` under `frames`, each cause its own folded stack.
+    fn add_folded(&mut self, frames: &str, off: &OffCpu) {
         for (c, ns) in off.nonzero() {
-            *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
+            let key = format!("{}{frames}", c.name());
+            if let Some(w) = &mut self.wakers {
+                w.add(&key, c, ns);
+            }
+            *self.folded.entry(key).or_default() += ns;
         }
     }
 
@@ -82,21 +168,40 @@ impl Folder<'_> {
         frames
     }
 
-    /// The CPU samples, under `cpu`.
+    /// The CPU samples (of the window), under `cpu`.
     fn add_cpu_samples(&mut self) {
         let hz = u64::from(self.trace.meta.cpu_sample_hz);
         if hz == 0 {
             return;
         }
         let period = 1_000_000_000 / hz;
-        for (&(tid, pair), &n) in &self.trace.stacks.cpu_samples {
+        let stacks = &self.trace.stacks;
+        let counts: BTreeMap<(u32, u32), u64> = match self.window {
+            None => stacks.cpu_samples.clone(),
+            Some((from, to)) => {
+                let mut m = BTreeMap::new();
+                for &(_, tid, pair) in stacks.cpu_sample_times.iter().filter(|s| s.0 >= from && s.0 < to) {
+                    *m.entry((tid, pair)).or_default() += 1;
+                }
+                m
+            }
+        };
+        for ((tid, pair), n) in counts {
             let t = self.trace.threads.get(&tid).cloned().unwrap_or(ThreadInfo {
                 tid,
                 ..Default::default()
             });
+            if !self.wanted(&t) {
+                continue;
+            }
             let frames = self.stack_frames(&t, pair);
             *self.folded.entry(format!("cpu{frames}")).or_default() += n * period;
         }
+    }
+
+    /// Whether thread `t` is in the view (`threads`).
+    fn wanted(&self, t: &ThreadInfo) -> bool {
+        (self.opts.threads.as_deref()).is_none_or(|p| glob_match(p, t.display_name()) || p == t.tid.to_string())
     }
 
     fn add(&mut self, t: &ThreadInfo, depth: usize, off: &OffCpu) {
@@ -116,9 +221,7 @@ impl Folder<'_> {
             frames.push(';');
             frames.push_str(&frame(&self.trace.methods[*m as usize].qualified()));
         }
-        for (c, ns) in off.nonzero() {
-            *self.folded.entry(format!("{}{frames}", c.name())).or_default() += ns;
-        }
+        self.add_folded(&frames, off);
     }
 }
 
@@ -129,12 +232,18 @@ fn frame(s: &str) -> String {
 }
 
 impl Visitor for Folder<'_> {
-    fn thread_begin(&mut self, _t: &ThreadInfo) {
+    fn thread_begin(&mut self, t: &ThreadInfo) {
         self.stack.clear();
         self.tail.begin();
+        self.skip = !self.wanted(t);
+        if let Some(w) = &mut self.wakers {
+            w.last = None;
+        }
     }
     fn event(&mut self, _t: &ThreadInfo, e: &Timed) {
-        self.tail.event(e);
+        if !self.skip {
+            self.tail.event(e);
+        }
     }
     fn enter(&mut self, _t: &ThreadInfo, _ts: u64, depth: usize, m: MethodIdx) {
         self.stack.truncate(depth);
@@ -144,18 +253,55 @@ impl Visitor for Folder<'_> {
         self.tail.exit(t, inv, &self.stack);
         self.stack.truncate(depth);
     }
+    fn waker_method(&mut self, _t: &ThreadInfo, _depth: usize, wake: &Wake, method: Option<MethodIdx>) {
+        let Some(w) = &mut self.wakers else { return };
+        let waker = self.trace.threads.get(&wake.waker_tid);
+        let mut name = match waker {
+            _ if wake.waker_tid == 0 => "the kernel: an interrupt or timer on an idle CPU [0]".to_string(),
+            Some(t) => format!("{} [{}]", t.display_name(), wake.waker_tid),
+            None => format!("[{}]", wake.waker_tid),
+        };
+        if let Some(m) = method {
+            name.push_str(" in ");
+            name.push_str(&self.trace.methods[m as usize].qualified());
+        }
+        let id = w.id(name);
+        w.last = Some((wake.ts, id));
+    }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
-        self.tail.off_cpu(&iv.split.off);
-        let open = &self.stack[..depth.min(self.stack.len())];
-        if self.short.off_cpu(iv, || open.to_vec()) {
+        if self.skip {
             return;
+        }
+        self.tail.off_cpu(&iv.split.off);
+        let mut iv = *iv;
+        if let Some(window) = self.window {
+            iv.split.off = clip(iv.start, &iv.split.off, window);
+            if iv.split.off.total() == 0 {
+                return;
+            }
+        }
+        let open = &self.stack[..depth.min(self.stack.len())];
+        if self.short.off_cpu(&iv, || open.to_vec()) {
+            return;
+        }
+        if let Some(w) = &mut self.wakers {
+            w.current = (w.last.zip(iv.wake))
+                .filter(|(l, wake)| l.0 == wake.ts)
+                .map(|(l, _)| l.1);
         }
         match iv.stack {
             Some(pair) => self.add_stack(t, pair, &iv.split.off, false),
             None => self.add(t, depth, &iv.split.off),
         }
+        if let Some(w) = &mut self.wakers {
+            w.current = None;
+        }
     }
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
+        if self.skip {
+            self.short.end();
+            return;
+        }
         let short = self.short.end();
         for (pair, off) in short.scaled {
             self.add_stack(t, pair, &off, true);
@@ -167,7 +313,17 @@ impl Visitor for Folder<'_> {
         // The time after the last switch-out: under its recorded stacks,
         // as the pprof export puts it, else the traced methods open at the
         // thread's last event.
-        match self.tail.end(totals) {
+        let tail_start = self.tail.switch_out_ts();
+        let tail = self
+            .tail
+            .end(totals)
+            .and_then(|(off, stack)| match (self.window, tail_start) {
+                (None, _) => Some((off, stack)),
+                (Some(w), Some(start)) => Some((clip(start, &off, w), stack)).filter(|(o, _)| o.total() > 0),
+                // With a window, time whose start is unknown is left out.
+                (Some(_), None) => None,
+            });
+        match tail {
             Some((tail, TailStack::Recorded(pair))) => self.add_stack(t, pair, &tail, false),
             Some((tail, TailStack::Traced(methods))) => {
                 self.stack = methods;
@@ -215,8 +371,40 @@ pub fn write_collapsed_streaming(
     Ok(())
 }
 
+/// The folded stacks of the trace directory `dir` (what
+/// [`write_collapsed_streaming`] writes) and, with `wakers`, who ended the
+/// waits under each; streamed within `stream`'s budget. Also returns the
+/// trace.
+pub fn fold_streaming(
+    dir: &Path,
+    opts: &CollapsedOptions,
+    wakers: bool,
+    stream: &StreamOptions,
+) -> anyhow::Result<(Trace, Folded)> {
+    let stream = StreamOptions {
+        waker_methods: wakers,
+        ..stream.clone()
+    };
+    let (trace, events) = crate::open_streamed(dir, &stream)?;
+    let mut f = Folder::new(&trace, opts);
+    if wakers {
+        f.wakers = Some(WakerFold::default());
+        jtrace_merge::stream::analyze_with_wakers(&trace, events, &mut f)?;
+    } else {
+        stream::analyze(&trace, events, &mut f)?;
+    }
+    if opts.cpu {
+        f.add_cpu_samples();
+    }
+    let mut folded = f.wakers.take().map(|w| w.folded).unwrap_or_default();
+    folded.stacks = std::mem::take(&mut f.folded);
+    drop(f);
+    Ok((trace, folded))
+}
+
 impl<'a> Folder<'a> {
     fn new(trace: &'a Trace, opts: &'a CollapsedOptions) -> Self {
+        let origin = crate::model::time_origin(trace);
         Folder {
             trace,
             symbols: if opts.lines {
@@ -228,6 +416,9 @@ impl<'a> Folder<'a> {
             stack: Vec::new(),
             tail: Tail::default(),
             short: ShortBlocks::new(trace),
+            window: opts.window.map(|(from, to)| (origin + from, origin + to)),
+            skip: false,
+            wakers: None,
             folded: BTreeMap::new(),
         }
     }

@@ -547,7 +547,7 @@ pub fn write_html_view(view: &View, opts: &HtmlOptions, mut out: impl Write) -> 
 }
 
 /// `s` as HTML text or attribute value.
-fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -19,9 +19,11 @@
 //!   and `thread_rows.rs`, the threads table's rows),
 //!   `html.rs` (with its viewer in `assets/`, the critical paths it
 //!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
-//!   `chrome.rs`, `collapsed.rs`, `csv/`, `perfetto/`, `pprof/`, `parquet/`
+//!   `chrome.rs`, `collapsed.rs` (with `flame.rs`, the flame graph page
+//!   built from its folded stacks, viewer in `assets/flame/`), `csv/`, `perfetto/`, `pprof/`, `parquet/`
 //!   (a directory of tables, not an [`Exporter`]); `why.rs`, the critical
-//!   paths of `jtrace why` as text. This file re-exports them.
+//!   paths of `jtrace why` as text; `compare_text.rs`, `jtrace report
+//!   --compare` as text (with `table.rs`'s tables). This file re-exports them.
 //!
 //! The off-CPU time after a thread's last switch-out, which the
 //! stack-folding exports put under its stack, is the merge crate's
@@ -36,9 +38,11 @@
 mod chrome;
 mod chromium;
 mod collapsed;
+mod compare_text;
 mod csv;
 mod evidence;
 pub mod export;
+pub mod flame;
 mod highlight;
 pub mod html;
 mod model;
@@ -57,7 +61,11 @@ mod why;
 mod windows;
 
 pub use chrome::{write_chrome, write_chrome_view, Chrome, STATE_TID_OFFSET, STOPS_TID};
-pub use collapsed::{write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, NO_METHOD_FRAME};
+pub use collapsed::{
+    fold_streaming, write_collapsed, write_collapsed_streaming, Collapsed, CollapsedOptions, Folded, NO_METHOD_FRAME,
+    SCALED_FRAME,
+};
+pub use compare_text::{render_compare, CompareTextOptions};
 pub use csv::{csv_header, write_csv, write_csv_streaming, Csv, CsvColumn, CSV_COLUMNS};
 pub use export::Exporter;
 pub use highlight::{highlight_paths, HighlightPath};

@@ -78,23 +78,23 @@ fn jit_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, top:
 
 /// A text table: columns at least as wide as asked, wider where a cell
 /// needs it (a number never loses digits), separated by one space.
-struct Table {
+pub(crate) struct Table {
     /// Per column: minimum width, left-aligned.
     cols: Vec<(usize, bool)>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    fn new(cols: Vec<(usize, bool)>) -> Table {
+    pub(crate) fn new(cols: Vec<(usize, bool)>) -> Table {
         Table { cols, rows: Vec::new() }
     }
 
-    fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.cols.len());
         self.rows.push(cells);
     }
 
-    fn write(&self, s: &mut String) {
+    pub(crate) fn write(&self, s: &mut String) {
         let widths: Vec<usize> = (self.cols.iter().enumerate())
             .map(|(i, &(min, _))| (self.rows.iter()).map(|r| r[i].chars().count()).fold(min, usize::max))
             .collect();
@@ -221,7 +221,8 @@ fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, top: usize) {
     }
 }
 
-fn truncate(s: &str, n: usize) -> String {
+/// `s` cut to `n` characters, keeping its end (`…` for the rest).
+pub(crate) fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {

@@ -57,6 +57,8 @@ pub struct Trace {
     pub jvm_records: u64,
     /// JVM process ids with an agent stream.
     pub jvm_pids: Vec<u32>,
+    /// Each JVM's version (`java.vm.version`, from its JVM_START), by pid.
+    pub jvm_versions: BTreeMap<u32, String>,
     /// Syscalls referenced by [`Event::Syscall`](crate::Event::Syscall).
     pub syscalls: Vec<SyscallInfo>,
     /// Strings referenced by [`Event::Block`](crate::Event::Block) (index 0 is "").

@@ -21,6 +21,8 @@ struct JvmStream {
     interned: HashMap<MethodInfo, MethodIdx>,
     /// The JVM's pid, from its JVM_START.
     pid: Option<u32>,
+    /// Its `java.vm.version`, from its JVM_START.
+    vm_version: String,
     /// A stream the agent did not close (JVM killed) ends in zero fill,
     /// where the decoder stops: say so, the rest is a valid prefix. Only
     /// JVM_END says the agent finished: a stream flagged complete but cut
@@ -223,7 +225,10 @@ impl TraceReader {
     fn jvm_record(&mut self, s: &mut JvmStream, path: &Path, tid: u32, ts: u64, payload: Payload) {
         match payload {
             // The JVM and its threads.
-            Payload::JvmStart(p) => s.pid = Some(self.ns.host_pid(path, p.pid, ts)),
+            Payload::JvmStart(p) => {
+                s.pid = Some(self.ns.host_pid(path, p.pid, ts));
+                s.vm_version = p.vm_version;
+            }
             Payload::ThreadStart(p) => self.java_thread(tid, s.pid, p),
             Payload::ThreadEnd => {
                 let th = self.thread(tid);
@@ -373,6 +378,9 @@ impl TraceReader {
                 s.code.resolve(jvm, |id| ids.get(&id).copied());
             }
             self.trace.jvm_pids.push(pid);
+            if !s.vm_version.is_empty() {
+                self.trace.jvm_versions.insert(pid, s.vm_version);
+            }
             if !s.compiles.is_empty() {
                 let resolved = s
                     .compiles

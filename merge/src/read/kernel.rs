@@ -153,6 +153,7 @@ impl TraceReader {
                     ustack: c.ustack,
                 });
                 *self.trace.stacks.cpu_samples.entry((tid, pair)).or_default() += 1;
+                self.trace.stacks.cpu_sample_times.push((ts, tid, pair));
             }
             // Threads and processes.
             Payload::Fork(p) => {

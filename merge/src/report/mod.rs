@@ -2,9 +2,11 @@
 //! per-method and per-thread sums (`aggregate`), wall-time percentiles
 //! (`percentile`), what the agent left out (`left_out`, with
 //! `demoted_estimate`), and the top stacks with the stack-only methods
-//! (`stacks`).
+//! (`stacks`). `compare` sets two reports side by side
+//! (`jtrace report --compare`, `jtrace.compare.v1`).
 
 pub(crate) mod aggregate;
+pub mod compare;
 pub mod container_id;
 pub(crate) mod demoted_estimate;
 pub mod left_out;
@@ -275,12 +277,22 @@ pub fn describe_cgroups(processes: &[ProcessJson]) -> Vec<String> {
 }
 
 /// Losses as the report shows them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LostJson {
     /// Kernel records lost.
     pub kernel: u64,
     /// JVM events lost.
     pub jvm: u64,
+}
+
+/// A traced JVM of the report's `trace.jvms`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct JvmJson {
+    /// Its process id.
+    pub pid: u32,
+    /// Its `java.vm.version` (`17.0.15+6-Debian-1deb12u1`); "" if its
+    /// stream lost the JVM_START record that says it.
+    pub vm_version: String,
 }
 
 /// The `trace` object of the report.
@@ -296,6 +308,10 @@ pub struct TraceJson {
     pub pid: u32,
     /// Command line.
     pub command: String,
+    /// The traced JVMs (those that wrote an agent stream) and their
+    /// versions, by pid, in pid order; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jvms: Vec<JvmJson>,
     /// Losses.
     pub lost_events: LostJson,
     /// Recording finished cleanly.
@@ -599,6 +615,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
     );
     let meta = &trace.meta;
     let problems = trace_problems(trace);
+    let jvm_pids: std::collections::BTreeSet<u32> = trace.jvm_pids.iter().copied().collect();
     Report {
         schema: SCHEMA,
         trace: TraceJson {
@@ -607,6 +624,12 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             duration_ns: trace.duration_ns(),
             pid: trace.pid(),
             command: meta.command.join(" "),
+            jvms: (jvm_pids.into_iter())
+                .map(|pid| JvmJson {
+                    pid,
+                    vm_version: trace.jvm_versions.get(&pid).cloned().unwrap_or_default(),
+                })
+                .collect(),
             lost_events: LostJson {
                 kernel: trace.losses.kernel,
                 jvm: trace.losses.jvm,

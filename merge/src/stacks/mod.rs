@@ -124,6 +124,9 @@ pub struct Stacks {
     pub jvms: HashMap<u32, JvmCode>,
     /// CPU samples by (thread, pair index).
     pub cpu_samples: BTreeMap<(u32, u32), u64>,
+    /// Each CPU sample as (time, thread, pair index), in record order: what
+    /// a view of a time window counts ([`Stacks::cpu_samples`] sums them).
+    pub cpu_sample_times: Vec<(u64, u32, u32)>,
     /// The last use of each user stack id (its first is its STACK
     /// record's time): a JIT frame is named only if the same code was at
     /// its pc over all of the stack's uses.

@@ -62,6 +62,10 @@ impl Tail {
         }
     }
 
+    /// When the tail began: the last switch-out not followed by a switch-in.
+    pub fn switch_out_ts(&self) -> Option<u64> {
+        self.out.map(|(ts, _)| ts)
+    }
     /// An off-CPU interval's time.
     pub fn off_cpu(&mut self, off: &OffCpu) {
         self.off_sum += *off;
