@@ -89,6 +89,7 @@ pub(crate) fn flame(args: FlameArgs) -> anyhow::Result<()> {
         selection,
         method: args.method,
         cause: args.cause,
+        ..Default::default()
     };
     let stream = args.stream.options();
     let mut out = OutputFile::create(&args.output)?;

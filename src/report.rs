@@ -29,6 +29,17 @@ pub(crate) struct ReportArgs {
     /// Emit JSON (schema jtrace.report.v1; with --compare, jtrace.compare.v1).
     #[arg(long)]
     json: bool,
+    /// Write the report as one self-contained HTML page to --output: its
+    /// tables with a bar per method and thread (CPU and off-CPU by cause),
+    /// then the flame graph of the same selection (as `jtrace flame`).
+    #[arg(long, requires = "output", conflicts_with_all = ["json", "compare", "exclude_demoted"])]
+    html: bool,
+    /// The file --html writes.
+    #[arg(short, long, requires = "html")]
+    output: Option<PathBuf>,
+    /// With --html: also render the page to this PNG (headless Chromium).
+    #[arg(long, requires = "html")]
+    png: Option<PathBuf>,
     /// Only threads whose name (glob) or tid matches.
     #[arg(long)]
     thread: Option<String>,
@@ -98,6 +109,9 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
     }
     let trace = args.trace.as_deref().context("no trace given")?;
     let report = build(trace, "trace", &filter, &args.stream)?;
+    if let Some(output) = &args.output {
+        return report_html(&args, trace, &report, output);
+    }
     let mut out = std::io::stdout().lock();
     if args.exclude_demoted {
         out.write_all(crate::demoted_rules::exclude_demoted(&report, &trace.display().to_string()).as_bytes())?;
@@ -111,6 +125,39 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
             per_thread: args.per_thread,
         };
         out.write_all(jtrace_timeline::render_report(&report, &opts).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `jtrace report --html -o FILE`: the report's tables and the flame
+/// graph of the same selection, in one page written whole or not at all.
+fn report_html(args: &ReportArgs, trace: &Path, report: &Report, output: &Path) -> anyhow::Result<()> {
+    use jtrace_timeline::flame::{flame_fold_options, write_flame, FlameOptions};
+    let fold = flame_fold_options(&jtrace_timeline::CollapsedOptions {
+        threads: args.thread.clone(),
+        lines: args.lines,
+        ..Default::default()
+    });
+    let opts = FlameOptions {
+        title: Some(format!("jtrace report: {}", report.trace.command)),
+        selection: [("threads", &args.thread), ("methods", &args.method)]
+            .into_iter()
+            .filter_map(|(what, v)| v.as_ref().map(|v| format!("{what} {v}")))
+            .chain(args.cause.map(|c| format!("cause {}", c.name())))
+            .collect(),
+        method: args.method.clone(),
+        cause: args.cause.map(|c| c.name().to_string()),
+        report: Some(serde_json::to_value(report)?),
+        report_top: args.top,
+    };
+    let mut out = crate::output::OutputFile::create(output)?;
+    write_flame(trace, &fold, &args.stream.options(), &opts, &mut out)
+        .with_context(|| format!("cannot draw the flame graph of {}", trace.display()))?;
+    out.commit()?;
+    eprintln!("jtrace: wrote {}", output.display());
+    if let Some(png) = &args.png {
+        jtrace_timeline::html::screenshot(output, png, 1400, 1000)?;
+        eprintln!("jtrace: wrote {}", png.display());
     }
     Ok(())
 }

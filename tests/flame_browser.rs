@@ -313,3 +313,75 @@ fn a_missing_trace_is_an_error_and_writes_nothing() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown cause"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn report_html_has_the_report_tables_and_the_graph() {
+    let trace = tempdir("flame-report").join("t.jtrace");
+    let cp = classes();
+    let java = java(JDK17);
+    let o = jtrace_run(
+        &trace,
+        &["--methods", "Demo.*"],
+        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demo"],
+    );
+    assert!(o.status.success(), "jtrace run Demo");
+    let html = trace.with_extension("html");
+    let png = trace.with_extension("png");
+    let o = Command::new(jtrace())
+        .args(["report", "--html", "--top", "6", "-o"])
+        .arg(&html)
+        .arg("--png")
+        .arg(&png)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let json: Value = serde_json::from_slice(&jtrace_stdout(&["report", "--json"], &trace)).unwrap();
+    let mut b = Browser::launch(1400, 1000);
+    open(&mut b, &html);
+
+    // Each method row is the report's method: wall, CPU, off-CPU by cause.
+    let rows = b.eval("jtraceFlame.reportRows()");
+    let methods: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "method")
+        .collect();
+    assert_eq!(methods.len(), 6, "--top 6: {rows}");
+    for r in &methods {
+        let m = (json["methods"].as_array().unwrap().iter())
+            .find(|m| format!("{}.{}", m["class"].as_str().unwrap(), m["name"].as_str().unwrap()) == r["name"])
+            .unwrap_or_else(|| panic!("{} is not in the report", r["name"]));
+        assert_eq!(
+            (&r["wall"], &r["cpu"], &r["off"]),
+            (&m["wall_ns"], &m["cpu_ns"], &m["off_cpu_ns"])
+        );
+    }
+    // Methods by off-CPU time, most first: Demo.crunch's run queue wait.
+    assert_eq!(methods[0]["name"], "Demo.crunch", "{rows}");
+    assert!(rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["kind"] == "thread" && r["name"].as_str().unwrap().starts_with("main [")));
+    // The bars and the graph below them; a click on a row searches the graph.
+    assert!(
+        b.eval("document.querySelectorAll('#report .bar i').length")
+            .as_u64()
+            .unwrap()
+            >= 6
+    );
+    assert_eq!(
+        totals(&b.eval("jtraceFlame.totals()")),
+        per_cause(&collapsed(&trace, &[]))
+    );
+    b.eval("document.querySelector('#report tr:nth-child(2)').click()");
+    assert_eq!(b.eval("document.getElementById('search').value"), json!("Demo.crunch"));
+    let matched = b.eval("jtraceFlame.search('Demo.crunch')").as_f64().unwrap();
+    assert!(matched > 100e6, "{matched} ns under Demo.crunch in the graph");
+    b.screenshot("report.png");
+    assert!(b.errors().is_empty(), "console errors: {:#?}", b.errors());
+    std::fs::remove_dir_all(trace.parent().unwrap()).unwrap();
+}

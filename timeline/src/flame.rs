@@ -21,9 +21,10 @@ use std::path::Path;
 const TEMPLATE: &str = include_str!("assets/flame.html");
 const CSS: &str = include_str!("assets/flame.css");
 /// The viewer's parts, in the order they run (one function scope).
-const VIEWER: [&str; 4] = [
+const VIEWER: [&str; 5] = [
     include_str!("assets/flame/tree.js"),
     include_str!("assets/flame/draw.js"),
+    include_str!("assets/flame/report.js"),
     include_str!("assets/flame/input.js"),
     include_str!("assets/flame/api.js"),
 ];
@@ -43,6 +44,11 @@ pub struct FlameOptions {
     pub method: Option<String>,
     /// Only this cause (a [`Cause`] name, or `cpu`).
     pub cause: Option<String>,
+    /// `jtrace report --html`: the report (jtrace.report.v1) whose tables
+    /// the page shows above the graph.
+    pub report: Option<serde_json::Value>,
+    /// Rows of the report's tables.
+    pub report_top: usize,
 }
 
 /// A frame's name without async-profiler's kind suffix or a source line.
@@ -194,6 +200,12 @@ struct Page {
     /// Frames that stand for time, not code.
     scaled_frame: &'static str,
     no_method_frame: &'static str,
+    /// The report whose tables head the page (`report --html`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<serde_json::Value>,
+    report_top: usize,
+    /// The report's `--cause`, its methods sorted by it.
+    report_cause: Option<String>,
 }
 
 fn sparse(own: &[(u8, u64)]) -> serde_json::Value {
@@ -398,6 +410,9 @@ fn page(
         wn: waker_names,
         scaled_frame: SCALED_FRAME,
         no_method_frame: NO_METHOD_FRAME,
+        report: opts.report.clone(),
+        report_top: opts.report_top,
+        report_cause: opts.cause.clone(),
     }
 }
 

@@ -35,6 +35,8 @@ window.jtraceFlame = {
   zoomed: () => nameOf(view.T, view.zoom),
   zoomedValue: () => value(view.T, view.k, view.zoom, view.sel),
   locate,
+  // The report's rows (report --html): kind, name, wall, cpu, off by cause.
+  reportRows: () => reportRows,
   // The root's children in the graph shown, widest first.
   topFrames() {
     const T = view.T, out = [];
