@@ -385,3 +385,83 @@ fn report_html_has_the_report_tables_and_the_graph() {
     assert!(b.errors().is_empty(), "console errors: {:#?}", b.errors());
     std::fs::remove_dir_all(trace.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn the_timeline_draws_the_flame_graph_of_its_view() {
+    let trace = tempdir("flame-timeline").join("t.jtrace");
+    let cp = classes();
+    let java = java(JDK17);
+    let o = jtrace_run(
+        &trace,
+        &["--methods", "Demo.*"],
+        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demo"],
+    );
+    assert!(o.status.success(), "jtrace run Demo");
+    let html = trace.with_extension("html");
+    let o = Command::new(jtrace())
+        .arg("timeline")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // What the whole view holds: every interval's off-CPU time, by cause.
+    let t = jtrace_merge::Trace::open(&trace).unwrap();
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for th in jtrace_timeline::collect(&t) {
+        for o in &th.offs {
+            for (c, ns) in o.split.off.nonzero() {
+                *want.entry(c.name().to_string()).or_default() += ns;
+            }
+        }
+    }
+    let mut b = Browser::launch(1400, 1000);
+    b.open_page(&format!("file://{}", html.display()), 1400, 1000);
+    assert_eq!(b.eval("!!(window.jtrace && window.jtrace.ready)"), json!(true));
+
+    // F opens the panel on the whole view: exactly the intervals' time.
+    b.key("f", "KeyF", 70, 0);
+    b.eval("new Promise(r => setTimeout(r, 300))");
+    assert_eq!(totals(&b.eval("jtrace.flameTotals()")), want);
+    assert!(b
+        .eval("jtrace.flameSelection()")
+        .as_str()
+        .unwrap()
+        .contains("threads shown"));
+
+    // A frame of the lock waiter's wait outlines its intervals on the lanes.
+    let frames = b.eval("jtrace.flameFrames()");
+    let enter = (frames.as_array().unwrap().iter())
+        .filter_map(|f| f.as_str())
+        .find(|f| f.starts_with("Demo.enterLock"))
+        .unwrap_or_else(|| panic!("no Demo.enterLock frame in {frames}"))
+        .to_string();
+    assert!(b.eval(&format!("jtrace.flameClick({enter:?})")).as_i64().unwrap() > 0);
+    let outlined = b.eval("jtrace.flameOutlined()");
+    let outlined = outlined.as_array().unwrap();
+    assert!(!outlined.is_empty());
+    for o in outlined {
+        assert!(o["stack"].as_array().unwrap().iter().any(|f| f == &json!(enter)), "{o}");
+    }
+    b.next_frame();
+    b.screenshot("timeline-flame.png");
+
+    // With a call pinned, the panel is that call's time on its thread.
+    let at = b.eval("jtrace.locate('Demo.enterLock')");
+    assert!(!at.is_null(), "no Demo.enterLock span drawn");
+    let (x, y) = (at["pageX"].as_f64().unwrap(), at["pageY"].as_f64().unwrap());
+    b.mouse("mousePressed", x, y, json!({"button": "left", "clickCount": 1}));
+    b.mouse("mouseReleased", x, y, json!({"button": "left", "clickCount": 1}));
+    b.eval("new Promise(r => setTimeout(r, 300))");
+    assert!(b
+        .eval("jtrace.flameSelection()")
+        .as_str()
+        .unwrap()
+        .contains("pinned call of Demo.enterLock"));
+    let pinned = totals(&b.eval("jtrace.flameTotals()"));
+    assert!(pinned.get("monitor").copied().unwrap_or(0) > 100_000_000, "{pinned:?}");
+    assert!(pinned.values().sum::<u64>() < want.values().sum::<u64>());
+    assert!(b.errors().is_empty(), "console errors: {:#?}", b.errors());
+    std::fs::remove_dir_all(trace.parent().unwrap()).unwrap();
+}

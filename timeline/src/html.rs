@@ -27,11 +27,12 @@ const TEMPLATE: &str = include_str!("assets/timeline.html");
 const CSS: &str = include_str!("assets/timeline.css");
 /// The viewer's parts, by job, in the order they run (they share one
 /// function scope: the template wraps them in one function).
-const VIEWER: [&str; 5] = [
+const VIEWER: [&str; 6] = [
     include_str!("assets/viewer/data.js"),
     include_str!("assets/viewer/draw.js"),
     include_str!("assets/viewer/details.js"),
     include_str!("assets/viewer/input.js"),
+    include_str!("assets/viewer/flame.js"),
     include_str!("assets/viewer/api.js"),
 ];
 
@@ -123,6 +124,9 @@ struct Offs {
     /// The stack at the switch-out ([`stack_text`]), as an index into
     /// [`PageJson::strings`] (0 = none recorded).
     t: Vec<u32>,
+    /// The same stack whole, as an index into [`PageJson::stacks`] (-1 =
+    /// none recorded): the view's flame graph folds it.
+    q: Vec<i32>,
 }
 
 /// Frames of a stack shown in a tooltip, innermost first.
@@ -144,10 +148,14 @@ fn stack_text(frames: &[Frame]) -> String {
     lines.join("\n")
 }
 
-/// The page's stack texts, named once per stack.
+/// The page's stack texts, named once per stack, and the stacks whole
+/// (frames root first, as the collapsed export names them).
 struct StackTexts<'t> {
     symbols: Option<Symbolizer<'t>>,
     by_pair: HashMap<u32, u32>,
+    whole: HashMap<u32, i32>,
+    stacks: Vec<Vec<u32>>,
+    frames: Interner,
 }
 
 impl<'t> StackTexts<'t> {
@@ -163,7 +171,30 @@ impl<'t> StackTexts<'t> {
         StackTexts {
             symbols: (!trace.stacks.is_empty()).then(|| symbols(trace)),
             by_pair: HashMap::new(),
+            whole: HashMap::new(),
+            stacks: Vec::new(),
+            frames: Interner::new(),
         }
+    }
+
+    /// The index in the page's stacks of stack pair `pair` (-1: none).
+    fn whole(&mut self, pair: Option<u32>) -> i32 {
+        let (Some(pair), Some(symbols)) = (pair, &self.symbols) else {
+            return -1;
+        };
+        if let Some(&i) = self.whole.get(&pair) {
+            return i;
+        }
+        let frames = symbols
+            .frames(pair)
+            .iter()
+            .rev()
+            .map(|f| self.frames.get(f.name_with_line()))
+            .collect();
+        self.stacks.push(frames);
+        let i = self.stacks.len() as i32 - 1;
+        self.whole.insert(pair, i);
+        i
     }
 
     /// The index in `strings` of the text of stack pair `pair` (0: none).
@@ -277,6 +308,10 @@ struct PageJson {
     events: u64,
     /// Interned strings (evidence texts), referenced by index.
     strings: Vec<String>,
+    /// Recorded stacks whole: frame indices into `frames`, root first.
+    stacks: Vec<Vec<u32>>,
+    /// Frame names of `stacks` (index 0 unused).
+    frames: Vec<String>,
     /// JVM-wide stops, by start.
     windows: Vec<WindowJson>,
     /// The processes of the threads, in lane order (lanes are grouped by
@@ -387,6 +422,7 @@ fn thread_json(
             e => strings.get(describe_evidence(trace, &e)),
         });
         offs.t.push(stacks.get(o.stack, strings));
+        offs.q.push(stacks.whole(o.stack));
     }
     let b = &t.totals.breakdown;
     // A scoped page draws the thread's state within its window only.
@@ -506,6 +542,8 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
         problems,
         events: trace.kernel_records + trace.jvm_records,
         strings: strings.strings,
+        stacks: stacks.stacks,
+        frames: stacks.frames.strings,
         windows,
         processes,
         threads,

@@ -13,6 +13,40 @@ function writeState() {
 // Programmatic access for tests (real mouse events are still what they send).
 window.jtrace = {
   perf,
+  // The view's flame graph: open or close it; its totals by cause.
+  flame(open) { toggleFlame(open); return open ? this.flameTotals() : null; },
+  flameTotals() {
+    if (!flameTree) return null;
+    const out = {};
+    CAUSES.forEach((c, i) => { if (flameTree.tot[0][i]) out[c] = flameTree.tot[0][i]; });
+    return out;
+  },
+  flameSelection: () => flameSel,
+  // Names of the frames the panel draws.
+  flameFrames() {
+    const out = [];
+    eachFrame(flameTree, fcv.clientWidth, (n) => { if (n > 0 && flameTree.name[n] >= 0) out.push(frameName(flameTree.name[n])); });
+    return out;
+  },
+  // Selects the widest frame named `name` (-1: none); the outlined intervals.
+  flameClick(name) {
+    let best = -1, bw = 0;
+    eachFrame(flameTree, fcv.clientWidth, (n, x, w) => {
+      if (n > 0 && flameTree.name[n] >= 0 && frameName(flameTree.name[n]) === name && w > bw) { best = n; bw = w; }
+    });
+    flameSelect(best);
+    return best;
+  },
+  flameOutlined() {
+    if (!flameHi) return [];
+    const out = [];
+    for (const l of lanes) {
+      if (!l.th) continue;
+      const of = l.th.offs;
+      for (let j = 0; j < of.s.length; j++) if (flameHi.stacks.has(of.q[j]) && of.e[j] > vs && of.s[j] < ve) out.push({ tid: l.th.tid, j, stack: D.stacks[of.q[j]].map(frameName) });
+    }
+    return out;
+  },
   lanes: () => lanes.filter((l) => l.th).map((l) => ({ tid: l.th.tid, name: l.th.name, y: AXIS_H + l.y - scrollY, h: l.h })),
   view: () => ({ start: vs, end: ve }),
   lastDrawMs: () => lastDrawMs,

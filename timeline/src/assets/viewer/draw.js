@@ -234,6 +234,7 @@ function draw() {
   }
   drawWindows();
   drawPath();
+  drawFlameHighlights();
   // Hovered/pinned item outline, and its waker.
   for (const l of lanes) l.waker = false;
   for (const it of [pinned, hover]) {
@@ -368,6 +369,7 @@ function drawWaker(it) {
 
 let pendingFrame = false;
 function redraw() {
+  scheduleFlame();
   if (pendingFrame) return;
   pendingFrame = true;
   requestAnimationFrame(() => { pendingFrame = false; draw(); });
