@@ -158,7 +158,10 @@ impl Iterator for BatchEvents<'_> {
     fn next(&mut self) -> Option<BatchedMethodEvent> {
         let e = self.entries.next()?;
         let e = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
-        self.ts += e & BATCH_DELTA_MASK;
+        // A delta that would run past the clock's last nanosecond stops
+        // there: wrapped around, it would put the event before the batch
+        // began, among honest times (a damaged or forged stream).
+        self.ts = self.ts.saturating_add(e & BATCH_DELTA_MASK);
         Some(BatchedMethodEvent {
             ts: self.ts,
             method: batch_event_method(e) as u32,
@@ -174,7 +177,9 @@ impl Iterator for BatchEvents<'_> {
 impl ExactSizeIterator for BatchEvents<'_> {}
 
 /// The events of a METHOD_BATCH record with header time `ts` and payload
-/// `payload`; `None` when the payload is shorter than its count says.
+/// `payload`; `None` when the payload is shorter than its count says. An
+/// event's time is the header's plus the deltas up to it, saturating at
+/// `u64::MAX` (never wrapping to an earlier time).
 #[inline]
 pub fn batch_events(ts: u64, payload: &[u8]) -> Option<BatchEvents<'_>> {
     let count = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?) as usize;
@@ -380,6 +385,22 @@ mod tests {
                 reserved: 0
             })
         );
+    }
+
+    /// Deltas that run past the clock's end stop at `u64::MAX`: they never
+    /// wrap around to times before the batch (and never overflow).
+    #[test]
+    fn batch_times_saturate_instead_of_wrapping() {
+        let mut p = vec![0u8; 8];
+        p[..4].copy_from_slice(&3u32.to_le_bytes());
+        for delta in [0, u32::MAX, 7] {
+            p.extend_from_slice(&batch_event(delta, 1, BatchedKind::Entry).to_le_bytes());
+        }
+        let ts: Vec<u64> = batch_events(u64::MAX - 10, &p).unwrap().map(|e| e.ts).collect();
+        assert_eq!(ts, vec![u64::MAX - 10, u64::MAX, u64::MAX]);
+        let ts: Vec<u64> = batch_events(100, &p).unwrap().map(|e| e.ts).collect();
+        let far = 100 + u64::from(u32::MAX);
+        assert_eq!(ts, vec![100, far, far + 7]);
     }
 
     #[test]

@@ -82,7 +82,8 @@
 //!    read in chunks), `kernel` and `jvm` (their decoders), with
 //!    `vthreads` (virtual threads: the first pass over the JVM streams,
 //!    their carriers' events copied to them), `streams` (the stream files,
-//!    a ring recording's chunks read as one) and `cut` (a streamed read
+//!    a ring recording's chunks read as one), `span` (the recording's
+//!    time: JVM records outside it are given none) and `cut` (a streamed read
 //!    for a time window leaves out the calls wholly outside it), feeding
 //!    [`Trace::open`]'s memory or, streaming, `sort/spill`.
 //! 5. The analysis: `visitor` (what a walk reports), `walk/` (the

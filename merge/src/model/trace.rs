@@ -31,6 +31,13 @@ pub struct Losses {
     /// recording did: a ring recording (`--max-size`, `--max-age`) whose
     /// oldest chunks were deleted (see [`ThreadInfo::covered_from`](crate::ThreadInfo::covered_from)).
     pub window_from: Option<u64>,
+    /// JVM records (a batch's method events each) whose time lies outside
+    /// the recording (before meta.json's start or after its end): a
+    /// damaged or forged JVM stream. None is given time: an event is left
+    /// out, a loss's or demotion's time moved to the recording's edge
+    /// (docs/FORMAT.md, "Times outside the recording"); `truncated` says
+    /// which streams and how many.
+    pub outside_recording: u64,
 }
 
 /// A trace read from its directory: [`Trace::open`] holds every thread's

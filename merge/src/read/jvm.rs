@@ -3,6 +3,7 @@
 //! allocation samples) as per-thread events and the trace's tables.
 
 use super::records::RawRecords;
+use super::span::{self, Open, Outside, TimeUse};
 use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, MethodIdx, MethodInfo};
@@ -30,7 +31,12 @@ struct JvmStream {
     finished: bool,
     /// A record that could not be decoded ended the reading.
     cut: bool,
+    /// The latest time, within the recording, of a record read.
     max_ts: u64,
+    /// Records whose time lies outside the recording ([`span`]).
+    outside: Outside,
+    /// The blocks and windows open, where an end left out closes them.
+    open: Open,
     /// JVM_LOST: threads, the events they lost and the earliest time.
     lost: (u64, u64, Option<u64>),
     /// Method events whose id had no definition: count, first id.
@@ -95,12 +101,17 @@ impl TraceReader {
                     break;
                 }
             };
-            // A JVM in a pid namespace names its threads by their tids
-            // there; a virtual thread's own records carry its record tid.
-            let ts = raw.ts;
-            let tid = self.vthreads.key(path, self.ns.host_tid(path, raw.tid, ts));
-            s.max_ts = s.max_ts.max(ts);
-            if self.jvm_fast_path(&mut s, tid, &raw) {
+            let ts = if self.span.contains(raw.ts) {
+                s.max_ts = s.max_ts.max(raw.ts);
+                raw.ts
+            } else {
+                match self.outside_recording(&mut s, path, &raw) {
+                    Some(ts) => ts,
+                    None => continue,
+                }
+            };
+            let tid = self.jvm_tid(path, raw.tid, ts);
+            if self.jvm_fast_path(&mut s, tid, ts, &raw) {
                 continue;
             }
             match raw.decode() {
@@ -119,12 +130,57 @@ impl TraceReader {
         self.end_jvm_stream(path, s);
     }
 
+    /// The thread of a JVM record: a JVM in a pid namespace names its
+    /// threads by their tids there; a virtual thread's own records carry
+    /// its record tid.
+    #[inline]
+    fn jvm_tid(&mut self, path: &Path, tid: u32, ts: u64) -> u32 {
+        let ts = self.span.clamp(ts);
+        self.vthreads.key(path, self.ns.host_tid(path, tid, ts))
+    }
+
+    /// A record whose time lies outside the recording, which the JVM cannot
+    /// have written ([`span`]): the time to read it with, or `None` to
+    /// leave it out. A METHOD_BATCH is read (its events are each looked
+    /// at); an event is left out, and the end of a block or window closes
+    /// it where it began; a loss's or demotion's time is moved into the
+    /// recording; a time not used is not looked at.
+    #[cold]
+    fn outside_recording(&mut self, s: &mut JvmStream, path: &Path, raw: &RawRecord) -> Option<u64> {
+        if raw.kind == kind::METHOD_BATCH {
+            return Some(raw.ts);
+        }
+        let use_ = span::time_use(raw.kind);
+        if use_ == TimeUse::Unused {
+            return Some(self.span.clamp(raw.ts));
+        }
+        s.outside.note(self.span, raw.ts, use_);
+        if use_ == TimeUse::Clamped {
+            return Some(self.span.clamp(raw.ts));
+        }
+        if let Some((cause, false)) = block_of(raw.kind) {
+            let tid = self.jvm_tid(path, raw.tid, raw.ts);
+            if let Some(began) = s.open.close_block(tid, cause) {
+                let end = Event::Block {
+                    cause,
+                    begin: false,
+                    detail: 0,
+                };
+                self.push(tid, began, end);
+            }
+        } else if let Some((cause, false)) = window_of(raw.kind) {
+            if let (Some(began), Some(pid)) = (s.open.close_window(cause), s.pid.or_else(|| pid_from_name(path))) {
+                self.windows.entry(pid).or_default().push((began, cause, false));
+            }
+        }
+        None
+    }
+
     /// Method entry/exit and the blocking states straight from the bytes
     /// (the class name is looked up, not allocated); false for any other
     /// record (or a payload too short), which is decoded.
     #[inline]
-    fn jvm_fast_path(&mut self, s: &mut JvmStream, tid: u32, raw: &RawRecord) -> bool {
-        let ts = raw.ts;
+    fn jvm_fast_path(&mut self, s: &mut JvmStream, tid: u32, ts: u64, raw: &RawRecord) -> bool {
         match raw.kind {
             kind::METHOD_ENTRY | kind::METHOD_EXIT => {
                 let Some([lo, hi, flags, reserved]) = words(raw.payload) else {
@@ -143,12 +199,12 @@ impl TraceReader {
                 let Some(events) = fmt::batch_events(ts, raw.payload) else {
                     return false;
                 };
-                self.method_batch(s, tid, events);
+                self.method_batch(s, tid, ts, events);
                 true
             }
             k @ (kind::MONITOR_CONTENDED_ENTER..=kind::SAFEPOINT_END
             | kind::TRACER_WAIT_BEGIN
-            | kind::TRACER_WAIT_END) => self.block_bytes(tid, ts, k, raw.payload),
+            | kind::TRACER_WAIT_END) => self.block_bytes(s, tid, ts, k, raw.payload),
             _ => false,
         }
     }
@@ -166,16 +222,22 @@ impl TraceReader {
         }
     }
 
-    /// The events of a METHOD_BATCH record.
+    /// The events of a METHOD_BATCH record whose header time is `ts`; an
+    /// event outside the recording is left out (counted).
     #[inline]
-    fn method_batch(&mut self, s: &mut JvmStream, tid: u32, events: fmt::BatchEvents) {
+    fn method_batch(&mut self, s: &mut JvmStream, tid: u32, ts: u64, events: fmt::BatchEvents) {
         self.trace.jvm_records += events.len() as u64;
+        let span = self.span;
         if let (Some(cut), true) = (&mut self.cut, self.vthreads.is_empty()) {
             // A windowed read: the batch's thread looked up once, what the
             // cut keeps pushed after it.
             let mut out = std::mem::take(&mut self.cut_out);
             let mut t = cut.thread(tid);
             for e in events {
+                if !span.contains(e.ts) {
+                    s.outside.note_batched(span, ts, e.ts);
+                    continue;
+                }
                 s.max_ts = s.max_ts.max(e.ts);
                 let Some(method) = s.method(e.method as u64) else {
                     continue;
@@ -189,6 +251,10 @@ impl TraceReader {
             return;
         }
         for e in events {
+            if !span.contains(e.ts) {
+                s.outside.note_batched(span, ts, e.ts);
+                continue;
+            }
             s.max_ts = s.max_ts.max(e.ts);
             let Some(method) = s.method(e.method as u64) else {
                 continue;
@@ -201,7 +267,7 @@ impl TraceReader {
     /// then a u16-length-prefixed class name); false if they are short or
     /// `k` is not a block (a GC or safepoint window is decoded).
     #[inline]
-    fn block_bytes(&mut self, tid: u32, ts: u64, k: u16, p: &[u8]) -> bool {
+    fn block_bytes(&mut self, s: &mut JvmStream, tid: u32, ts: u64, k: u16, p: &[u8]) -> bool {
         let class = p
             .get(8..10)
             .map(|n| u16::from_le_bytes([n[0], n[1]]) as usize)
@@ -217,6 +283,7 @@ impl TraceReader {
             self.last_detail = (class.to_vec(), d);
             d
         };
+        s.open.block(tid, cause, begin, ts);
         self.push(tid, ts, Event::Block { cause, begin, detail });
         true
     }
@@ -266,9 +333,11 @@ impl TraceReader {
             Payload::Jvm(k, b) => {
                 if let Some((cause, begin)) = block_of(k) {
                     let detail = self.detail(b.class);
+                    s.open.block(tid, cause, begin, ts);
                     self.push(tid, ts, Event::Block { cause, begin, detail });
                 } else if let (Some((cause, begin)), Some(pid)) = (window_of(k), s.pid.or_else(|| pid_from_name(path)))
                 {
+                    s.open.window(cause, begin, ts);
                     self.windows.entry(pid).or_default().push((ts, cause, begin));
                 }
             }
@@ -318,8 +387,13 @@ impl TraceReader {
     }
 
     /// What the trace's losses say of the stream: undefined method ids,
-    /// no end record, events the agent could not write.
+    /// no end record, events the agent could not write, times outside the
+    /// recording.
     fn jvm_stream_problems(&mut self, path: &Path, header: &FileHeader, s: &JvmStream) {
+        if let Some(p) = self.outside_problem(&s.outside) {
+            self.trace.losses.outside_recording += s.outside.total();
+            self.trace.losses.truncated.push(format!("{}: {p}", path.display()));
+        }
         if let Undefined {
             events: n,
             first: Some(first),
@@ -351,6 +425,44 @@ impl TraceReader {
                 super::ms(first.saturating_sub(self.trace.meta.start_monotonic_ns))
             ));
         }
+    }
+
+    /// What the trace's problems say of a stream's records outside the
+    /// recording (none if it had none).
+    fn outside_problem(&self, o: &Outside) -> Option<String> {
+        if o.total() == 0 {
+            return None;
+        }
+        let start = self.trace.meta.start_monotonic_ns;
+        let at = |ts: u64| match ts.checked_sub(start) {
+            Some(d) => format!("+{} ms", super::ms(d)),
+            None => format!("-{} ms", super::ms(start - ts)),
+        };
+        let mut sides = Vec::new();
+        if let Some(e) = o.earliest {
+            sides.push(format!("{} before its start (from {})", o.before, at(e)));
+        }
+        if let Some(l) = o.latest {
+            sides.push(format!("{} after its end (up to {})", o.after, at(l)));
+        }
+        let jumped = match o.jumped {
+            0 => String::new(),
+            n => format!("; {n} of them method events that a batch's time deltas carried past the end"),
+        };
+        let dated = match o.total() - o.left_out {
+            0 => String::new(),
+            n => format!(", {n} (lost events, demotions) are dated at the recording's nearest edge"),
+        };
+        Some(format!(
+            "{} record(s) carry a time outside the recording ({} to {}): {}{jumped}. A JVM writes no such \
+             time (the stream is damaged or forged): none is given time; {} event(s) among them are left out \
+             (a block or GC whose end is among them ends where it began){dated}",
+            o.total(),
+            at(self.span.from),
+            at(self.span.to),
+            sides.join(", "),
+            o.left_out,
+        ))
     }
 
     /// At the stream's end: its threads' coverage, and the tables whose

@@ -6,13 +6,15 @@
 //! ([`Sorter`]) instead. Both read the streams with the same decoders
 //! ([`kernel`], [`jvm`]), so both see the same events in the same order.
 //! A JVM in a pid namespace has its threads' tids turned into host tids
-//! first ([`pid_ns`]).
+//! first ([`pid_ns`]). A JVM record whose time lies outside the recording
+//! is never given time ([`span`]).
 
 pub(crate) mod cut;
 mod jvm;
 mod kernel;
 pub(crate) mod pid_ns;
 pub(crate) mod records;
+mod span;
 pub(crate) mod streams;
 mod vthreads;
 
@@ -24,6 +26,7 @@ use crate::model::trace::Trace;
 use crate::sort::spill::Sorter;
 use jtrace_format as fmt;
 use pid_ns::PidNamespaces;
+use span::Span;
 use std::collections::HashMap;
 use std::path::Path;
 use streams::{Chain, StreamFiles};
@@ -57,6 +60,9 @@ pub(crate) struct TraceReader {
     /// carried and its detail index: blocks come in begin/end pairs of one
     /// class, so most lookups are this one.
     last_detail: (Vec<u8>, u32),
+    /// The time the JVM streams' records may carry: the recording's
+    /// ([`span`]).
+    span: Span,
     /// The latest time of a kernel record read (0: none).
     kernel_max_ts: u64,
     /// Why the kernel stream was not read to its end, if it was not.
@@ -209,6 +215,7 @@ impl TraceReader {
         };
         t.losses.kernel = t.meta.kernel_lost_total();
         Ok(TraceReader {
+            span: Span::now(&t.meta),
             trace: t,
             ..Default::default()
         })
@@ -384,7 +391,7 @@ impl TraceReader {
     pub(crate) fn add_virtual_threads(&mut self, jvms: &[StreamFiles]) -> anyhow::Result<()> {
         // Ring recordings' chunked streams are not followed (docs/FORMAT.md).
         let plain: Vec<_> = jvms.iter().filter(|s| s.is_plain()).map(|s| s.path.clone()).collect();
-        let (vthreads, synthetic) = VirtualThreads::scan(&plain, &mut self.ns);
+        let (vthreads, synthetic) = VirtualThreads::scan(&plain, &mut self.ns, self.span);
         for s in synthetic {
             let tid = s.info.tid;
             self.trace.threads.insert(tid, s.info);

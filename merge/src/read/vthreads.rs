@@ -30,6 +30,7 @@
 use super::jvm::pid_from_name;
 use super::pid_ns::PidNamespaces;
 use super::records::{RawRecords, RecordReader};
+use super::span::{self, Span, TimeUse};
 use crate::cause::Cause;
 use crate::model::event::{Event, ThreadInfo, UNMOUNTED_STATE};
 use crate::model::tid_map::TidMap;
@@ -249,8 +250,10 @@ impl VirtualThreads {
 
     /// The first pass over the JVM streams `files`: every virtual thread's
     /// mounts, and its identity and synthetic events for the reader. Two
-    /// JVMs' virtual threads with the same Java id get different keys.
-    pub(crate) fn scan(files: &[PathBuf], ns: &mut PidNamespaces) -> (VirtualThreads, Vec<Synthetic>) {
+    /// JVMs' virtual threads with the same Java id get different keys. A
+    /// record whose time lies outside the recording `span` places nothing
+    /// (the reader counts it, [`span`]).
+    pub(crate) fn scan(files: &[PathBuf], ns: &mut PidNamespaces, span: Span) -> (VirtualThreads, Vec<Synthetic>) {
         let mut out = VirtualThreads::default();
         let mut synthetic = Vec::new();
         let mut used: std::collections::HashSet<u32> = Default::default();
@@ -270,7 +273,13 @@ impl VirtualThreads {
             // later) waits for. Carriers' buffers come out of time order:
             // paired once all is read.
             let mut enters: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
-            while let Some(Ok(raw)) = recs.next_raw() {
+            while let Some(Ok(mut raw)) = recs.next_raw() {
+                if !span.contains(raw.ts) {
+                    if span::time_use(raw.kind) != TimeUse::Unused {
+                        continue;
+                    }
+                    raw.ts = span.clamp(raw.ts);
+                }
                 if let Some(id) = fmt::virtual_thread_id(raw.tid) {
                     let l = lives.entry(id).or_default();
                     l.first_own = Some(l.first_own.map_or(raw.ts, |f| f.min(raw.ts)));
