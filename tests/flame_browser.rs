@@ -21,13 +21,18 @@ use std::process::Command;
 /// `java -cp CLASSES ARGS…` on JDK 17 under `jtrace run` (default
 /// recording: stacks and CPU samples), into a new trace directory.
 fn record(name: &str, args: &[&str]) -> PathBuf {
+    record_with(name, &[], args)
+}
+
+/// [`record`] with `jtrace run` options `opts`.
+fn record_with(name: &str, opts: &[&str], args: &[&str]) -> PathBuf {
     let out = tempdir(name).join("t.jtrace");
     let cp = classes();
     let java = java(JDK17);
     let mut cmd = vec![java.to_str().unwrap(), "-cp", cp.to_str().unwrap()];
     cmd.extend(args);
-    let o = jtrace_run(&out, &[], &cmd);
-    assert!(o.status.success(), "jtrace run {args:?}");
+    let o = jtrace_run(&out, opts, &cmd);
+    assert!(o.status.success(), "jtrace run {opts:?} {args:?}");
     out
 }
 
@@ -316,15 +321,7 @@ fn a_missing_trace_is_an_error_and_writes_nothing() {
 
 #[test]
 fn report_html_has_the_report_tables_and_the_graph() {
-    let trace = tempdir("flame-report").join("t.jtrace");
-    let cp = classes();
-    let java = java(JDK17);
-    let o = jtrace_run(
-        &trace,
-        &["--methods", "Demo.*"],
-        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demo"],
-    );
-    assert!(o.status.success(), "jtrace run Demo");
+    let trace = record_with("flame-report", &["--methods", "Demo.*"], &["Demo"]);
     let html = trace.with_extension("html");
     let png = trace.with_extension("png");
     let o = Command::new(jtrace())
@@ -388,15 +385,7 @@ fn report_html_has_the_report_tables_and_the_graph() {
 
 #[test]
 fn the_timeline_draws_the_flame_graph_of_its_view() {
-    let trace = tempdir("flame-timeline").join("t.jtrace");
-    let cp = classes();
-    let java = java(JDK17);
-    let o = jtrace_run(
-        &trace,
-        &["--methods", "Demo.*"],
-        &[java.to_str().unwrap(), "-cp", cp.to_str().unwrap(), "Demo"],
-    );
-    assert!(o.status.success(), "jtrace run Demo");
+    let trace = record_with("flame-timeline", &["--methods", "Demo.*"], &["Demo"]);
     let html = trace.with_extension("html");
     let o = Command::new(jtrace())
         .arg("timeline")

@@ -416,23 +416,13 @@ fn page(
     }
 }
 
-fn write_page(page: &Page, mut out: impl Write) -> io::Result<()> {
-    // `<` only occurs inside JSON strings, where `\u003c` means the same:
-    // no `</script>` can end the data early.
-    let data = serde_json::to_string(page)?.replace('<', "\\u003c");
-    let (head, rest) = TEMPLATE.split_once("{{DATA}}").expect("template has {{DATA}}");
-    let (between, tail) = rest.split_once("{{JS}}").expect("template has {{JS}}");
-    let head = head
-        .replace("{{TITLE}}", &crate::html::html_escape(&page.title))
-        .replace("{{CSS}}", CSS);
-    out.write_all(head.as_bytes())?;
-    out.write_all(data.as_bytes())?;
-    out.write_all(between.as_bytes())?;
-    for part in VIEWER {
-        out.write_all(part.as_bytes())?;
-    }
-    out.write_all(tail.as_bytes())?;
-    out.flush()
+fn write_page(page: &Page, out: impl Write) -> io::Result<()> {
+    let page_template = crate::html::PageTemplate {
+        template: TEMPLATE,
+        css: CSS,
+        viewer: &VIEWER,
+    };
+    page_template.write(&page.title, &serde_json::to_string(page)?, out)
 }
 
 #[cfg(test)]

@@ -562,7 +562,7 @@ pub fn write_html(trace: &Trace, opts: &HtmlOptions, out: impl Write) -> io::Res
 
 /// [`write_html`] of a [`View`]: the whole trace, or the part a scope
 /// selects (the page opens on its window and says what it shows).
-pub fn write_html_view(view: &View, opts: &HtmlOptions, mut out: impl Write) -> io::Result<()> {
+pub fn write_html_view(view: &View, opts: &HtmlOptions, out: impl Write) -> io::Result<()> {
     let trace = view.trace;
     let data = page_json(view, opts)?;
     let title = html_escape(
@@ -571,17 +571,45 @@ pub fn write_html_view(view: &View, opts: &HtmlOptions, mut out: impl Write) -> 
             .clone()
             .unwrap_or_else(|| format!("jtrace timeline: {}", trace.meta.command.join(" "))),
     );
-    let (head, rest) = TEMPLATE.split_once("{{DATA}}").expect("template has {{DATA}}");
-    let (between, tail) = rest.split_once("{{JS}}").expect("template has {{JS}}");
-    let head = head.replace("{{TITLE}}", &title).replace("{{CSS}}", CSS);
-    out.write_all(head.as_bytes())?;
-    out.write_all(data.as_bytes())?;
-    out.write_all(between.as_bytes())?;
-    for part in VIEWER {
-        out.write_all(part.as_bytes())?;
+    let page = PageTemplate {
+        template: TEMPLATE,
+        css: CSS,
+        viewer: &VIEWER,
+    };
+    page.write_escaped(&title, &data, out)
+}
+
+/// A self-contained page: an HTML template with `{{TITLE}}`, `{{CSS}}`,
+/// `{{DATA}}` (the page's JSON) and `{{JS}}` (the viewer's parts, in
+/// order) to fill in. The timeline and the flame graph share it.
+pub(crate) struct PageTemplate<'a> {
+    pub(crate) template: &'a str,
+    pub(crate) css: &'a str,
+    pub(crate) viewer: &'a [&'a str],
+}
+
+impl PageTemplate<'_> {
+    /// Writes the page titled `title` (text) with the JSON `data`.
+    pub(crate) fn write(&self, title: &str, data: &str, out: impl Write) -> io::Result<()> {
+        // `<` only occurs inside JSON strings, where `\u003c` means the
+        // same: no `</script>` or `<!--` can end the data early.
+        self.write_escaped(&html_escape(title), &data.replace('<', "\\u003c"), out)
     }
-    out.write_all(tail.as_bytes())?;
-    out.flush()
+
+    /// [`PageTemplate::write`] of a title and data already escaped.
+    fn write_escaped(&self, title: &str, data: &str, mut out: impl Write) -> io::Result<()> {
+        let (head, rest) = self.template.split_once("{{DATA}}").expect("template has {{DATA}}");
+        let (between, tail) = rest.split_once("{{JS}}").expect("template has {{JS}}");
+        let head = head.replace("{{TITLE}}", title).replace("{{CSS}}", self.css);
+        out.write_all(head.as_bytes())?;
+        out.write_all(data.as_bytes())?;
+        out.write_all(between.as_bytes())?;
+        for part in self.viewer {
+            out.write_all(part.as_bytes())?;
+        }
+        out.write_all(tail.as_bytes())?;
+        out.flush()
+    }
 }
 
 /// `s` as HTML text or attribute value.
