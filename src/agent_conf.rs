@@ -5,7 +5,12 @@
 use crate::options::TraceArgs;
 use crate::user::User;
 use anyhow::{bail, Context};
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The largest `--config` file read: 1 MiB. A JPMT configuration is a
+/// few lines of directives and patterns (thousands of them fit).
+const MAX_CONFIG: u64 = 1 << 20;
 
 /// A JPMT configuration file given with `--config`.
 struct UserConfig {
@@ -16,11 +21,25 @@ struct UserConfig {
 impl UserConfig {
     /// Reads `path` with `user`'s rights: root does not open a file the
     /// user names (its lines end up in the user's agent.conf and in the
-    /// agent's messages), so a file that user cannot read is an error.
+    /// agent's messages), so a file that user cannot read is an error. A
+    /// regular file of at most [`MAX_CONFIG`] bytes: no FIFO or device
+    /// (`/dev/zero` would fill root's memory), no file larger than any
+    /// configuration.
     fn read(path: &Path, user: &User) -> anyhow::Result<UserConfig> {
         let text = user.run_as(|| {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config {} as uid {}", path.display(), user.uid.as_raw()))
+            let read = || -> std::io::Result<String> {
+                let file = jtrace_symbols::bounded_read::open_regular(path)?;
+                let mut text = String::new();
+                file.take(MAX_CONFIG + 1).read_to_string(&mut text)?;
+                if text.len() as u64 > MAX_CONFIG {
+                    return Err(std::io::Error::other(format!(
+                        "larger than {} KiB, more than any configuration",
+                        MAX_CONFIG >> 10
+                    )));
+                }
+                Ok(text)
+            };
+            read().with_context(|| format!("cannot read config {} as uid {}", path.display(), user.uid.as_raw()))
         })?;
         Ok(UserConfig {
             path: path.to_path_buf(),

@@ -226,7 +226,7 @@ fn stop_orphan(pid: u32) -> anyhow::Result<()> {
     }
 }
 
-fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::LibCallSpec>) -> anyhow::Result<()> {
+fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::ResolvedLibCall>) -> anyhow::Result<()> {
     if args.stop {
         return stop_orphan(args.pid);
     }

@@ -3,8 +3,9 @@
 //! `attach`), and what the kernel side records ([`KernelArgs`], for `run`,
 //! `record` and `attach`).
 
+use crate::user::User;
 use anyhow::bail;
-use jtrace_bpf::{LibCallSpec, SyscallMode};
+use jtrace_bpf::{ResolvedLibCall, SyscallMode};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -150,8 +151,9 @@ pub(crate) struct KernelArgs {
 
 impl KernelArgs {
     /// Checks the options (library calls resolved, so that a typo fails
-    /// before anything runs) and returns the library calls to trace.
-    pub(crate) fn validate(&self) -> anyhow::Result<Vec<LibCallSpec>> {
+    /// before anything runs) and returns the library calls to trace, their
+    /// files opened with `user`'s rights ([`User::open_file`]).
+    pub(crate) fn validate(&self, user: &User) -> anyhow::Result<Vec<ResolvedLibCall>> {
         if !self.ringbuf_mb.is_power_of_two() {
             bail!("--ringbuf-mb must be a power of two, not {}", self.ringbuf_mb);
         }
@@ -165,12 +167,11 @@ impl KernelArgs {
             Some(s) => jtrace_bpf::parse_lib_calls(s)?,
             None => Vec::new(),
         };
-        jtrace_bpf::resolve_lib_calls(&specs)?;
-        Ok(specs)
+        jtrace_bpf::resolve_lib_calls(&specs, &|path| user.open_file(path))
     }
 
     /// The recorder's settings, on `cfg` (which names the stream file).
-    pub(crate) fn apply(&self, cfg: &mut jtrace_bpf::RecorderConfig, lib_calls: Vec<LibCallSpec>) {
+    pub(crate) fn apply(&self, cfg: &mut jtrace_bpf::RecorderConfig, lib_calls: Vec<ResolvedLibCall>) {
         cfg.ringbuf_bytes = self.ringbuf_bytes.unwrap_or(self.ringbuf_mb << 20);
         cfg.syscalls = self.syscalls.into();
         cfg.page_faults = !self.no_page_faults;

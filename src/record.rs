@@ -8,7 +8,7 @@ use crate::session::{self, kernel_events, kernel_stream_problem, JvmLibraries, S
 use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
-use jtrace_bpf::LibCallSpec;
+use jtrace_bpf::ResolvedLibCall;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -85,7 +85,7 @@ enum Targets {
     Cgroup(String, Vec<u32>),
 }
 
-fn record_inner(args: RecordArgs, targets: Targets, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<()> {
+fn record_inner(args: RecordArgs, targets: Targets, lib_calls: Vec<ResolvedLibCall>) -> anyhow::Result<()> {
     let owner = User::invoking()?;
     let (pids, command, pid, what) = match targets {
         Targets::Pid(pid) => (vec![pid], session::command_line(pid), pid, format!("pid {pid}")),

@@ -14,7 +14,8 @@ use crate::signals;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
 use anyhow::bail;
-use jtrace_bpf::LibCallSpec;
+use jtrace_bpf::safepoints::Libjvm;
+use jtrace_bpf::ResolvedLibCall;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode};
 
@@ -43,7 +44,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitCode> {
+fn run_inner(args: RunArgs, lib_calls: Vec<ResolvedLibCall>) -> anyhow::Result<ExitCode> {
     let owner = User::invoking()?;
     let agent = agent_path()?;
     if agent.to_string_lossy().chars().any(char::is_whitespace) {
@@ -61,16 +62,15 @@ fn run_inner(args: RunArgs, lib_calls: Vec<LibCallSpec>) -> anyhow::Result<ExitC
             setup.out
         );
     }
+    // Found and opened as the user, before anything touches the disk.
+    let libjvm = launcher_libjvm(&args.command[0], &owner);
     let dir = TraceDir::prepare(&setup.out, &owner)?;
     let disk = args.disk.plan(&dir);
     let conf = setup.conf.clone() + &disk.agent_lines();
     dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf.as_bytes())?;
     let agent_options = dir.agent_options(jtrace_format::AGENT_CONFIG_FILE)?;
     let meta = session::new_meta(args.command.clone(), 0, &args.trace.methods);
-    let libs = JvmLibraries {
-        libjvm: jtrace_bpf::safepoints::libjvm_of_launcher(&args.command[0]),
-        agent: None,
-    };
+    let libs = JvmLibraries { libjvm, agent: None };
     let mut session = Session::start(
         dir,
         meta,
@@ -172,4 +172,33 @@ fn no_jvm_problem(dir: &TraceDir, command: &[String], methods: &[String]) -> Opt
          the trace has no methods, monitors or JVM threads, only the kernel's view"
             .into(),
     )
+}
+
+/// The `libjvm.so` of the JDK whose `java` the command names
+/// (`<home>/bin/java` → `<home>/lib/server/libjvm.so`), for its safepoint
+/// probes: the command is the user's, so the launcher is looked for and
+/// the library opened with `owner`'s rights (what `owner` cannot open is
+/// said, and left unprobed). None: no JDK launcher, or a library that
+/// cannot be opened (the installed JDKs are probed instead).
+fn launcher_libjvm(program: &str, owner: &User) -> Option<Libjvm> {
+    let found = owner.run_as(|| {
+        Ok(jtrace_bpf::safepoints::libjvm_of_launcher(program)
+            .map(|name| (jtrace_symbols::bounded_read::open_regular(&name), name)))
+    });
+    match found {
+        Ok(Some((Ok(file), name))) => Some(Libjvm { name, file }),
+        Ok(Some((Err(e), name))) => {
+            eprintln!(
+                "jtrace: cannot open {} as uid {}: {e}: its safepoints will not be recorded",
+                name.display(),
+                owner.uid.as_raw()
+            );
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("jtrace: {e:#}");
+            None
+        }
+    }
 }

@@ -9,7 +9,8 @@ use crate::options::KernelArgs;
 use crate::trace_dir::TraceDir;
 use crate::user::User;
 use anyhow::Context;
-use jtrace_bpf::{KernelRecorder, KernelStats, LibCallSpec, RecorderConfig};
+use jtrace_bpf::safepoints::Libjvm;
+use jtrace_bpf::{KernelRecorder, KernelStats, RecorderConfig, ResolvedLibCall};
 use jtrace_merge::{Measured, Meta};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,18 +19,23 @@ use std::process::ExitCode;
 pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// What every recording command checks first: root (to load eBPF), then
-/// the kernel options; the library calls to trace, or the exit code.
-pub(crate) fn prepare(kernel: &KernelArgs, disk: &DiskArgs, command: &str) -> Result<Vec<LibCallSpec>, ExitCode> {
+/// the kernel options; the library calls to trace (their files opened
+/// with the invoking user's rights), or the exit code.
+pub(crate) fn prepare(kernel: &KernelArgs, disk: &DiskArgs, command: &str) -> Result<Vec<ResolvedLibCall>, ExitCode> {
     if !rustix::process::geteuid().is_root() {
         eprintln!(
             "jtrace: `jtrace {command}` needs root to load eBPF programs (CAP_BPF and CAP_PERFMON); run it with sudo"
         );
         return Err(ExitCode::from(EXIT_USAGE));
     }
-    disk.validate().and_then(|()| kernel.validate()).map_err(|e| {
+    let usage = |e: anyhow::Error| {
         eprintln!("jtrace: {e:#}");
         ExitCode::from(EXIT_USAGE)
-    })
+    };
+    disk.validate().map_err(usage)?;
+    // The library calls are opened as the invoking user.
+    let user = User::invoking().map_err(failed)?;
+    kernel.validate(&user).map_err(usage)
 }
 
 /// Reports a recording command's error; exit code 1.
@@ -98,8 +104,8 @@ pub(crate) enum Traced {
 /// The JVM's libraries the kernel recorder probes.
 #[derive(Default)]
 pub(crate) struct JvmLibraries {
-    /// Its `libjvm.so` (safepoints); None: of every installed JDK.
-    pub(crate) libjvm: Option<PathBuf>,
+    /// Its `libjvm.so` (safepoints), open; None: of every installed JDK.
+    pub(crate) libjvm: Option<Libjvm>,
     /// The agent's library as jtrace reaches the file the JVM maps, when
     /// that is not the installed one (the copy in a container); its
     /// announcement functions name the stacks' Java frames.
@@ -131,7 +137,7 @@ impl Session {
         meta: Meta,
         kernel: &KernelArgs,
         disk: &DiskPlan,
-        lib_calls: Vec<LibCallSpec>,
+        lib_calls: Vec<ResolvedLibCall>,
         libs: JvmLibraries,
         traced: Traced,
         recording_user: &User,
@@ -336,14 +342,14 @@ pub(crate) fn kernel_stream_problem(stats: &KernelStats, meta: &Meta) -> Option<
 
 /// The requested library calls plus the probes that record the safepoints
 /// of the traced JVM (`libjvm`; if not known, of the JDKs in the system's
-/// JVM directory): JVMTI does not report safepoints.
-fn with_safepoints(mut lib_calls: Vec<LibCallSpec>, libjvm: Option<PathBuf>) -> Vec<LibCallSpec> {
-    let (calls, stripped) = jtrace_bpf::safepoints::safepoint_calls(libjvm);
-    for lib in stripped {
-        eprintln!(
-            "jtrace: {} has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded",
-            lib.display()
-        );
+/// JVM directory): JVMTI does not report safepoints. A `libjvm.so` whose
+/// probes cannot be found (stripped, no ELF file, past the bounds of what
+/// jtrace reads of one) is said and left out: the recording goes on
+/// without its safepoints.
+fn with_safepoints(mut lib_calls: Vec<ResolvedLibCall>, libjvm: Option<Libjvm>) -> Vec<ResolvedLibCall> {
+    let (calls, unprobed) = jtrace_bpf::safepoints::safepoint_calls(libjvm);
+    for why in unprobed {
+        eprintln!("jtrace: {why}: its safepoints will not be recorded");
     }
     lib_calls.extend(calls);
     lib_calls

@@ -6,6 +6,8 @@
 use anyhow::{bail, Context};
 use rustix::process::{Gid, Uid};
 use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
+use std::fs::File;
+use std::path::Path;
 
 /// A user's credentials: user, primary group and supplementary groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,21 @@ impl User {
             })
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("a thread acting as uid {} panicked", self.uid.as_raw())))
+        })
+    }
+
+    /// Opens `path` for reading with this user's rights ([`User::run_as`]):
+    /// a file the user names on the command line, which root must not open
+    /// for them. Opened without blocking (a FIFO or a device does not hang
+    /// jtrace) and only if it is a regular file; links are followed, as the
+    /// user's own open follows them. The error is that open's ("cannot open
+    /// X as uid U: Permission denied"): a path in a directory the user
+    /// cannot search reads the same whether or not a file is there, so no
+    /// answer tells the user more than their own open would.
+    pub(crate) fn open_file(&self, path: &Path) -> anyhow::Result<File> {
+        self.run_as(|| {
+            jtrace_symbols::bounded_read::open_regular(path)
+                .with_context(|| format!("cannot open {} as uid {}", path.display(), self.uid.as_raw()))
         })
     }
 

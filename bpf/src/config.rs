@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 
 use crate::jtrace_h;
-use crate::LibCallSpec;
+use crate::ResolvedLibCall;
 
 /// Default size of the BPF ring buffer: 16 MiB.
 pub const DEFAULT_RINGBUF_BYTES: usize = 16 << 20;
@@ -99,7 +99,10 @@ pub struct RecorderConfig {
     pub block_io: bool,
     /// Library functions to interpose (uprobe + uretprobe): LIB_CALL spans,
     /// named by PROBE_DEF records with probe ids 0, 1, … in this order.
-    pub lib_calls: Vec<LibCallSpec>,
+    /// Resolved by the caller ([`crate::resolve_lib_calls`]), their files
+    /// opened with the rights of the user who named them; the uprobes
+    /// attach to those open files.
+    pub lib_calls: Vec<ResolvedLibCall>,
     /// Called, from the recorder's thread, with a message when the stream
     /// file cannot be written (disk full) — when it happens; the recording
     /// goes on and counts what it could not write ([`crate::KernelStats::unwritten`]).

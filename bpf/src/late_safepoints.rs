@@ -11,18 +11,20 @@
 //! says), named by PROBE_DEF records written before them.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jtrace_format::{Encoder, Payload, ProbeDef, Record};
-use jtrace_symbols::hotspot::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
+use jtrace_symbols::hotspot::SAFEPOINT_BEGIN_SYMBOL;
 use libbpf_rs::{Link, MapCore};
 
-use crate::libcalls::{lookup_functions, Sym};
+use crate::safepoints::probes_of;
 use crate::sink::Sink;
 use crate::stack_names::now_ns;
-use crate::{setup, skel, LibCallSpec, ResolvedLibCall};
+use crate::{setup, skel, ResolvedLibCall};
 
 /// How often the consumer looks for new JVMs.
 const EVERY: Duration = Duration::from_millis(250);
@@ -45,7 +47,7 @@ impl LateSafepoints {
         let probed = probes
             .iter()
             .filter(|p| p.spec.symbol == SAFEPOINT_BEGIN_SYMBOL)
-            .filter_map(|p| file_id(&p.path))
+            .filter_map(|p| file_id(&p.file))
             .collect();
         LateSafepoints {
             probed,
@@ -76,19 +78,23 @@ impl LateSafepoints {
     }
 
     fn probe(&mut self, tgid: u32, sk: &skel::JtraceSkel<'_>, links: &mut Vec<Link>, sink: &mut Sink) {
-        let Some((shown, file)) = mapped_libjvm(tgid) else {
+        let Some((shown, path)) = mapped_libjvm(tgid) else {
+            return;
+        };
+        // The mapped file, held: its symbols are read from it (within the
+        // bounds of jtrace_symbols::bounded_read: the JVM's user may have
+        // made it) and the uprobes attach to it.
+        let Ok(file) = jtrace_symbols::bounded_read::open_regular(&path) else {
             return;
         };
         let Some(id) = file_id(&file) else { return };
         if !self.probed.insert(id) {
             return;
         }
-        let calls = match safepoint_calls(&shown, &file) {
-            Some(calls) => calls,
-            None => {
-                eprintln!(
-                    "jtrace: {shown} (JVM {tgid}) has no SafepointSynchronize symbols (stripped?): its safepoints will not be recorded"
-                );
+        let calls = match probes_of(&shown, Path::new(&shown), Arc::new(file)) {
+            Ok(calls) => calls,
+            Err(why) => {
+                eprintln!("jtrace: {why} (JVM {tgid}): its safepoints will not be recorded");
                 return;
             }
         };
@@ -131,30 +137,8 @@ fn mapped_libjvm(tgid: u32) -> Option<(String, PathBuf)> {
     })
 }
 
-/// (device, inode) of the file at `path`.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    let m = std::fs::metadata(path).ok()?;
+/// (device, inode) of `file`.
+fn file_id(file: &File) -> Option<(u64, u64)> {
+    let m = file.metadata().ok()?;
     Some((m.dev(), m.ino()))
-}
-
-/// The two safepoint probes of the `libjvm.so` at `file`, or `None` if it
-/// lacks the symbols.
-fn safepoint_calls(shown: &str, file: &Path) -> Option<Vec<ResolvedLibCall>> {
-    let symbols = [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL];
-    let found = lookup_functions(file, &symbols).ok()?;
-    symbols
-        .iter()
-        .zip(found)
-        .map(|(symbol, sym)| match sym {
-            Sym::Function(offset) => Some(ResolvedLibCall {
-                spec: LibCallSpec {
-                    library: shown.to_string(),
-                    symbol: symbol.to_string(),
-                },
-                path: file.to_path_buf(),
-                offset,
-            }),
-            _ => None,
-        })
-        .collect()
 }

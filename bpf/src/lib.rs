@@ -85,7 +85,7 @@ pub use config::{
 };
 pub use features::{kernel_measures, required_kernel_features, KernelMeasures, Measure, VMLINUX_BTF};
 pub use jtrace_format::PREV_TID_UNKNOWN;
-pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, ResolvedLibCall};
+pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, OpenLibrary, ResolvedLibCall};
 pub use recorder::KernelRecorder;
 pub use stats::KernelStats;
 

@@ -18,7 +18,7 @@ use crate::pump::{pump, ring_buffer, StopSignal};
 use crate::setup::setup;
 use crate::sink::Sink;
 use crate::stats::{read_stats, KernelStats};
-use crate::{resolve_lib_calls, RecorderConfig, ResolvedLibCall};
+use crate::{RecorderConfig, ResolvedLibCall};
 
 /// A running recording session: BPF programs attached and a consumer thread
 /// writing the stream file. Dropping it without [`KernelRecorder::stop`]
@@ -43,7 +43,8 @@ impl KernelRecorder {
     pub fn start(cfg: RecorderConfig) -> Result<KernelRecorder> {
         required_kernel_features()?;
         check_pid_max()?;
-        let probes = resolve_lib_calls(&cfg.lib_calls)?;
+        let mut cfg = cfg;
+        let probes = std::mem::take(&mut cfg.lib_calls);
         let rb = cfg.ringbuf_bytes;
         if !rb.is_power_of_two() || rb < page_size() || rb > u32::MAX as usize {
             bail!(

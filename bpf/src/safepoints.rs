@@ -9,17 +9,34 @@
 //! uprobes cost nothing measurable; the merge turns these spans into
 //! safepoint windows of the JVM (`jtrace_merge`, cause `safepoint`).
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use jtrace_symbols::bounded_read::open_regular;
 use jtrace_symbols::hotspot::{SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL};
 
-use crate::libcalls::{lookup_functions, resolve_path, LibCallSpec, Sym};
+use crate::libcalls::{lookup_functions_in, LibCallSpec, ResolvedLibCall, Sym};
 
 /// Where JDKs are installed on Debian-like systems (one per subdirectory).
 const JVM_DIR: &str = "/usr/lib/jvm";
 
+/// A `libjvm.so` to probe: the name its probes are shown by, and the file,
+/// open (its symbols are read from it, its uprobes attach to it).
+#[derive(Debug)]
+pub struct Libjvm {
+    /// Its path, as the trace names its probes' library.
+    pub name: PathBuf,
+    /// The file.
+    pub file: File,
+}
+
 /// `libjvm.so` of the JDK a `java` launcher (a name looked up in `PATH`,
 /// or a path) belongs to: `<home>/bin/java` → `<home>/lib/server/libjvm.so`.
+/// The launcher is the user's choice: run this with the rights of the user
+/// who named it, and open what it finds with them too.
 pub fn libjvm_of_launcher(program: &str) -> Option<PathBuf> {
     let exe = if program.contains('/') {
         PathBuf::from(program)
@@ -33,83 +50,114 @@ pub fn libjvm_of_launcher(program: &str) -> Option<PathBuf> {
 }
 
 /// `libjvm.so` mapped by a running process: the mapped file itself
-/// (`/proc/PID/map_files/<range>`, which the kernel resolves), never its
-/// path walked again from the host: in a container a link on that path
-/// could lead onto the host's files. Needs root.
-pub fn libjvm_of_pid(pid: u32) -> Option<PathBuf> {
+/// (`/proc/PID/map_files/<range>`, which the kernel resolves), opened
+/// through that link, never its path walked again from the host: in a
+/// container a link on that path could lead onto the host's files. Needs
+/// root.
+pub fn libjvm_of_pid(pid: u32) -> Option<Libjvm> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     let range = maps.lines().find_map(|l| {
         let mut f = l.split_whitespace();
         let range = f.next()?;
         f.nth(4)?.ends_with("/libjvm.so").then_some(range)
     })?;
-    Some(PathBuf::from(format!("/proc/{pid}/map_files/{range}"))).filter(|p| p.is_file())
+    let name = PathBuf::from(format!("/proc/{pid}/map_files/{range}"));
+    let file = open_regular(&name).ok()?;
+    Some(Libjvm { name, file })
 }
 
-/// Every `libjvm.so` of the JDKs installed in the system's JVM directory.
-fn installed_libjvms() -> Vec<PathBuf> {
+/// Every `libjvm.so` of the JDKs installed in the system's JVM directory
+/// (root's), by their real paths.
+fn installed_libjvms() -> Vec<Libjvm> {
     let Ok(dir) = std::fs::read_dir(JVM_DIR) else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok())
-        .map(|e| e.path().join("lib/server/libjvm.so"))
-        .filter(|p| p.is_file())
+        .filter_map(|e| e.path().join("lib/server/libjvm.so").canonicalize().ok())
+        .filter_map(|name| {
+            Some(Libjvm {
+                file: open_regular(&name).ok()?,
+                name,
+            })
+        })
         .collect()
 }
 
-/// Library calls that record the safepoints of the JVM using `libjvm`, or
-/// when it is not known (the command is a script, say), of any JDK
-/// installed in `/usr/lib/jvm`. Each probed library costs time when
-/// recording stops (the kernel waits for an RCU grace period per detached
-/// link, ≈0.1 s here: two links per library with uprobe.multi, four before
-/// Linux 6.6), hence not probing every JDK when the JVM is known. A
-/// `libjvm.so` without the two symbols (a stripped build) is left out and
-/// returned in the second list, so the caller can say why there are no
-/// safepoint windows.
-pub fn safepoint_calls(libjvm: Option<PathBuf>) -> (Vec<LibCallSpec>, Vec<PathBuf>) {
-    let mut libs: Vec<PathBuf> = match libjvm {
+/// Probes that record the safepoints of the JVM using `libjvm`, or when it
+/// is not known (the command is a script, say), of any JDK installed in
+/// `/usr/lib/jvm`. Each probed library costs time when recording stops
+/// (the kernel waits for an RCU grace period per detached link, ≈0.1 s
+/// here: two links per library with uprobe.multi, four before Linux 6.6),
+/// hence not probing every JDK when the JVM is known. A `libjvm.so` whose
+/// two symbols cannot be found (a stripped build, a file that is no ELF
+/// file or is past the bounds of `jtrace_symbols::bounded_read`) is left
+/// out and said why in the second list, so the caller can say why there
+/// are no safepoint windows.
+pub fn safepoint_calls(libjvm: Option<Libjvm>) -> (Vec<ResolvedLibCall>, Vec<String>) {
+    let libs = match libjvm {
         Some(lib) => vec![lib],
         None => installed_libjvms(),
     };
-    libs = libs.into_iter().filter_map(|p| resolve_path(&p).ok()).collect();
-    libs.sort();
-    libs.dedup();
-    let (mut calls, mut stripped) = (Vec::new(), Vec::new());
+    let mut seen = HashSet::new();
+    let (mut calls, mut unprobed) = (Vec::new(), Vec::new());
     for lib in libs {
-        let symbols = [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL];
-        if lookup_functions(&lib, &symbols).is_ok_and(|s| s.iter().all(|s| matches!(s, Sym::Function(_)))) {
-            for symbol in symbols {
-                calls.push(LibCallSpec {
-                    library: lib.to_string_lossy().into_owned(),
-                    symbol: symbol.to_string(),
-                });
+        // Each file once, under whichever of its names came first.
+        if let Ok(m) = lib.file.metadata() {
+            if !seen.insert((m.dev(), m.ino())) {
+                continue;
             }
-        } else {
-            stripped.push(lib);
+        }
+        match probes_of(&lib.name.to_string_lossy(), &lib.name, Arc::new(lib.file)) {
+            Ok(probes) => calls.extend(probes),
+            Err(why) => unprobed.push(why),
         }
     }
-    (calls, stripped)
+    (calls, unprobed)
+}
+
+/// The two safepoint probes of the `libjvm.so` open as `file` (`path` in
+/// messages), shown as library `shown`; or why there are none.
+pub(crate) fn probes_of(shown: &str, path: &Path, file: Arc<File>) -> Result<Vec<ResolvedLibCall>, String> {
+    let symbols = [SAFEPOINT_BEGIN_SYMBOL, SAFEPOINT_END_SYMBOL];
+    let found = lookup_functions_in(&file, path, &symbols).map_err(|e| format!("{e:#}"))?;
+    symbols
+        .iter()
+        .zip(found)
+        .map(|(symbol, sym)| match sym {
+            Sym::Function(offset) => Ok(ResolvedLibCall {
+                spec: LibCallSpec {
+                    library: shown.to_string(),
+                    symbol: symbol.to_string(),
+                },
+                path: path.to_path_buf(),
+                offset,
+                file: file.clone(),
+            }),
+            _ => Err(format!(
+                "{} has no SafepointSynchronize symbols (stripped?)",
+                path.display()
+            )),
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
-    use std::path::Path;
 
     /// Debian's OpenJDK 17 and Temurin 25 both keep the symbols.
     #[test]
     fn installed_jdks_have_safepoint_symbols() {
         let (calls, stripped) = safepoint_calls(None);
         assert!(stripped.is_empty(), "stripped libjvm.so: {stripped:?}");
-        let jdks = installed_libjvms().iter().filter_map(|p| p.canonicalize().ok()).count();
+        let jdks = installed_libjvms().len();
         assert!(jdks >= 1, "no JDK in {JVM_DIR}");
         assert!(calls.len() >= 2 && calls.len() % 2 == 0, "{calls:?}");
-        assert!(calls.iter().any(|c| c.symbol == SAFEPOINT_BEGIN_SYMBOL));
+        assert!(calls.iter().any(|c| c.spec.symbol == SAFEPOINT_BEGIN_SYMBOL));
         let java = libjvm_of_launcher("java").expect("java in PATH");
         assert!(calls
             .iter()
-            .any(|c| Path::new(&c.library) == java.canonicalize().unwrap()));
+            .any(|c| Path::new(&c.spec.library) == java.canonicalize().unwrap()));
     }
 
     /// A running JVM's libjvm.so is found through /proc; no process, none.
@@ -126,7 +174,7 @@ mod tests {
         let mut found = None;
         for _ in 0..200 {
             // Looked at while the process lives: its mapping goes with it.
-            found = libjvm_of_pid(jvm.id()).and_then(|p| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino())));
+            found = libjvm_of_pid(jvm.id()).and_then(|l| l.file.metadata().ok().map(|m| (m.dev(), m.ino())));
             if found.is_some() {
                 break;
             }
@@ -137,6 +185,6 @@ mod tests {
         let found = found.expect("the JVM maps libjvm.so");
         let expected = std::fs::metadata(libjvm_of_launcher("java").unwrap()).unwrap();
         assert_eq!(found, (expected.dev(), expected.ino()));
-        assert_eq!(libjvm_of_pid(u32::MAX), None);
+        assert!(libjvm_of_pid(u32::MAX).is_none());
     }
 }

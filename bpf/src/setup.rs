@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::mem::{offset_of, MaybeUninit};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -286,12 +286,14 @@ pub(crate) fn attach_lib_calls_from(
 /// its functions; the probe id (`first_id` + index in `probes`) is each
 /// one's cookie.
 fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall], first_id: u32) -> Result<Vec<Link>> {
-    let mut by_library: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    // By the open file (its descriptor): one file, one pair of links.
+    let mut by_library: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
     for (id, p) in probes.iter().enumerate() {
-        by_library.entry(&p.path).or_default().push(id);
+        by_library.entry(p.attach_path()).or_default().push(id);
     }
     let mut links = Vec::new();
-    for (path, ids) in by_library {
+    for (attach, ids) in by_library {
+        let path = &probes[ids[0]].path;
         for (prog, retprobe) in [(&sk.progs.lib_enter_multi, false), (&sk.progs.lib_exit_multi, true)] {
             let opts = UprobeMultiOpts {
                 offsets: ids.iter().map(|&id| probes[id].offset as usize).collect(),
@@ -300,7 +302,7 @@ fn attach_lib_calls_multi(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall],
                 ..Default::default()
             };
             // pid -1: every process; the BPF side keeps traced ones only.
-            let link = prog.attach_uprobe_multi_with_opts(-1, path, "", opts).map_err(|e| {
+            let link = prog.attach_uprobe_multi_with_opts(-1, &attach, "", opts).map_err(|e| {
                 let calls: Vec<String> = ids.iter().map(|&id| probes[id].spec.to_string()).collect();
                 load_error(
                     &format!(
@@ -330,7 +332,7 @@ fn attach_lib_calls(sk: &skel::JtraceSkel<'_>, probes: &[ResolvedLibCall], first
             };
             // pid -1: every process; the BPF side keeps traced ones only.
             let link = prog
-                .attach_uprobe_with_opts(-1, &p.path, p.offset as usize, opts)
+                .attach_uprobe_with_opts(-1, p.attach_path(), p.offset as usize, opts)
                 .map_err(|e| {
                     load_error(
                         &format!(

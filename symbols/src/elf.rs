@@ -1,13 +1,18 @@
 //! ELF files: their GNU build id, their function symbols (`.symtab`,
 //! `.dynsym`, and the `.symtab` of `.gnu_debugdata`, the xz-compressed
 //! "MiniDebugInfo" some distributions ship instead of a full one), and
-//! file offsets of named functions (what uprobes are placed by).
+//! file offsets of named functions (what uprobes are placed by). Build ids
+//! and function offsets, which the recording commands look up as root in
+//! files users control, are read within the bounds of
+//! [`crate::bounded_read`].
 
 use std::fs::File;
 use std::path::Path;
 
+use crate::bounded_read::{open_regular, BoundedRead, Refused};
 use crate::file_bytes::FileBytes;
 use anyhow::{anyhow, bail, Result};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolFlags};
 
 const STT_FUNC: u8 = 2;
@@ -31,9 +36,61 @@ pub fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
 
 /// The GNU build id of the ELF file at `path` (`Ok(None)`: it has none).
 pub fn build_id(path: &Path) -> Result<Option<Vec<u8>>> {
-    let m = map(path)?;
-    object::File::parse(&*m).map_err(|e| anyhow!("{}: not an ELF file: {e}", path.display()))?;
-    Ok(build_id_of(&m))
+    let file = open_regular(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    build_id_in(&file, path)
+}
+
+/// The GNU build id of the open ELF file `file` (named `name` in errors):
+/// its headers and notes are read, within the bounds of
+/// [`crate::bounded_read`], nothing else.
+pub fn build_id_in(file: &File, name: &Path) -> Result<Option<Vec<u8>>> {
+    let data = BoundedRead::new(file).map_err(|e| anyhow!("{}: {e}", name.display()))?;
+    let found = match object::FileKind::parse(&data) {
+        Ok(object::FileKind::Elf32) => gnu_build_id::<object::elf::FileHeader32<object::Endianness>>(&data),
+        Ok(object::FileKind::Elf64) => gnu_build_id::<object::elf::FileHeader64<object::Endianness>>(&data),
+        Ok(kind) => bail!("{}: not an ELF file ({kind:?})", name.display()),
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(id) => Ok(id),
+        Err(_) if data.exceeded() => bail!("{}: {}", name.display(), Refused::TooMuchToRead),
+        Err(e) => bail!("{}: not an ELF file: {e}", name.display()),
+    }
+}
+
+/// The GNU build id in the notes of an ELF file of class `Elf`: in its
+/// note sections, or without sections in its note segments (as object's
+/// `build_id`, without reading the symbol tables as its parse does).
+fn gnu_build_id<Elf: FileHeader<Endian = object::Endianness>>(
+    data: &BoundedRead<'_>,
+) -> object::read::Result<Option<Vec<u8>>> {
+    let header = Elf::parse(data)?;
+    let endian = header.endian()?;
+    let is_build_id =
+        |name: &[u8], kind: u32| name == object::elf::ELF_NOTE_GNU && kind == object::elf::NT_GNU_BUILD_ID;
+    let sections = header.section_headers(endian, data)?;
+    if !sections.is_empty() {
+        for section in sections {
+            if let Some(mut notes) = section.notes(endian, data)? {
+                while let Some(note) = notes.next()? {
+                    if is_build_id(note.name(), note.n_type(endian)) {
+                        return Ok(Some(note.desc().to_vec()));
+                    }
+                }
+            }
+        }
+    } else {
+        for segment in header.program_headers(endian, data)? {
+            if let Some(mut notes) = segment.notes(endian, data)? {
+                while let Some(note) = notes.next()? {
+                    if is_build_id(note.name(), note.n_type(endian)) {
+                        return Ok(Some(note.desc().to_vec()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// How a name is defined in an ELF file ([`lookup_functions`]).
@@ -55,8 +112,28 @@ pub enum Sym {
 /// come with their file offset, found through the loadable segment that
 /// maps their address (what the kernel's uprobes are placed by).
 pub fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
-    let m = map(path)?;
-    let elf = object::File::parse(&*m).map_err(|e| anyhow!("not an ELF file: {e}"))?;
+    let file = open_regular(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    lookup_functions_in(&file, path, names)
+}
+
+/// [`lookup_functions`] in the open file `file` (named `name` in errors):
+/// its headers and symbol tables are read, within the bounds of
+/// [`crate::bounded_read`] (past them, an error that says so), nothing else.
+pub fn lookup_functions_in(file: &File, name: &Path, names: &[&str]) -> Result<Vec<Sym>> {
+    let data = BoundedRead::new(file).map_err(|e| anyhow!("{}: {e}", name.display()))?;
+    let too_much = || anyhow!("{}: {}", name.display(), Refused::TooMuchToRead);
+    let elf = match object::File::parse(&data) {
+        Ok(elf) => elf,
+        Err(_) if data.exceeded() => return Err(too_much()),
+        Err(e) => bail!("{}: not an ELF file: {e}", name.display()),
+    };
+    // The names, read at once rather than one by one.
+    for table in [".dynstr", ".strtab"] {
+        if let Some((off, size)) = elf.section_by_name(table).and_then(|s| s.file_range()) {
+            data.preload(off..off.saturating_add(size));
+        }
+    }
+    let path = name;
     let file_offset = |addr: u64| {
         elf.segments().find_map(|seg| {
             let (off, size) = seg.file_range();
@@ -96,6 +173,10 @@ pub fn lookup_functions(path: &Path, names: &[&str]) -> Result<Vec<Sym>> {
                 (_, was) => was,
             };
         }
+    }
+    // A name that could not be read for the bound is not "missing".
+    if data.exceeded() {
+        return Err(too_much());
     }
     Ok(out)
 }
@@ -363,6 +444,46 @@ mod tests {
             ..Default::default()
         };
         assert!(empty.is_empty() && empty.lookup(plt.address()).is_some());
+    }
+
+    /// A copy of libc grown to 1 GiB (sparse) is looked up reading only
+    /// its tables; one whose `.dynsym` the headers make larger than
+    /// MAX_ELF_READ is refused with a message that says so.
+    #[test]
+    fn only_the_tables_are_read_and_within_the_bound() {
+        use crate::bounded_read::MAX_ELF_READ;
+        use std::os::unix::fs::FileExt;
+        let p = std::env::temp_dir().join(format!("jtrace-sym-grown-{}", std::process::id()));
+        std::fs::copy(libc(), &p).unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let found = lookup_functions(&p, &["getpid"]).unwrap();
+        assert_eq!(found, lookup_functions(&libc(), &["getpid"]).unwrap());
+        assert_eq!(build_id(&p).unwrap(), build_id(&libc()).unwrap());
+        // The .dynsym section's size (sh_size, at 0x20 in its header).
+        let mut h = [0u8; 64];
+        f.read_exact_at(&mut h, 0).unwrap();
+        let shoff = u64::from_le_bytes(h[0x28..0x30].try_into().unwrap());
+        let (entsize, count) = (
+            u64::from(u16::from_le_bytes([h[0x3a], h[0x3b]])),
+            u64::from(u16::from_le_bytes([h[0x3c], h[0x3d]])),
+        );
+        let dynsym = (0..count)
+            .map(|i| shoff + i * entsize)
+            .find(|&at| {
+                let mut t = [0u8; 4];
+                f.read_exact_at(&mut t, at + 4).unwrap();
+                u32::from_le_bytes(t) == 11
+            })
+            .expect("libc has a .dynsym");
+        f.write_all_at(&(MAX_ELF_READ + 24).to_le_bytes(), dynsym + 0x20)
+            .unwrap();
+        let e = lookup_functions(&p, &["getpid"]).unwrap_err().to_string();
+        assert!(
+            e.contains("take more than the 128 MiB jtrace reads of an ELF file"),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! * [`access`]: whose rights the binaries a trace names are opened with.
 //! * [`file_bytes`]: a file's bytes, mapped only when root alone can
 //!   change it (a mapped file shortened by its owner kills the reader).
+//! * [`bounded_read`]: an ELF file read in bounded parts (its headers,
+//!   symbol tables and notes, at most [`bounded_read::MAX_ELF_READ`]),
+//!   as the recording commands read the files users choose or control.
 //! * [`elf`]: ELF files — build ids, function symbols (`.symtab`,
 //!   `.dynsym`, `.gnu_debugdata`), file offsets of named functions (for
 //!   uprobes), C++ demangling.
@@ -37,6 +40,7 @@
 #![deny(missing_docs)]
 
 pub mod access;
+pub mod bounded_read;
 pub mod codemap;
 pub mod elf;
 pub mod file_bytes;
