@@ -4,7 +4,7 @@
 //! of its JVM stream rewritten to times outside the recording — 2^64 − 1,
 //! before the start, a batch delta of 2^32 − 1 ns (4.3 s) — and every
 //! reading command must flag it and give no method, thread or window more
-//! time than the recording lasted (issue 37, item 11). The honest trace's
+//! time than the recording lasted. The honest trace's
 //! figures are those of tests/golden_views.rs.
 
 mod common;

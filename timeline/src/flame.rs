@@ -417,7 +417,7 @@ fn page(
 }
 
 fn write_page(page: &Page, out: impl Write) -> io::Result<()> {
-    let page_template = crate::html::PageTemplate {
+    let page_template = crate::page::PageTemplate {
         template: TEMPLATE,
         css: CSS,
         viewer: &VIEWER,

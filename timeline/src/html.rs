@@ -13,6 +13,7 @@
 
 use crate::highlight::{paths_json, HighlightPath, PathJson};
 use crate::model::{thread_order, time_origin, ThreadData, View};
+use crate::page::PageTemplate;
 use crate::process::pid_of;
 use crate::segments::{layout_order, window_segments};
 use crate::windows::{window_name, WindowIndex};
@@ -550,9 +551,7 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
         paths: paths_json(&opts.paths, t0),
         window: (view.scope.window).map(|(from, to)| [from.saturating_sub(t0), to.saturating_sub(t0)]),
     };
-    // `<` only occurs inside JSON strings, where `\u003c` means the same, and
-    // then no `</script>` or `<!--` can end the script element early.
-    Ok(serde_json::to_string(&page)?.replace('<', "\\u003c"))
+    Ok(serde_json::to_string(&page)?)
 }
 
 /// Writes the timeline of `trace` as one self-contained HTML page.
@@ -565,57 +564,11 @@ pub fn write_html(trace: &Trace, opts: &HtmlOptions, out: impl Write) -> io::Res
 pub fn write_html_view(view: &View, opts: &HtmlOptions, out: impl Write) -> io::Result<()> {
     let trace = view.trace;
     let data = page_json(view, opts)?;
-    let title = html_escape(
-        &opts
-            .title
-            .clone()
-            .unwrap_or_else(|| format!("jtrace timeline: {}", trace.meta.command.join(" "))),
-    );
+    let title = (opts.title.clone()).unwrap_or_else(|| format!("jtrace timeline: {}", trace.meta.command.join(" ")));
     let page = PageTemplate {
         template: TEMPLATE,
         css: CSS,
         viewer: &VIEWER,
     };
-    page.write_escaped(&title, &data, out)
-}
-
-/// A self-contained page: an HTML template with `{{TITLE}}`, `{{CSS}}`,
-/// `{{DATA}}` (the page's JSON) and `{{JS}}` (the viewer's parts, in
-/// order) to fill in. The timeline and the flame graph share it.
-pub(crate) struct PageTemplate<'a> {
-    pub(crate) template: &'a str,
-    pub(crate) css: &'a str,
-    pub(crate) viewer: &'a [&'a str],
-}
-
-impl PageTemplate<'_> {
-    /// Writes the page titled `title` (text) with the JSON `data`.
-    pub(crate) fn write(&self, title: &str, data: &str, out: impl Write) -> io::Result<()> {
-        // `<` only occurs inside JSON strings, where `\u003c` means the
-        // same: no `</script>` or `<!--` can end the data early.
-        self.write_escaped(&html_escape(title), &data.replace('<', "\\u003c"), out)
-    }
-
-    /// [`PageTemplate::write`] of a title and data already escaped.
-    fn write_escaped(&self, title: &str, data: &str, mut out: impl Write) -> io::Result<()> {
-        let (head, rest) = self.template.split_once("{{DATA}}").expect("template has {{DATA}}");
-        let (between, tail) = rest.split_once("{{JS}}").expect("template has {{JS}}");
-        let head = head.replace("{{TITLE}}", title).replace("{{CSS}}", self.css);
-        out.write_all(head.as_bytes())?;
-        out.write_all(data.as_bytes())?;
-        out.write_all(between.as_bytes())?;
-        for part in self.viewer {
-            out.write_all(part.as_bytes())?;
-        }
-        out.write_all(tail.as_bytes())?;
-        out.flush()
-    }
-}
-
-/// `s` as HTML text or attribute value.
-pub(crate) fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    page.write(&title, &data, out)
 }

@@ -46,6 +46,7 @@ pub mod flame;
 mod highlight;
 pub mod html;
 mod model;
+mod page;
 mod parquet;
 mod perfetto;
 mod pprof;

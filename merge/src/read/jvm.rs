@@ -2,6 +2,7 @@
 //! entries and exits, blocking states, GC and safepoint windows, JIT and
 //! allocation samples) as per-thread events and the trace's tables.
 
+use super::code_records::CodeRecords;
 use super::records::RawRecords;
 use super::span::{self, Open, Outside, TimeUse};
 use super::{words, TraceReader};
@@ -9,7 +10,6 @@ use crate::cause::Cause;
 use crate::model::event::{Event, MethodIdx, MethodInfo};
 use crate::model::tid_map::TidMap;
 use crate::printable::{printable, printable_owned};
-use crate::stacks::{Blob, CompiledCode, JvmCode};
 use jtrace_format::{self as fmt, kind, FileHeader, Payload, RawRecord};
 use std::collections::HashMap;
 use std::path::Path;
@@ -523,78 +523,6 @@ impl TraceReader {
         let i = (self.trace.details.len() - 1) as u32;
         self.detail_ids.insert(s.to_owned(), i);
         i
-    }
-}
-
-/// A JVM stream's records about code, kept until its method ids are all
-/// defined (a METHOD_DEF may follow the record that uses its id).
-#[derive(Default)]
-struct CodeRecords {
-    compiled: Vec<(u64, bool, fmt::CompiledMethod)>,
-    inline: Vec<(u64, fmt::CompiledInline)>,
-    blobs: Vec<fmt::CodeBlob>,
-    /// (`Method*`, method id, when described).
-    methods: Vec<(u64, u64, u64)>,
-    /// (method id, the native function it is bound to), in the order bound.
-    natives: Vec<(u64, String)>,
-}
-
-/// A compiled method's tier and, per pc, its inlining chain (innermost first).
-type TierAndInlining = (u32, Vec<(u64, Vec<Option<MethodIdx>>)>);
-
-impl CodeRecords {
-    fn is_empty(&self) -> bool {
-        self.compiled.is_empty() && self.blobs.is_empty() && self.methods.is_empty() && self.natives.is_empty()
-    }
-
-    /// Into the JVM's code tables, naming methods with `method`.
-    fn resolve(self, jvm: &mut JvmCode, method: impl Fn(u64) -> Option<MethodIdx>) {
-        // COMPILED_INLINE goes with the COMPILED_METHOD_LOAD of the same
-        // code address and time (one callback writes both): by address
-        // alone, code put where unloaded code was would take the old
-        // code's inlining too.
-        let mut inline: HashMap<(u64, u64), TierAndInlining> = HashMap::new();
-        for (ts, c) in self.inline {
-            let e = inline.entry((c.code_addr, ts)).or_default();
-            e.0 = c.tier;
-            e.1.extend(c.pcs.into_iter().map(|p| {
-                let chain = p.methods.iter().map(|&m| method(m)).collect();
-                (p.pc, chain)
-            }));
-        }
-        for (ts, load, c) in self.compiled {
-            if load {
-                let (tier, mut pcs) = inline.remove(&(c.code_addr, ts)).unwrap_or_default();
-                pcs.sort_by_key(|p| p.0);
-                let code = CompiledCode {
-                    method: method(c.method),
-                    tier,
-                    inline: pcs,
-                };
-                jvm.compiled.load(c.code_addr, u64::from(c.code_size), ts, code);
-            } else {
-                jvm.compiled.unload(c.code_addr, ts);
-            }
-        }
-        for b in self.blobs {
-            jvm.blobs.push(Blob {
-                start: b.start,
-                end: b.start + u64::from(b.size),
-                interpreter: b.kind == fmt::CODE_INTERPRETER,
-                name: b.name,
-            });
-        }
-        for (addr, id, ts) in self.methods {
-            if let Some(m) = method(id) {
-                jvm.methods.describe(addr, ts, m);
-            }
-        }
-        // A method bound again (the agent's own wrappers) calls the last.
-        for (id, function) in self.natives {
-            if let Some(m) = method(id) {
-                jvm.natives.insert(m, function);
-            }
-        }
     }
 }
 

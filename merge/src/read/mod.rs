@@ -9,6 +9,7 @@
 //! first ([`pid_ns`]). A JVM record whose time lies outside the recording
 //! is never given time ([`span`]).
 
+mod code_records;
 pub(crate) mod cut;
 mod jvm;
 mod kernel;
