@@ -551,7 +551,7 @@ fn page_json(view: &View, opts: &HtmlOptions) -> serde_json::Result<String> {
         paths: paths_json(&opts.paths, t0),
         window: (view.scope.window).map(|(from, to)| [from.saturating_sub(t0), to.saturating_sub(t0)]),
     };
-    Ok(serde_json::to_string(&page)?)
+    serde_json::to_string(&page)
 }
 
 /// Writes the timeline of `trace` as one self-contained HTML page.
