@@ -451,6 +451,30 @@ fn the_timeline_draws_the_flame_graph_of_its_view() {
     let pinned = totals(&b.eval("jtrace.flameTotals()"));
     assert!(pinned.get("monitor").copied().unwrap_or(0) > 100_000_000, "{pinned:?}");
     assert!(pinned.values().sum::<u64>() < want.values().sum::<u64>());
+
+    // A method search: the panel is the time of its calls (Demo.nap's one
+    // call: its 100 ms sleep), as the report splits it.
+    b.key("Escape", "Escape", 27, 0);
+    b.eval("(() => { const s = document.getElementById('search'); s.value = 'Demo.nap'; s.dispatchEvent(new Event('input')); })()");
+    b.eval("new Promise(r => setTimeout(r, 800))");
+    let sel = b.eval("jtrace.flameSelection()");
+    assert!(
+        sel.as_str()
+            .unwrap()
+            .contains("1 calls in view of the methods matching \"Demo.nap\""),
+        "{sel}"
+    );
+    let report: Value = serde_json::from_slice(&jtrace_stdout(&["report", "--json"], &trace)).unwrap();
+    let nap = (report["methods"].as_array().unwrap().iter())
+        .find(|m| m["class"] == "Demo" && m["name"] == "nap")
+        .unwrap();
+    let page = totals(&b.eval("jtrace.flameTotals()"));
+    let want_sleep = nap["off_cpu_ns"]["sleep"].as_u64().unwrap();
+    let got_sleep = page.get("sleep").copied().unwrap_or(0);
+    assert!(
+        got_sleep.abs_diff(want_sleep) * 100 <= want_sleep,
+        "the nap call's sleep: page {got_sleep} ns, report {want_sleep} ns"
+    );
     assert!(b.errors().is_empty(), "console errors: {:#?}", b.errors());
     std::fs::remove_dir_all(trace.parent().unwrap()).unwrap();
 }

@@ -24,12 +24,33 @@ const frameName = (f) => D.frames[f];
 function foldView() {
   let from = vs, to = ve, lanesIn = lanes.filter((l) => l.th);
   flameSel = `the ${fmtDur(to - from)} drawn, ${lanesIn.length} threads shown`;
+  // Per lane, the time ranges folded (null: the whole window).
+  let ranges = () => null;
   if (pinned && pinned.kind === 'span') {
     from = Math.max(from, pinned.th.ss[pinned.j]);
     to = Math.min(to, pinned.th.se[pinned.j]);
     lanesIn = lanesIn.filter((l) => l.th === pinned.th);
     flameSel = `the pinned call of ${mname(pinned.th.spans.m[pinned.j])} on ${pinned.th.name}, within the view`;
+  } else if (matched) {
+    // The calls of the methods the search matches: each lane's matching
+    // spans, nested ones merged, within the view.
+    let calls = 0;
+    const byLane = new Map();
+    for (const l of lanesIn) {
+      const th = l.th, sp = th.spans, out = [];
+      for (let j = 0; j < sp.m.length; j++) {
+        if (!matched[sp.m[j]] || th.se[j] <= from || th.ss[j] >= to) continue;
+        calls++;
+        const a = Math.max(th.ss[j], from), b = Math.min(th.se[j], to);
+        const last = out[out.length - 1];
+        if (last && a <= last[1]) last[1] = Math.max(last[1], b); else out.push([a, b]);
+      }
+      byLane.set(th, out);
+    }
+    ranges = (th) => byLane.get(th);
+    flameSel = `the ${calls} calls in view of the methods matching "${$('search').value.trim()}"`;
   }
+
   const parent = [-1], name = [-1], kids = [new Map()], tot = [new Float64Array(NC_T)];
   const leafOf = new Map();
   const child = (p, nm) => {
@@ -53,12 +74,14 @@ function foldView() {
   };
   for (const l of lanesIn) {
     const th = l.th, of = th.offs;
-    let g = lbEnd(th.ge, null, th.nseg, from);
-    for (; g < th.nseg && th.gs[g] < to; g++) {
-      const ns = Math.min(th.ge[g], to) - Math.max(th.gs[g], from);
-      if (ns <= 0) continue;
-      const q = of.q ? of.q[th.gi[g]] : -1;
-      for (let n = leaf(q); n >= 0; n = parent[n]) tot[n][th.gc[g]] += ns;
+    for (const [a, b] of ranges(th) || [[from, to]]) {
+      let g = lbEnd(th.ge, null, th.nseg, a);
+      for (; g < th.nseg && th.gs[g] < b; g++) {
+        const ns = Math.min(th.ge[g], b) - Math.max(th.gs[g], a);
+        if (ns <= 0) continue;
+        const q = of.q ? of.q[th.gi[g]] : -1;
+        for (let n = leaf(q); n >= 0; n = parent[n]) tot[n][th.gc[g]] += ns;
+      }
     }
   }
   return { parent, name, kids, tot, leafOf };
