@@ -21,7 +21,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 #[test]
 fn timeline_of_the_demo_in_chromium() {
@@ -63,19 +62,7 @@ fn timeline_of_the_demo_in_chromium() {
     );
 
     let mut b = Browser::launch(1400, 900);
-    let targets = b.call("Target.createTarget", json!({"url": "about:blank"}));
-    let target = targets["targetId"].as_str().unwrap().to_string();
-    let att = b.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}));
-    b.session = Some(att["sessionId"].as_str().unwrap().to_string());
-    for m in ["Runtime.enable", "Log.enable", "Page.enable"] {
-        b.call(m, json!({}));
-    }
-    b.call(
-        "Emulation.setDeviceMetricsOverride",
-        json!({"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
-    );
-    b.call("Page.navigate", json!({"url": format!("file://{}", html.display())}));
-    b.wait_event("Page.loadEventFired", Duration::from_secs(60));
+    b.open_page(&format!("file://{}", html.display()), 1400, 900);
     assert_eq!(
         b.eval("!!(window.jtrace && window.jtrace.ready)"),
         json!(true),
