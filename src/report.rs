@@ -23,7 +23,7 @@ pub(crate) struct ReportArgs {
         long,
         num_args = 2,
         value_names = ["BEFORE", "AFTER"],
-        conflicts_with_all = ["trace", "exclude_demoted", "lines", "all", "per_thread"]
+        conflicts_with_all = ["trace", "exclude_demoted", "lines", "all", "per_thread", "wide"]
     )]
     compare: Option<Vec<PathBuf>>,
     /// Emit JSON (schema jtrace.report.v1; with --compare, jtrace.compare.v1).
@@ -59,10 +59,17 @@ pub(crate) struct ReportArgs {
     /// `frame_lines`), functions inlined there as frames of their own.
     #[arg(long)]
     lines: bool,
-    /// Threads table: show jtrace's own threads (the agent's, in the traced
-    /// JVM) too; left out by default, JSON marks them `tracer`.
+    /// Show everything: the threads waiting for work in the threads table,
+    /// idle time in the methods and stacks tables, and jtrace's own threads
+    /// (the agent's, in the traced JVM). By default the tables rank working
+    /// time, fold idle threads into one line per kind and leave the
+    /// tracer's threads out; JSON has all of it, marked.
     #[arg(long)]
     all: bool,
+    /// Full tables: one column per cause and the switches, stacks on one
+    /// line; by default every line fits 120 columns.
+    #[arg(long, conflicts_with_all = ["json", "html"])]
+    wide: bool,
     /// Threads table: one row per thread; by default threads named alike
     /// but for a trailing number (`pool-1-thread-1` … `-8`) are one row.
     #[arg(long)]
@@ -121,8 +128,9 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<()> {
     } else {
         let opts = jtrace_timeline::ReportTextOptions {
             top: args.top,
-            all_threads: args.all,
+            all: args.all,
             per_thread: args.per_thread,
+            wide: args.wide,
         };
         out.write_all(jtrace_timeline::render_report(&report, &opts).as_bytes())?;
     }

@@ -121,6 +121,10 @@ impl OffCpu {
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
+    /// Whether no cause has time.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&ns| ns == 0)
+    }
     /// Non-zero causes, in column order.
     pub fn nonzero(&self) -> impl Iterator<Item = (Cause, u64)> + '_ {
         Cause::ALL.into_iter().map(|c| (c, self.get(c))).filter(|&(_, v)| v > 0)

@@ -93,7 +93,8 @@
 //!    `symbolize` ([`Symbolizer`]), `source_lines` (DWARF source lines of
 //!    native frames, read only when a view asks), [`tail`] (the time
 //!    after a thread's last switch-out), [`scale`] (short blocks' sampled
-//!    stacks scaled up).
+//!    stacks scaled up); [`idle`] (the stack rules that tell a thread
+//!    waiting for work from one blocked while working).
 //! 6. [`report`]: the `jtrace.report.v1` aggregation (`aggregate`, the
 //!    visitor that adds up per method and per thread; `percentile`,
 //!    wall-time percentiles in bounded memory; [`left_out`], the methods
@@ -109,6 +110,7 @@ mod call_index;
 mod cause;
 mod describe;
 mod file_io;
+pub mod idle;
 mod meta;
 pub mod method_label;
 mod model;

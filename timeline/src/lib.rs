@@ -15,8 +15,11 @@
 //!   memory a view needs), `segments.rs` (where each cause of an interval
 //!   lies in time: the one layout rule the Chrome export and the HTML page
 //!   use);
-//! * one module per output: `text.rs`, `table.rs` (with `stack_table.rs`
-//!   and `thread_rows.rs`, the threads table's rows),
+//! * one module per output: `text.rs`, `table.rs` (the report as text,
+//!   with `report_summary.rs`, its first screen, `method_table.rs`,
+//!   `thread_table.rs` with `thread_rows.rs`, the threads table's rows,
+//!   `stack_table.rs`, and `text_fit.rs`, which fits lines into 120
+//!   columns),
 //!   `html.rs` (with its viewer in `assets/`, the critical paths it
 //!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
 //!   `chrome.rs`, `collapsed.rs` (with `flame.rs`, the flame graph page
@@ -45,19 +48,23 @@ pub mod export;
 pub mod flame;
 mod highlight;
 pub mod html;
+mod method_table;
 mod model;
 mod page;
 mod parquet;
 mod perfetto;
 mod pprof;
 mod process;
+mod report_summary;
 pub mod scope;
 mod segments;
 mod stack_table;
 mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
+mod text_fit;
 mod thread_rows;
+mod thread_table;
 mod why;
 mod windows;
 

@@ -1,33 +1,58 @@
 //! The report's top stacks as text (`jtrace report`): per cause,
 //! per thread and per method, each stack shortened to its user frames.
 
+use crate::table::ReportTextOptions;
 use crate::text::ms;
-use jtrace_merge::report_stacks::{CoverageJson, CoverageOfJson, StackGroupJson, StackJson, StacksJson};
+use crate::text_fit::{cut, fit_frames, WIDTH};
+use jtrace_merge::report::Report;
+use jtrace_merge::report_stacks::{CoverageJson, CoverageOfJson, StackGroupJson, StackJson};
 use std::fmt::Write as _;
 
 /// User frames shown per stack (innermost first; kernel frames are in the JSON).
 const FRAMES_SHOWN: usize = 6;
 
-/// A stack's innermost user frames, `inner < outer`, with their source
-/// lines when the report has them (`report --lines`).
-fn short(st: &StackJson) -> String {
-    let frames = &st.frames;
+/// A stack's innermost user frames (innermost first), with their source
+/// lines when the report has them (`report --lines`); its first frame if
+/// it has no user frame.
+fn user_frames(st: &StackJson) -> Vec<String> {
     let line = |i: usize| {
         let l = st.frame_lines.as_ref()?.get(i)?.as_ref()?;
         let base = l.file.rsplit('/').next().unwrap_or(&l.file);
         Some(format!(" ({base}:{})", l.line))
     };
-    let user: Vec<String> = frames
-        .iter()
-        .enumerate()
+    let user: Vec<String> = (st.frames.iter().enumerate())
         .filter(|(_, f)| !f.ends_with("_[k]"))
         .take(FRAMES_SHOWN)
         .map(|(i, f)| format!("{f}{}", line(i).unwrap_or_default()))
         .collect();
     if user.is_empty() {
-        frames.first().cloned().unwrap_or_default()
+        st.frames.first().cloned().into_iter().collect()
     } else {
-        user.join(" < ")
+        user
+    }
+}
+
+/// The stack's lines: `inner < outer` on one line with `--wide`, else
+/// folded into at most three lines that fit 120 columns.
+fn stack_lines(st: &StackJson, opts: &ReportTextOptions) -> Vec<String> {
+    let frames = user_frames(st);
+    if opts.wide {
+        vec![frames.join(" < ")]
+    } else {
+        fit_frames(&frames, WIDTH - STACK_INDENT, 3)
+    }
+}
+
+/// Columns before a stack's frames: the figure, its mark, three spaces.
+const STACK_INDENT: usize = 15;
+
+/// What a group or stack shows: all its time with `--all`, else the
+/// working part.
+fn shown(ns: u64, idle_ns: u64, opts: &ReportTextOptions) -> u64 {
+    if opts.all {
+        ns
+    } else {
+        ns - idle_ns
     }
 }
 
@@ -35,21 +60,53 @@ fn groups<'a>(
     s: &mut String,
     title: &str,
     groups: impl IntoIterator<Item = &'a StackGroupJson>,
-    top: usize,
     stacks_each: usize,
+    opts: &ReportTextOptions,
 ) {
-    let mut groups = groups.into_iter().peekable();
-    if groups.peek().is_none() {
+    let mut groups: Vec<&StackGroupJson> = (groups.into_iter())
+        .filter(|g| shown(g.ns, g.idle_ns, opts) > 0)
+        .collect();
+    if groups.is_empty() {
         return;
     }
-    let _ = writeln!(
+    groups.sort_by_key(|g| std::cmp::Reverse(shown(g.ns, g.idle_ns, opts)));
+    let what = if opts.all {
+        "off-CPU ms"
+    } else {
+        "working off-CPU ms, idle left out"
+    };
+    s.push('\n');
+    crate::table::line(
         s,
-        "\n== Top stacks by {title} (off-CPU ms; user frames, innermost first)"
+        &format!("== Top stacks by {title} ({what}; user frames, innermost first)"),
+        3,
+        opts,
     );
-    for g in groups.take(top) {
-        let _ = writeln!(s, "{:>11}{} {}", ms(g.ns), scaled_mark(g.scaled_ns), g.key);
-        for st in g.stacks.iter().take(stacks_each) {
-            let _ = writeln!(s, "{:>11}{}   {}", ms(st.ns), scaled_mark(st.scaled_ns), short(st));
+    for g in groups.into_iter().take(opts.top) {
+        let key = if opts.wide {
+            g.key.clone()
+        } else {
+            cut(&g.key, WIDTH - 13)
+        };
+        let _ = writeln!(
+            s,
+            "{:>11}{} {key}",
+            ms(shown(g.ns, g.idle_ns, opts)),
+            scaled_mark(g.scaled_ns)
+        );
+        let stacks = (g.stacks.iter()).filter(|st| shown(st.ns, st.idle_ns, opts) > 0);
+        for st in stacks.take(stacks_each) {
+            let idle = match st.idle {
+                Some(rule) if opts.all && st.idle_ns > 0 => format!(" [idle: {rule}]"),
+                _ => String::new(),
+            };
+            let mut lines = stack_lines(st, opts).into_iter();
+            let first = lines.next().unwrap_or_default();
+            let mark = scaled_mark(st.scaled_ns);
+            let _ = writeln!(s, "{:>11}{mark}   {first}{idle}", ms(shown(st.ns, st.idle_ns, opts)));
+            for l in lines {
+                let _ = writeln!(s, "{:STACK_INDENT$}{l}", "");
+            }
         }
     }
 }
@@ -73,7 +130,7 @@ fn share(c: &CoverageOfJson) -> String {
 }
 
 /// Which share of the off-CPU time has a stack, overall and per cause.
-fn coverage(s: &mut String, c: &CoverageJson) {
+fn coverage(s: &mut String, c: &CoverageJson, opts: &ReportTextOptions) {
     let how = match c.stack_min_block_ns {
         Some(min) => format!(
             "blocks ≥ {} µs all, shorter ones sampled ≤ {}/s per CPU; ~ = scaled up from those samples",
@@ -82,7 +139,13 @@ fn coverage(s: &mut String, c: &CoverageJson) {
         ),
         None => "every switch-out".to_string(),
     };
-    let _ = writeln!(s, "\n== Stack coverage: off-CPU time under a stack ({how})");
+    s.push('\n');
+    crate::table::line(
+        s,
+        &format!("== Stack coverage: off-CPU time under a stack ({how})"),
+        3,
+        opts,
+    );
     let _ = writeln!(s, "{:>11}  {:<14} {}", ms(c.all.off_cpu_ns), "all", share(&c.all));
     for k in &c.by_cause {
         let _ = writeln!(s, "{:>11}  {:<14} {}", ms(k.of.off_cpu_ns), k.cause, share(&k.of));
@@ -90,20 +153,25 @@ fn coverage(s: &mut String, c: &CoverageJson) {
 }
 
 /// The three tables, if the trace recorded stacks; the per-thread one
-/// without the threads `left_out` (the tracer's, as the threads table).
-pub(crate) fn stacks_tables(s: &mut String, stacks: Option<&StacksJson>, top: usize, left_out: &[u32]) {
-    let Some(st) = stacks else { return };
-    coverage(s, &st.coverage);
-    groups(s, "cause", &st.by_cause, top, 3);
+/// without the threads `left_out` (the tracer's, as the threads table)
+/// and, unless `--all`, without the threads waiting for work.
+pub(crate) fn stacks_tables(s: &mut String, r: &Report, opts: &ReportTextOptions, left_out: &[u32]) {
+    let Some(st) = r.stacks.as_ref() else { return };
+    coverage(s, &st.coverage, opts);
+    groups(s, "cause", &st.by_cause, 3, opts);
+    let waiting: Vec<u32> = (r.threads.iter())
+        .filter(|t| t.waiting_for_work && !opts.all)
+        .map(|t| t.tid)
+        .collect();
     // A thread's key is "tid name".
-    let kept = (st.by_thread.iter())
-        .filter(|g| !(g.key.split(' ').next()).is_some_and(|tid| left_out.iter().any(|t| t.to_string() == tid)));
-    groups(s, "thread", kept, top, 1);
+    let shown = |tid: &str| !left_out.iter().chain(&waiting).any(|t| t.to_string() == tid);
+    let kept = (st.by_thread.iter()).filter(|g| g.key.split(' ').next().is_some_and(shown));
+    groups(s, "thread", kept, 1, opts);
     groups(
         s,
         "method (innermost Java frame outside the JDK)",
         &st.by_method,
-        top,
         1,
+        opts,
     );
 }

@@ -1,14 +1,12 @@
 //! The report as a readable table (`jtrace report` without `--json`).
 
 use crate::text::ms;
-use crate::thread_rows::{thread_rows, TracerLeftOut};
 use jtrace_merge::method_label::MethodLabels;
-use jtrace_merge::report::{AllocJson, MethodJson, Report};
-use jtrace_merge::report_stacks::StackMethodJson;
+use jtrace_merge::report::{AllocJson, Report};
 use jtrace_merge::{Cause, OffCpu};
 use std::fmt::Write as _;
 
-fn pct(part: u64, whole: u64) -> String {
+pub(crate) fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".into()
     } else {
@@ -17,7 +15,7 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 /// Causes that are non-zero anywhere in `rows`, in column order.
-fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
+pub(crate) fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
     let mut any = [false; jtrace_merge::N_CAUSES];
     for r in rows {
         for (c, _) in r.nonzero() {
@@ -25,55 +23,6 @@ fn used_causes<'a>(rows: impl Iterator<Item = &'a OffCpu>) -> Vec<Cause> {
         }
     }
     Cause::ALL.into_iter().filter(|c| any[*c as usize]).collect()
-}
-
-/// Interpreted vs compiled calls per method, when the JVMs recorded JIT
-/// events, for the methods where it tells something: compiled at some point,
-/// or called often (a hot method never compiled, e.g. one too big to be).
-fn jit_table(s: &mut String, methods: &[MethodJson], labels: &MethodLabels, top: usize) {
-    let rows: Vec<&MethodJson> = methods
-        .iter()
-        .filter(|m| m.calls_compiled.is_some() && (m.first_compiled_ns.is_some() || m.calls >= 1000))
-        .take(top)
-        .collect();
-    if rows.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        s,
-        "\n== JIT state at entry (compiled: the method had compiled code of its own when the call began)"
-    );
-    let _ = writeln!(
-        s,
-        "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
-        "method", "calls", "interpreted", "compiled", "mean interp µs", "mean jit µs", "first compiled"
-    );
-    for m in rows {
-        let (Some(compiled), Some(wall_compiled)) = (m.calls_compiled, m.wall_compiled_ns) else {
-            continue;
-        };
-        let interpreted = m.calls - compiled;
-        let mean = |wall: u64, n: u64| {
-            if n == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.3}", wall as f64 / n as f64 / 1e3)
-            }
-        };
-        let name = labels.label(&m.class, &m.name, &m.signature);
-        let _ = writeln!(
-            s,
-            "{:<44} {:>7} {:>11} {:>11} {:>14} {:>12} {:>16}",
-            truncate(&name, 44),
-            m.calls,
-            interpreted,
-            compiled,
-            mean(m.wall_ns - wall_compiled, interpreted),
-            mean(wall_compiled, compiled),
-            m.first_compiled_ns
-                .map_or("never".to_string(), |t| format!("{} ms", ms(t)))
-        );
-    }
 }
 
 /// A text table: columns at least as wide as asked, wider where a cell
@@ -113,6 +62,16 @@ impl Table {
     }
 }
 
+/// One cell per cause of `cols`: `cell` of its time, `-` for none.
+pub(crate) fn by_cause_columns(off: &OffCpu, cols: &[Cause], cell: impl Fn(u64) -> String) -> Vec<String> {
+    (cols.iter())
+        .map(|c| match off.get(*c) {
+            0 => "-".to_string(),
+            v => cell(v),
+        })
+        .collect()
+}
+
 /// `12.345 (sleep 10.002, runqueue 2.343)`: the total and its causes, or `-`.
 fn by_cause(off: &OffCpu) -> String {
     if off.total() == 0 {
@@ -126,98 +85,11 @@ fn by_cause(off: &OffCpu) -> String {
 }
 
 /// The `not covered` column's cell: ms, or `-`.
-fn not_covered_cell(ns: u64) -> String {
+pub(crate) fn not_covered_cell(ns: u64) -> String {
     if ns == 0 {
         "-".into()
     } else {
         ms(ns)
-    }
-}
-
-/// A row of the methods table: a traced method, or a selected method left
-/// without probes whose off-CPU time comes from the stacks that hold it.
-enum MethodRow<'a> {
-    Traced(&'a MethodJson),
-    FromStacks(&'a StackMethodJson),
-}
-
-impl MethodRow<'_> {
-    fn off(&self) -> &OffCpu {
-        match self {
-            MethodRow::Traced(m) => &m.off_cpu_ns,
-            MethodRow::FromStacks(m) => &m.off_cpu_ns,
-        }
-    }
-}
-
-/// The methods by off-CPU time, the traced ones and those left without
-/// probes (their calls, wall and CPU are `-`: not recorded).
-fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, top: usize) {
-    let mut rows: Vec<MethodRow> = (r.methods.iter().map(MethodRow::Traced))
-        .chain(r.stack_only_methods.iter().map(MethodRow::FromStacks))
-        .collect();
-    rows.sort_by_key(|m| std::cmp::Reverse(m.off().total()));
-    rows.truncate(top);
-    let cols = used_causes(rows.iter().map(|m| m.off()));
-    let uncovered = rows
-        .iter()
-        .any(|m| matches!(m, MethodRow::Traced(m) if m.not_covered_ns > 0));
-    let mut widths = vec![(44, true), (7, false), (11, false), (11, false), (11, false)];
-    widths.extend(cols.iter().map(|_| (15, false)));
-    widths.extend(uncovered.then_some((11, false)));
-    widths.extend([(9, false), (9, false)]);
-    let mut t = Table::new(widths);
-    let mut head: Vec<String> = ["method", "calls", "wall ms", "cpu ms", "off ms"]
-        .map(String::from)
-        .into();
-    head.extend(cols.iter().map(|c| c.name().to_string()));
-    head.extend(uncovered.then(|| "not covered".to_string()));
-    head.extend(["vol sw".to_string(), "invol sw".to_string()]);
-    t.row(head);
-    let mut from_stacks = false;
-    for row in rows {
-        let off = row.off().total();
-        let mut r = match row {
-            MethodRow::Traced(m) => vec![
-                truncate(&labels.label(&m.class, &m.name, &m.signature), 44),
-                m.calls.to_string(),
-                ms(m.wall_ns),
-                ms(m.cpu_ns),
-                ms(off),
-            ],
-            MethodRow::FromStacks(m) => {
-                from_stacks = true;
-                let name = truncate(&labels.label(&m.class, &m.name, &m.signature), 44);
-                vec![name, "-".into(), "-".into(), "-".into(), ms(off)]
-            }
-        };
-        for c in &cols {
-            let v = row.off().get(*c);
-            r.push(if v == 0 {
-                "-".to_string()
-            } else {
-                format!("{} {}", ms(v), pct(v, off))
-            });
-        }
-        match row {
-            MethodRow::Traced(m) => {
-                r.extend(uncovered.then(|| not_covered_cell(m.not_covered_ns)));
-                r.extend([m.voluntary_switches.to_string(), m.involuntary_switches.to_string()]);
-            }
-            MethodRow::FromStacks(_) => {
-                r.extend(uncovered.then(|| "-".to_string()));
-                r.extend(["-".to_string(), "-".to_string()]);
-            }
-        }
-        t.row(r);
-    }
-    t.write(s);
-    if from_stacks {
-        let _ = writeln!(
-            s,
-            "(calls -: a selected method left without probes (trivial or forwarder): its off-CPU time is that of \
-             the intervals whose stacks hold it)"
-        );
     }
 }
 
@@ -243,33 +115,50 @@ pub(crate) fn truncate(s: &str, n: usize) -> String {
 pub struct ReportTextOptions {
     /// Rows in the method and stack tables.
     pub top: usize,
-    /// Show jtrace's own threads too (`--all`).
-    pub all_threads: bool,
+    /// Show everything (`--all`): jtrace's own threads, the threads
+    /// waiting for work in the threads table, idle time in the methods and
+    /// stacks; by default the tables rank working time.
+    pub all: bool,
     /// One row per thread, threads named alike not summed (`--per-thread`).
     pub per_thread: bool,
+    /// Today's full tables (`--wide`): one column per cause and the
+    /// switches, stacks unfolded; by default every line fits 120 columns.
+    pub wide: bool,
 }
 
 impl Default for ReportTextOptions {
     fn default() -> Self {
         ReportTextOptions {
             top: 25,
-            all_threads: false,
+            all: false,
             per_thread: false,
+            wide: false,
         }
     }
 }
 
-/// Renders the report: method table, per-method wall statistics, threads, losses.
+/// `text` as one line, or wrapped to 120 columns unless `--wide`.
+pub(crate) fn line(s: &mut String, text: &str, indent: usize, opts: &ReportTextOptions) {
+    if opts.wide {
+        let _ = writeln!(s, "{text}");
+    } else {
+        s.push_str(&crate::text_fit::wrap(text, crate::text_fit::WIDTH, indent));
+    }
+}
+
+/// Renders the report: the trace and its problems, the summary, the
+/// methods, the threads, allocations, the top stacks and what the agent
+/// left out.
 pub fn render_report(r: &Report, opts: &ReportTextOptions) -> String {
     let top = opts.top;
     let mut s = String::new();
     let labels = report_labels(r);
     let t = &r.trace;
-    let _ = writeln!(s, "jtrace report: {}", t.path);
+    line(&mut s, &format!("jtrace report: {}", t.path), 4, opts);
+    line(&mut s, &format!("command: {}", t.command), 9, opts);
     let _ = writeln!(
         s,
-        "command: {}   pid {}   started {}   duration {} ms",
-        t.command,
+        "pid {}   started {}   duration {} ms",
         t.pid,
         crate::fmt_realtime(t.start_realtime_ns),
         ms(t.duration_ns)
@@ -280,152 +169,30 @@ pub fn render_report(r: &Report, opts: &ReportTextOptions) -> String {
         t.lost_events.kernel, t.lost_events.jvm
     );
     for c in jtrace_merge::report::describe_cgroups(&r.processes) {
-        let _ = writeln!(s, "cgroup: {c}");
+        line(&mut s, &format!("cgroup: {c}"), 8, opts);
     }
     for p in &t.problems {
-        let _ = writeln!(s, "WARNING: {p}");
+        line(&mut s, &format!("WARNING: {p}"), 9, opts);
     }
     if let Some(w) = &t.window {
-        let _ = writeln!(s, "{}", jtrace_merge::describe_window(w));
+        line(&mut s, &jtrace_merge::describe_window(w), 4, opts);
     }
     if let Some(k) = t.kernel_covered_ns {
-        let _ = writeln!(
-            s,
+        let note = format!(
             "NOTE: kernel data ends at +{} ms: later time is in the `not covered` column, neither CPU nor a cause \
              (wall = cpu + off + not covered)",
             ms(k)
         );
+        line(&mut s, &note, 6, opts);
     }
-
-    let _ = writeln!(
-        s,
-        "\n== Methods by time off CPU (inclusive of callees; off-CPU by cause with % of off-CPU)"
-    );
-    if r.methods.is_empty() {
-        let _ = writeln!(s, "(no traced method invocations; select methods with --methods)");
-    } else {
-        method_table(&mut s, r, &labels, top);
-        let _ = writeln!(s, "\n== Wall time statistics per method (ms)");
-        let mut t = Table::new(vec![
-            (44, true),
-            (7, false),
-            (11, false),
-            (11, false),
-            (11, false),
-            (11, false),
-            (11, false),
-            (11, false),
-            (11, false),
-        ]);
-        t.row(
-            ["method", "calls", "min", "p50", "p90", "p99", "max", "mean", "stddev"]
-                .map(String::from)
-                .into(),
-        );
-        for m in r.methods.iter().take(top) {
-            let name = labels.label(&m.class, &m.name, &m.signature);
-            t.row(vec![
-                truncate(&name, 44),
-                m.calls.to_string(),
-                ms(m.wall_min_ns),
-                ms(m.wall_p50_ns),
-                ms(m.wall_p90_ns),
-                ms(m.wall_p99_ns),
-                ms(m.wall_max_ns),
-                ms(m.wall_mean_ns),
-                ms(m.wall_stddev_ns),
-            ]);
-        }
-        t.write(&mut s);
-        jit_table(&mut s, &r.methods, &labels, top);
-    }
-
-    let left_out = thread_table(&mut s, r, opts);
+    crate::report_summary::summary(&mut s, r, &labels);
+    crate::method_table::method_table(&mut s, r, &labels, opts);
+    crate::method_table::wall_tables(&mut s, r, &labels, opts);
+    let left_out = crate::thread_table::thread_table(&mut s, r, opts);
     alloc_table(&mut s, &r.allocations, top);
-    crate::stack_table::stacks_tables(&mut s, r.stacks.as_ref(), top, &left_out.tids);
-    left_out_tables(&mut s, r, &labels);
+    crate::stack_table::stacks_tables(&mut s, r, opts, &left_out.tids);
+    left_out_tables(&mut s, r, &labels, opts);
     s
-}
-
-/// The threads table (see [`thread_rows`]) and what it left out of the
-/// tracer's threads, which the other per-thread tables leave out too.
-fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerLeftOut {
-    let (rows, left_out) = thread_rows(&r.threads, opts.all_threads, opts.per_thread);
-    let _ = writeln!(s, "\n== Threads (wall over the traced life of each thread)");
-    let cols = used_causes(rows.iter().map(|t| &t.off_cpu_ns));
-    let uncovered = rows.iter().any(|t| t.not_covered_ns > 0);
-    let tid_width = if rows.iter().any(|t| t.members[0].java_id.is_some()) {
-        15
-    } else {
-        8
-    };
-    let mut widths = vec![(tid_width, false), (28, true), (11, false), (11, false), (11, false)];
-    widths.extend(cols.iter().map(|_| (15, false)));
-    widths.extend(uncovered.then_some((11, false)));
-    widths.extend([(9, false), (9, false)]);
-    let mut table = Table::new(widths);
-    let mut head: Vec<String> = ["tid", "name", "wall ms", "cpu ms", "off ms"].map(String::from).into();
-    head.extend(cols.iter().map(|c| c.name().to_string()));
-    head.extend(uncovered.then(|| "not covered".to_string()));
-    head.extend(["vol sw".to_string(), "invol sw".to_string()]);
-    table.row(head);
-    for row in &rows {
-        let th = row.members[0];
-        // A virtual thread by its Java id (its tid is the merge's key); a
-        // container's thread by the tid its JVM sees, after the host's.
-        let tid = match (row.group_tids(), th.java_id, th.unmatched, th.ns_tid) {
-            (Some(tids), ..) => tids,
-            (None, Some(id), _, _) => format!("vthread #{id}"),
-            (None, None, true, Some(ns)) => format!("?/{ns}"),
-            (None, None, false, Some(ns)) => format!("{}/{ns}", th.tid),
-            _ => th.tid.to_string(),
-        };
-        let mut cells = vec![
-            tid,
-            truncate(&row.name(), 28),
-            ms(row.wall_ns),
-            ms(row.cpu_ns),
-            ms(row.off_cpu_ns.total()),
-        ];
-        for c in &cols {
-            let v = row.off_cpu_ns.get(*c);
-            cells.push(if v == 0 { "-".to_string() } else { ms(v) });
-        }
-        cells.extend(uncovered.then(|| not_covered_cell(row.not_covered_ns)));
-        cells.extend([row.voluntary_switches.to_string(), row.involuntary_switches.to_string()]);
-        table.row(cells);
-    }
-    table.write(s);
-    let _ = writeln!(
-        s,
-        "([name] = thread not known to the JVM agent: native or outside the JVM)"
-    );
-    if rows.iter().any(|t| t.members.len() > 1) {
-        let _ = writeln!(
-            s,
-            "(name ×N = N threads named alike but for their number, summed; --per-thread lists each)"
-        );
-    }
-    if r.threads.iter().any(|t| t.ns_tid.is_some()) {
-        let _ = writeln!(
-            s,
-            "(tid H/N = host tid H, tid N in its JVM's pid namespace; ?/N = NOT PAIRED with a kernel thread: \
-             its time is not covered, see the problems above)"
-        );
-    }
-    if !left_out.tids.is_empty() {
-        let _ = writeln!(
-            s,
-            "({} tracer thread{} left out of the thread tables ({}): {} ms wall, {} ms cpu, jtrace's own; \
-             --all shows them)",
-            left_out.tids.len(),
-            if left_out.tids.len() == 1 { "" } else { "s" },
-            left_out.names.join(", "),
-            ms(left_out.wall_ns),
-            ms(left_out.cpu_ns)
-        );
-    }
-    left_out
 }
 
 /// The overloads among every method the report names.
@@ -435,7 +202,8 @@ fn report_labels(r: &Report) -> MethodLabels {
     let short = (r.short_calls_dropped.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
     let trivial = (r.trivial_skipped.iter().flat_map(|t| &t.methods))
         .map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
-    MethodLabels::new(methods.chain(demoted).chain(short).chain(trivial))
+    let stacks = (r.stack_methods.iter()).map(|m| (m.class.as_str(), m.name.as_str(), m.signature.as_str()));
+    MethodLabels::new(methods.chain(demoted).chain(short).chain(trivial).chain(stacks))
 }
 
 /// Sampled allocations by class and site, when the agent sampled them.
@@ -460,7 +228,7 @@ fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
             a.samples,
             a.sampled_bytes as f64 / 1024.0,
             truncate(&a.class, 36),
-            site
+            crate::text_fit::cut(&site, crate::text_fit::WIDTH - 61)
         );
     }
 }
@@ -468,14 +236,16 @@ fn alloc_table(s: &mut String, allocs: &[AllocJson], top: usize) {
 /// Appends the demoted methods and the short calls dropped, if any (every
 /// one of them: nothing is left out silently), and how many methods were
 /// not instrumented as trivial (the JSON report lists them).
-fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
+fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels, opts: &ReportTextOptions) {
     if let Some(t) = &r.trivial_skipped {
-        let _ = writeln!(
-            s,
-            "\n== Trivial methods not instrumented: {} (their calls are not recorded, their time is the \
-             caller's own; listed by `report --json`, trivial_skipped; --complete instruments them)\n   rule: {}",
-            t.count, t.rule
+        s.push('\n');
+        let head = format!(
+            "== Trivial methods not instrumented: {} (their calls are not recorded, their time is the caller's \
+             own; listed by `report --json`, trivial_skipped; --complete instruments them)",
+            t.count
         );
+        line(s, &head, 3, opts);
+        line(s, &format!("   rule: {}", t.rule), 9, opts);
         let some: Vec<String> = t
             .methods
             .iter()
@@ -483,21 +253,21 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
             .map(|m| labels.label(&m.class, &m.name, &m.signature))
             .collect();
         let more = if t.methods.len() > some.len() { ", …" } else { "" };
-        let _ = writeln!(s, "   e.g. {}{more}", some.join(", "));
+        line(s, &format!("   e.g. {}{more}", some.join(", ")), 8, opts);
     }
     if !r.demoted.is_empty() {
-        let _ = writeln!(
-            s,
-            "\n== Demoted methods (probes turned off past the overhead budget: later calls are not recorded, \
-             their time is the caller's own; --complete keeps every probe)"
-        );
+        s.push('\n');
+        let head = "== Demoted methods (probes turned off past the overhead budget: later calls are not recorded, \
+                    their time is the caller's own; --complete keeps every probe)";
+        line(s, head, 3, opts);
+        let (name, number) = if opts.wide { (44, 11) } else { (36, 9) };
         let mut t = Table::new(vec![
-            (44, true),
-            (11, false),
-            (11, false),
-            (11, false),
-            (11, false),
-            (13, false),
+            (name, true),
+            (number, false),
+            (number, false),
+            (number, false),
+            (number, false),
+            (10, false),
             (14, true),
         ]);
         t.row(
@@ -514,14 +284,22 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
             .into(),
         );
         for d in &r.demoted {
+            let after = if opts.wide {
+                by_cause(&d.off_cpu_after_ns)
+            } else {
+                match d.off_cpu_after_ns.total() {
+                    0 => "-".to_string(),
+                    n => format!("{} ({})", ms(n), crate::text_fit::fold_causes(&d.off_cpu_after_ns, 1)),
+                }
+            };
             t.row(vec![
-                truncate(&labels.label(&d.class, &d.name, &d.signature), 44),
+                truncate(&labels.label(&d.class, &d.name, &d.signature), name),
                 ms(d.demoted_at_ns),
                 d.calls_recorded.to_string(),
                 d.rate_per_s.to_string(),
                 format!("{:.2}", d.mean_wall_ns as f64 / 1e3),
                 format!("≈{}", d.est_calls_after),
-                by_cause(&d.off_cpu_after_ns),
+                after,
             ]);
         }
         t.write(s);
@@ -532,11 +310,10 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels) {
         );
     }
     if !r.short_calls_dropped.is_empty() {
-        let _ = writeln!(
-            s,
-            "\n== Short calls not written (--min-duration: no traced child, no exception, no block seen; \
-             their time is the caller's own)"
-        );
+        s.push('\n');
+        let head = "== Short calls not written (--min-duration: no traced child, no exception, no block seen; their \
+                    time is the caller's own)";
+        line(s, head, 3, opts);
         let mut t = Table::new(vec![(44, true), (11, false), (11, false)]);
         t.row(["method", "calls", "mean µs"].map(String::from).into());
         for d in &r.short_calls_dropped {

@@ -237,13 +237,15 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             Some(v) => format!("vthread #{v}"),
             None => format!("tid {}", t.tid),
         };
-        let _ = writeln!(
-            self.thread_buf,
-            "\n== Thread \"{}\" {id} pid {} [{}]  {start}, {end}",
+        let head = format!(
+            "== Thread \"{}\" {id} pid {} [{}]  {start}, {end}",
             t.display_name(),
             t.tgid,
             kind.join(", ")
         );
+        self.thread_buf.push('\n');
+        self.thread_buf
+            .push_str(&crate::text_fit::wrap(&head, crate::text_fit::WIDTH, 3));
     }
 
     fn enter(&mut self, _t: &ThreadInfo, ts: u64, depth: usize, m: MethodIdx) {
@@ -374,8 +376,7 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
             return;
         }
         let b = &totals.breakdown;
-        let _ = writeln!(
-            self.thread_buf,
+        let total = format!(
             "   thread total: wall {} ms, CPU {} ms, off {} ms ({}){}, switches {} vol / {} invol{}",
             ms(b.wall),
             ms(b.cpu),
@@ -390,6 +391,8 @@ impl<'a, W: Write> Visitor for TextWriter<'a, W> {
                 String::new()
             }
         );
+        self.thread_buf
+            .push_str(&crate::text_fit::wrap(&total, crate::text_fit::WIDTH, 6));
         self.write_buf();
     }
 }
@@ -443,7 +446,10 @@ pub fn header(trace: &Trace) -> String {
         s,
         "# columns   : ms since start; → entry, ← exit with wall/CPU µs; ⇣ off-CPU interval"
     );
-    s
+    // Lines past 120 columns go on under their key, each a comment still.
+    s.lines()
+        .map(|l| crate::text_fit::wrap(l, crate::text_fit::WIDTH, 14).replace("\n              ", "\n#             "))
+        .collect()
 }
 
 /// Writes the merged text trace of `trace` (opened whole) to `out`.

@@ -54,10 +54,12 @@ fn trace() -> Report {
     build_report(&t, &ReportFilter::default())
 }
 
-fn text(r: &Report, all_threads: bool, per_thread: bool) -> String {
+fn text(r: &Report, all: bool, per_thread: bool) -> String {
+    // The full table (one column per cause), which the rows are read from.
     let opts = ReportTextOptions {
-        all_threads,
+        all,
         per_thread,
+        wide: true,
         ..Default::default()
     };
     render_report(r, &opts)

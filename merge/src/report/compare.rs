@@ -468,6 +468,9 @@ mod tests {
             cgroup: None,
             container_id: None,
             tracer: false,
+            idle_off_cpu_ns: OffCpu::default(),
+            idle_rule: None,
+            waiting_for_work: false,
             methods: methods.to_vec(),
         }
     }
@@ -500,6 +503,9 @@ mod tests {
             trivial_skipped: None,
             stacks: None,
             stack_only_methods: Vec::new(),
+            stack_methods: Vec::new(),
+            wakers: Vec::new(),
+            summary: Default::default(),
         }
     }
 

@@ -11,7 +11,10 @@ pub mod container_id;
 pub(crate) mod demoted_estimate;
 pub mod left_out;
 pub(crate) mod percentile;
+pub mod stack_methods;
 pub mod stacks;
+pub mod summary;
+pub mod working;
 
 use crate::cause::{Cause, OffCpu};
 use crate::model::event::{MethodIdx, ThreadInfo};
@@ -191,6 +194,18 @@ pub struct ThreadJson {
     /// program's; absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tracer: bool,
+    /// The part of `off_cpu_ns` that is idle, waiting for work (stack
+    /// rules: docs/REPORT.md, "Working and idle time"); absent when none.
+    #[serde(skip_serializing_if = "OffCpu::is_empty")]
+    pub idle_off_cpu_ns: OffCpu,
+    /// The idle rule that holds most of that time (`pool`, `jvm`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_rule: Option<&'static str>,
+    /// Idle for at least 90 % of its wall ([`working::IDLE_THREAD_SHARE`]):
+    /// a thread waiting for work, which the text report folds into one
+    /// line per group; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_work: bool,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
 }
@@ -408,6 +423,19 @@ pub struct Report {
     /// no stacks were recorded).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stack_only_methods: Vec<crate::report::stacks::StackMethodJson>,
+    /// Every Java method on the recorded stacks with the off-CPU time of
+    /// the intervals whose stacks hold it, working and idle, and its
+    /// sampled CPU, most working time first; absent when no stacks were
+    /// recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack_methods: Vec<stack_methods::StackMethodsJson>,
+    /// Who woke the working threads' blocks, most blocked time first;
+    /// absent when no stacks were recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wakers: Vec<working::WakerJson>,
+    /// The application's threads' time, working and idle (the tracer's
+    /// threads apart).
+    pub summary: summary::SummaryJson,
 }
 
 /// Sampled allocations of one class at one site.
@@ -583,7 +611,10 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             unmatched: info.unmatched,
             cgroup: cgroups.get(&info.tgid).map(|c| c.to_string()),
             container_id: (cgroups.get(&info.tgid)).and_then(|c| container_id::container_of(c).container_id),
-            tracer: is_agent_thread(info.display_name()) || is_agent_thread(&info.comm),
+            tracer: is_tracer(info),
+            idle_off_cpu_ns: OffCpu::default(),
+            idle_rule: None,
+            waiting_for_work: false,
             methods: sorted_methods(trace, methods, filter),
         });
     }
@@ -604,15 +635,28 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             a += totals.breakdown.off;
             a
         });
-    let (stacks, stack_only) = crate::report::stacks::stacks_json(
-        trace,
-        &agg.stacks,
-        &keep_thread,
-        &keep_method,
-        &|m| agg.after_demotion.demotion_index(m),
-        &kept_off,
-        filter.lines,
-    );
+    let tracer = |tid: u32| trace.threads.get(&tid).is_some_and(is_tracer);
+    let thread_off = |tid: u32| {
+        agg.per_thread
+            .get(&tid)
+            .map_or(OffCpu::default(), |t| t.0.breakdown.off)
+    };
+    let demotion = |m| agg.after_demotion.demotion_index(m);
+    let scope = crate::report::stacks::StackScope {
+        keep: &keep_thread,
+        keep_method: &keep_method,
+        demotion: &demotion,
+        thread_off: &thread_off,
+        tracer: &tracer,
+    };
+    let (stacks, stack_only) = crate::report::stacks::stacks_json(trace, &agg.stacks, &scope, &kept_off, filter.lines);
+    for t in &mut threads {
+        if let Some(idle) = stack_only.idle.get(&t.tid) {
+            t.idle_off_cpu_ns = idle.off;
+            t.idle_rule = idle.rule;
+            t.waiting_for_work = idle.off.total() as f64 >= working::IDLE_THREAD_SHARE * t.wall_ns as f64;
+        }
+    }
     let meta = &trace.meta;
     let problems = trace_problems(trace);
     let jvm_pids: std::collections::BTreeSet<u32> = trace.jvm_pids.iter().copied().collect();
@@ -643,7 +687,6 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             problems,
         },
         processes: processes(trace),
-        threads,
         methods: sorted_methods(trace, &all, filter),
         allocations: allocations(trace, filter, &keep_thread),
         demoted: left_out::demoted(
@@ -657,7 +700,16 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         trivial_skipped: left_out::trivial(trace, &keep_method),
         stacks,
         stack_only_methods: stack_only.methods,
+        stack_methods: stack_only.stack_methods,
+        wakers: stack_only.wakers,
+        summary: summary::summary(&threads),
+        threads,
     }
+}
+
+/// One of the threads jtrace's agent runs in the traced JVM.
+fn is_tracer(t: &ThreadInfo) -> bool {
+    is_agent_thread(t.display_name()) || is_agent_thread(&t.comm)
 }
 
 /// The report's allocation table: per (class, site) over the threads kept.

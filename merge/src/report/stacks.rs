@@ -30,6 +30,19 @@ pub(crate) struct StackTime {
     /// (tid, pair, epoch, demoted method) → the part of `by_epoch` spent
     /// in a recorded call of that method (begun before its demotion).
     in_recorded: HashMap<(u32, u32, u32, MethodIdx), OffCpu>,
+    /// (tid, pair if recorded, waker tid) → the woken blocks' time.
+    wakes: HashMap<(u32, Option<u32>, u32), WokenTime>,
+}
+
+/// The blocks of a thread under one stack that one waker ended.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WokenTime {
+    /// Their blocked time (without the runqueue time after the wakeup).
+    pub(crate) blocked: OffCpu,
+    /// How many.
+    pub(crate) count: u64,
+    /// The waker's process.
+    pub(crate) waker_tgid: u32,
 }
 
 impl StackTime {
@@ -38,6 +51,22 @@ impl StackTime {
         if let Some(pair) = iv.stack {
             self.add_time(tid, pair, &iv.split.off);
         }
+        if let Some(w) = iv.wake {
+            let e = self.wakes.entry((tid, iv.stack, w.waker_tid)).or_default();
+            e.blocked += crate::report::working::blocked_part(&iv.split.off);
+            e.count += 1;
+            e.waker_tgid = w.waker_tgid;
+        }
+    }
+
+    /// Each thread's time by stack pair, recorded and scaled up.
+    pub(crate) fn all_threads(&self) -> impl Iterator<Item = (&u32, &HashMap<u32, OffCpu>)> {
+        self.by_thread.iter().chain(&self.scaled)
+    }
+
+    /// The woken blocks, by (tid, pair if recorded, waker tid).
+    pub(crate) fn wakes(&self) -> impl Iterator<Item = (&(u32, Option<u32>, u32), &WokenTime)> {
+        self.wakes.iter()
     }
 
     /// Adds off-CPU time of thread `tid` under stack pair `pair`.
@@ -73,6 +102,13 @@ pub struct StackJson {
     /// stacks standing for the thread's short blocks without one).
     #[serde(skip_serializing_if = "is_zero")]
     pub scaled_ns: u64,
+    /// The part of `ns` that is idle: a thread waiting for work
+    /// (docs/REPORT.md, "Working and idle time"); absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub idle_ns: u64,
+    /// The idle rule that matched it (`pool`, `jvm`, …), when `idle_ns` > 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<&'static str>,
     /// Its frames, innermost first, named as in `export --format
     /// collapsed` (`_[k]`, `_[j]`, `_[i]`, `_[0]`, `_[1]` suffixes).
     pub frames: Vec<String>,
@@ -102,14 +138,19 @@ pub struct StackGroupJson {
     /// The part of `ns` scaled up from sampled short blocks.
     #[serde(skip_serializing_if = "is_zero")]
     pub scaled_ns: u64,
-    /// Its stacks, most time first (at most [`TOP_STACKS`]).
+    /// The part of `ns` that is idle; absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub idle_ns: u64,
+    /// Its stacks: the [`TOP_STACKS`] with the most working time (most
+    /// first), then the [`TOP_STACKS`] all idle with the most time.
     pub stacks: Vec<StackJson>,
 }
 
 /// The report's `stacks` object (present only if the trace has stacks).
 #[derive(Debug, Clone, Serialize)]
 pub struct StacksJson {
-    /// Per off-CPU cause, most time first.
+    /// Per off-CPU cause, most time first (the tracer's own threads are
+    /// in `by_thread` only).
     pub by_cause: Vec<StackGroupJson>,
     /// Per thread, most time first.
     pub by_thread: Vec<StackGroupJson>,
@@ -161,34 +202,47 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Off-CPU time under each stack pair, and the part of it scaled up.
+/// Off-CPU time under each stack pair, and the parts of it scaled up and
+/// idle.
 #[derive(Debug, Clone, Copy, Default)]
 struct Under {
     off: OffCpu,
     scaled: OffCpu,
+    idle: OffCpu,
+    rule: Option<&'static str>,
 }
 
 impl Under {
-    fn add(&mut self, off: &OffCpu, scaled: bool) {
+    fn add(&mut self, off: &OffCpu, idle: &OffCpu, rule: Option<&'static str>, scaled: bool) {
         add_off(&mut self.off, off);
+        add_off(&mut self.idle, idle);
+        if idle.total() > 0 {
+            self.rule = self.rule.or(rule);
+        }
         if scaled {
             add_off(&mut self.scaled, off);
         }
     }
+
+    fn working(&self) -> u64 {
+        self.off.total() - self.idle.total()
+    }
 }
 
 /// Groups, most time first, each with its top stacks.
-fn ranked(groups: HashMap<String, HashMap<u32, Under>>, names: &mut Names, top: usize) -> Vec<StackGroupJson> {
+fn ranked(groups: HashMap<String, HashMap<u32, Under>>, names: &Names, top: usize) -> Vec<StackGroupJson> {
     let mut v: Vec<StackGroupJson> = groups
         .into_iter()
         .map(|(key, pairs)| {
             let mut stacks: Vec<(u32, Under)> = pairs.into_iter().collect();
-            stacks.sort_by_key(|(pair, u)| (std::cmp::Reverse(u.off.total()), *pair));
+            stacks.sort_by_key(|(pair, u)| (std::cmp::Reverse(u.working()), std::cmp::Reverse(u.off.total()), *pair));
             let ns = stacks.iter().map(|(_, u)| u.off.total()).sum();
             let scaled_ns = stacks.iter().map(|(_, u)| u.scaled.total()).sum();
-            let stacks = stacks
-                .into_iter()
-                .take(top)
+            let idle_ns = stacks.iter().map(|(_, u)| u.idle.total()).sum();
+            let (working, mut idle): (Vec<_>, Vec<_>) = stacks.into_iter().partition(|(_, u)| u.working() > 0);
+            idle.sort_by_key(|(pair, u)| (std::cmp::Reverse(u.off.total()), *pair));
+            let stacks = (working.into_iter().take(top))
+                .chain(idle.into_iter().take(top))
                 .map(|(pair, under)| {
                     let off_cpu_ns = under.off;
                     let frames = names.of(pair);
@@ -206,6 +260,8 @@ fn ranked(groups: HashMap<String, HashMap<u32, Under>>, names: &mut Names, top: 
                     StackJson {
                         ns: off_cpu_ns.total(),
                         scaled_ns: under.scaled.total(),
+                        idle_ns: under.idle.total(),
+                        idle: under.rule,
                         off_cpu_ns,
                         frames: frames.iter().map(Frame::flame_name).collect(),
                         frame_lines,
@@ -216,6 +272,7 @@ fn ranked(groups: HashMap<String, HashMap<u32, Under>>, names: &mut Names, top: 
                 key,
                 ns,
                 scaled_ns,
+                idle_ns,
                 stacks,
             }
         })
@@ -233,57 +290,91 @@ struct Names<'t> {
 }
 
 impl Names<'_> {
-    fn of(&mut self, pair: u32) -> Vec<Frame> {
+    fn of(&self, pair: u32) -> Vec<Frame> {
         self.symbols.frames(pair)
     }
 
     /// The method of the innermost Java frame outside the JDK (the
     /// application's code that blocked), else of the innermost Java frame.
-    fn method(&mut self, pair: u32) -> Option<String> {
-        const JDK: [&str; 4] = ["java.", "jdk.", "sun.", "com.sun."];
-        let java: Vec<Frame> = self.of(pair).into_iter().filter(Frame::is_java).collect();
-        let app = java.iter().position(|f| !JDK.iter().any(|p| f.name.starts_with(p)));
-        java.into_iter().nth(app.unwrap_or(0)).map(|f| f.name)
+    fn method(&self, pair: u32) -> Option<String> {
+        blamed_frame(self.of(pair)).map(|f| f.name)
     }
 }
 
-/// What the stacks say of the methods without probes (those `keep_method`
-/// keeps, over the threads `keep_thread` keeps).
+/// Of a stack's frames (innermost first), the innermost Java frame outside
+/// the JDK (the application's code that blocked), else the innermost Java
+/// frame.
+pub(crate) fn blamed_frame(frames: Vec<Frame>) -> Option<Frame> {
+    const JDK: [&str; 4] = ["java.", "jdk.", "sun.", "com.sun."];
+    let java: Vec<Frame> = frames.into_iter().filter(Frame::is_java).collect();
+    let app = java.iter().position(|f| !JDK.iter().any(|p| f.name.starts_with(p)));
+    java.into_iter().nth(app.unwrap_or(0))
+}
+
+/// What the stacks say beyond the top stacks: of the methods without
+/// probes (those `keep_method` keeps, over the threads `keep_thread`
+/// keeps), of every method on them, of each thread's idle time and of
+/// who woke the working blocks.
 #[derive(Debug, Default)]
-pub(crate) struct StackOnly {
+pub(crate) struct FromStacks {
     /// The selected methods left without probes: `stack_only_methods`.
     pub(crate) methods: Vec<StackMethodJson>,
     /// By demoted method: the off-CPU time of its calls after its demotion
     /// (not recorded), from the stacks that hold it.
     pub(crate) after_demotion: BTreeMap<MethodIdx, OffCpu>,
+    /// Every Java method on the stacks: `stack_methods`.
+    pub(crate) stack_methods: Vec<crate::report::stack_methods::StackMethodsJson>,
+    /// Each thread's idle time, by tid.
+    pub(crate) idle: BTreeMap<u32, crate::report::working::ThreadIdle>,
+    /// Who woke the working blocks: `wakers`.
+    pub(crate) wakers: Vec<crate::report::working::WakerJson>,
 }
 
-/// The `stacks` object of the threads `keep` keeps (their off-CPU time
-/// `off_cpu`, for the coverage), `None` if the trace
-/// recorded no stacks (with `lines`, native frames with their source
-/// lines), and what the stacks say of the methods without probes that
-/// `keep_method` keeps (`demotion`: a method's
-/// [`AfterDemotion::demotion_index`](crate::report::demoted_estimate::AfterDemotion::demotion_index)).
+/// What [`stacks_json`] reports on: the threads and methods kept, and what
+/// bounds each thread's idle time.
+pub(crate) struct StackScope<'a> {
+    /// The threads kept (`--thread`).
+    pub(crate) keep: &'a dyn Fn(&ThreadInfo) -> bool,
+    /// The methods kept (`--method`).
+    pub(crate) keep_method: &'a dyn Fn(MethodIdx) -> bool,
+    /// A method's demotion index, if demoted.
+    pub(crate) demotion: &'a dyn Fn(MethodIdx) -> Option<u32>,
+    /// A thread's off-CPU time by cause (its idle time is never more).
+    pub(crate) thread_off: &'a dyn Fn(u32) -> OffCpu,
+    /// A thread that is the tracer's own (left out of `stack_methods` and
+    /// `wakers`).
+    pub(crate) tracer: &'a dyn Fn(u32) -> bool,
+}
+
+/// The `stacks` object of the threads `scope` keeps (their off-CPU time
+/// `off_cpu`, for the coverage), `None` if the trace recorded no stacks
+/// (with `lines`, native frames with their source lines), and the rest
+/// of what the stacks say ([`FromStacks`]).
 pub(crate) fn stacks_json(
     trace: &Trace,
     time: &StackTime,
-    keep: &dyn Fn(&ThreadInfo) -> bool,
-    keep_method: &dyn Fn(MethodIdx) -> bool,
-    demotion: &dyn Fn(MethodIdx) -> Option<u32>,
+    scope: &StackScope,
     off_cpu: &OffCpu,
     lines: bool,
-) -> (Option<StacksJson>, StackOnly) {
+) -> (Option<StacksJson>, FromStacks) {
     if trace.stacks.is_empty() {
-        return (None, StackOnly::default());
+        return (None, FromStacks::default());
     }
     let symbols = Symbolizer::new(trace);
-    let mut names = Names {
+    let names = Names {
         symbols: if lines { symbols.with_lines() } else { symbols },
         lines,
     };
-    let stack_only = StackOnly {
-        methods: stack_only_methods(trace, time, &names.symbols, keep, keep_method),
-        after_demotion: after_demotion(trace, time, &names.symbols, keep, keep_method, demotion),
+    let keep = scope.keep;
+    let idleness = crate::report::working::Idleness::new(trace, &names.symbols);
+    let kept = |tid: u32| trace.threads.get(&tid).is_some_and(keep);
+    let app = |tid: u32| kept(tid) && !(scope.tracer)(tid);
+    let from_stacks = FromStacks {
+        methods: stack_only_methods(trace, time, &names.symbols, keep, scope.keep_method),
+        after_demotion: after_demotion(trace, time, &names.symbols, keep, scope.keep_method, scope.demotion),
+        stack_methods: crate::report::stack_methods::stack_methods(trace, time, &names.symbols, &idleness, &app),
+        idle: crate::report::working::thread_idle(time, &idleness, &kept, scope.thread_off),
+        wakers: crate::report::working::wakers(trace, time, &idleness, &app),
     };
     let mut by_cause: HashMap<String, HashMap<u32, Under>> = HashMap::new();
     let mut by_thread: HashMap<String, HashMap<u32, Under>> = HashMap::new();
@@ -298,29 +389,35 @@ pub(crate) fn stacks_json(
         let thread = format!("{tid} {}", info.display_name());
         for (&pair, off) in pairs {
             add_off(if is_scaled { &mut scaled } else { &mut recorded }, off);
-            for (c, ns) in off.nonzero() {
-                let mut one = OffCpu::default();
+            let idle = idleness.idle_part(*tid, pair, off);
+            let rule = idleness.rule(*tid, pair).map(|r| r.id);
+            // The tracer's threads are in `by_thread` only.
+            for (c, ns) in off.nonzero().filter(|_| !(scope.tracer)(*tid)) {
+                let (mut one, mut one_idle) = (OffCpu::default(), OffCpu::default());
                 one.add(c, ns);
-                under(by_cause.entry(c.name().to_string()).or_default(), pair, &one, is_scaled);
+                one_idle.add(c, idle.get(c));
+                let group = by_cause.entry(c.name().to_string()).or_default();
+                group.entry(pair).or_default().add(&one, &one_idle, rule, is_scaled);
             }
-            under(by_thread.entry(thread.clone()).or_default(), pair, off, is_scaled);
+            let group = by_thread.entry(thread.clone()).or_default();
+            group.entry(pair).or_default().add(off, &idle, rule, is_scaled);
+            if (scope.tracer)(*tid) {
+                continue;
+            }
             let method = method_of.entry(pair).or_insert_with(|| names.method(pair));
             if let Some(m) = method {
-                under(by_method.entry(m.clone()).or_default(), pair, off, is_scaled);
+                let group = by_method.entry(m.clone()).or_default();
+                group.entry(pair).or_default().add(off, &idle, rule, is_scaled);
             }
         }
     }
     let stacks = StacksJson {
-        by_cause: ranked(by_cause, &mut names, TOP_STACKS),
-        by_thread: ranked(by_thread, &mut names, TOP_STACKS),
-        by_method: ranked(by_method, &mut names, TOP_STACKS),
+        by_cause: ranked(by_cause, &names, TOP_STACKS),
+        by_thread: ranked(by_thread, &names, TOP_STACKS),
+        by_method: ranked(by_method, &names, TOP_STACKS),
         coverage: coverage(trace, off_cpu, &recorded, &scaled),
     };
-    (Some(stacks), stack_only)
-}
-
-fn under(pairs: &mut HashMap<u32, Under>, pair: u32, off: &OffCpu, scaled: bool) {
-    pairs.entry(pair).or_default().add(off, scaled);
+    (Some(stacks), from_stacks)
 }
 
 /// The coverage of `off_cpu` (the kept threads' off-CPU time) by the
