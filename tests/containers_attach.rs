@@ -125,8 +125,10 @@ fn check_container_identity(what: &str, out: &Path, pid: u32, id: &str) {
         assert_eq!(t["container_id"], id, "{what}: thread {}", t["name"]);
     }
     let text = String::from_utf8(jtrace_stdout(&["report"], out)).unwrap();
+    // Read as one text: the report wraps its lines at 120 columns.
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        text.contains(&format!("(podman container {})", &id[..12])),
+        flat.contains(&format!("(podman container {})", &id[..12])),
         "{what}: {}",
         text.lines().take(8).collect::<Vec<_>>().join("\n")
     );

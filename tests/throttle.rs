@@ -214,8 +214,10 @@ fn a_cpu_quota_is_throttled_time() {
         // The views say it: the report's process section, `--cause throttled`.
         let report = String::from_utf8(jtrace_stdout(&["report", "--cause", "throttled"], &out)).unwrap();
         assert!(report.contains("WallSpin.spin"), "{report}");
+        // Read as one text: the report wraps its lines at 120 columns.
+        let flat = report.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            report.contains(&format!(
+            flat.contains(&format!(
                 "cgroup: pid {jvm} in {}: CPU quota 20.000 ms per 100.000 ms",
                 cg.name()
             )),

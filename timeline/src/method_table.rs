@@ -144,6 +144,7 @@ pub(crate) fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, op
             (10, false),
             (30, true),
         ])
+        .fit(0, 24)
     };
     let mut head: Vec<String> = ["method", "calls", "wall ms", "cpu ms", "off ms"]
         .map(String::from)
@@ -159,10 +160,8 @@ pub(crate) fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, op
     let (mut sampled, mut unprobed) = (false, false);
     for row in &rows {
         let off = row.off.total();
-        let name = truncate(
-            &labels.label(row.class, row.name, row.signature),
-            if opts.wide { 44 } else { METHOD },
-        );
+        let label = labels.label(row.class, row.name, row.signature);
+        let name = if opts.wide { truncate(&label, 44) } else { label };
         let cpu = match row.cpu {
             Cpu::Exact(n) => ms(n),
             Cpu::Sampled(n) => {

@@ -118,7 +118,7 @@ fn top_methods(s: &mut String, r: &Report, labels: &MethodLabels) {
     };
     let _ = writeln!(s, "   top methods off CPU ({what}):");
     for (ns, name, causes) in rows.into_iter().take(TOP_METHODS) {
-        let _ = writeln!(s, "{:>14} ms  {:<60} {}", ms(ns), truncate(&name, 60), causes);
+        let _ = writeln!(s, "{:>14} ms  {:<50} {}", ms(ns), truncate(&name, 50), causes);
     }
 }
 
@@ -138,9 +138,9 @@ fn top_wakers(s: &mut String, r: &Report) {
         };
         let _ = writeln!(
             s,
-            "{:>14} ms  {:<44} {:>7} wakes  {}",
+            "{:>14} ms  {:<36} {:>7} wakes  {}",
             ms(w.blocked_ns),
-            truncate(&who, 44),
+            truncate(&who, 36),
             w.wakes,
             fold_causes(&w.off_cpu_ns, 2)
         );

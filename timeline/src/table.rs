@@ -31,11 +31,25 @@ pub(crate) struct Table {
     /// Per column: minimum width, left-aligned.
     cols: Vec<(usize, bool)>,
     rows: Vec<Vec<String>>,
+    /// A column that gives up width (its cells cut, keeping their end)
+    /// when the lines would pass 120 columns, down to a least width.
+    flex: Option<(usize, usize)>,
 }
 
 impl Table {
     pub(crate) fn new(cols: Vec<(usize, bool)>) -> Table {
-        Table { cols, rows: Vec::new() }
+        Table {
+            cols,
+            rows: Vec::new(),
+            flex: None,
+        }
+    }
+
+    /// Lets column `col` shrink down to `least` so that lines fit 120
+    /// columns.
+    pub(crate) fn fit(mut self, col: usize, least: usize) -> Table {
+        self.flex = Some((col, least));
+        self
     }
 
     pub(crate) fn row(&mut self, cells: Vec<String>) {
@@ -44,12 +58,26 @@ impl Table {
     }
 
     pub(crate) fn write(&self, s: &mut String) {
-        let widths: Vec<usize> = (self.cols.iter().enumerate())
+        let mut widths: Vec<usize> = (self.cols.iter().enumerate())
             .map(|(i, &(min, _))| (self.rows.iter()).map(|r| r[i].chars().count()).fold(min, usize::max))
             .collect();
+        let line_width = widths.iter().sum::<usize>() + widths.len() - 1;
+        let flex = self.flex.filter(|_| line_width > crate::text_fit::WIDTH);
+        if let Some((col, least)) = flex {
+            let over = line_width - crate::text_fit::WIDTH;
+            widths[col] = widths[col].saturating_sub(over).max(least);
+        }
         for r in &self.rows {
-            let line: Vec<String> = (r.iter().zip(&self.cols).zip(&widths))
-                .map(|((cell, &(_, left)), &w)| {
+            let line: Vec<String> = (r.iter().enumerate().zip(&self.cols).zip(&widths))
+                .map(|(((i, cell), &(_, left)), &w)| {
+                    let cut;
+                    let cell = match flex {
+                        Some((col, _)) if col == i => {
+                            cut = truncate(cell, w);
+                            &cut
+                        }
+                        _ => cell,
+                    };
                     if left {
                         format!("{cell:<w$}")
                     } else {
@@ -289,7 +317,7 @@ fn left_out_tables(s: &mut String, r: &Report, labels: &MethodLabels, opts: &Rep
             } else {
                 match d.off_cpu_after_ns.total() {
                     0 => "-".to_string(),
-                    n => format!("{} ({})", ms(n), crate::text_fit::fold_causes(&d.off_cpu_after_ns, 1)),
+                    n => format!("{} {}", ms(n), crate::text_fit::fold_causes(&d.off_cpu_after_ns, 1)),
                 }
             };
             t.row(vec![

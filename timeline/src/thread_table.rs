@@ -95,13 +95,17 @@ pub(crate) fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions)
             (30, true),
         ];
         widths.extend(any_idle.then_some((9, false)));
-        Table::new(widths)
+        Table::new(widths).fit(1, 12)
     };
     table.row(head);
     for (row, off) in rows.iter().zip(&offs) {
         let mut cells = vec![
             tid_cell(row),
-            truncate(&row.name(), if opts.wide { 28 } else { NAME }),
+            if opts.wide {
+                truncate(&row.name(), 28)
+            } else {
+                row.name()
+            },
             ms(row.wall_ns),
             ms(row.cpu_ns),
             ms(off.total()),
