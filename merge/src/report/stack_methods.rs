@@ -9,7 +9,6 @@ use crate::model::event::MethodIdx;
 use crate::model::trace::Trace;
 use crate::report::stacks::{blamed_frame, StackTime};
 use crate::report::working::Idleness;
-use crate::stacks::symbolize::Symbolizer;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -59,17 +58,17 @@ struct Sums {
 
 /// The Java methods of each pair (each once) and the one it blocked in.
 struct PairMethods<'a> {
-    symbols: &'a Symbolizer<'a>,
+    idleness: &'a Idleness<'a>,
     by_pair: HashMap<u32, (BTreeSet<MethodIdx>, Option<MethodIdx>)>,
 }
 
 impl PairMethods<'_> {
     fn of(&mut self, pair: u32) -> &(BTreeSet<MethodIdx>, Option<MethodIdx>) {
-        let symbols = self.symbols;
+        let idleness = self.idleness;
         self.by_pair.entry(pair).or_insert_with(|| {
-            let frames = symbols.frames(pair);
+            let frames = idleness.frames(pair);
             let held = frames.iter().filter_map(|f| f.method).collect();
-            (held, blamed_frame(frames).and_then(|f| f.method))
+            (held, blamed_frame(&frames).and_then(|f| f.method))
         })
     }
 }
@@ -79,12 +78,11 @@ impl PairMethods<'_> {
 pub(crate) fn stack_methods(
     trace: &Trace,
     time: &StackTime,
-    symbols: &Symbolizer,
     idleness: &Idleness,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<StackMethodsJson> {
     let mut pairs = PairMethods {
-        symbols,
+        idleness,
         by_pair: HashMap::new(),
     };
     let mut sums: BTreeMap<MethodIdx, Sums> = BTreeMap::new();

@@ -293,22 +293,16 @@ impl Names<'_> {
     fn of(&self, pair: u32) -> Vec<Frame> {
         self.symbols.frames(pair)
     }
-
-    /// The method of the innermost Java frame outside the JDK (the
-    /// application's code that blocked), else of the innermost Java frame.
-    fn method(&self, pair: u32) -> Option<String> {
-        blamed_frame(self.of(pair)).map(|f| f.name)
-    }
 }
 
 /// Of a stack's frames (innermost first), the innermost Java frame outside
 /// the JDK (the application's code that blocked), else the innermost Java
 /// frame.
-pub(crate) fn blamed_frame(frames: Vec<Frame>) -> Option<Frame> {
+pub(crate) fn blamed_frame(frames: &[Frame]) -> Option<&Frame> {
     const JDK: [&str; 4] = ["java.", "jdk.", "sun.", "com.sun."];
-    let java: Vec<Frame> = frames.into_iter().filter(Frame::is_java).collect();
-    let app = java.iter().position(|f| !JDK.iter().any(|p| f.name.starts_with(p)));
-    java.into_iter().nth(app.unwrap_or(0))
+    let mut java = frames.iter().filter(|f| f.is_java());
+    let first = java.clone().next();
+    java.find(|f| !JDK.iter().any(|p| f.name.starts_with(p))).or(first)
 }
 
 /// What the stacks say beyond the top stacks: of the methods without
@@ -372,7 +366,7 @@ pub(crate) fn stacks_json(
     let from_stacks = FromStacks {
         methods: stack_only_methods(trace, time, &names.symbols, keep, scope.keep_method),
         after_demotion: after_demotion(trace, time, &names.symbols, keep, scope.keep_method, scope.demotion),
-        stack_methods: crate::report::stack_methods::stack_methods(trace, time, &names.symbols, &idleness, &app),
+        stack_methods: crate::report::stack_methods::stack_methods(trace, time, &idleness, &app),
         idle: crate::report::working::thread_idle(time, &idleness, &kept, scope.thread_off),
         wakers: crate::report::working::wakers(trace, time, &idleness, &app),
     };
@@ -404,7 +398,8 @@ pub(crate) fn stacks_json(
             if (scope.tracer)(*tid) {
                 continue;
             }
-            let method = method_of.entry(pair).or_insert_with(|| names.method(pair));
+            let method =
+                (method_of.entry(pair)).or_insert_with(|| blamed_frame(&idleness.frames(pair)).map(|f| f.name.clone()));
             if let Some(m) = method {
                 let group = by_method.entry(m.clone()).or_default();
                 group.entry(pair).or_default().add(off, &idle, rule, is_scaled);

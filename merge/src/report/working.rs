@@ -6,10 +6,11 @@ use crate::cause::OffCpu;
 use crate::idle::{can_be_idle, idle_rule, IdleRule};
 use crate::model::trace::Trace;
 use crate::report::stacks::StackTime;
-use crate::stacks::symbolize::Symbolizer;
+use crate::stacks::symbolize::{Frame, Symbolizer};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// A thread counts as waiting for work (folded into one line per group in
 /// the text report) when idle time is at least this share of its wall.
@@ -20,6 +21,8 @@ pub(crate) struct Idleness<'a> {
     trace: &'a Trace,
     symbols: &'a Symbolizer<'a>,
     rules: RefCell<HashMap<(u32, u32), Option<&'static IdleRule>>>,
+    /// Each pair's frames, named once for the rules and the methods.
+    frames: RefCell<HashMap<u32, Rc<[Frame]>>>,
 }
 
 impl<'a> Idleness<'a> {
@@ -28,7 +31,17 @@ impl<'a> Idleness<'a> {
             trace,
             symbols,
             rules: RefCell::new(HashMap::new()),
+            frames: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// The frames of stack pair `pair`, innermost first.
+    pub(crate) fn frames(&self, pair: u32) -> Rc<[Frame]> {
+        let mut frames = self.frames.borrow_mut();
+        frames
+            .entry(pair)
+            .or_insert_with(|| self.symbols.frames(pair).into())
+            .clone()
     }
 
     /// The rule that makes thread `tid`'s blocked time under `pair` idle.
@@ -36,24 +49,17 @@ impl<'a> Idleness<'a> {
         if let Some(r) = self.rules.borrow().get(&(tid, pair)) {
             return *r;
         }
-        let r = self
-            .trace
-            .threads
-            .get(&tid)
-            .and_then(|t| idle_rule(t, &self.symbols.frames(pair)));
+        let r = (self.trace.threads.get(&tid)).and_then(|t| idle_rule(t, &self.frames(pair)));
         self.rules.borrow_mut().insert((tid, pair), r);
         r
     }
 
     /// The idle part of `off`, thread `tid`'s time under `pair`.
     pub(crate) fn idle_part(&self, tid: u32, pair: u32, off: &OffCpu) -> OffCpu {
-        let mut idle = OffCpu::default();
-        if self.rule(tid, pair).is_some() {
-            for (c, ns) in off.nonzero().filter(|(c, _)| can_be_idle(*c)) {
-                idle.add(c, ns);
-            }
+        match self.rule(tid, pair) {
+            Some(_) => blocked_part(off),
+            None => OffCpu::default(),
         }
-        idle
     }
 }
 
@@ -153,8 +159,8 @@ pub(crate) fn wakers(
     v
 }
 
-/// The blocked part of a woken interval: its time but for the delays
-/// after the wakeup.
+/// The blocked part of an interval: its time but for the delays while
+/// runnable (after a wakeup, or preempted), which are never idle.
 pub(crate) fn blocked_part(off: &OffCpu) -> OffCpu {
     let mut b = OffCpu::default();
     for (c, ns) in off.nonzero().filter(|(c, _)| can_be_idle(*c)) {
