@@ -335,6 +335,10 @@ struct ProcessJson {
     command: String,
     /// An agent recorded it.
     jvm: bool,
+    /// The container its cgroup names (`podman container d90a9823fe01`),
+    /// absent if none: lanes are grouped by container, then process.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    container: String,
 }
 
 /// The processes of `threads` (root process first, then by pid) and the
@@ -343,8 +347,16 @@ fn process_order(trace: &Trace, threads: &[ThreadData]) -> (Vec<ProcessJson>, Ve
     let root = trace.meta.pid;
     let mut order = thread_order(threads);
     let pid = |i: usize| pid_of(trace, &threads[i].info);
-    // Stable: thread_order's order within a process.
-    order.sort_by_key(|&i| (pid(i) != root, pid(i)));
+    let containers: std::collections::HashMap<u32, String> = (trace.meta.process_cgroups.iter())
+        .map(|p| {
+            let c = jtrace_merge::report::container_id::describe(&p.cgroup);
+            (p.pid, c.trim_start_matches(" (").trim_end_matches(')').to_string())
+        })
+        .collect();
+    let container = |p: u32| containers.get(&p).cloned().unwrap_or_default();
+    // Stable: thread_order's order within a process. Containers first, each
+    // together; the root process first among the rest.
+    order.sort_by_key(|&i| (container(pid(i)).is_empty(), container(pid(i)), pid(i) != root, pid(i)));
     let mut processes: Vec<ProcessJson> = Vec::new();
     for &i in &order {
         let p = pid(i);
@@ -361,6 +373,7 @@ fn process_order(trace: &Trace, threads: &[ThreadData]) -> (Vec<ProcessJson>, Ve
             pid: p,
             command,
             jvm: trace.jvm_pids.contains(&p),
+            container: container(p),
         });
     }
     (processes, order)

@@ -31,6 +31,9 @@ pub(crate) struct Table {
     /// Per column: minimum width, left-aligned.
     cols: Vec<(usize, bool)>,
     rows: Vec<Vec<String>>,
+    /// Lines written as they are before the row of their index (a group's
+    /// heading).
+    headings: Vec<(usize, String)>,
     /// A column that gives up width (its cells cut, keeping their end)
     /// when the lines would pass 120 columns, down to a least width.
     flex: Option<(usize, usize)>,
@@ -41,8 +44,14 @@ impl Table {
         Table {
             cols,
             rows: Vec::new(),
+            headings: Vec::new(),
             flex: None,
         }
+    }
+
+    /// A line written whole before the next row.
+    pub(crate) fn heading(&mut self, line: String) {
+        self.headings.push((self.rows.len(), line));
     }
 
     /// Lets column `col` shrink down to `least` so that lines fit 120
@@ -67,7 +76,10 @@ impl Table {
             let over = line_width - crate::text_fit::WIDTH;
             widths[col] = widths[col].saturating_sub(over).max(least);
         }
-        for r in &self.rows {
+        for (n, r) in self.rows.iter().enumerate() {
+            for (_, h) in self.headings.iter().filter(|(at, _)| *at == n) {
+                let _ = writeln!(s, "{h}");
+            }
             let line: Vec<String> = (r.iter().enumerate().zip(&self.cols).zip(&widths))
                 .map(|(((i, cell), &(_, left)), &w)| {
                     let cut;

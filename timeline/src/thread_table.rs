@@ -15,6 +15,12 @@ use std::fmt::Write as _;
 /// Width of the name column (`--wide`: 28).
 const NAME: usize = 24;
 
+/// The container of the row's process as the text views name it
+/// (` (podman container d90a9823fe01)`), "" if none.
+fn container(row: &ThreadRow) -> String {
+    (row.members[0].cgroup.as_deref()).map_or(String::new(), jtrace_merge::report::container_id::describe)
+}
+
 /// Whether every thread of the row waits for work.
 fn waiting(row: &ThreadRow) -> bool {
     row.members.iter().all(|t| t.waiting_for_work)
@@ -47,8 +53,14 @@ fn tid_cell(row: &ThreadRow) -> String {
 /// the tracer's threads (which the other per-thread tables leave out too).
 pub(crate) fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions) -> TracerLeftOut {
     let (all_rows, left_out) = thread_rows(&r.threads, opts.all, opts.per_thread);
-    let (rows, waiting_rows): (Vec<ThreadRow>, Vec<ThreadRow>) =
+    let (mut rows, waiting_rows): (Vec<ThreadRow>, Vec<ThreadRow>) =
         all_rows.into_iter().partition(|row| opts.all || !waiting(row));
+    // Processes in containers: grouped by container (stable: the report's
+    // order within one), the host's last.
+    let containers = rows.iter().any(|row| !container(row).is_empty());
+    if containers {
+        rows.sort_by_key(|row| (container(row).is_empty(), container(row)));
+    }
     // Idle time apart, unless everything is shown.
     let any_idle = !opts.all && rows.iter().any(|row| idle(row).total() > 0);
     let title = if !any_idle {
@@ -98,7 +110,16 @@ pub(crate) fn thread_table(s: &mut String, r: &Report, opts: &ReportTextOptions)
         Table::new(widths).fit(1, 12)
     };
     table.row(head);
+    let mut group: Option<String> = None;
     for (row, off) in rows.iter().zip(&offs) {
+        if containers && group.as_deref() != Some(container(row).as_str()) {
+            let c = container(row);
+            table.heading(match c.as_str() {
+                "" => "-- not in a container".to_string(),
+                _ => format!("-- {}", c.trim_start_matches(" (").trim_end_matches(')')),
+            });
+            group = Some(c);
+        }
         let mut cells = vec![
             tid_cell(row),
             if opts.wide {

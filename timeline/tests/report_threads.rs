@@ -213,3 +213,41 @@ fn json_keeps_the_tracers_threads_marked() {
         }
     }
 }
+
+/// A podman container's cgroup (libpod, systemd driver).
+const POD_CGROUP: &str = "/machine.slice/libpod-d90a9823fe01c0ffee0123456789abcdef0123456789abcdef0123456789abcd.scope";
+
+#[test]
+fn threads_of_a_container_are_grouped_under_it() {
+    let mut r = trace();
+    // The pool's process is in a container, main's on the host (as if
+    // two processes: only the cgroups matter to the table's groups).
+    for t in &mut r.threads {
+        let pooled = POOL.contains(&t.tid);
+        t.cgroup = Some(if pooled {
+            POD_CGROUP.to_string()
+        } else {
+            "/".to_string()
+        });
+        if pooled {
+            t.pid = PID + 1;
+        }
+    }
+    let text = render_report(&r, &ReportTextOptions::default());
+    let lines = thread_lines(&text);
+    let heading = |h: &str| {
+        lines
+            .iter()
+            .position(|l| *l == h)
+            .unwrap_or_else(|| panic!("no {h:?} in\n{text}"))
+    };
+    let pod = heading("-- podman container d90a9823fe01");
+    let host = heading("-- not in a container");
+    let pool = lines.iter().position(|l| l.contains("pool-1-thread-")).unwrap();
+    let main = lines.iter().position(|l| l.contains(" main ")).unwrap();
+    // The container's threads under its heading, the host's after.
+    assert!(pod < pool && pool < host && host < main, "{text}");
+    // Without containers, no headings.
+    let plain = render_report(&trace(), &ReportTextOptions::default());
+    assert!(!plain.contains("-- not in a container"), "{plain}");
+}

@@ -33,10 +33,11 @@ const ROW = 15, STATE_H = 14, LANE_GAP = 7, LABEL_W = 240, AXIS_H = 24, GROUP_H 
 const GROUPS = ['Application threads', 'JVM threads', 'Native threads'];
 // Processes: with several, lanes are grouped by process, then by kind.
 const PROCS = new Map((D.processes || []).map((p) => [p.pid, p]));
-const MULTI_PROC = PROCS.size > 1;
+const MULTI_PROC = PROCS.size > 1 || [...PROCS.values()].some((p) => p.container);
 function procLabel(pid) {
   const p = PROCS.get(pid);
-  return `pid ${pid}` + (p && p.command ? ` · ${p.command}` : '') + (p && p.jvm ? ' (JVM)' : '');
+  return (p && p.container ? `${p.container} · ` : '') + `pid ${pid}` + (p && p.command ? ` · ${p.command}` : '') +
+    (p && p.jvm ? ' (JVM)' : '');
 }
 // Critical paths to highlight (jtrace timeline --why), and the one shown.
 const PATHS = D.paths || [];
