@@ -3,7 +3,7 @@
 //! in docs/REPORT.md ("Working and idle time"). The report ranks working
 //! time and folds idle time; both stay in its totals.
 
-use crate::cause::Cause;
+use crate::cause::{Cause, OffCpu};
 use crate::model::event::ThreadInfo;
 use crate::stacks::symbolize::Frame;
 
@@ -122,6 +122,16 @@ pub fn can_be_idle(cause: Cause) -> bool {
         cause,
         Cause::Runqueue | Cause::Throttled | Cause::Steal | Cause::Carrier | Cause::Tracer
     )
+}
+
+/// The blocked part of an interval: its time but for the delays while
+/// runnable (after a wakeup, or preempted), which are never idle.
+pub fn blocked_part(off: &OffCpu) -> OffCpu {
+    let mut b = OffCpu::default();
+    for (c, ns) in off.nonzero().filter(|(c, _)| can_be_idle(*c)) {
+        b.add(c, ns);
+    }
+    b
 }
 
 /// The rule that makes blocked time of `thread` under `frames`

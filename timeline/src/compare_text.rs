@@ -3,8 +3,8 @@
 //! per call) and the threads' off-CPU time per cause, in the report's
 //! tables and its rounding (milliseconds with three decimals).
 
-use crate::table::{truncate, Table};
 use crate::text::ms;
+use crate::text_table::{truncate, Table};
 use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::compare::{Change, Comparison, Difference, MeanChange, MethodChange, SideJson, Status};
 use jtrace_merge::Cause;

@@ -18,8 +18,9 @@
 //! * one module per output: `text.rs`, `table.rs` (the report as text,
 //!   with `report_summary.rs`, its first screen, `method_table.rs`,
 //!   `thread_table.rs` with `thread_rows.rs`, the threads table's rows,
-//!   `stack_table.rs`, and `text_fit.rs`, which fits lines into 120
-//!   columns),
+//!   `stack_table.rs`; below them `report_options.rs`, what it shows,
+//!   `text_table.rs`, its tables, and `text_fit.rs`, which fits lines
+//!   into 120 columns),
 //!   `html.rs` (with its viewer in `assets/`, the critical paths it
 //!   highlights in `highlight.rs`, and `chromium.rs` for PNG shots),
 //!   `chrome.rs`, `collapsed.rs` (with `flame.rs`, the flame graph page
@@ -55,6 +56,7 @@ mod parquet;
 mod perfetto;
 mod pprof;
 mod process;
+mod report_options;
 mod report_summary;
 pub mod scope;
 mod segments;
@@ -63,6 +65,7 @@ mod table;
 /// Public as a module for [`text::ms`], which the CLI formats times with.
 pub mod text;
 mod text_fit;
+mod text_table;
 mod thread_rows;
 mod thread_table;
 mod why;
@@ -82,8 +85,9 @@ pub use model::{collect, thread_order, time_origin, OffSpan, Scope, Span, Thread
 pub use parquet::{write_parquet, TABLES as PARQUET_TABLES};
 pub use perfetto::{write_perfetto, write_perfetto_streaming, Perfetto};
 pub use pprof::Pprof;
+pub use report_options::ReportTextOptions;
 pub use segments::{cause_segments, cause_segments_in};
-pub use table::{render_report, ReportTextOptions};
+pub use table::render_report;
 pub use text::{write_text, write_text_streaming, Text, TextOptions};
 pub use why::{render_why, WhyTextOptions};
 pub use windows::{jvm_windows, jvm_windows_of_stops, window_name, JvmWindow};

@@ -4,9 +4,10 @@
 //! exact calls, wall and CPU; then the probed methods' wall statistics and
 //! JIT state.
 
-use crate::table::{by_cause_columns, pct, truncate, used_causes, ReportTextOptions, Table};
+use crate::report_options::ReportTextOptions;
 use crate::text::ms;
 use crate::text_fit::fold_causes;
+use crate::text_table::{by_cause_columns, not_covered_cell, pct, truncate, used_causes, Table};
 use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::{MethodJson, Report};
 use jtrace_merge::OffCpu;
@@ -186,7 +187,7 @@ pub(crate) fn method_table(s: &mut String, r: &Report, labels: &MethodLabels, op
                 .map(|m| (m.not_covered_ns, m.voluntary_switches, m.involuntary_switches));
             match switches {
                 Some((nc, vol, invol)) => {
-                    cells.extend(uncovered.then(|| crate::table::not_covered_cell(nc)));
+                    cells.extend(uncovered.then(|| not_covered_cell(nc)));
                     cells.extend([vol.to_string(), invol.to_string()]);
                 }
                 None => {

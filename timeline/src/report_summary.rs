@@ -2,9 +2,9 @@
 //! went (CPU, working off-CPU time by cause, idle time), the methods the
 //! working threads blocked in most, and who woke them.
 
-use crate::table::truncate;
 use crate::text::ms;
 use crate::text_fit::{fold_causes, share, wrap, WIDTH};
+use crate::text_table::truncate;
 use jtrace_merge::method_label::MethodLabels;
 use jtrace_merge::report::summary::ThreadSetJson;
 use jtrace_merge::report::Report;

@@ -1,7 +1,7 @@
 //! The report's top stacks as text (`jtrace report`): per cause,
 //! per thread and per method, each stack shortened to its user frames.
 
-use crate::table::ReportTextOptions;
+use crate::report_options::{line, ReportTextOptions};
 use crate::text::ms;
 use crate::text_fit::{cut, fit_frames, WIDTH};
 use jtrace_merge::report::Report;
@@ -76,7 +76,7 @@ fn groups<'a>(
         "working off-CPU ms, idle left out"
     };
     s.push('\n');
-    crate::table::line(
+    line(
         s,
         &format!("== Top stacks by {title} ({what}; user frames, innermost first)"),
         3,
@@ -140,7 +140,7 @@ fn coverage(s: &mut String, c: &CoverageJson, opts: &ReportTextOptions) {
         None => "every switch-out".to_string(),
     };
     s.push('\n');
-    crate::table::line(
+    line(
         s,
         &format!("== Stack coverage: off-CPU time under a stack ({how})"),
         3,

@@ -2,9 +2,10 @@
 //! named alike as one row), then one line per kind of thread waiting for
 //! work, and what was left out of the tracer's.
 
-use crate::table::{by_cause_columns, line, not_covered_cell, truncate, used_causes, ReportTextOptions, Table};
+use crate::report_options::{line, ReportTextOptions};
 use crate::text::ms;
 use crate::text_fit::{fold_causes, wrap, WIDTH};
+use crate::text_table::{by_cause_columns, not_covered_cell, truncate, used_causes, Table};
 use crate::thread_rows::{thread_rows, ThreadRow, TracerLeftOut};
 use jtrace_merge::idle::RULES;
 use jtrace_merge::report::{Report, ThreadJson};

@@ -101,7 +101,7 @@ pub(crate) struct Aggregate {
     current: Vec<MethodStats>,
     called: Vec<MethodIdx>,
     /// Off-CPU time under each recorded stack, per thread.
-    pub(crate) stacks: crate::report::stacks::StackTime,
+    pub(crate) stacks: crate::report::stack_time::StackTime,
     /// The walked thread's time after its last switch-out, which goes
     /// under that switch-out's stacks as in the collapsed and pprof exports.
     tail: crate::stacks::tail::Tail,

@@ -12,6 +12,7 @@ pub(crate) mod demoted_estimate;
 pub mod left_out;
 pub(crate) mod percentile;
 pub mod stack_methods;
+pub(crate) mod stack_time;
 pub mod stacks;
 pub mod summary;
 pub mod working;

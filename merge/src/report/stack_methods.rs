@@ -7,8 +7,9 @@
 use crate::cause::OffCpu;
 use crate::model::event::MethodIdx;
 use crate::model::trace::Trace;
-use crate::report::stacks::{blamed_frame, StackTime};
+use crate::report::stack_time::StackTime;
 use crate::report::working::Idleness;
+use crate::stacks::blame::blamed_frame;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -8,88 +8,14 @@
 use crate::cause::{Cause, OffCpu};
 use crate::model::event::{MethodIdx, ThreadInfo};
 use crate::model::trace::Trace;
+use crate::report::stack_time::StackTime;
+use crate::stacks::blame::blamed_frame;
 use crate::stacks::symbolize::{Frame, Symbolizer};
-use crate::visitor::OffCpuInterval;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Stacks listed per cause, thread or method.
 pub const TOP_STACKS: usize = 5;
-
-/// Off-CPU time under each stack pair, per thread; and, when methods were
-/// demoted, per demotion epoch too (how many demotion times came before
-/// the interval), with the part in open recorded calls of demoted methods.
-#[derive(Debug, Default)]
-pub(crate) struct StackTime {
-    by_thread: BTreeMap<u32, HashMap<u32, OffCpu>>,
-    /// Per thread, the time of short blocks without stacks scaled up from
-    /// its sampled ones ([`crate::scale`]), by stack pair.
-    scaled: BTreeMap<u32, HashMap<u32, OffCpu>>,
-    /// (tid, pair, epoch) → off-CPU time.
-    by_epoch: HashMap<(u32, u32, u32), OffCpu>,
-    /// (tid, pair, epoch, demoted method) → the part of `by_epoch` spent
-    /// in a recorded call of that method (begun before its demotion).
-    in_recorded: HashMap<(u32, u32, u32, MethodIdx), OffCpu>,
-    /// (tid, pair if recorded, waker tid) → the woken blocks' time.
-    wakes: HashMap<(u32, Option<u32>, u32), WokenTime>,
-}
-
-/// The blocks of a thread under one stack that one waker ended.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct WokenTime {
-    /// Their blocked time (without the runqueue time after the wakeup).
-    pub(crate) blocked: OffCpu,
-    /// How many.
-    pub(crate) count: u64,
-    /// The waker's process.
-    pub(crate) waker_tgid: u32,
-}
-
-impl StackTime {
-    /// Adds an off-CPU interval of thread `tid` (if it carries stacks).
-    pub(crate) fn add(&mut self, tid: u32, iv: &OffCpuInterval) {
-        if let Some(pair) = iv.stack {
-            self.add_time(tid, pair, &iv.split.off);
-        }
-        if let Some(w) = iv.wake {
-            let e = self.wakes.entry((tid, iv.stack, w.waker_tid)).or_default();
-            e.blocked += crate::report::working::blocked_part(&iv.split.off);
-            e.count += 1;
-            e.waker_tgid = w.waker_tgid;
-        }
-    }
-
-    /// Each thread's time by stack pair, recorded and scaled up.
-    pub(crate) fn all_threads(&self) -> impl Iterator<Item = (&u32, &HashMap<u32, OffCpu>)> {
-        self.by_thread.iter().chain(&self.scaled)
-    }
-
-    /// The woken blocks, by (tid, pair if recorded, waker tid).
-    pub(crate) fn wakes(&self) -> impl Iterator<Item = (&(u32, Option<u32>, u32), &WokenTime)> {
-        self.wakes.iter()
-    }
-
-    /// Adds off-CPU time of thread `tid` under stack pair `pair`.
-    pub(crate) fn add_time(&mut self, tid: u32, pair: u32, off: &OffCpu) {
-        add(self.by_thread.entry(tid).or_default(), pair, off);
-    }
-
-    /// Adds off-CPU time of thread `tid` scaled up to `pair` from the
-    /// thread's sampled short blocks.
-    pub(crate) fn add_scaled(&mut self, tid: u32, pair: u32, off: &OffCpu) {
-        add(self.scaled.entry(tid).or_default(), pair, off);
-    }
-
-    /// Adds off-CPU time of thread `tid` under `pair` that began after
-    /// `epoch` demotion times, while the thread was in recorded calls of
-    /// the demoted methods `open`.
-    pub(crate) fn add_demoted(&mut self, tid: u32, pair: u32, epoch: u32, open: &[MethodIdx], off: &OffCpu) {
-        add_off(self.by_epoch.entry((tid, pair, epoch)).or_default(), off);
-        for &m in open {
-            add_off(self.in_recorded.entry((tid, pair, epoch, m)).or_default(), off);
-        }
-    }
-}
 
 /// One stack and the off-CPU time under it.
 #[derive(Debug, Clone, Serialize)]
@@ -295,16 +221,6 @@ impl Names<'_> {
     }
 }
 
-/// Of a stack's frames (innermost first), the innermost Java frame outside
-/// the JDK (the application's code that blocked), else the innermost Java
-/// frame.
-pub(crate) fn blamed_frame(frames: &[Frame]) -> Option<&Frame> {
-    const JDK: [&str; 4] = ["java.", "jdk.", "sun.", "com.sun."];
-    let mut java = frames.iter().filter(|f| f.is_java());
-    let first = java.clone().next();
-    java.find(|f| !JDK.iter().any(|p| f.name.starts_with(p))).or(first)
-}
-
 /// What the stacks say beyond the top stacks: of the methods without
 /// probes (those `keep_method` keeps, over the threads `keep_thread`
 /// keeps), of every method on them, of each thread's idle time and of
@@ -441,10 +357,6 @@ fn coverage(trace: &Trace, off_cpu: &OffCpu, recorded: &OffCpu, scaled: &OffCpu)
         all,
         by_cause,
     }
-}
-
-fn add(pairs: &mut HashMap<u32, OffCpu>, pair: u32, off: &OffCpu) {
-    add_off(pairs.entry(pair).or_default(), off);
 }
 
 fn add_off(to: &mut OffCpu, off: &OffCpu) {

@@ -3,9 +3,9 @@
 //! rest is working; and who woke the working threads' blocks.
 
 use crate::cause::OffCpu;
-use crate::idle::{can_be_idle, idle_rule, IdleRule};
+use crate::idle::{blocked_part, idle_rule, IdleRule};
 use crate::model::trace::Trace;
-use crate::report::stacks::StackTime;
+use crate::report::stack_time::StackTime;
 use crate::stacks::symbolize::{Frame, Symbolizer};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -157,14 +157,4 @@ pub(crate) fn wakers(
     let mut v: Vec<WakerJson> = by_waker.into_values().filter(|w| w.blocked_ns > 0).collect();
     v.sort_by(|a, b| b.blocked_ns.cmp(&a.blocked_ns).then(a.tid.cmp(&b.tid)));
     v
-}
-
-/// The blocked part of an interval: its time but for the delays while
-/// runnable (after a wakeup, or preempted), which are never idle.
-pub(crate) fn blocked_part(off: &OffCpu) -> OffCpu {
-    let mut b = OffCpu::default();
-    for (c, ns) in off.nonzero().filter(|(c, _)| can_be_idle(*c)) {
-        b.add(c, ns);
-    }
-    b
 }

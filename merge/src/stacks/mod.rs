@@ -3,8 +3,10 @@
 //! their addresses (the processes' mappings, the kernel symbols, each JVM's
 //! code: compiled methods with their inlining, generated code, `Method*`s).
 //! [`crate::Symbolizer`] names them (`symbolize`, with `source_lines` for
-//! DWARF lines); `tail` is the time after a thread's last switch-out.
+//! DWARF lines); `tail` is the time after a thread's last switch-out;
+//! `blame`, the frame a block is blamed on.
 
+pub(crate) mod blame;
 pub mod scale;
 pub(crate) mod source_lines;
 pub(crate) mod symbolize;
