@@ -59,8 +59,8 @@ fn main() {
     generate(&dir.join("kernel_records.h"), &out.join("kernel_records.rs"), |b| {
         b.allowlist_type("rec_hdr|fd_object|fd_info|ustack_frame|.*_rec")
             .allowlist_var(
-                "COMM_LEN|K_.*|FDK_.*|SYSCALL_.*|WAKEUP_.*|STACK_.*|THROTTLE_.*|BLOCK_STACK_.*|PREV_TID_UNKNOWN",
-            )
+            "COMM_LEN|K_.*|FDK_.*|SYSCALL_.*|WAKEUP_.*|EXEC_.*|STACK_.*|THROTTLE_.*|BLOCK_STACK_.*|PREV_TID_UNKNOWN",
+        )
     });
     let names = SyscallNames::default();
     let seen = names.0.clone();

@@ -14,9 +14,10 @@
 //! copied into the trace directory at the end (src/container.rs).
 
 use crate::agent_lib::{agent_path, check_readable_by};
-use crate::container::{self, ContainerDir};
+use crate::container::ContainerDir;
 use crate::disk::DiskArgs;
 use crate::hotspot::{self, load_agent, Jvm};
+use crate::jvm_agent::{check_started, stream_state, StreamState};
 use crate::options::{parse_duration, KernelArgs, TraceArgs};
 use crate::session::{self, jvm_stream_problems, kernel_events, kernel_stream_problem, JvmLibraries, Session, Traced};
 use crate::signals;
@@ -31,24 +32,34 @@ use std::time::Duration;
 #[derive(clap::Args)]
 pub(crate) struct AttachArgs {
     /// Process id of the running HotSpot JVM.
-    pid: u32,
+    #[arg(required_unless_present = "cgroup", conflicts_with = "cgroup")]
+    pid: Option<u32>,
+    /// Every process in this cgroup and the cgroups beneath it (a
+    /// container's or a pod's, as /proc/PID/cgroup names it: the `cpu` line
+    /// on cgroup v1): each JVM among them attached, all recorded on the
+    /// kernel side into one trace, those that start in it or enter it
+    /// while recording too (docs/CONTAINERS.md, "A whole pod").
+    #[arg(long, value_name = "PATH")]
+    pub(crate) cgroup: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`; a bare number is
-    /// seconds); default: until Ctrl-C or until the JVM exits.
+    /// seconds); default: until Ctrl-C or until the JVM exits (with
+    /// --cgroup: until no process is left in the cgroup).
     #[arg(long, value_parser = parse_duration)]
-    duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// What the agent records and where the trace goes.
     #[command(flatten)]
-    trace: TraceArgs,
+    pub(crate) trace: TraceArgs,
     /// Only end a recording session left running in the JVM by a `jtrace
-    /// attach` that was killed (its trace stays incomplete).
+    /// attach` that was killed (its trace stays incomplete); with
+    /// --cgroup, in every JVM of the cgroup that has the agent loaded.
     #[arg(long, conflicts_with_all = ["duration", "methods", "config", "output", "alloc_samples"])]
-    stop: bool,
+    pub(crate) stop: bool,
     /// Kernel recording options.
     #[command(flatten)]
-    kernel: KernelArgs,
+    pub(crate) kernel: KernelArgs,
     /// How much disk the recording may use.
     #[command(flatten)]
-    disk: DiskArgs,
+    pub(crate) disk: DiskArgs,
 }
 
 /// Checks, as the JVM's user, that it can write the trace directory.
@@ -69,33 +80,6 @@ fn check_writable_by_jvm(jvm: &Jvm, dir: &Path) -> anyhow::Result<()> {
             )
         })
     })
-}
-
-/// What the agent has written when it has started: whether JVM_START is
-/// there, and its AGENT_ERROR messages.
-#[derive(Default)]
-struct StreamState {
-    started: bool,
-    errors: Vec<String>,
-}
-
-/// What the first bytes of the agent's stream say (a record being written
-/// may be cut at the end: the reading stops at the first error).
-fn stream_state(data: &[u8]) -> StreamState {
-    let mut st = StreamState::default();
-    let h = jtrace_format::FILE_HEADER_LEN;
-    if data.len() < h {
-        return st;
-    }
-    for r in jtrace_format::Decoder::new(&data[h..], h) {
-        let Ok(r) = r else { break };
-        match r.payload {
-            jtrace_format::Payload::JvmStart(_) => st.started = true,
-            jtrace_format::Payload::AgentError(m) => st.errors.push(m),
-            _ => {}
-        }
-    }
-    st
 }
 
 /// Where the agent is loaded from and writes its stream.
@@ -146,34 +130,13 @@ fn place_agent(
     if !jvm.in_container {
         dir.lend_to(&jvm.user)?;
         check_writable_by_jvm(jvm, dir.path())?;
-        dir.write_file(jtrace_format::AGENT_CONFIG_FILE, conf(None).as_bytes())?;
+        // The JVM's user reads it; what jtrace writes is the invoking user's.
+        dir.write_file_for(jtrace_format::AGENT_CONFIG_FILE, conf(None).as_bytes(), &jvm.user)?;
         let options = dir.agent_options(jtrace_format::AGENT_CONFIG_FILE)?;
         return Ok((Place::Host(agent), options));
     }
-    // The installed agent, read with the invoking user's rights (it is
-    // copied where the JVM's user reads it).
-    let installed = owner
-        .run_as(|| std::fs::File::open(&agent).with_context(|| format!("cannot read the agent {}", agent.display())))?;
-    // A JVM keeps the first agent it loaded: an earlier session's, by its
-    // name there, if it is this jtrace's.
-    let loaded = container::mapped_agent(jvm.pid);
-    if let Some((path, file)) = &loaded {
-        let same = std::fs::File::open(file).and_then(|f| container::same_bytes(&installed, &f));
-        if !same.unwrap_or(false) {
-            bail!(
-                "the JVM {} has another jtrace agent loaded ({path}; a JVM keeps the first one it loaded): \
-                 attach with the jtrace that loaded it, or restart the JVM",
-                jvm.pid
-            );
-        }
-    }
-    let copy = loaded.is_none().then_some(&installed);
-    let placed = ContainerDir::create(jvm, copy, |d| conf(Some(d)))?;
+    let (placed, library, probed) = crate::jvm_agent::place_copy(jvm, owner, &agent, |d| conf(Some(d)))?;
     let options = placed.agent_options()?;
-    let (library, probed) = match loaded {
-        Some((path, file)) => (path, Some(file)),
-        None => (placed.library(), placed.library_for_probes()),
-    };
     Ok((
         Place::Container {
             dir: placed,
@@ -184,55 +147,35 @@ fn place_agent(
     ))
 }
 
+impl AttachArgs {
+    /// `attach --cgroup PATH` (src/attach_cgroup.rs), not one JVM by pid.
+    pub(crate) fn for_cgroup(&self) -> bool {
+        self.pid.is_none()
+    }
+}
+
 /// Runs `jtrace attach`.
 pub(crate) fn attach(args: AttachArgs) -> ExitCode {
     let lib_calls = match session::prepare(&args.kernel, &args.disk, "attach") {
         Ok(l) => l,
         Err(code) => return code,
     };
-    match attach_inner(args, lib_calls) {
+    let Some(pid) = args.pid else {
+        unreachable!("src/lib.rs sends `attach --cgroup` to attach_cgroup");
+    };
+    match attach_inner(args, pid, lib_calls) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => session::failed(e),
     }
 }
 
-/// `jtrace attach PID --stop`: ends an orphaned session (and in a
-/// container removes the directories it left there).
-fn stop_orphan(pid: u32) -> anyhow::Result<()> {
-    User::invoking()?.check_may_trace(pid)?;
-    let jvm = hotspot::inspect(pid)?;
-    let (agent, left) = if jvm.in_container {
-        let Some((path, _)) = container::mapped_agent(pid) else {
-            bail!("no jtrace attach session is recording in JVM {pid} (it has no jtrace agent loaded)");
-        };
-        // Known by the files the agent has open there: looked at before it closes them.
-        (PathBuf::from(path), container::open_session_dirs(pid))
-    } else {
-        (agent_path()?, Vec::new())
-    };
-    let rc = load_agent(&jvm, &agent, "stop");
-    for d in &left {
-        if let Err(e) = container::remove_left_dir(&jvm, d) {
-            eprintln!("jtrace: {e:#}");
-        }
-    }
-    match rc? {
-        0 => {
-            eprintln!("jtrace: stopped the jtrace session in JVM {pid}; it runs on untraced");
-            Ok(())
-        }
-        3 => bail!("no jtrace attach session is recording in JVM {pid}"),
-        rc => bail!("the agent in JVM {pid} did not stop (code {rc})"),
-    }
-}
-
-fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::ResolvedLibCall>) -> anyhow::Result<()> {
+fn attach_inner(args: AttachArgs, pid: u32, lib_calls: Vec<jtrace_bpf::ResolvedLibCall>) -> anyhow::Result<()> {
     if args.stop {
-        return stop_orphan(args.pid);
+        return crate::jvm_agent::stop_orphan(pid);
     }
     let owner = User::invoking()?;
-    owner.check_may_trace(args.pid)?;
-    let jvm = hotspot::inspect(args.pid)?;
+    owner.check_may_trace(pid)?;
+    let jvm = hotspot::inspect(pid)?;
     let agent = agent_path()?;
     if !jvm.in_container {
         check_readable_by(&agent, &jvm.user)?;
@@ -359,34 +302,4 @@ fn attach_inner(args: AttachArgs, lib_calls: Vec<jtrace_bpf::ResolvedLibCall>) -
         bail!("the trace is incomplete");
     }
     Ok(())
-}
-
-/// Whether the agent started: the `load` command's result and what the
-/// agent wrote (JVM_START, or AGENT_ERROR messages saying why not).
-fn check_started(jvm: &Jvm, started: Result<&i32, &anyhow::Error>, state: &StreamState) -> anyhow::Result<()> {
-    let rc = match started {
-        Err(e) => bail!("cannot load the agent into the JVM {}: {e:#}", jvm.pid),
-        Ok(0) if state.started => return Ok(()),
-        Ok(rc) => *rc,
-    };
-    // The agent's return codes (agent/src/lib.rs, mod rc).
-    let why = match rc {
-        1 => "it could not use its configuration",
-        2 => {
-            "the JVM is traced by jtrace already (started under `jtrace run`, or another `jtrace attach` \
-             is recording; if that one was killed, end its session with `jtrace attach PID --stop`)"
-        }
-        4 => "the JVM refused what the agent needs",
-        0 => "it wrote no JVM_START",
-        _ => "it failed",
-    };
-    bail!(
-        "the agent did not start in the JVM {}: {why} (code {rc}){}",
-        jvm.pid,
-        if state.errors.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", state.errors.join("; "))
-        }
-    )
 }

@@ -235,10 +235,15 @@ impl ContainerDir {
     /// [`TraceDir::create_file`] creates files) within the free-space floor
     /// `min_free`; what to warn of, if anything.
     pub(crate) fn collect_into(&mut self, trace: &TraceDir, name: &str, min_free: u64) -> Option<String> {
+        self.collect_as(trace, name, name, min_free)
+    }
+
+    /// [`ContainerDir::collect_into`], the copy named `dest` in the trace.
+    pub(crate) fn collect_as(&mut self, trace: &TraceDir, name: &str, dest: &str, min_free: u64) -> Option<String> {
         self.stream_head(name)?;
         let (_, src) = self.stream.as_ref()?;
         let copied = trace
-            .create_file(name)
+            .create_file(dest)
             .and_then(|mut dst| copy_stream(src, &mut dst, min_free));
         match copied {
             Ok(c) => c.stopped.map(|why| {

@@ -107,10 +107,7 @@ pub(crate) fn inspect(pid: u32) -> anyhow::Result<Jvm> {
 /// "attachable"), else -XX:+DisableAttachMechanism on its command line or in
 /// the environment variables the launcher reads.
 fn attach_disabled(jvm: &Jvm) -> bool {
-    // The hsperfdata directory is the JVM user's: read it as them.
-    let tmp = ProcRoot::open(jvm.pid).and_then(|r| r.tmp()).ok();
-    let caps = tmp.and_then(|tmp| jvm.user.run_as(|| Ok(perf_capabilities(jvm, &tmp))).ok().flatten());
-    if let Some(caps) = caps {
+    if let Some(caps) = hsperfdata(jvm).and_then(|data| perf_capabilities(&data)) {
         return caps.first() == Some(&b'0');
     }
     let flag = "-XX:+DisableAttachMechanism";
@@ -130,10 +127,16 @@ fn attach_disabled(jvm: &Jvm) -> bool {
     })
 }
 
-/// The value of `sun.rt.jvmCapabilities` (64 `0`/`1` flags) from the JVM's
-/// hsperfdata file in its /tmp (`tmp`), if it has one (-XX:-UsePerfData
-/// turns it off).
-fn perf_capabilities(jvm: &Jvm, tmp: &OwnedFd) -> Option<Vec<u8>> {
+/// The JVM's hsperfdata file (its performance counters, in its /tmp), if
+/// it has one (-XX:-UsePerfData turns it off): read as the JVM's user,
+/// whose directory it is in.
+pub(crate) fn hsperfdata(jvm: &Jvm) -> Option<Vec<u8>> {
+    let tmp = ProcRoot::open(jvm.pid).and_then(|r| r.tmp()).ok()?;
+    jvm.user.run_as(|| Ok(perf_file(jvm, &tmp))).ok().flatten()
+}
+
+/// The JVM's hsperfdata file from its /tmp (`tmp`), if it has one.
+fn perf_file(jvm: &Jvm, tmp: &OwnedFd) -> Option<Vec<u8>> {
     for e in rustix::fs::Dir::read_from(tmp).ok()? {
         let Ok(e) = e else { continue };
         let Ok(name) = e.file_name().to_str() else { continue };
@@ -148,22 +151,27 @@ fn perf_capabilities(jvm: &Jvm, tmp: &OwnedFd) -> Option<Vec<u8>> {
         if !rustix::fs::fstat(&dir).is_ok_and(|st| st.st_uid == jvm.user.uid.as_raw()) {
             continue;
         }
-        let Ok(data) = read_regular(&dir, &jvm.nspid.to_string()) else {
-            continue;
-        };
-        let key = b"sun.rt.jvmCapabilities\0";
-        let at = data.windows(key.len()).position(|w| w == key)? + key.len();
-        // The value follows the name after alignment padding.
-        let rest = &data[at..];
-        let start = rest.iter().position(|&b| b == b'0' || b == b'1')?;
-        let val: Vec<u8> = rest[start..]
-            .iter()
-            .take_while(|&&b| b == b'0' || b == b'1')
-            .copied()
-            .collect();
-        return (val.len() >= 8).then_some(val);
+        if let Ok(data) = read_regular(&dir, &jvm.nspid.to_string()) {
+            return Some(data);
+        }
     }
     None
+}
+
+/// The value of `sun.rt.jvmCapabilities` (64 `0`/`1` flags) in an
+/// hsperfdata file.
+fn perf_capabilities(data: &[u8]) -> Option<Vec<u8>> {
+    let key = b"sun.rt.jvmCapabilities\0";
+    let at = data.windows(key.len()).position(|w| w == key)? + key.len();
+    // The value follows the name after alignment padding.
+    let rest = &data[at..];
+    let start = rest.iter().position(|&b| b == b'0' || b == b'1')?;
+    let val: Vec<u8> = rest[start..]
+        .iter()
+        .take_while(|&&b| b == b'0' || b == b'1')
+        .copied()
+        .collect();
+    (val.len() >= 8).then_some(val)
 }
 
 /// Reads `name` in `dir` if it is a regular file (at most 1 MiB; an

@@ -138,6 +138,9 @@ fn print_info(t: &Trace, lines: bool) -> std::io::Result<()> {
     for p in &t.losses.truncated {
         writeln!(out, "problem    {p}")?;
     }
+    for p in jtrace_merge::report::left_out_problems(t) {
+        writeln!(out, "left out   {p}")?;
+    }
     for p in &t.losses.agent_errors {
         writeln!(out, "agent      {p}")?;
     }
@@ -168,6 +171,13 @@ fn print_stacks(out: &mut impl Write, t: &Trace, lines: bool) -> std::io::Result
             b.sampled,
             t.meta.short_block_stacks_hz,
             b.no_user
+        )?;
+    }
+    if t.meta.kernel_addresses_hidden {
+        writeln!(
+            out,
+            "  kernel   no kernel addresses: functions named while recording, frames as offsets into them \
+             (the kernel hides its addresses from the invoking user)"
         )?;
     }
     let sym = jtrace_merge::Symbolizer::new(t);

@@ -13,6 +13,8 @@
 mod agent_conf;
 mod agent_lib;
 mod attach;
+mod attach_cgroup;
+mod cgroup_watch;
 mod clock;
 mod container;
 mod demoted_rules;
@@ -21,6 +23,8 @@ mod dump;
 mod flame;
 mod hotspot;
 mod info;
+mod jvm_agent;
+mod jvm_ready;
 mod memory;
 mod options;
 mod output;
@@ -57,8 +61,9 @@ struct Cli {
 enum Cmd {
     /// Run a command under the tracer (needs root: CAP_BPF + CAP_PERFMON).
     Run(run::RunArgs),
-    /// Attach to a running HotSpot JVM: load the agent, record the JVM and
-    /// the kernel for a while, then detach and leave the JVM running (needs root).
+    /// Attach to a running HotSpot JVM (or every JVM of a cgroup: a
+    /// container, a pod): load the agent, record the JVM and the kernel for
+    /// a while, then detach and leave the JVM running (needs root).
     Attach(attach::AttachArgs),
     /// Record the kernel side of a running process (needs root).
     Record(record::RecordArgs),
@@ -101,6 +106,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(args),
+        Cmd::Attach(args) if args.for_cgroup() => return attach_cgroup::attach_cgroup(args),
         Cmd::Attach(args) => return attach::attach(args),
         Cmd::Record(args) => return record::record(args),
         Cmd::Dump(args) => dump::dump(args),

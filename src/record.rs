@@ -1,7 +1,9 @@
 //! `jtrace record`: the kernel side only, on a process that is already
-//! running, or every process of a cgroup subtree (a container, a pod), and
-//! those they fork from now on.
+//! running, or every process of a cgroup subtree (a container, a pod) and
+//! those that enter it while recording (src/cgroup_watch.rs), and those
+//! they fork from now on.
 
+use crate::cgroup_watch;
 use crate::disk::DiskArgs;
 use crate::options::{parse_duration, KernelArgs};
 use crate::session::{self, kernel_events, kernel_stream_problem, JvmLibraries, Session, Traced, EXIT_USAGE};
@@ -21,8 +23,9 @@ pub(crate) struct RecordArgs {
     /// Record every process in this cgroup and the cgroups beneath it (a
     /// container's or a pod's), as /proc/PID/cgroup names it (the `cpu`
     /// line on cgroup v1), with the processes they fork from now on.
-    /// Processes that enter the cgroup later from outside are not
-    /// followed.
+    /// Processes that enter it while recording (moved in from outside:
+    /// `podman exec`, `kubectl exec`) are recorded from then on; without
+    /// --duration, recording ends when no process is left in it.
     #[arg(long, value_name = "PATH")]
     cgroup: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`; a bare number is
@@ -58,16 +61,9 @@ pub(crate) fn record(args: RecordArgs) -> ExitCode {
             }
             Targets::Pid(*pid)
         }
-        (None, Some(path)) => match jtrace_bpf::cgroup_members(path) {
-            Ok(pids) if pids.is_empty() => {
-                eprintln!("jtrace: no process in cgroup {path}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-            Ok(pids) => Targets::Cgroup(path.clone(), pids),
-            Err(e) => {
-                eprintln!("jtrace: {e:#}");
-                return ExitCode::from(EXIT_USAGE);
-            }
+        (None, Some(path)) => match cgroup_watch::open(path) {
+            Ok((subtree, pids)) => Targets::Cgroup(subtree, pids),
+            Err(code) => return code,
         },
         (None, None) => unreachable!("clap requires --pid or --cgroup"),
     };
@@ -81,17 +77,18 @@ pub(crate) fn record(args: RecordArgs) -> ExitCode {
 enum Targets {
     /// `--pid`.
     Pid(u32),
-    /// `--cgroup`: its path and the processes in it now.
-    Cgroup(String, Vec<u32>),
+    /// `--cgroup`: the subtree and the processes in it now.
+    Cgroup(jtrace_bpf::CgroupSubtree, Vec<u32>),
 }
 
 fn record_inner(args: RecordArgs, targets: Targets, lib_calls: Vec<ResolvedLibCall>) -> anyhow::Result<()> {
     let owner = User::invoking()?;
-    let (pids, command, pid, what) = match targets {
-        Targets::Pid(pid) => (vec![pid], session::command_line(pid), pid, format!("pid {pid}")),
-        Targets::Cgroup(path, pids) => {
+    let (pids, command, pid, what, subtree) = match targets {
+        Targets::Pid(pid) => (vec![pid], session::command_line(pid), pid, format!("pid {pid}"), None),
+        Targets::Cgroup(subtree, pids) => {
+            let path = subtree.path.clone();
             let what = format!("the {} processes of cgroup {path}", pids.len());
-            (pids, vec!["--cgroup".into(), path], 0, what)
+            (pids, vec!["--cgroup".into(), path], 0, what, Some(subtree))
         }
     };
     for &pid in &pids {
@@ -107,18 +104,39 @@ fn record_inner(args: RecordArgs, targets: Targets, lib_calls: Vec<ResolvedLibCa
         libjvm: pids.iter().find_map(|&p| jtrace_bpf::safepoints::libjvm_of_pid(p)),
         agent: None,
     };
-    let traced = Traced::Pids(pids.clone());
+    // The subtree is read again while recording: a second handle.
+    let watched = subtree.as_ref().map(|s| s.try_clone()).transpose()?;
+    let traced = match subtree {
+        Some(s) => Traced::Cgroup(pids.clone(), cgroup_watch::follow(s, &owner)),
+        None => Traced::Pids(pids.clone()),
+    };
     let mut session = Session::start(dir, meta, &args.kernel, &disk, lib_calls, libs, traced, &owner)?;
     signals::stop_on_signals()?;
     eprintln!(
         "jtrace: recording {what}{}",
         match args.duration {
             Some(d) => format!(" for {d:?} (Ctrl-C stops earlier)"),
+            None if watched.is_some() => " until none is left in it or Ctrl-C".into(),
             None if pids.len() == 1 => " until it exits or Ctrl-C".into(),
             None => " until they exit or Ctrl-C".into(),
         }
     );
-    let why = signals::wait_for_stop(&pids, args.duration);
+    if let Some(how) = session.kernel().and_then(|k| k.cgroup_joins_seen()) {
+        eprintln!("jtrace: processes that enter the cgroup are recorded {how}");
+    }
+    let why = match &watched {
+        Some(subtree) => {
+            let stopped = cgroup_watch::wait(&session, subtree, args.duration, |_| {});
+            if stopped.joined > 0 {
+                eprintln!(
+                    "jtrace: {} processes entered the cgroup while recording",
+                    stopped.joined
+                );
+            }
+            stopped.why
+        }
+        None => signals::wait_for_stop(&pids, args.duration),
+    };
     let stats = session.stop_kernel();
     session.meta.complete = true;
     let kernel_problem = kernel_stream_problem(&stats, &session.meta);

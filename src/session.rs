@@ -99,6 +99,9 @@ pub(crate) enum Traced {
     Pid(u32),
     /// Running processes (a cgroup's), with those they fork from now on.
     Pids(Vec<u32>),
+    /// A cgroup's running processes, and those that enter it while
+    /// recording, with those they fork (src/cgroup_watch.rs).
+    Cgroup(Vec<u32>, jtrace_bpf::FollowCgroup),
 }
 
 /// The JVM's libraries the kernel recorder probes.
@@ -127,10 +130,13 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Writes the incomplete metadata into `dir`, starts the kernel
+    /// Writes the incomplete metadata into `dir` and starts the kernel
     /// recorder on `traced` (the library calls of `kernel` plus the
-    /// probes of `libs`), then hands the files to `recording_user`,
-    /// who writes the trace meanwhile. On failure the directory is removed.
+    /// probes of `libs`); `recording_user` writes the trace meanwhile (the
+    /// traced command's or the JVM's user), whose files in it are handed
+    /// over at the end. What jtrace writes is the invoking user's from
+    /// the start ([`TraceDir::create_file`]). On failure the directory is
+    /// removed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         dir: TraceDir,
@@ -155,6 +161,8 @@ impl Session {
         meta.steal_timing = Some(measured(measures.steal));
         meta.max_size = disk.ring.as_ref().and_then(|r| r.max_size);
         meta.max_age_ns = disk.ring.as_ref().and_then(|r| r.max_age_ns);
+        let viewer = viewer()?;
+        meta.kernel_addresses_hidden = kernel.stacks() && viewer.is_some_and(|v| !v.kernel_addresses);
         let started = dir.store_meta(&meta).and_then(|()| {
             let name = crate::ring::first_stream_file(jtrace_format::KERNEL_STREAM, disk);
             let mut cfg = RecorderConfig::new(dir.create_file(&name)?, dir.path().join(jtrace_format::KERNEL_FILE));
@@ -162,16 +170,16 @@ impl Session {
             cfg.min_free = disk.min_free;
             if let Some(r) = &disk.ring {
                 let chunks_dir = dir.try_clone()?;
-                let user = recording_user.clone();
                 cfg.chunks = Some(jtrace_bpf::KernelChunks {
                     bytes: r.chunk_bytes,
                     max_ns: r.chunk_ns,
                     create: Box::new(move |seq| {
-                        chunks_dir.create_file_for(&jtrace_format::chunk_file(jtrace_format::KERNEL_STREAM, seq), &user)
+                        chunks_dir.create_file(&jtrace_format::chunk_file(jtrace_format::KERNEL_STREAM, seq))
                     }),
                 });
             }
             kernel.apply(&mut cfg, with_safepoints(lib_calls, libs.libjvm));
+            cfg.viewer = viewer;
             if let Some(agent) = libs.agent {
                 cfg.agent_library = Some(agent);
             }
@@ -179,6 +187,7 @@ impl Session {
                 Traced::OurChildren => cfg.launcher_tgid = Some(std::process::id()),
                 Traced::Pid(pid) => cfg.pids = vec![pid],
                 Traced::Pids(ref pids) => cfg.pids = pids.clone(),
+                Traced::Cgroup(pids, follow) => (cfg.pids, cfg.cgroup) = (pids, Some(follow)),
             }
             KernelRecorder::start(cfg).context("cannot start kernel tracing")
         });
@@ -190,7 +199,6 @@ impl Session {
             }
         };
         dir.keep_room();
-        dir.hand_over(recording_user, recording_user)?;
         let keeper = match &disk.ring {
             Some(r) => Some(crate::ring::Keeper::start(dir.try_clone()?, r.clone())?),
             None => None,
@@ -211,6 +219,11 @@ impl Session {
         if let Err(e) = self.dir.store_meta(&self.meta) {
             eprintln!("jtrace: {e:#}");
         }
+    }
+
+    /// The kernel recorder, until [`Session::stop_kernel`].
+    pub(crate) fn kernel(&self) -> Option<&KernelRecorder> {
+        self.recorder.as_ref()
     }
 
     /// Stops the kernel recorder and stores what it says in the metadata:
@@ -338,6 +351,19 @@ pub(crate) fn kernel_stream_problem(stats: &KernelStats, meta: &Meta) -> Option<
         "the kernel stream is incomplete: {error}; {unwritten} kernel records not written{covered} \
          (later time is reported as not covered)"
     ))
+}
+
+/// Who the trace is for, unless root: the invoking user, whose files
+/// the trace's are (docs/SECURITY.md, "What a trace reveals"). Nothing
+/// of a process they could not ptrace is recorded, and no kernel address
+/// unless the kernel shows them its addresses.
+fn viewer() -> anyhow::Result<Option<jtrace_bpf::Viewer>> {
+    let user = User::invoking()?;
+    Ok((!user.uid.is_root()).then(|| jtrace_bpf::Viewer {
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+        kernel_addresses: jtrace_symbols::kallsyms::shown_to_unprivileged(),
+    }))
 }
 
 /// The requested library calls plus the probes that record the safepoints

@@ -63,6 +63,12 @@ pub(crate) fn stop_on_signals() -> anyhow::Result<()> {
     )
 }
 
+/// Whether a stop signal arrived (for waits of their own, as
+/// src/cgroup_watch.rs's).
+pub(crate) fn stop_requested() -> bool {
+    STOP_REQUESTED.load(Ordering::SeqCst)
+}
+
 /// Waits until `duration` has passed, a stop signal arrived or every
 /// process of `pids` exited; returns which, for the closing message.
 pub(crate) fn wait_for_stop(pids: &[u32], duration: Option<Duration>) -> &'static str {

@@ -5,8 +5,14 @@
 //! is created (or taken over) with the invoking user's credentials and
 //! opened without following a link; every file jtrace then creates, reads
 //! or hands over in it is opened relative to that descriptor without
-//! following links (new files with O_EXCL), and changed through its own
-//! descriptor, never by name (docs/ARCHITECTURE.md invariant 6).
+//! following links (new files never over anything there), and changed
+//! through its own descriptor, never by name (docs/ARCHITECTURE.md
+//! invariant 6).
+//!
+//! Every file jtrace creates there is the invoking user's from the moment
+//! it exists (given through its descriptor before a byte is written): the
+//! user reads their trace while it records (`jtrace info`, `jtrace dump`),
+//! and still does if jtrace is killed.
 
 use crate::user::User;
 use anyhow::{bail, Context};
@@ -26,10 +32,15 @@ const DIR_MODE: u32 = 0o700;
 /// Mode of the files in it: readable by their owner only.
 const FILE_MODE: u32 = 0o600;
 /// Room kept on the trace's file system for the final meta.json, in a file
-/// removed just before it is written: a disk the streams filled up must
-/// not keep the metadata from being finished.
-const ROOM_FILE: &str = ".jtrace-room";
-const ROOM_BYTES: i64 = 256 << 10;
+/// without a name (O_TMPFILE) closed just before it is written: a disk the
+/// streams filled up must not keep the metadata from being finished, and
+/// nothing is left in the trace if jtrace is killed.
+const ROOM_BYTES: u64 = 256 << 10;
+/// Where meta.json is written before it is renamed into place.
+const META_TMP: &str = ".meta.json.tmp";
+/// The name under which an earlier jtrace kept its room: only jtrace's,
+/// never a reason to refuse the directory.
+const OLD_ROOM_FILE: &str = ".jtrace-room";
 /// Held locked (flock) by the jtrace that records into the directory, from
 /// before it empties an earlier trace to its end: a second jtrace given the
 /// same output is refused instead of mixing its streams into the first's.
@@ -47,6 +58,8 @@ pub(crate) struct TraceDir {
     made: Arc<Mutex<HashSet<u64>>>,
     /// [`LOCK_FILE`], locked while any handle lives.
     _recording: Arc<OwnedFd>,
+    /// The room kept for the final metadata (see [`ROOM_BYTES`]).
+    room: Mutex<Option<OwnedFd>>,
 }
 
 impl TraceDir {
@@ -64,6 +77,7 @@ impl TraceDir {
             creator: creator.clone(),
             made: Default::default(),
             _recording: Arc::new(lock),
+            room: Mutex::new(None),
         })
     }
 
@@ -108,18 +122,11 @@ impl TraceDir {
             .with_context(|| format!("cannot hand {} to uid {}", self.path.display(), user.uid.as_raw()))
     }
 
-    /// Creates the new file `name` (mode 0600) for writing; fails if
-    /// anything, a link included, is already there.
+    /// Creates the new file `name` (mode 0600) for writing, the invoking
+    /// user's from the start; fails if anything, a link included, is
+    /// already there.
     pub(crate) fn create_file(&self, name: &str) -> anyhow::Result<File> {
-        let fd = rustix::fs::openat(
-            &self.fd,
-            name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(FILE_MODE),
-        )
-        .with_context(|| format!("cannot create {}", self.path.join(name).display()))?;
-        self.note_made(&fd);
-        Ok(File::from(fd))
+        self.create_file_for(name, &self.creator)
     }
 
     /// A second handle on the directory, for the recording's other threads
@@ -131,22 +138,47 @@ impl TraceDir {
             creator: self.creator.clone(),
             made: self.made.clone(),
             _recording: self._recording.clone(),
+            room: Mutex::new(None),
         })
     }
 
-    /// [`TraceDir::create_file`], then given to `user` (mode 0600) through
-    /// its descriptor: a chunk of kernel.bin begun while `user` owns the
-    /// trace.
+    /// Creates the new file `name` (mode 0600) for writing, given to `user`
+    /// through its descriptor before anything is written (`attach`: the
+    /// configuration the JVM's user reads); fails if anything, a link
+    /// included, is already there.
     pub(crate) fn create_file_for(&self, name: &str, user: &User) -> anyhow::Result<File> {
-        let f = self.create_file(name)?;
-        rustix::fs::fchown(&f, Some(user.uid), Some(user.gid)).with_context(|| {
+        let fd = self.create_owned(name, user).with_context(|| {
             format!(
-                "cannot hand {} to uid {}",
+                "cannot create {} for uid {}",
                 self.path.join(name).display(),
                 user.uid.as_raw()
             )
         })?;
-        Ok(f)
+        self.note_made(&fd);
+        Ok(File::from(fd))
+    }
+
+    /// The new file `name`, `user`'s before it has a name (so that not
+    /// even a killed jtrace leaves one of root's): made without a name
+    /// (O_TMPFILE), given to `user`, then linked in, never over anything
+    /// (a link there included). Where the file system has no unnamed
+    /// files: created with O_EXCL|O_NOFOLLOW, then given.
+    fn create_owned(&self, name: &str, user: &User) -> rustix::io::Result<OwnedFd> {
+        let give = |fd: &OwnedFd| rustix::fs::fchown(fd, Some(user.uid), Some(user.gid));
+        let mode = Mode::from_raw_mode(FILE_MODE);
+        if let Ok(fd) = rustix::fs::openat(&self.fd, ".", OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC, mode) {
+            give(&fd)?;
+            match rustix::fs::linkat(&fd, "", &self.fd, name, AtFlags::EMPTY_PATH) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::EXIST) => return Err(Errno::EXIST),
+                // Linking a descriptor refused: the named way below.
+                Err(_) => {}
+            }
+        }
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, mode)?;
+        give(&fd)?;
+        Ok(fd)
     }
 
     /// The chunk files of a ring recording in the directory: (name, stream,
@@ -223,20 +255,30 @@ impl TraceDir {
         r
     }
 
-    /// Writes the new file `name` (see [`TraceDir::create_file`]).
-    pub(crate) fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
-        self.create_file(name)?
+    /// Writes the new file `name` (see [`TraceDir::create_file_for`]).
+    pub(crate) fn write_file_for(&self, name: &str, bytes: &[u8], user: &User) -> anyhow::Result<()> {
+        self.create_file_for(name, user)?
             .write_all(bytes)
             .with_context(|| format!("cannot write {}", self.path.join(name).display()))
     }
 
-    /// Writes meta.json atomically, without following links.
+    /// Writes the new file `name` (see [`TraceDir::create_file`]).
+    pub(crate) fn write_file(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        self.write_file_for(name, bytes, &self.creator)
+    }
+
+    /// Writes meta.json atomically, without following links: a fresh
+    /// temporary file (a stale or planted one is unlinked, never written
+    /// through), the invoking user's from the start, renamed into place.
     pub(crate) fn store_meta(&self, meta: &Meta) -> anyhow::Result<()> {
-        let ino = meta
-            .store_in(&self.fd)
-            .with_context(|| format!("cannot write the metadata of {}", self.path.display()))?;
-        self.made.lock().unwrap_or_else(|p| p.into_inner()).insert(ino);
-        Ok(())
+        let what = || format!("cannot write the metadata of {}", self.path.display());
+        let bytes = serde_json::to_vec_pretty(meta)?;
+        match rustix::fs::unlinkat(&self.fd, META_TMP, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(anyhow::anyhow!("cannot remove the old {META_TMP}: {e}")).with_context(what),
+        }
+        self.write_file(META_TMP, &bytes).with_context(what)?;
+        rustix::fs::renameat(&self.fd, META_TMP, &self.fd, jtrace_format::META_FILE).with_context(what)
     }
 
     /// The size of the directory's file system in bytes, if it says.
@@ -245,21 +287,27 @@ impl TraceDir {
         Some(st.f_blocks.saturating_mul(st.f_frsize))
     }
 
-    /// Sets room aside for the final metadata ([`ROOM_FILE`]); best effort
-    /// (a file system without fallocate keeps none).
+    /// Sets room aside for the final metadata ([`ROOM_BYTES`], in a file
+    /// without a name); best effort (a file system without O_TMPFILE or
+    /// fallocate keeps none).
     pub(crate) fn keep_room(&self) {
-        if let Ok(f) = self.create_file(ROOM_FILE) {
-            if rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, ROOM_BYTES as u64).is_err() {
-                drop(f);
-                let _ = rustix::fs::unlinkat(&self.fd, ROOM_FILE, AtFlags::empty());
-            }
+        let Ok(fd) = rustix::fs::openat(
+            &self.fd,
+            ".",
+            OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+            Mode::from_raw_mode(FILE_MODE),
+        ) else {
+            return;
+        };
+        if rustix::fs::fallocate(&fd, rustix::fs::FallocateFlags::empty(), 0, ROOM_BYTES).is_ok() {
+            *self.room.lock().unwrap_or_else(|p| p.into_inner()) = Some(fd);
         }
     }
 
-    /// Gives back the room [`TraceDir::keep_room`] set aside (unlinked by
-    /// name relative to the directory: nothing is followed).
+    /// Gives back the room [`TraceDir::keep_room`] set aside: its file,
+    /// which has no name, goes as it is closed.
     pub(crate) fn release_room(&self) {
-        let _ = rustix::fs::unlinkat(&self.fd, ROOM_FILE, AtFlags::empty());
+        self.room.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Reads the file `name` if it is a regular file (a link, a FIFO or a
@@ -475,17 +523,20 @@ fn lock_for_recording(dir: &OwnedFd, path: &Path) -> anyhow::Result<OwnedFd> {
     }
 }
 
-/// Empties an existing output directory if it is empty or a jtrace trace
-/// (it has a meta.json file) with no subdirectory; refuses anything else
-/// before removing a thing.
+/// Empties an existing output directory if it is empty, holds only what a
+/// killed jtrace leaves of its own, or is a jtrace trace (it has a
+/// meta.json file) with no subdirectory; refuses anything else before
+/// removing a thing.
 fn empty_earlier_trace(dir: &OwnedFd, path: &Path) -> anyhow::Result<()> {
     let mut names = entries(dir).with_context(|| format!("cannot list {}", path.display()))?;
     names.retain(|n| n.as_bytes() != LOCK_FILE.as_bytes());
     if names.is_empty() {
         return Ok(());
     }
-    let is_trace = rustix::fs::statat(dir, jtrace_format::META_FILE, AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    let jtraces = |n: &CString| [META_TMP, OLD_ROOM_FILE].iter().any(|o| n.as_bytes() == o.as_bytes());
+    let is_trace = names.iter().all(jtraces)
+        || rustix::fs::statat(dir, jtrace_format::META_FILE, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
     if !is_trace {
         bail!(
             "output {} exists, is not empty and is not a jtrace trace; refusing to overwrite it",
@@ -532,3 +583,7 @@ fn type_name(kind: FileType) -> &'static str {
         FileType::Unknown => "file of unknown type",
     }
 }
+
+#[cfg(test)]
+#[path = "trace_dir_tests.rs"]
+mod tests;

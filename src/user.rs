@@ -21,10 +21,15 @@ pub(crate) struct User {
 }
 
 impl User {
-    /// The user who invoked jtrace: SUDO_UID and SUDO_GID, with the groups
-    /// of that account as a login gives them (`initgroups`), else jtrace's
-    /// own user, group and groups.
+    /// The user who invoked jtrace: when it runs as root, SUDO_UID and
+    /// SUDO_GID, with the groups of that account as a login gives them
+    /// (`initgroups`); else (no sudo, or jtrace not root: SUDO_UID left in
+    /// the environment names someone jtrace cannot act as) jtrace's own
+    /// user, group and groups.
     pub(crate) fn invoking() -> anyhow::Result<User> {
+        if !rustix::process::geteuid().is_root() {
+            return User::current();
+        }
         let parse = |k: &str| -> anyhow::Result<Option<u32>> {
             match std::env::var(k) {
                 // -1 would mean "unchanged" to setresuid/setresgid.
@@ -44,12 +49,17 @@ impl User {
                     groups: account_groups(uid, gid)?,
                 })
             }
-            _ => Ok(User {
-                uid: rustix::process::getuid(),
-                gid: rustix::process::getgid(),
-                groups: rustix::process::getgroups().context("cannot read jtrace's own groups")?,
-            }),
+            _ => User::current(),
         }
+    }
+
+    /// jtrace's own user, group and groups.
+    pub(crate) fn current() -> anyhow::Result<User> {
+        Ok(User {
+            uid: rustix::process::getuid(),
+            gid: rustix::process::getgid(),
+            groups: rustix::process::getgroups().context("cannot read jtrace's own groups")?,
+        })
     }
 
     /// The effective user, group and supplementary groups of a process,
@@ -81,6 +91,19 @@ impl User {
     /// thread changes identity (raw syscalls, not glibc's process-wide
     /// wrappers); needs root unless the user is jtrace's own.
     pub(crate) fn run_as<T: Send>(&self, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+        use rustix::process::{getegid, geteuid};
+        if !geteuid().is_root() {
+            // Without root no identity can be taken (not even one's own
+            // groups set): jtrace acts as itself, or not at all.
+            if self.uid == geteuid() && self.gid == getegid() {
+                return f();
+            }
+            bail!(
+                "jtrace runs as uid {} and cannot act as uid {} (that needs root)",
+                geteuid().as_raw(),
+                self.uid.as_raw()
+            );
+        }
         std::thread::scope(|s| {
             s.spawn(|| {
                 let who = || format!("uid {}, gid {}", self.uid.as_raw(), self.gid.as_raw());

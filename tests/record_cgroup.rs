@@ -1,66 +1,15 @@
 //! `jtrace record --cgroup`: every process of a real cgroup subtree (v2
 //! where the host's root cgroup offers the cpu controller, else v1's cpu
-//! hierarchy), with what they fork; nothing outside it.
+//! hierarchy), with what they fork, and those moved into it while
+//! recording from the move on; nothing outside it.
 
 mod common;
 
+use common::cgroup::{forking_loop, mono_ns, Subtree};
 use common::*;
 use jtrace_merge::Trace;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-
-/// A cgroup `jtrace-test-<pid>-<name>` with a child `inner`, removed (with
-/// its processes killed) when dropped.
-struct Subtree {
-    dir: PathBuf,
-    children: Vec<Child>,
-}
-
-impl Subtree {
-    fn new(name: &str) -> Subtree {
-        let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
-            .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"));
-        let root = if v2 { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/cpu" };
-        let dir = Path::new(root).join(format!("jtrace-test-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(dir.join("inner")).unwrap();
-        Subtree { dir, children: vec![] }
-    }
-
-    /// Its path as /proc/PID/cgroup names it.
-    fn path(&self) -> String {
-        format!("/{}", self.dir.file_name().unwrap().to_string_lossy())
-    }
-
-    /// Starts `sh -c script` in `sub` (relative to the subtree, "" itself).
-    fn spawn(&mut self, sub: &str, script: &str) -> u32 {
-        let child = Command::new("sh").args(["-c", script]).spawn().unwrap();
-        let pid = child.id();
-        std::fs::write(self.dir.join(sub).join("cgroup.procs"), pid.to_string()).unwrap();
-        self.children.push(child);
-        pid
-    }
-}
-
-impl Drop for Subtree {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for _ in 0..100 {
-            let _ = std::fs::remove_dir(self.dir.join("inner"));
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
-/// A loop that forks `cmd` every 20 ms.
-fn forking_loop(cmd: &str) -> String {
-    format!("while :; do {cmd}; sleep 0.02; done")
-}
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 /// Two processes of a subtree (one in a child cgroup) are recorded with
 /// the processes they fork; a process outside it, and what it forks, is
@@ -141,4 +90,205 @@ fn bad_cgroups_are_clear_errors() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `jtrace <args>` started with `env`, its stderr read line by line
+/// (passed on to the test's, and sent to the receiver).
+fn start_jtrace(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(jtrace())
+        .args(args)
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            eprintln!("jtrace: | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Lines from `rx` until one contains `what` (within 30 s), all of them.
+fn lines_until(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line with {what:?} from jtrace; got {seen:#?}"));
+        let found = line.contains(what);
+        seen.push(line);
+        if found {
+            return seen;
+        }
+    }
+}
+
+/// The earliest event of process `pid`'s threads in `trace`, if it has any.
+fn first_event(trace: &Trace, pid: u32) -> Option<u64> {
+    (trace.threads.values())
+        .filter(|t| t.tgid == pid)
+        .filter_map(|t| Some(trace.events.get(&t.tid)?.first()?.ts))
+        .min()
+}
+
+/// A process moved into the subtree (its child cgroup) 300 ms into the
+/// recording: recorded from the move on, with what it forks from then
+/// on; nothing of it before (it forked `cat` every 20 ms outside the
+/// subtree meanwhile). `env` chooses how joins are seen; `within`: how
+/// soon after the move its first event must come.
+fn moved_in(name: &str, env: &[(&str, &str)], says: &str, within: u64) {
+    let mut sub = Subtree::new(name);
+    sub.spawn("", &forking_loop("/bin/true"));
+    let mut mover = Command::new("sh")
+        .args(["-c", &forking_loop("cat /dev/null")])
+        .spawn()
+        .unwrap();
+    let out = tempdir("rec-cgroup-join").join("t.jtrace");
+    let path = sub.path();
+    let (mut child, rx) = start_jtrace(
+        &[
+            "record",
+            "--cgroup",
+            &path,
+            "--duration",
+            "2s",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        env,
+    );
+    // The kernel side records once this is said.
+    let mut err = lines_until(&rx, "processes that enter the cgroup are recorded");
+    assert!(err.last().unwrap().contains(says), "{err:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = sub.adopt("inner", mover.id());
+    let after = mono_ns();
+    let st = child.wait().unwrap();
+    err.extend(rx.iter());
+    let _ = mover.kill();
+    let _ = mover.wait();
+    assert!(st.success(), "{err:#?}");
+    let joined = format!("process {} (sh) entered the cgroup; recorded from ", mover.id());
+    assert!(err.iter().any(|l| l.contains(&joined)), "{err:#?}");
+    let trace = Trace::open(&out).unwrap();
+    assert!(trace.meta.complete);
+    let first = first_event(&trace, mover.id()).expect("the process moved in was not recorded");
+    assert!(
+        first >= before,
+        "recorded {} ms before it was moved in",
+        (before - first) / 1_000_000
+    );
+    eprintln!(
+        "figure: first event of the process moved in {:.1} ms after the move began",
+        (first - before) as f64 / 1e6
+    );
+    assert!(
+        first <= after + within,
+        "its first event came {} ms after the move",
+        (first - after) / 1_000_000
+    );
+    // What it forked after the move is recorded; nothing from before.
+    let cats: Vec<u64> = (trace.threads.values())
+        .filter(|t| t.comm == "cat")
+        .map(|t| t.first_ts)
+        .collect();
+    assert!(!cats.is_empty(), "its children after the move were not followed");
+    assert!(
+        cats.iter().all(|&t| t >= before),
+        "a child forked before the move was recorded"
+    );
+    // Its cgroup is in the trace as for a process there from the start.
+    let json = report_json(&out);
+    let cgroup = (json["processes"].as_array().unwrap().iter())
+        .find(|p| p["pid"] == mover.id())
+        .map(|p| p["cgroup"].as_str().unwrap().to_string());
+    assert_eq!(cgroup, Some(format!("{path}/inner")));
+}
+
+/// On the tracepoint: from the very move (its first event within 200 ms:
+/// it wakes every 20 ms).
+#[test]
+fn a_process_moved_in_is_recorded_from_the_move_on() {
+    moved_in("join", &[], "from the instant each enters", 200_000_000);
+}
+
+/// Without the tracepoint (as on a kernel that lacks it): a read of the
+/// subtree every 250 ms finds it, within a second.
+#[test]
+fn without_the_tracepoint_a_rescan_finds_it() {
+    moved_in(
+        "rescan",
+        &[("JTRACE_CGROUP_RESCAN", "1")],
+        "every 250 ms",
+        1_000_000_000,
+    );
+}
+
+/// Invoked through sudo by an unprivileged account: a joiner of that
+/// account is recorded from the move on (its credentials are the
+/// account's), one of root's is not (the kernel does not let the account
+/// trace it), and says so.
+#[test]
+fn a_joiner_the_invoking_user_may_not_trace_is_not_recorded() {
+    use std::os::unix::process::CommandExt;
+    let u = hostile::test_user();
+    let sub = Subtree::new("rights");
+    let as_user = |script: &str| {
+        Command::new("sh")
+            .args(["-c", script])
+            .uid(u.uid)
+            .gid(u.gid)
+            .spawn()
+            .unwrap()
+    };
+    let mut member = as_user(&forking_loop("/bin/true"));
+    sub.adopt("", member.id());
+    let mut theirs = as_user(&forking_loop("cat /dev/null"));
+    let mut roots = Command::new("sh")
+        .args(["-c", &forking_loop("/bin/echo >/dev/null")])
+        .spawn()
+        .unwrap();
+    let out = tempdir("rec-cgroup-rights").join("t.jtrace");
+    let (mut child, rx) = start_jtrace(
+        &[
+            "record",
+            "--cgroup",
+            &sub.path(),
+            "--duration",
+            "2s",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[("SUDO_UID", &u.uid.to_string()), ("SUDO_GID", &u.gid.to_string())],
+    );
+    let mut err = lines_until(&rx, "processes that enter the cgroup are recorded");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = sub.adopt("inner", theirs.id());
+    sub.adopt("inner", roots.id());
+    let st = child.wait().unwrap();
+    err.extend(rx.iter());
+    for c in [&mut member, &mut theirs, &mut roots] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(st.success(), "{err:#?}");
+    let theirs_joined = format!("process {} (sh) entered the cgroup; recorded from then on", theirs.id());
+    assert!(err.iter().any(|l| l.contains(&theirs_joined)), "{err:#?}");
+    let refused = format!(
+        "process {} (sh) entered the cgroup and is NOT recorded: uid {}",
+        roots.id(),
+        u.uid
+    );
+    assert!(err.iter().any(|l| l.contains(&refused)), "{err:#?}");
+    let trace = Trace::open(&out).unwrap();
+    assert!(first_event(&trace, theirs.id()).is_some_and(|t| t >= before));
+    assert_eq!(first_event(&trace, roots.id()), None, "root's process was recorded");
+    assert!(
+        !trace.threads.values().any(|t| t.comm == "echo"),
+        "root's children were recorded"
+    );
 }

@@ -668,9 +668,9 @@ fn a_second_run_into_a_recording_directory_is_refused() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The first holds the directory once its room for the metadata is set.
+    // The first holds the directory (locked) before it writes meta.json.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !out.join(".jtrace-room").exists() {
+    while !out.join("meta.json").exists() {
         assert!(Instant::now() < deadline, "the first run never started");
         std::thread::sleep(Duration::from_millis(20));
     }

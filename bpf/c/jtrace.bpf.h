@@ -183,17 +183,24 @@ static __always_inline void copy_comm(__u8 *dst, const char *src)
 	bpf_probe_read_kernel_str(dst, COMM_LEN, src);
 }
 
-/* Writes an EXIT, COMM or EXEC record. */
-static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm, __u64 ts)
+/* Writes an EXIT, COMM or EXEC record with `flags` (EXEC_LEFT_OUT). */
+static __always_inline void emit_task_flags(__u16 kind, __u32 tid, __u32 tgid, const char *comm, __u64 ts,
+					    __u32 flags)
 {
 	struct task_rec *r = rec_reserve(kind, sizeof(*r), tid, ts);
 
 	if (!r)
 		return;
 	r->tgid = tgid;
-	r->reserved = 0;
+	r->flags = flags;
 	copy_comm(r->comm, comm);
 	rec_submit(r, kind);
+}
+
+/* Writes an EXIT, COMM or EXEC record. */
+static __always_inline void emit_task(__u16 kind, __u32 tid, __u32 tgid, const char *comm, __u64 ts)
+{
+	emit_task_flags(kind, tid, tgid, comm, ts, 0);
 }
 
 #endif /* JTRACE_BPF_H */

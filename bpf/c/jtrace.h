@@ -51,6 +51,13 @@
  * stacks.bpf.h), not at every switch-out. */
 #define STACKS_DEFERRED 4
 
+/*
+ * Stack ids with this bit are buckets of the kernel's stack map (a hash
+ * of the frames' addresses: the recorder renumbers them when the viewer
+ * may not see kernel addresses); the others come from a counter.
+ */
+#define KSTACK_MAP_ID 0x80000000u
+
 /* Most frames of a stack the BPF programs capture. */
 #define KSTACK_MAX 64
 #define USTACK_MAX 128
@@ -72,6 +79,17 @@ struct hotspot_layout {
 	__u32 reserved;
 	__u64 code_lo;		/* the JVM's code seen so far */
 	__u64 code_hi;
+};
+
+/*
+ * A process that entered the followed cgroup subtree (map cgroup_joins of
+ * tasks.bpf.c): when, and whether the BPF side traces it already (else
+ * user space decides).
+ */
+struct cgroup_join {
+	__u64 ts;
+	__u32 traced;
+	__u32 reserved;
 };
 
 /* Cookies of the agent's hooks in their multi link (agent_hooks_multi). */

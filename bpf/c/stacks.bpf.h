@@ -70,10 +70,9 @@ struct {
  * for the session and an id names one stack only; a different stack that
  * hashes to a taken bucket gets -EEXIST and takes the path of the user
  * stacks (bpf_get_stack, hash, stack_ids). Its ids in records are
- * KSTACK_MAP_ID | bucket, apart from the counter's.
+ * KSTACK_MAP_ID | bucket (jtrace.h), apart from the counter's.
  */
 #define KSTACK_IDS 16384
-#define KSTACK_MAP_ID 0x80000000u
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);

@@ -9,9 +9,43 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "jtrace.bpf.h"
+#include "viewer.bpf.h"
 
 /* Process that launches the traced command (jtrace itself); 0 = none. */
 const volatile __u32 launcher_tgid = 0;
+
+/*
+ * The cgroup subtree whose joiners are followed (`--cgroup`): its top's
+ * id (the kernfs node id, its directory's inode number; 0: none), depth
+ * and hierarchy (0: v2; else the v1 hierarchy of the cpu controller).
+ * A process that enters the subtree while recording (moved in, or, on
+ * v2, cloned into it with CLONE_INTO_CGROUP) is traced from that instant
+ * if the invoking user may trace it as far as its credentials tell
+ * (follow_any: root; else the same uid and gid, all of them, and a
+ * dumpable process), else noted for user space to ask the kernel.
+ */
+const volatile __u64 follow_cgroup_id = 0;
+const volatile __u32 follow_cgroup_level = 0;
+const volatile __s32 follow_hierarchy = 0;
+const volatile bool follow_v2 = false;
+const volatile bool follow_any = false;
+const volatile __u32 follow_uid = 0;
+const volatile __u32 follow_gid = 0;
+
+/* Deepest cgroup below the followed one that counts (as user space's walk). */
+#define FOLLOW_MAX_DEPTH 64
+
+/*
+ * Processes that entered the followed subtree, for user space (which
+ * names their existing tasks' namespaces and reads their cgroup, or first
+ * asks whether the invoking user may trace them): tgid -> join.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct cgroup_join);
+} cgroup_joins SEC(".maps");
 
 /*
  * TASK_NS for a traced task forked in a pid namespace other than the
@@ -44,6 +78,87 @@ static __always_inline void note_pid_namespace(struct task_struct *t, __u32 tid,
 	rec_submit(r, K_TASK_NS);
 }
 
+/* Whether cgroup `c` is the followed one or beneath it. */
+static __always_inline bool in_followed_subtree(struct cgroup *c)
+{
+	int up;
+
+	if (!c || BPF_CORE_READ(c, root, hierarchy_id) != follow_hierarchy)
+		return false;
+	up = BPF_CORE_READ(c, level) - (int)follow_cgroup_level;
+	if (up < 0 || up > FOLLOW_MAX_DEPTH)
+		return false;
+	for (int i = 0; i < FOLLOW_MAX_DEPTH && i < up; i++) {
+		c = BPF_CORE_READ(c, self.parent, cgroup);
+		if (!c)
+			return false;
+	}
+	return BPF_CORE_READ(c, kn, id) == follow_cgroup_id;
+}
+
+/*
+ * Whether the invoking user may trace `t` by its credentials alone, as
+ * ptrace_may_access decides it for a process of one's own: every uid and
+ * gid the user's, and the process dumpable (SUID_DUMP_USER in the low
+ * bits of mm->flags, a word or a bitmap by kernel version: read as a word
+ * at the field's offset). Anything else is left to user space.
+ */
+static __always_inline bool may_follow(struct task_struct *t)
+{
+	const struct cred *c = BPF_CORE_READ(t, real_cred);
+	struct mm_struct *mm = BPF_CORE_READ(t, mm);
+	unsigned long flags = 0;
+
+	if (follow_any)
+		return true;
+	if (BPF_CORE_READ(c, uid.val) != follow_uid || BPF_CORE_READ(c, euid.val) != follow_uid ||
+	    BPF_CORE_READ(c, suid.val) != follow_uid || BPF_CORE_READ(c, gid.val) != follow_gid ||
+	    BPF_CORE_READ(c, egid.val) != follow_gid || BPF_CORE_READ(c, sgid.val) != follow_gid || !mm)
+		return false;
+	if (bpf_probe_read_kernel(&flags, sizeof(flags), (void *)mm + bpf_core_field_offset(struct mm_struct, flags)))
+		return false;
+	return (flags & 3) == 1;
+}
+
+/*
+ * Task `t` entered the followed subtree: its process is traced from now on
+ * (or noted, for user space to decide), and user space told.
+ */
+static __always_inline void cgroup_join(struct task_struct *t, __u64 ts)
+{
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u32 tid = BPF_CORE_READ(t, pid);
+	struct cgroup_join j = { .ts = ts, .traced = 0 };
+
+	if (tgid_traced(tgid))
+		return;
+	if (may_follow(t)) {
+		if (!trace_tgid(tgid)) {
+			count(&dropped, K_FILTER_FULL);
+			return;
+		}
+		j.traced = 1;
+		note_pid_namespace(t, tid, tgid, ts);
+	}
+	/* Full (thousands of joins between two looks): a process not yet
+	 * traced is not followed, and counted so. */
+	if (bpf_map_update_elem(&cgroup_joins, &tgid, &j, BPF_NOEXIST) && !j.traced)
+		count(&dropped, K_FILTER_FULL);
+}
+
+/*
+ * A task moved into a cgroup (a write to cgroup.procs or tasks: the whole
+ * thread group or one thread; on v1 once per hierarchy it is moved in).
+ */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(cgroup_attach_task, struct cgroup *dst_cgrp, const char *path, struct task_struct *task,
+	     bool threadgroup)
+{
+	if (follow_cgroup_id && in_followed_subtree(dst_cgrp))
+		cgroup_join(task, bpf_ktime_get_ns());
+	return 0;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -53,6 +168,9 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	struct fork_rec *r;
 
+	/* For a viewer, the launcher's new process from its exec on. */
+	if (launched_for_viewer(ptgid, ctgid, launcher_tgid))
+		return 0;
 	/*
 	 * A new process (not a new thread) of the launcher or of a traced
 	 * process joins the filter: this follows the process tree of the
@@ -61,6 +179,11 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	if (ctgid != ptgid && ((launcher_tgid && ptgid == launcher_tgid) || tgid_traced(ptgid)) &&
 	    !trace_tgid(ctgid))
 		count(&dropped, K_FILTER_FULL);
+	/* v2: a process cloned straight into the followed subtree
+	 * (CLONE_INTO_CGROUP, as container runtimes start one) joins it. */
+	if (follow_cgroup_id && follow_v2 && ctgid != ptgid && !tgid_traced(ctgid) &&
+	    in_followed_subtree(BPF_CORE_READ(child, cgroups, dfl_cgrp)))
+		cgroup_join(child, ts);
 	if (!tgid_traced(ctgid))
 		return 0;
 	r = rec_reserve(K_FORK, sizeof(*r), cpid, ts);
@@ -81,6 +204,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
+	take_launched(tgid);
 	/*
 	 * tgid stays in the filter: the dead thread still has its last
 	 * switch-out to come.
@@ -94,10 +218,24 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 tid = BPF_CORE_READ(p, pid);
+	__u64 ts = bpf_ktime_get_ns();
+	bool launched = take_launched(tgid);
+	bool out;
 
-	/* comm already holds the new program's name here. */
-	if (tgid_traced(tgid))
-		emit_task(K_EXEC, BPF_CORE_READ(p, pid), tgid, p->comm, bpf_ktime_get_ns());
+	if (!tgid_traced(tgid) && !launched)
+		return 0;
+	/* comm already holds the new program's name here, and the
+	 * credentials are the new program's (viewer.bpf.h). */
+	out = !viewer_may_trace(p);
+	emit_task_flags(K_EXEC, tid, tgid, p->comm, ts, out ? EXEC_LEFT_OUT : 0);
+	if (out) {
+		leave_out(tgid, tid);
+	} else if (launched) {
+		if (!trace_tgid(tgid))
+			count(&dropped, K_FILTER_FULL);
+		note_pid_namespace(p, tid, tgid, ts);
+	}
 	return 0;
 }
 

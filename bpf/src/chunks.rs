@@ -103,6 +103,11 @@ impl Rotation {
         }
         let tid = u32_at(rec, 4).unwrap_or(0);
         match u16_at(rec, 0) {
+            // A process left out at its exec is over for the stream.
+            kind::EXEC if crate::stack_names::exec_of(rec).is_some_and(|e| e.2) => {
+                self.tasks.remove(&tid);
+                self.task_ns.remove(&tid);
+            }
             kind::FORK | kind::COMM | kind::EXEC => {
                 self.tasks.insert(tid, rec.to_vec());
             }

@@ -88,6 +88,11 @@ pub struct RecorderConfig {
     pub launcher_tgid: Option<u32>,
     /// Already-running processes to trace, with processes they fork later.
     pub pids: Vec<u32>,
+    /// A cgroup subtree whose joiners are traced too: a process that
+    /// enters it while recording is traced from then on, with those it
+    /// forks ([`crate::FollowCgroup`]; [`crate::KernelRecorder::take_joined`]
+    /// tells which joined). `pids` are usually its processes at the start.
+    pub cgroup: Option<crate::FollowCgroup>,
     /// Size of the BPF ring buffer in bytes: a power of two and a multiple
     /// of the page size. [`DEFAULT_RINGBUF_BYTES`] is a good default.
     pub ringbuf_bytes: usize,
@@ -140,6 +145,27 @@ pub struct RecorderConfig {
     /// chunk 0 (`kernel.000000.bin`), each beginning with a CHUNK record
     /// and restating what its records refer to (docs/FORMAT.md). `None`: one file.
     pub chunks: Option<crate::KernelChunks>,
+    /// Who the trace is for, if not root: nothing is recorded that this
+    /// user could not learn themselves ([`Viewer`]). `None`: root, who
+    /// may see everything.
+    pub viewer: Option<Viewer>,
+}
+
+/// The ordinary user a trace is recorded for (docs/SECURITY.md, "What a
+/// trace reveals"). A process they could not ptrace is left out from the
+/// exec that made it so; the processes' memory maps are read with their
+/// rights; and unless [`Viewer::kernel_addresses`], kernel stacks are
+/// stored as symbol names and offsets into them, named as root at record
+/// time, without one kernel address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewer {
+    /// Their user id (not 0).
+    pub uid: u32,
+    /// Their group id.
+    pub gid: u32,
+    /// Whether the kernel shows them its addresses
+    /// (`jtrace_symbols::kallsyms::shown_to_unprivileged`).
+    pub kernel_addresses: bool,
 }
 
 /// Default CPU sampling rate: 99 Hz, as perf and async-profiler users
@@ -169,6 +195,7 @@ impl RecorderConfig {
             out_name: out_name.into(),
             launcher_tgid: None,
             pids: Vec::new(),
+            cgroup: None,
             ringbuf_bytes: DEFAULT_RINGBUF_BYTES,
             syscalls: SyscallMode::default(),
             page_faults: true,
@@ -182,6 +209,7 @@ impl RecorderConfig {
             agent_library: None,
             min_free: 0,
             chunks: None,
+            viewer: None,
         }
     }
 

@@ -6,9 +6,13 @@
 //! *traced* processes produce records. A process is traced when it is listed
 //! in [`RecorderConfig::pids`], when it is a new process forked by the
 //! launcher ([`RecorderConfig::launcher_tgid`], i.e. jtrace itself), or when
-//! it is forked by a traced process. Records go through one BPF ring buffer
-//! and are appended verbatim to the stream file by a consumer thread; their
-//! layout is the one of the `jtrace-format` crate.
+//! it is forked by a traced process, or when it enters the cgroup subtree
+//! of [`RecorderConfig::cgroup`] while recording (`joins.rs`). Records go through one BPF ring buffer
+//! and are appended to the stream file by a consumer thread (verbatim, but
+//! for kernel addresses the trace's viewer may not see); their
+//! layout is the one of the `jtrace-format` crate. A traced process that
+//! execs into one the trace's [`Viewer`] may not ptrace (setuid, setgid,
+//! file capabilities) leaves the filter at that exec (`viewer.bpf.h`).
 //!
 //! Every program is a BTF-enabled tracepoint (tp_btf) or a uprobe (one
 //! uprobe.multi link per library on 6.6+, else one attached through the
@@ -48,7 +52,10 @@
 //! or the free-space floor of `jtrace_format::check_free_space`, keeps out of it; `cgroups.rs`
 //! reads the CPU quotas of the processes whose execs it sees), `chunks.rs` says
 //! when a ring recording's next chunk begins and what it restates, `paths.rs` names the files they refer to, `stack_names.rs` stores
-//! what names the stacks' addresses, `pid_ns.rs` names the tasks that are in
+//! what names the stacks' addresses (reading the maps as the trace's
+//! [`Viewer`] with `viewer.rs`, and, when the kernel hides its addresses
+//! from them, giving kernel frames stand-ins with `hidden_kernel.rs`),
+//! `pid_ns.rs` names the tasks that are in
 //! a pid namespace when recording starts, `sampling.rs` opens the CPU clocks,
 //! and `stats.rs` counts.
 //! The C side (`bpf/c/`) has one `*.bpf.c` per concern; `jtrace.h` is
@@ -63,6 +70,9 @@ mod cgroups;
 mod chunks;
 mod config;
 mod features;
+mod hidden_kernel;
+mod joins;
+mod late_agents;
 mod late_safepoints;
 mod libcalls;
 mod paths;
@@ -75,15 +85,18 @@ mod setup;
 mod sink;
 mod stack_names;
 mod stats;
+mod viewer;
 
-pub use cgroup_members::cgroup_members;
+pub use cgroup_members::{cgroup_members, CgroupSubtree};
 pub use cgroups::{CpuLimit, CpuStat, ProcessCgroup, Quota};
 pub use chunks::KernelChunks;
 pub use config::{
-    RecorderConfig, SyscallMode, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES, DEFAULT_SHORT_BLOCK_STACKS_HZ,
+    RecorderConfig, SyscallMode, Viewer, DEFAULT_CPU_SAMPLE_HZ, DEFAULT_RINGBUF_BYTES, DEFAULT_SHORT_BLOCK_STACKS_HZ,
     DEFAULT_STACK_MIN_BLOCK_NS,
 };
 pub use features::{kernel_measures, required_kernel_features, KernelMeasures, Measure, VMLINUX_BTF};
+pub use hidden_kernel::hide_kernel_addresses;
+pub use joins::{FollowCgroup, Joined, RESCAN_EVERY};
 pub use jtrace_format::PREV_TID_UNKNOWN;
 pub use libcalls::{parse_lib_calls, resolve_lib_calls, LibCallSpec, OpenLibrary, ResolvedLibCall};
 pub use recorder::KernelRecorder;

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 
+use crate::joins::Joins;
+use crate::late_agents::LateAgents;
 use crate::late_safepoints::LateSafepoints;
 use crate::sink::Sink;
 use crate::skel;
@@ -132,7 +134,7 @@ pub(crate) fn pump(
     uprobes: &mut Vec<Link>,
     sink: &RefCell<Sink>,
     stop: &StopSignal,
-    late: &mut LateSafepoints,
+    (late, joins, agents): (&mut LateSafepoints, &mut Joins, &mut LateAgents),
 ) -> Result<()> {
     let mut last_flush = Instant::now();
     while !stop.requested() {
@@ -150,6 +152,8 @@ pub(crate) fn pump(
             forget_stacks(sk);
         }
         late.poll(sk, uprobes, &mut s);
+        joins.poll(sk, &mut s);
+        agents.poll(sk, uprobes);
     }
     // Each uprobe link's release waits for an RCU grace period (≈ 30–70 ms
     // here): released together, the waits overlap, and they overlap the

@@ -6,7 +6,8 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::mem::MaybeUninit;
-use std::sync::{mpsc, Arc};
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use jtrace_format::{Encoder, FileHeader, Payload, ProbeDef, Record, KERNEL_MAGIC};
 
 use crate::features::{check_pid_max, required_kernel_features};
+use crate::joins::{Joined, Joins, Shared};
 use crate::pump::{pump, ring_buffer, StopSignal};
 use crate::setup::setup;
 use crate::sink::Sink;
@@ -26,6 +28,12 @@ use crate::{RecorderConfig, ResolvedLibCall};
 pub struct KernelRecorder {
     stop: Arc<StopSignal>,
     thread: Option<JoinHandle<Result<KernelStats>>>,
+    /// Processes to add, and those that joined ([`crate::joins`]).
+    joins: Arc<Mutex<Shared>>,
+    /// How a followed cgroup's joiners are seen, if one is followed.
+    cgroup_how: Option<String>,
+    /// Agent libraries to probe ([`crate::late_agents`]).
+    agents: crate::late_agents::Requests,
 }
 
 impl std::fmt::Debug for KernelRecorder {
@@ -54,6 +62,12 @@ impl KernelRecorder {
             );
         }
         let (file, probe_defs) = start_stream(&cfg, &probes)?;
+        let joins_seen = cfg.cgroup.is_some() && crate::joins::kernel_sees_joins();
+        let cgroup_how = cfg.cgroup.as_ref().map(|_| crate::joins::how(joins_seen));
+        let joins = Arc::new(Mutex::new(Shared::default()));
+        let shared = (joins_seen, joins.clone());
+        let agents = crate::late_agents::Requests::default();
+        let agents2 = agents.clone();
 
         // The skeleton borrows its object and the ring buffer borrows the
         // skeleton, so all of them live on the consumer thread's stack; the
@@ -63,12 +77,15 @@ impl KernelRecorder {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jtrace-kernel".into())
-            .spawn(move || record(cfg, probes, (file, probe_defs), &stop2, ready_tx))
+            .spawn(move || record(cfg, probes, (file, probe_defs), (shared, agents2), &stop2, ready_tx))
             .context("spawning the kernel consumer thread")?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(KernelRecorder {
                 stop,
                 thread: Some(thread),
+                joins,
+                cgroup_how,
+                agents,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -79,6 +96,45 @@ impl KernelRecorder {
                 _ => Err(anyhow!("the kernel consumer thread died while starting")),
             },
         }
+    }
+
+    /// Traces processes `pids` from now on (within a poll of the ring
+    /// buffer, ≈ 50 ms), with those they fork, as if they had joined the
+    /// followed cgroup: the caller has checked that they may be. Those
+    /// traced already are left as they are.
+    pub fn follow(&self, pids: &[u32]) {
+        self.shared().requests.extend_from_slice(pids);
+    }
+
+    /// The processes that joined the traced set since the last call: those
+    /// that entered the followed cgroup ([`crate::RecorderConfig::cgroup`])
+    /// and those given to [`KernelRecorder::follow`], each with when it is
+    /// recorded from (or why it is not).
+    pub fn take_joined(&self) -> Vec<Joined> {
+        std::mem::take(&mut self.shared().joined)
+    }
+
+    /// How the followed cgroup's joiners are seen (for messages), if a
+    /// cgroup is followed: from the instant each enters (the tracepoint),
+    /// or from a periodic read of the subtree (kernels without it).
+    pub fn cgroup_joins_seen(&self) -> Option<&str> {
+        self.cgroup_how.as_deref()
+    }
+
+    /// Probes the agent's announcement functions in `library` too (a copy
+    /// of the agent that a JVM in a container is about to load: its stacks'
+    /// Java frames are named then), within a poll of the ring buffer
+    /// (≈ 50 ms); a file probed already, or a recording without stacks,
+    /// needs nothing.
+    pub fn probe_agent(&self, library: &Path) -> Result<()> {
+        let (tx, rx) = mpsc::channel();
+        (self.agents.lock().unwrap_or_else(|e| e.into_inner())).push((library.to_path_buf(), tx));
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|_| anyhow!("the kernel recorder did not probe {} in time", library.display()))?
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.joins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Detaches the programs, writes what is left in the ring buffer, flushes
@@ -171,6 +227,7 @@ fn record(
     cfg: RecorderConfig,
     probes: Vec<ResolvedLibCall>,
     (file, probe_defs): (File, Vec<u8>),
+    ((joins_seen, joins), agents): ((bool, Arc<Mutex<Shared>>), crate::late_agents::Requests),
     stop: &StopSignal,
     ready: mpsc::SyncSender<Result<()>>,
 ) -> Result<KernelStats> {
@@ -188,8 +245,12 @@ fn record(
         cfg.stacks,
         cfg.min_free,
     ));
+    if let Some(v) = &cfg.viewer {
+        sink.borrow_mut().set_viewer(v);
+    }
     let mut object = MaybeUninit::uninit();
-    let (mut sk, mut uprobes, _clocks) = setup(&cfg, &probes, &mut object).map_err(|e| report_failure(&ready, e))?;
+    let (mut sk, mut uprobes, _clocks) =
+        setup(&cfg, &probes, joins_seen, &mut object).map_err(|e| report_failure(&ready, e))?;
     // Attached processes: their cgroups now (others' at their exec).
     for &pid in &cfg.pids {
         sink.borrow_mut().cgroups.note(pid);
@@ -209,7 +270,11 @@ fn record(
     }
     let _ = ready.send(Ok(()));
     let mut late = crate::late_safepoints::LateSafepoints::new(&probes);
-    pump(&rb, &mut sk, &mut uprobes, &sink, stop, &mut late)?;
+    let mut joins = Joins::new(cfg.cgroup.take(), joins_seen, joins);
+    let hooks = cfg.stacks && cfg.agent_library.is_some();
+    let mut agents = crate::late_agents::LateAgents::new(agents, hooks, cfg.agent_library.as_deref());
+    let polled = (&mut late, &mut joins, &mut agents);
+    pump(&rb, &mut sk, &mut uprobes, &sink, stop, polled)?;
     drop(rb);
 
     sink.borrow_mut().flush();

@@ -62,12 +62,15 @@ fn filter_add(bits: &mut [u64], tgid: u32) -> Result<()> {
 
 /// Opens the BPF object with the configuration applied (programs of the
 /// features not wanted are not even loaded), loads it, fills the filter
-/// with the given pids, attaches the tracepoint programs, one uprobe /
-/// uretprobe pair per library call, the agent's hooks and the CPU
-/// sampler (whose clocks, returned, must outlive its links).
+/// with the given pids, attaches the tracepoint programs (the cgroup
+/// joins' if `joins_seen`: a subtree is followed and the kernel has the
+/// tracepoint), one uprobe / uretprobe pair per library call, the agent's
+/// hooks and the CPU sampler (whose clocks, returned, must outlive its
+/// links).
 pub(crate) fn setup<'o>(
     cfg: &RecorderConfig,
     probes: &[ResolvedLibCall],
+    joins_seen: bool,
     object: &'o mut MaybeUninit<OpenObject>,
 ) -> Result<(skel::JtraceSkel<'o>, Vec<Link>, Vec<OwnedFd>)> {
     let mut open = skel::JtraceSkelBuilder::default()
@@ -79,6 +82,18 @@ pub(crate) fn setup<'o>(
         .map_err(|e| anyhow!("setting the ring buffer size to {}: {e}", cfg.ringbuf_bytes))?;
     let rodata = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapped");
     rodata.launcher_tgid = cfg.launcher_tgid.unwrap_or(0);
+    if let Some(v) = &cfg.viewer {
+        rodata.viewer_limited = true;
+        (rodata.viewer_uid, rodata.viewer_gid) = (v.uid, v.gid);
+    }
+    if let Some(f) = cfg.cgroup.as_ref().filter(|_| joins_seen) {
+        rodata.follow_cgroup_id = f.subtree.id;
+        rodata.follow_cgroup_level = f.subtree.level;
+        rodata.follow_hierarchy = f.subtree.hierarchy as i32;
+        rodata.follow_v2 = f.subtree.v2;
+        rodata.follow_any = f.user.is_none();
+        (rodata.follow_uid, rodata.follow_gid) = f.user.unwrap_or_default();
+    }
     rodata.syscall_mode = cfg.syscalls.bpf_value();
     rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;
     rodata.query_every = query_every(cfg.ringbuf_bytes, libbpf_rs::num_possible_cpus().unwrap_or(1024));
@@ -120,6 +135,7 @@ pub(crate) fn setup<'o>(
     p.cpu_sample.set_autoload(cfg.stacks && cfg.cpu_sample_hz > 0);
     p.rseq_update.set_autoload(deferred);
     p.block_stacks_exit.set_autoload(deferred);
+    p.cgroup_attach_task.set_autoload(joins_seen && cfg.cgroup.is_some());
     let mut wanted: Vec<&str> = SCHED_TRACEPOINTS.to_vec();
     if deferred {
         wanted.push("rseq_update");
@@ -259,6 +275,12 @@ fn attach_agent_hooks(sk: &skel::JtraceSkel<'_>, lib: &Path, multi: bool) -> Res
         );
     }
     Ok(links)
+}
+
+/// The agent's hooks on another copy of the agent, while recording
+/// (late_agents.rs).
+pub(crate) fn attach_agent_hooks_late(sk: &skel::JtraceSkel<'_>, lib: &Path) -> Result<Vec<Link>> {
+    attach_agent_hooks(sk, lib, uprobe_multi())
 }
 
 /// Whether library calls are probed with uprobe.multi links: they detach

@@ -125,6 +125,11 @@ impl Sink {
         }
     }
 
+    /// Records for `viewer` (see [`crate::Viewer`]).
+    pub(crate) fn set_viewer(&mut self, viewer: &crate::Viewer) {
+        self.stack_names.set_viewer(viewer);
+    }
+
     /// Writes the stream as chunks (`rotation` says when a new one begins
     /// and what it restates).
     pub(crate) fn set_rotation(&mut self, rotation: Rotation) {
@@ -206,17 +211,24 @@ impl Sink {
             f.count(data);
             return;
         }
+        // Kernel addresses the viewer may not see go before anything keeps
+        // the record (the chunks' restatements included).
+        let mut enc = Encoder::new();
+        let hidden = self.stack_names.hide_kernel(data, &mut enc);
+        let data = hidden.as_deref().unwrap_or(data);
         if let Some(r) = &mut self.rotation {
             self.buffered += r.note(data, &mut self.buf);
         }
         self.buf.extend_from_slice(data);
         self.buffered += 1;
-        if let Some((tgid, ts)) = exec_of(data) {
+        if let Some((tgid, ts, left_out)) = exec_of(data) {
             self.stack_names.exec(tgid, ts);
-            self.cgroups.note(tgid);
+            // Nothing of a process left out, its cgroup neither.
+            if !left_out {
+                self.cgroups.note(tgid);
+            }
         }
         if is_stack(data) {
-            let mut enc = Encoder::new();
             self.stack_names.note(data, &mut enc);
             if !enc.buf.is_empty() {
                 self.buffered += jtrace_format::Decoder::new(&enc.buf, 0).count() as u64;

@@ -3,14 +3,22 @@
 //! process that hold its user addresses (MAPPING, with the file's build id
 //! and offset, read from `/proc/<pid>/maps`), and the kernel functions of
 //! its kernel addresses (KSYM, from /proc/kallsyms). Each mapping and
-//! symbol is written once.
+//! symbol is written once. For a viewer who is not root, the maps are
+//! read with their rights (`viewer.rs`), and if the kernel hides its
+//! addresses from them, kernel stacks are written with stand-ins for
+//! them (`hidden_kernel.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use jtrace_format::{kind, Encoder, Ksym, Mapping, Payload, Record, STACK_KERNEL};
-use jtrace_symbols::elf::build_id;
+use jtrace_symbols::bounded_read::open_regular;
+use jtrace_symbols::elf::build_id_in;
 use jtrace_symbols::kallsyms::Kallsyms;
+
+use crate::hidden_kernel::HiddenKernel;
+use crate::viewer::ViewerReader;
+use crate::Viewer;
 
 /// One executable mapping as /proc/<pid>/maps shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +132,10 @@ pub(crate) struct StackNames {
     /// [`ANON_REREAD_NS`] unless set (tests: a stalled machine must not
     /// make a window pass between two calls).
     anon_reread_ns: Option<u64>,
+    /// Reads the maps as the viewer (None: as root, for root).
+    viewer: Option<std::io::Result<ViewerReader>>,
+    /// The stand-ins for kernel addresses, if the viewer may not see them.
+    hidden: Option<HiddenKernel>,
 }
 
 impl StackNames {
@@ -152,6 +164,43 @@ impl StackNames {
                 None => Kallsyms::load().ok(),
             };
             self.kallsyms = Some(loaded);
+        }
+    }
+
+    /// The trace is for `viewer`: maps are read with their rights, and
+    /// kernel addresses hidden unless the kernel shows them to them.
+    pub(crate) fn set_viewer(&mut self, viewer: &Viewer) {
+        self.viewer = Some(ViewerReader::start(viewer));
+        if !viewer.kernel_addresses {
+            self.hidden = Some(HiddenKernel::default());
+        }
+    }
+
+    /// `rec` without kernel addresses (or ids made of them) if the viewer
+    /// may not see them and it holds any; the KSYM records that name the
+    /// stand-ins of its frames go to `ksyms`.
+    pub(crate) fn hide_kernel(&mut self, rec: &[u8], ksyms: &mut Encoder) -> Option<Vec<u8>> {
+        self.hidden.as_ref()?;
+        let flags = rec
+            .get(24..28)
+            .map(|f| u32::from_le_bytes(f.try_into().expect("4 bytes")));
+        if is_stack(rec) && flags.is_some_and(|f| f & STACK_KERNEL != 0) {
+            self.finish_loading();
+        }
+        let k = self.kallsyms.as_ref().and_then(Option::as_ref);
+        let hidden = self.hidden.as_mut().expect("checked");
+        let out = hidden.rewrite(rec, k, ksyms);
+        self.symbols = hidden.functions();
+        out
+    }
+
+    /// The text of /proc/`tgid`/maps, read as the viewer if there is one.
+    fn read_maps(&self, tgid: u32) -> std::io::Result<String> {
+        let path = format!("/proc/{tgid}/maps");
+        match &self.viewer {
+            None => std::fs::read_to_string(path),
+            Some(Ok(reader)) => reader.read(path),
+            Some(Err(e)) => Err(std::io::Error::new(e.kind(), e.to_string())),
         }
     }
 
@@ -192,12 +241,21 @@ impl StackNames {
     }
 
     fn kernel(&mut self, pcs: &[u64], out: &mut Encoder) {
+        // Hidden: named with their stand-ins (hide_kernel).
+        if self.hidden.is_some() {
+            return;
+        }
         self.finish_loading();
         let Some(k) = self.kallsyms.as_ref().and_then(Option::as_ref) else {
             return;
         };
         for &pc in pcs {
-            if let Some((start, end, name)) = k.lookup(pc) {
+            // Further from a symbol than any function is long, a pc is in
+            // code kallsyms does not list (a BPF program's): not named.
+            let named = k
+                .lookup(pc)
+                .filter(|&(start, _, _)| pc - start < crate::hidden_kernel::SLOT);
+            if let Some((start, end, name)) = named {
                 if self.ksyms.insert(start) {
                     self.symbols += 1;
                     out.record(&Record {
@@ -227,10 +285,11 @@ impl StackNames {
             p.pending.extend(fresh);
             return;
         }
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
-            p.gone = true;
+        let Ok(text) = self.read_maps(tgid) else {
+            self.procs.get_mut(&tgid).expect("noted").gone = true;
             return;
         };
+        let p = self.procs.get_mut(&tgid).expect("noted");
         self.maps_reads += 1;
         p.read_ns = ts;
         let all = mappings(&text);
@@ -256,9 +315,9 @@ impl StackNames {
                 let key = (m.dev.clone(), m.inode);
                 match self.build_ids.get(&key) {
                     Some(id) => id.clone(),
-                    None => match build_id(Path::new(&file)) {
-                        Ok(id) => self.build_ids.entry(key).or_insert(id.unwrap_or_default()).clone(),
-                        Err(_) => Vec::new(),
+                    None => match mapped_build_id(Path::new(&file), &m) {
+                        Some(id) => self.build_ids.entry(key).or_insert(id).clone(),
+                        None => Vec::new(),
                     },
                 }
             };
@@ -286,13 +345,38 @@ impl StackNames {
     }
 }
 
-/// Whether `data` (one record) is an EXEC record: its tgid and time.
-pub(crate) fn exec_of(data: &[u8]) -> Option<(u32, u64)> {
+/// The build id of the file mapped at `map_files` (a /proc/PID/map_files
+/// link, opened as root), if it is the file (device and inode) of the
+/// maps line `m`, which the viewer read: after an exec the same range may
+/// hold another file, which no stack of theirs uses. `Some(empty)`: none.
+fn mapped_build_id(map_files: &Path, m: &MapLine) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let file = open_regular(map_files).ok()?;
+    let md = file.metadata().ok()?;
+    let (major, minor) = m.dev.split_once(':')?;
+    let (major, minor) = (
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
+    if md.ino() != m.inode || md.dev() != libc::makedev(major, minor) {
+        return None;
+    }
+    Some(build_id_in(&file, map_files).ok()?.unwrap_or_default())
+}
+
+/// Whether `data` (one record) is an EXEC record: its tgid, its time,
+/// and whether it leaves the process out (`EXEC_LEFT_OUT`).
+pub(crate) fn exec_of(data: &[u8]) -> Option<(u32, u64, bool)> {
     if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != kind::EXEC {
         return None;
     }
     let ts = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
-    Some((u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")), ts))
+    let flags = u32::from_le_bytes(data[20..24].try_into().expect("4 bytes"));
+    Some((
+        u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")),
+        ts,
+        flags & jtrace_format::EXEC_LEFT_OUT != 0,
+    ))
 }
 
 /// Whether `data` (one record) is a STACK record.

@@ -94,11 +94,16 @@ struct fork_rec {
 	__u8 comm[COMM_LEN];
 };
 
+/* Flag of an EXEC: the process became one the invoking user may not
+ * trace (setuid, setgid, file capabilities, not dumpable), so nothing of
+ * it is recorded from this exec on (bpf/c/viewer.bpf.h). */
+#define EXEC_LEFT_OUT 1
+
 /* EXIT, COMM and EXEC. */
 struct task_rec {
 	struct rec_hdr h;
 	__u32 tgid;
-	__u32 reserved;
+	__u32 flags;		/* EXEC_LEFT_OUT on an EXEC; else 0 */
 	__u8 comm[COMM_LEN];
 };
 

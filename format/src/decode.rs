@@ -301,17 +301,17 @@ mod tests {
             }),
             Payload::Exit(TaskInfo {
                 tgid: 1,
-                reserved: 0,
+                flags: 0,
                 comm,
             }),
             Payload::Comm(TaskInfo {
                 tgid: 1,
-                reserved: 0,
+                flags: 0,
                 comm,
             }),
             Payload::Exec(TaskInfo {
                 tgid: 1,
-                reserved: 0,
+                flags: 0,
                 comm,
             }),
             Payload::JvmStart(JvmStart {

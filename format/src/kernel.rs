@@ -70,6 +70,12 @@ pub struct Wakeup {
 /// not the waker. Readers report no waker (tid 0) for it.
 pub const WAKEUP_HARDIRQ: u32 = c::WAKEUP_HARDIRQ;
 
+/// Flag in [`TaskInfo::flags`] of an EXEC: the process became one the
+/// invoking user may not trace (setuid, setgid, file capabilities, not
+/// dumpable); nothing of it is recorded from this exec on, and readers
+/// end its thread there (docs/SECURITY.md, "What a trace reveals").
+pub const EXEC_LEFT_OUT: u32 = c::EXEC_LEFT_OUT;
+
 /// Kernel payload of [`kind::FORK`](crate::kind::FORK).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fork {
@@ -90,8 +96,9 @@ pub struct Fork {
 pub struct TaskInfo {
     /// Thread group of the thread.
     pub tgid: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// [`EXEC_LEFT_OUT`] on an EXEC; 0 otherwise (and in traces written
+    /// before the flag existed).
+    pub flags: u32,
     /// Name (comm), NUL-padded.
     pub comm: [u8; 16],
 }
@@ -450,7 +457,7 @@ kernel_payload! { SwitchOut = switch_out_rec { tgid, prev_state, cpu, next_tid }
 kernel_payload! { SwitchIn = switch_in_rec { tgid, cpu, prev_tid, reserved } }
 kernel_payload! { Wakeup = wakeup_rec { tgid, waker_tid, waker_tgid, target_cpu, new_task, flags } }
 kernel_payload! { Fork = fork_rec { tgid, parent_tid, parent_tgid, reserved, comm } }
-kernel_payload! { TaskInfo = task_rec { tgid, reserved, comm } }
+kernel_payload! { TaskInfo = task_rec { tgid, flags, comm } }
 kernel_payload! { TaskNs = task_ns_rec { tgid, ns_tid, ns_tgid, level, pidns_ino } }
 kernel_payload! {
     Syscall = syscall_rec { exit_ts, nr, fd_kind, ret, fd, flags, arg }

@@ -63,8 +63,8 @@ pub use jvm::{
 };
 pub use kernel::{
     comm_str, fd_kind, BlockIo, BlockStack, FilePath, Fork, LibCall, PageFault, ProbeDef, Steal, SwitchIn, SwitchOut,
-    Syscall, TaskInfo, TaskNs, Throttle, Wakeup, BLOCK_STACK_NO_USER, BLOCK_STACK_SAMPLED, PREV_TID_UNKNOWN,
-    SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, THROTTLE_CLAMPED, WAKEUP_HARDIRQ,
+    Syscall, TaskInfo, TaskNs, Throttle, Wakeup, BLOCK_STACK_NO_USER, BLOCK_STACK_SAMPLED, EXEC_LEFT_OUT,
+    PREV_TID_UNKNOWN, SYSCALL_AT_SWITCH, SYSCALL_BLOCKED, TASK_RUNNING, THROTTLE_CLAMPED, WAKEUP_HARDIRQ,
 };
 pub use record::{Payload, Record};
 pub use stacks::{

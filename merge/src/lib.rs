@@ -137,12 +137,12 @@ pub use call_index::CallIndex;
 pub use cause::{Breakdown, Cause, OffCpu, N_CAUSES};
 pub use describe::{describe_evidence, describe_syscall, describe_window};
 pub use jtrace_symbols::lines::SourceLine;
-pub use meta::{CpuLimit, Measured, Meta, ProcessCgroup};
+pub use meta::{CpuLimit, JvmNotAttached, Measured, Meta, ProcessCgroup};
 pub use model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo, Timed, UNMOUNTED_STATE};
 pub use model::jit::JitHistory;
 pub use model::sched_chain::SchedChain;
 pub use model::syscall::{nr, syscall_cause, syscall_name};
-pub use model::trace::{AllocCount, AllocSite, Demotion, Losses, Trace};
+pub use model::trace::{AllocCount, AllocSite, Demotion, LeftOut, Losses, Trace};
 pub use report::percentile::WallDist;
 pub use report::{
     build_report, build_report_streaming, glob_match, trace_problems, window, Report, ReportFilter, WindowJson,

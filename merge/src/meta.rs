@@ -113,6 +113,26 @@ pub struct Meta {
     /// ancestors, with what they did during the recording.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_limits: Vec<CpuLimit>,
+    /// `attach --cgroup`: the JVMs of the cgroup whose methods were not
+    /// traced (the agent could not be attached), each with why; their
+    /// kernel side is recorded all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jvms_not_attached: Vec<JvmNotAttached>,
+    /// The kernel does not show its addresses to the invoking user, so the
+    /// kernel stacks hold none: their functions were named at record time
+    /// and frames stored as offsets into them (docs/SECURITY.md, "What a
+    /// trace reveals"); absent when they hold real addresses.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_addresses_hidden: bool,
+}
+
+/// A JVM an `attach --cgroup` recording did not attach to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JvmNotAttached {
+    /// The JVM's process (host pid).
+    pub pid: u32,
+    /// Why it was not attached.
+    pub why: String,
 }
 
 /// A traced process's cgroup.

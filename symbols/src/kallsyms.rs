@@ -1,6 +1,7 @@
 //! Kernel symbols from `/proc/kallsyms` (text symbols only), to name the
 //! kernel addresses of stacks while recording: the trace then stores the
 //! names it uses (KSYM records), so it reads the same on any machine.
+//! [`shown_to_unprivileged`]: whether an ordinary user may see them.
 
 use std::path::Path;
 
@@ -69,9 +70,56 @@ impl Kallsyms {
     }
 }
 
+/// Symbols from (start, name) pairs, in any order: those a trace's KSYM
+/// records name.
+impl FromIterator<(u64, String)> for Kallsyms {
+    fn from_iter<I: IntoIterator<Item = (u64, String)>>(iter: I) -> Self {
+        let mut syms: Vec<(u64, String)> = iter.into_iter().collect();
+        syms.sort_by_key(|s| s.0);
+        Kallsyms { syms }
+    }
+}
+
+/// Whether the kernel shows its addresses to a user without capabilities
+/// (in /proc/kallsyms, /proc/modules, perf), by the rule of the kernel's
+/// `kallsyms_show_value`: only when `kernel.kptr_restrict` is 0 and
+/// `kernel.perf_event_paranoid` is at most 1. A setting that cannot be
+/// read counts as hiding them. (Root, with CAP_SYSLOG, sees them unless
+/// kptr_restrict is 2.)
+pub fn shown_to_unprivileged() -> bool {
+    let sysctl = |name: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    match (sysctl("kptr_restrict"), sysctl("perf_event_paranoid")) {
+        (Some(kptr_restrict), Some(paranoid)) => shown_by(kptr_restrict, paranoid),
+        _ => false,
+    }
+}
+
+/// [`shown_to_unprivileged`] for these settings.
+pub fn shown_by(kptr_restrict: i64, perf_event_paranoid: i64) -> bool {
+    kptr_restrict == 0 && perf_event_paranoid <= 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ordinary_user_sees_kernel_addresses_only_when_both_settings_allow() {
+        assert!(shown_by(0, 1));
+        assert!(shown_by(0, -1));
+        assert!(
+            !shown_by(0, 2),
+            "perf_event_paranoid 2 hides them (the kernel's default)"
+        );
+        assert!(!shown_by(1, 1), "kptr_restrict 1: CAP_SYSLOG only");
+        assert!(!shown_by(2, -1));
+    }
 
     #[test]
     fn parses_text_symbols_and_modules() {

@@ -111,7 +111,7 @@ impl TraceBuilder {
         comm[..n].copy_from_slice(&name.as_bytes()[..n]);
         let info = fmt::TaskInfo {
             tgid: self.pid(tid),
-            reserved: 0,
+            flags: 0,
             comm,
         };
         self.k(tid, ts, Payload::Comm(info));

@@ -263,7 +263,7 @@ pub fn generate_shaped(dir: &Path, total: u64, threads: u32, shape: Shape) -> an
         5,
         Payload::Comm(TaskInfo {
             tgid: pid,
-            reserved: 0,
+            flags: 0,
             comm: comm("VM Thread"),
         }),
     );
@@ -475,7 +475,7 @@ pub fn generate_shaped(dir: &Path, total: u64, threads: u32, shape: Shape) -> an
             ts + 100 + t as u64,
             Payload::Exit(TaskInfo {
                 tgid: pid,
-                reserved: 0,
+                flags: 0,
                 comm: comm("java"),
             }),
         );

@@ -38,6 +38,21 @@ pub struct Losses {
     /// (docs/FORMAT.md, "Times outside the recording"); `truncated` says
     /// which streams and how many.
     pub outside_recording: u64,
+    /// Processes left out from an exec on: they became ones the invoking
+    /// user may not trace (an EXEC with `EXEC_LEFT_OUT`), so nothing of
+    /// them was recorded after it.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// A process left out of the trace at its exec (see [`Losses::left_out`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The process.
+    pub pid: u32,
+    /// The program it exec'd (its comm).
+    pub comm: String,
+    /// When (CLOCK_MONOTONIC ns).
+    pub ts: u64,
 }
 
 /// A trace read from its directory: [`Trace::open`] holds every thread's

@@ -5,6 +5,7 @@ use super::records::RawRecords;
 use super::{words, TraceReader};
 use crate::cause::Cause;
 use crate::model::event::{Event, MethodIdx, MethodInfo, SyscallInfo, ThreadInfo};
+use crate::model::trace::LeftOut;
 use crate::printable::printable_owned;
 use crate::stacks::StackPair;
 use jtrace_format::{self as fmt, kind, DecodeError, Payload, RawRecord};
@@ -171,6 +172,10 @@ impl TraceReader {
             Payload::Exec(p) => {
                 self.trace.stacks.execs.entry(p.tgid).or_default().push(ts);
                 self.name_thread(tid, p.tgid, &p.comm);
+                // Left out from here: the thread's time ends at its exec.
+                if p.flags & fmt::EXEC_LEFT_OUT != 0 {
+                    self.left_out(tid, ts, p);
+                }
             }
             Payload::Comm(p) => {
                 self.name_thread(tid, p.tgid, &p.comm);
@@ -199,6 +204,21 @@ impl TraceReader {
             }
             Payload::LibCall(p) => self.lib_call(tid, ts, p),
             _ => {}
+        }
+    }
+
+    /// Process `p.tgid` (its thread `tid`) was left out at its exec at
+    /// `ts`: the thread ends there, as at an exit (its time after it is
+    /// in no stream).
+    fn left_out(&mut self, tid: u32, ts: u64, p: fmt::TaskInfo) {
+        self.end_block(tid, ts);
+        let th = self.thread(tid);
+        th.exited_ts = Some(th.exited_ts.map_or(ts, |s| s.max(ts)));
+        let comm = th.comm.clone();
+        self.push(tid, ts, Event::ThreadEnd);
+        let left = &mut self.trace.losses.left_out;
+        if !left.iter().any(|l| l.pid == p.tgid && l.ts == ts) {
+            left.push(LeftOut { pid: p.tgid, comm, ts });
         }
     }
 

@@ -94,7 +94,14 @@ pub fn trace_problems(trace: &Trace) -> Vec<String> {
         problems.push("recording did not finish cleanly: this is a readable prefix".into());
     }
     problems.extend(unmatched_problems(trace));
+    problems.extend(left_out_problems(trace));
     problems.extend(missing_jvm_problem(trace));
+    problems.extend(trace.meta.jvms_not_attached.iter().map(|j| {
+        format!(
+            "JVM {} was not attached (no methods, monitors or JVM threads; kernel side only): {}",
+            j.pid, j.why
+        )
+    }));
     problems
 }
 
@@ -110,6 +117,23 @@ pub fn unmatched_problems(trace: &Trace) -> Vec<String> {
                 t.display_name(),
                 t.tgid,
                 t.ns_tid.unwrap_or(0)
+            )
+        })
+        .collect()
+}
+
+/// What the report says of each process left out at an exec: it became
+/// one the invoking user may not trace (docs/SECURITY.md).
+pub fn left_out_problems(trace: &Trace) -> Vec<String> {
+    let start = trace.meta.start_monotonic_ns;
+    (trace.losses.left_out.iter())
+        .map(|l| {
+            format!(
+                "process {} was left out from its exec of {:?} at +{:.3} ms on: the invoking user may not trace it \
+                 (setuid, setgid, file capabilities or not dumpable), so nothing of it is recorded from there",
+                l.pid,
+                l.comm,
+                l.ts.saturating_sub(start) as f64 / 1e6
             )
         })
         .collect()

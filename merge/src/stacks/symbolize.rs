@@ -252,18 +252,23 @@ impl<'t> Symbolizer<'t> {
         }
         let frames: Rc<[Frame]> = match self.stacks().kernel.get(&id) {
             Some(s) => {
-                let mut v: Vec<Frame> = s
-                    .stack
-                    .frames
+                let mut v: Vec<Frame> = s.stack.frames.iter().map(|f| self.kernel_frame(f.pc)).collect();
+                // The tracing machinery itself is not the thread's stack:
+                // its innermost frames, and what could not be named among
+                // them (a BPF program kallsyms does not list).
+                let tracing = |f: &Frame| {
+                    ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"]
+                        .iter()
+                        .any(|p| f.name.starts_with(p))
+                };
+                let lead = v
                     .iter()
-                    .map(|f| self.kernel_frame(f.pc))
-                    // The tracing machinery itself is not the thread's stack.
-                    .skip_while(|f| {
-                        ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"]
-                            .iter()
-                            .any(|p| f.name.starts_with(p))
-                    })
-                    .collect();
+                    .take_while(|f| tracing(f) || f.kind == FrameKind::Unresolved)
+                    .count();
+                let machinery = v[..lead].iter().rposition(tracing).map_or(0, |i| i + 1);
+                v.drain(..machinery);
+                let unresolved = v.iter().filter(|f| f.kind == FrameKind::Unresolved).count();
+                self.problems.borrow_mut().unresolved_frames += unresolved as u64;
                 self.close(s, &mut v);
                 v.into()
             }
@@ -284,15 +289,18 @@ impl<'t> Symbolizer<'t> {
         }
     }
 
+    /// The frame of kernel address `pc` (an unresolved one is counted by the caller).
     fn kernel_frame(&self, pc: u64) -> Frame {
         let k = &self.stacks().ksyms;
         let i = k.partition_point(|s| s.start <= pc);
         match i.checked_sub(1).map(|i| &k[i]).filter(|s| pc < s.end) {
             Some(s) => Frame::new(s.name.clone(), FrameKind::Kernel),
-            None => {
-                self.problems.borrow_mut().unresolved_frames += 1;
-                Frame::unresolved(format!("[unknown kernel {pc:#x}]"))
-            }
+            // 0: an address the recorder could not name and kept out
+            // (hidden kernel addresses, docs/SECURITY.md).
+            None => Frame::unresolved(match pc {
+                0 => "[unknown kernel]".into(),
+                _ => format!("[unknown kernel {pc:#x}]"),
+            }),
         }
     }
 
