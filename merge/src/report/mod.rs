@@ -1,23 +1,31 @@
 //! Aggregation into the `jtrace.report.v1` report (docs/REPORT.md): the
 //! per-method and per-thread sums (`aggregate`), wall-time percentiles
 //! (`percentile`), what the agent left out (`left_out`, with
-//! `demoted_estimate`), and the top stacks with the stack-only methods
-//! (`stacks`). `compare` sets two reports side by side
-//! (`jtrace report --compare`, `jtrace.compare.v1`).
+//! `demoted_estimate`), the top stacks with the stack-only methods
+//! (`stacks`, from what `stack_time` sums), working and idle time and
+//! the wakers (`working`), every method on the stacks (`stack_methods`),
+//! the `summary`, the trace's `problems`, its `processes` and their
+//! containers (`container_id`), `allocations`, and the `filter`s.
+//! `compare` sets two reports side by side (`jtrace report --compare`,
+//! `jtrace.compare.v1`).
 
 pub(crate) mod aggregate;
+pub(crate) mod allocations;
 pub mod compare;
 pub mod container_id;
 pub(crate) mod demoted_estimate;
+pub mod filter;
 pub mod left_out;
 pub(crate) mod percentile;
+pub mod problems;
+pub mod processes;
 pub mod stack_methods;
 pub(crate) mod stack_time;
 pub mod stacks;
 pub mod summary;
 pub mod working;
 
-use crate::cause::{Cause, OffCpu};
+use crate::cause::OffCpu;
 use crate::model::event::{MethodIdx, ThreadInfo};
 use crate::model::trace::Trace;
 use crate::options::StreamOptions;
@@ -33,6 +41,10 @@ pub const SCHEMA: &str = "jtrace.report.v1";
 
 use crate::report::aggregate::Aggregate;
 pub use crate::report::aggregate::MethodStats;
+pub use allocations::AllocJson;
+pub use filter::{glob_match, ReportFilter};
+pub use problems::{left_out_problems, missing_jvm_problem, trace_problems, unmatched_problems};
+pub use processes::{describe_cgroups, processes, ProcessJson};
 
 /// A method entry of the JSON report.
 #[derive(Debug, Clone, Serialize)]
@@ -82,81 +94,6 @@ pub struct MethodJson {
     /// When the method first had compiled code, ns after the trace started
     /// (null if never, as far as the JIT events say).
     pub first_compiled_ns: Option<u64>,
-}
-
-/// Everything a view must say about the trace before its figures: streams
-/// cut short, the agent's errors, an unfinished recording, threads that
-/// could not be paired, a JVM that never loaded the agent.
-pub fn trace_problems(trace: &Trace) -> Vec<String> {
-    let mut problems = trace.losses.truncated.clone();
-    problems.extend(trace.losses.agent_errors.iter().map(|e| format!("agent: {e}")));
-    if !trace.meta.complete {
-        problems.push("recording did not finish cleanly: this is a readable prefix".into());
-    }
-    problems.extend(unmatched_problems(trace));
-    problems.extend(left_out_problems(trace));
-    problems.extend(missing_jvm_problem(trace));
-    problems.extend(trace.meta.jvms_not_attached.iter().map(|j| {
-        format!(
-            "JVM {} was not attached (no methods, monitors or JVM threads; kernel side only): {}",
-            j.pid, j.why
-        )
-    }));
-    problems
-}
-
-/// What the report says of each thread of a JVM in a pid namespace that
-/// could not be paired with a kernel thread (never shown as CPU).
-pub fn unmatched_problems(trace: &Trace) -> Vec<String> {
-    (trace.threads.values())
-        .filter(|t| t.unmatched)
-        .map(|t| {
-            format!(
-                "thread {:?} of JVM pid {} (tid {} in its pid namespace) could not be paired with a kernel \
-                 thread: none of its time is covered (no TASK_NS record names it; docs/REPORT.md, \"Containers\")",
-                t.display_name(),
-                t.tgid,
-                t.ns_tid.unwrap_or(0)
-            )
-        })
-        .collect()
-}
-
-/// What the report says of each process left out at an exec: it became
-/// one the invoking user may not trace (docs/SECURITY.md).
-pub fn left_out_problems(trace: &Trace) -> Vec<String> {
-    let start = trace.meta.start_monotonic_ns;
-    (trace.losses.left_out.iter())
-        .map(|l| {
-            format!(
-                "process {} was left out from its exec of {:?} at +{:.3} ms on: the invoking user may not trace it \
-                 (setuid, setgid, file capabilities or not dumpable), so nothing of it is recorded from there",
-                l.pid,
-                l.comm,
-                l.ts.saturating_sub(start) as f64 / 1e6
-            )
-        })
-        .collect()
-}
-
-/// What the report says when no JVM wrote a stream though one was expected
-/// (`--methods` asked for methods, or a traced process runs `java`): the
-/// agent was not loaded, so every figure is the kernel's alone.
-pub fn missing_jvm_problem(trace: &Trace) -> Option<String> {
-    if !trace.jvm_pids.is_empty() {
-        return None;
-    }
-    let java = trace.threads.values().find(|t| t.comm == "java");
-    let why = match (trace.meta.methods.is_empty(), java) {
-        (false, _) => format!("methods were asked for ({})", trace.meta.methods.join(", ")),
-        (true, Some(t)) => format!("process {} runs java", t.tgid),
-        (true, None) => return None,
-    };
-    Some(format!(
-        "no JVM wrote a stream though {why}: jtrace's agent was not loaded (did the command drop \
-         JAVA_TOOL_OPTIONS, or run a JVM that ignores it?); there are no methods, monitors or JVM threads, \
-         only the kernel's view"
-    ))
 }
 
 /// A thread entry of the JSON report.
@@ -233,87 +170,6 @@ pub struct ThreadJson {
     pub waiting_for_work: bool,
     /// This thread's methods.
     pub methods: Vec<MethodJson>,
-}
-
-/// A traced process's cgroup and the CPU quotas over it, as the recorder
-/// read them (meta.json).
-#[derive(Debug, Clone, Serialize)]
-pub struct ProcessJson {
-    /// The process.
-    pub pid: u32,
-    /// Its cgroup in the CPU controller's hierarchy (`/`: the root).
-    pub cgroup: String,
-    /// The quotas of it and its ancestors, innermost first (empty: none),
-    /// with the periods they throttled during the trace.
-    pub cpu_limits: Vec<crate::meta::CpuLimit>,
-    /// The container (and Kubernetes pod) `cgroup` names, if any.
-    #[serde(flatten)]
-    pub container: container_id::ContainerId,
-}
-
-/// The report's `processes`: each traced process with its cgroup's quotas.
-pub fn processes(trace: &Trace) -> Vec<ProcessJson> {
-    let m = &trace.meta;
-    m.process_cgroups
-        .iter()
-        .map(|p| ProcessJson {
-            pid: p.pid,
-            cgroup: p.cgroup.clone(),
-            container: container_id::container_of(&p.cgroup),
-            cpu_limits: p
-                .cpu_limited_by
-                .iter()
-                .filter_map(|c| {
-                    m.cpu_limits
-                        .iter()
-                        .find(|l| &l.cgroup == c && l.cgroup_v2 == p.cgroup_v2)
-                        .cloned()
-                })
-                .collect(),
-        })
-        .collect()
-}
-
-/// One line per cgroup of the traced processes: its CPU quotas and how
-/// often they throttled it during the trace (`report` and `info` print them).
-pub fn describe_cgroups(processes: &[ProcessJson]) -> Vec<String> {
-    let ms = |ns: u64| format!("{}.{:03}", ns / 1_000_000, ns / 1000 % 1000);
-    let mut by_cgroup: Vec<(&str, Vec<u32>, &[crate::meta::CpuLimit])> = Vec::new();
-    for p in processes {
-        match by_cgroup.iter_mut().find(|(c, _, _)| *c == p.cgroup) {
-            Some((_, pids, _)) => pids.push(p.pid),
-            None => by_cgroup.push((&p.cgroup, vec![p.pid], &p.cpu_limits)),
-        }
-    }
-    by_cgroup
-        .into_iter()
-        .map(|(cgroup, pids, limits)| {
-            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-            let who = format!("pid {} in {cgroup}{}", pids.join(", "), container_id::describe(cgroup));
-            if limits.is_empty() {
-                return format!("{who}: no CPU quota");
-            }
-            let quotas: Vec<String> = limits
-                .iter()
-                .map(|l| {
-                    let of = if l.cgroup == cgroup {
-                        String::new()
-                    } else {
-                        format!(" (of {})", l.cgroup)
-                    };
-                    format!(
-                        "CPU quota {} ms per {} ms{of}, throttled in {} of {} periods ({} ms) during the trace",
-                        ms(l.quota_us * 1000),
-                        ms(l.period_us * 1000),
-                        l.throttled_periods,
-                        l.periods,
-                        ms(l.throttled_ns)
-                    )
-                })
-                .collect();
-            format!("{who}: {}", quotas.join("; "))
-        })
-        .collect()
 }
 
 /// Losses as the report shows them.
@@ -463,64 +319,8 @@ pub struct Report {
     pub summary: summary::SummaryJson,
 }
 
-/// Sampled allocations of one class at one site.
-#[derive(Debug, Clone, Serialize)]
-pub struct AllocJson {
-    /// Allocated class (`java.lang.String`, `[B`).
-    pub class: String,
-    /// Allocating method as `class.method` (the innermost frame outside the
-    /// JDK's own packages, else the innermost), "" if unknown.
-    pub site: String,
-    /// Source line in it, -1 if unknown.
-    pub line: i32,
-    /// Samples (the JVM takes one per ~512 KiB allocated, on average).
-    pub samples: u64,
-    /// Σ size of the sampled objects.
-    pub sampled_bytes: u64,
-}
-
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// Filters applied while building a report (JPMT's offline filtering).
-#[derive(Debug, Clone, Default)]
-pub struct ReportFilter {
-    /// Keep threads whose tid or name matches (glob).
-    pub thread: Option<String>,
-    /// Keep methods whose `class.name` matches (glob).
-    pub method: Option<String>,
-    /// Keep methods with time off CPU for this cause, sorted by it.
-    pub cause: Option<Cause>,
-    /// Give the top stacks' native frames their source lines (DWARF:
-    /// `frame_lines`), with the functions inlined there as frames.
-    pub lines: bool,
-}
-
-/// Glob match: `*` any run, `?` one character.
-pub fn glob_match(pat: &str, s: &str) -> bool {
-    let (p, s): (Vec<char>, Vec<char>) = (pat.chars().collect(), s.chars().collect());
-    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = si;
-            pi += 1;
-        } else if let Some(st) = star {
-            pi = st + 1;
-            mark += 1;
-            si = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
 }
 
 fn method_json(trace: &Trace, m: MethodIdx, s: &MethodStats) -> MethodJson {
@@ -713,7 +513,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         },
         processes: processes(trace),
         methods: sorted_methods(trace, &all, filter),
-        allocations: allocations(trace, filter, &keep_thread),
+        allocations: allocations::allocations(trace, filter, &keep_thread),
         demoted: left_out::demoted(
             trace,
             &|m| all.get(&m).map_or(0, |s| s.calls),
@@ -735,35 +535,6 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
 /// One of the threads jtrace's agent runs in the traced JVM.
 fn is_tracer(t: &ThreadInfo) -> bool {
     is_agent_thread(t.display_name()) || is_agent_thread(&t.comm)
-}
-
-/// The report's allocation table: per (class, site) over the threads kept.
-fn allocations(trace: &Trace, filter: &ReportFilter, keep_thread: &dyn Fn(&ThreadInfo) -> bool) -> Vec<AllocJson> {
-    let mut by_site: BTreeMap<(&str, String, i32), (u64, u64)> = BTreeMap::new();
-    for ((tid, class, method, line), c) in &trace.allocations {
-        if trace.threads.get(tid).is_some_and(|t| !keep_thread(t)) {
-            continue;
-        }
-        let site = method.map_or(String::new(), |m| trace.methods[m as usize].qualified());
-        if filter.method.as_deref().is_some_and(|p| !glob_match(p, &site)) {
-            continue;
-        }
-        let e = by_site.entry((class.as_str(), site, *line)).or_default();
-        e.0 += c.samples;
-        e.1 += c.bytes;
-    }
-    let mut v: Vec<AllocJson> = by_site
-        .into_iter()
-        .map(|((class, site, line), (samples, sampled_bytes))| AllocJson {
-            class: class.to_string(),
-            site,
-            line,
-            samples,
-            sampled_bytes,
-        })
-        .collect();
-    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(b.sampled_bytes.cmp(&a.sampled_bytes)));
-    v
 }
 
 /// Puts each virtual thread right after its carrier (the threads are in tid
@@ -790,20 +561,4 @@ fn group_under_carriers(threads: &mut Vec<ThreadJson>) {
         threads.extend(mine);
     }
     threads.extend(orphans);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("Demo.*", "Demo.spin"));
-        assert!(!glob_match("Demo.*", "Demo$Inner.run"));
-        assert!(glob_match("com.acme.*", "com.acme.sub.Foo.bar"));
-        assert!(glob_match("*.run", "Demo$Worker.run"));
-        assert!(glob_match("a?c", "abc"));
-        assert!(!glob_match("a?c", "abbc"));
-        assert!(glob_match("*", ""));
-    }
 }
