@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::cgroup::{forking_loop, mono_ns, Subtree};
+use common::cgroup::{forking_loop, lines_until, mono_ns, start_jtrace, Subtree};
 use common::*;
 use jtrace_merge::Trace;
 use std::io::{BufRead, BufReader, Read};
@@ -116,37 +116,10 @@ impl Target {
 /// `jtrace attach --cgroup <path> <args>` as uid 65534 through sudo, its
 /// stderr read line by line.
 fn start_attach(path: &str, out: &Path, args: &[&str]) -> (Child, Receiver<String>) {
-    let mut child = Command::new(jtrace())
-        .args(["attach", "--cgroup", path, "--methods", "AttachTarget.*", "-o"])
-        .arg(out)
-        .args(args)
-        .envs(SUDO)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            eprintln!("jtrace: | {line}");
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
-}
-
-/// Lines from `rx` until one contains `what` (within 60 s), all of them.
-fn lines_until(rx: &Receiver<String>, what: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    loop {
-        let line = (rx.recv_timeout(Duration::from_secs(60)))
-            .unwrap_or_else(|_| panic!("no line with {what:?} from jtrace; got {seen:#?}"));
-        let found = line.contains(what);
-        seen.push(line);
-        if found {
-            return seen;
-        }
-    }
+    let out = out.to_str().unwrap();
+    let mut argv = vec!["attach", "--cgroup", path, "--methods", "AttachTarget.*", "-o", out];
+    argv.extend_from_slice(args);
+    start_jtrace(&argv, &SUDO)
 }
 
 /// Waits for jtrace to end; it must succeed. All it said.

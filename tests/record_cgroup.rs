@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::cgroup::{forking_loop, mono_ns, Subtree};
+use common::cgroup::{forking_loop, lines_until, mono_ns, start_jtrace, Subtree};
 use common::*;
 use jtrace_merge::Trace;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Two processes of a subtree (one in a child cgroup) are recorded with
 /// the processes they fork; a process outside it, and what it forks, is
@@ -90,41 +89,6 @@ fn bad_cgroups_are_clear_errors() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-}
-
-/// `jtrace <args>` started with `env`, its stderr read line by line
-/// (passed on to the test's, and sent to the receiver).
-fn start_jtrace(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(jtrace())
-        .args(args)
-        .envs(env.iter().copied())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            eprintln!("jtrace: | {line}");
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
-}
-
-/// Lines from `rx` until one contains `what` (within 30 s), all of them.
-fn lines_until(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    loop {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no line with {what:?} from jtrace; got {seen:#?}"));
-        let found = line.contains(what);
-        seen.push(line);
-        if found {
-            return seen;
-        }
-    }
 }
 
 /// The earliest event of process `pid`'s threads in `trace`, if it has any.

@@ -1,10 +1,14 @@
 //! Real cgroups for the tests of `--cgroup` (tests/record_cgroup.rs,
 //! tests/attach_cgroup.rs): a subtree made by the test (v2 where the
 //! host's root cgroup offers the cpu controller, else v1's cpu hierarchy),
-//! with processes moved into it, and the clock they are timed on.
+//! with processes moved into it, the clock they are timed on, and jtrace
+//! run in the background with its messages read as they come.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
 /// A cgroup `jtrace-test-<pid>-<name>` with a child `inner`, removed (with
 /// its processes killed) when dropped.
@@ -73,4 +77,38 @@ pub fn mono_ns() -> u64 {
     // SAFETY: a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `jtrace <args>` started with `env`, its stderr read line by line
+/// (passed on to the test's, and sent to the receiver).
+pub fn start_jtrace(args: &[&str], env: &[(&str, &str)]) -> (Child, Receiver<String>) {
+    let mut child = Command::new(super::jtrace())
+        .args(args)
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            eprintln!("jtrace: | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Lines from `rx` until one contains `what` (within 60 s), all of them.
+pub fn lines_until(rx: &Receiver<String>, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let line = (rx.recv_timeout(Duration::from_secs(60)))
+            .unwrap_or_else(|_| panic!("no line with {what:?} from jtrace; got {seen:#?}"));
+        let found = line.contains(what);
+        seen.push(line);
+        if found {
+            return seen;
+        }
+    }
 }
