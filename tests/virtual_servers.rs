@@ -121,7 +121,8 @@ impl Visitor for Walked {
 /// (tests/java/VirtualServer.java). Every request is served on a virtual
 /// thread; its accounting is exact; a 20 ms `Thread.sleep` route is
 /// mostly `sleep`; a contended `synchronized` route's monitor waits name
-/// the monitor's class (`VirtualServer$Ledger`), never the JDK's
+/// the monitor's class (`VirtualServer$Ledger`; the JDK's own locks met
+/// on the way, rarely, as `java.… (carrier pinned)`), never the JDK's
 /// VirtualThread-unblocker as the waker, and where the virtual thread
 /// unmounted to wait (JDK 25) the waker is a virtual thread: the one that
 /// released the monitor.
@@ -180,7 +181,7 @@ fn a_virtual_thread_http_server_names_its_waits() {
         );
         // The lock route: its monitor waits.
         let thread = |tid: u32| trace.threads.get(&tid);
-        let (mut waits, mut unmounted) = (0, 0);
+        let (mut waits, mut unmounted, mut others) = (0, 0, 0);
         for (t, inv) in route("lockRoute") {
             for (_, iv) in
                 (w.offs.iter()).filter(|(tid, iv)| *tid == t.tid && iv.start >= inv.entry && iv.end <= inv.exit)
@@ -192,13 +193,21 @@ fn a_virtual_thread_http_server_names_its_waits() {
                 else {
                     continue;
                 };
-                waits += 1;
                 let detail = &trace.details[detail as usize];
-                assert!(
-                    detail.starts_with("VirtualServer$Ledger"),
-                    "{name}: a monitor wait of {} names {detail:?}",
-                    t.display_name()
-                );
+                if !detail.starts_with("VirtualServer$Ledger") {
+                    // The JDK's own locks may be met on the way, e.g. a
+                    // virtual thread's interrupt lock (a java.lang.Object)
+                    // while it unmounts, held by an unpark or interrupt;
+                    // they are named too, and pin the carrier.
+                    assert!(
+                        detail.starts_with("java.") && detail.ends_with("(carrier pinned)"),
+                        "{name}: a monitor wait of {} names {detail:?}",
+                        t.display_name()
+                    );
+                    others += 1;
+                    continue;
+                }
+                waits += 1;
                 let Some(wake) = iv.wake else { continue };
                 let waker = thread(wake.waker_tid);
                 let waker_name = waker.map_or("?", |w| w.display_name());
@@ -217,7 +226,11 @@ fn a_virtual_thread_http_server_names_its_waits() {
                 }
             }
         }
-        eprintln!("{name}: {waits} monitor waits in lockRoute, {unmounted} unmounted");
+        eprintln!("{name}: {waits} monitor waits in lockRoute, {unmounted} unmounted, {others} on the JDK's locks");
+        assert!(
+            others <= waits,
+            "{name}: more waits on the JDK's locks than on the Ledger"
+        );
         assert!(waits > 0, "{name}: 3 clients on /lock never contended the Ledger");
         // JEP 491: from JDK 24 a virtual thread unmounts to wait for a monitor.
         if jdk == JDK25 {
