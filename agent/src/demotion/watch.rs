@@ -68,6 +68,15 @@ pub(crate) struct Tally {
     pub switched: u64,
 }
 
+/// Leaf calls of one method in a row, not yet in its tally.
+#[derive(Default)]
+struct LeafRun {
+    id: u32,
+    calls: u64,
+    ns: u64,
+    short: u64,
+}
+
 /// One thread's watch over its own probe events (kept in its
 /// [`crate::state::ThreadState`]).
 #[derive(Default)]
@@ -243,7 +252,18 @@ impl ThreadWatch {
             self.since = block.base;
         }
         self.events += events.len() as u64;
-        let mut ts = block.base;
+        if marked.is_empty() && min_duration == 0 {
+            // The common block: nothing to filter, no switch to place.
+            self.until = self.observe_plain(events, block.base);
+            return false;
+        }
+        self.observe_marked(events, block.base, &marked, min_duration)
+    }
+
+    /// [`ThreadWatch::observe`] of a block with gaps marked as holding
+    /// switches, or filtered by `min_duration`.
+    fn observe_marked(&mut self, events: &[jlong], base: u64, marked: &[usize], min_duration: u64) -> bool {
+        let mut ts = base;
         // Filtering: time of left-out events carried into the next kept one.
         let mut carry = 0u64;
         let mut filtering = false;
@@ -344,6 +364,67 @@ impl ThreadWatch {
         self.news |= !dropped.is_empty();
         self.until = ts;
         filtering
+    }
+
+    /// [`ThreadWatch::observe`] of a block with no gap marked and no
+    /// filter; returns the time of its last event. Leaf calls (an entry
+    /// and its exit next), the bulk of a hot loop, are summed per run of
+    /// one method before they reach its tally: half the cost per call of
+    /// the general loop, which counts in the probes' per-call cost
+    /// (BENCHMARKS.md, "Per call").
+    fn observe_plain(&mut self, events: &[jlong], base: u64) -> u64 {
+        let mut ts = base;
+        let mut run = LeafRun::default();
+        let mut i = 0;
+        while i < events.len() {
+            let e = events[i] as u64;
+            let id = batch_event_method(e) as u32;
+            let kind = e >> BATCH_KIND_SHIFT;
+            ts += e & BATCH_DELTA_MASK;
+            if kind == ENTRY {
+                if let Some(&next) = events.get(i + 1) {
+                    let next = next as u64;
+                    if next >> BATCH_KIND_SHIFT == EXIT && batch_event_method(next) as u32 == id {
+                        let wall = next & BATCH_DELTA_MASK;
+                        ts += wall;
+                        if run.id != id || run.calls == 0 {
+                            self.add_run(&run);
+                            run = LeafRun {
+                                id,
+                                ..LeafRun::default()
+                            };
+                        }
+                        run.calls += 1;
+                        run.ns += wall;
+                        run.short += (wall < SHORT_NS) as u64;
+                        i += 2;
+                        continue;
+                    }
+                }
+                self.frames.push(Frame {
+                    id,
+                    entry: ts,
+                    jvm_block: false,
+                    switched: false,
+                });
+            } else if kind != VTHREAD_KIND {
+                self.exit(id, ts);
+            }
+            i += 1;
+        }
+        self.add_run(&run);
+        ts
+    }
+
+    /// Adds a run of leaf calls of one method to its tally.
+    fn add_run(&mut self, run: &LeafRun) {
+        if run.calls == 0 {
+            return;
+        }
+        let t = self.tally(run.id);
+        t.calls += run.calls;
+        t.ns += run.ns;
+        t.short += run.short;
     }
 
     /// Watches events `from..` without filtering (after a filtering attempt

@@ -198,3 +198,60 @@ fn the_longest_gaps_are_found() {
     assert_eq!(longest_gaps(&data, 1, 0), vec![0]);
     assert_eq!(longest_gaps(&data, 1, 450), vec![1]);
 }
+
+/// Pseudo-random blocks of a thread's events: nested calls, runs of leaf
+/// calls of one method, exits by exception, exits of calls never entered
+/// and virtual-thread marks.
+fn random_blocks(seed: u64) -> Vec<Vec<jlong>> {
+    let mut x = seed;
+    let mut next = move |n: u64| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    let mut open: Vec<u64> = Vec::new();
+    let mut blocks = Vec::new();
+    for _ in 0..20 {
+        let mut b = Vec::new();
+        for _ in 0..(1 + next(300)) {
+            let delta = next(40_000);
+            match next(10) {
+                0..=3 => {
+                    let id = next(5);
+                    b.push(ev(delta, id, ENTRY));
+                    b.push(ev(next(30_000), id, EXIT));
+                }
+                4 | 5 => {
+                    let id = next(8);
+                    open.push(id);
+                    b.push(ev(delta, id, ENTRY));
+                }
+                6 | 7 => {
+                    if let Some(id) = open.pop() {
+                        b.push(ev(delta, id, if next(4) == 0 { 2 } else { EXIT }));
+                    }
+                }
+                8 => b.push(ev(delta, 20 + next(3), EXIT)),
+                _ => b.push(ev(delta, 0, VTHREAD_KIND)),
+            }
+        }
+        blocks.push(b);
+    }
+    blocks
+}
+
+#[test]
+fn the_plain_loop_tallies_as_the_general_one() {
+    for seed in 1..40 {
+        let (mut plain, mut general) = (ThreadWatch::default(), ThreadWatch::default());
+        let mut base = 1_000;
+        for b in random_blocks(seed) {
+            let until = plain.observe_plain(&b, base);
+            assert!(!general.observe_marked(&b, base, &[], 0));
+            assert_eq!(until, general.until, "seed {seed}");
+            let ids = |w: &ThreadWatch| w.frames.iter().map(|f| (f.id, f.entry)).collect::<Vec<_>>();
+            assert_eq!(ids(&plain), ids(&general), "seed {seed}");
+            base = until + 7;
+        }
+        assert_eq!(tallies(&mut plain), tallies(&mut general), "seed {seed}");
+    }
+}

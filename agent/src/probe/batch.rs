@@ -133,16 +133,27 @@ fn encode_method_events(out: &mut Vec<u8>, tid: u32, block: Block, mut stack: Op
 /// How many leading `events` nest properly on top of `stack` (every exit
 /// leaves the innermost open method); applies them to `stack`.
 fn nested_prefix(stack: &mut Vec<usize>, events: &[jlong]) -> usize {
-    for (i, &e) in events.iter().enumerate() {
-        let e = e as u64;
+    let mut i = 0;
+    while i < events.len() {
+        let e = events[i] as u64;
         let id = batch_event_method(e) as usize;
         if BatchedKind::of_event(e) == BatchedKind::Entry {
+            // A leaf call (its exit next) nests on any stack: not pushed.
+            let leaf = events.get(i + 1).is_some_and(|&n| {
+                let n = n as u64;
+                BatchedKind::of_event(n) != BatchedKind::Entry && batch_event_method(n) as usize == id
+            });
+            if leaf {
+                i += 2;
+                continue;
+            }
             stack.push(id);
         } else if stack.last() == Some(&id) {
             stack.pop();
         } else {
             return i;
         }
+        i += 1;
     }
     events.len()
 }
