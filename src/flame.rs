@@ -36,6 +36,11 @@ pub(crate) struct FlameArgs {
     /// The thread as the first frame of every stack.
     #[arg(long)]
     per_thread: bool,
+    /// Also the idle time (blocked time of threads waiting for work, by
+    /// the report's idle rules) and jtrace's own threads, which are left
+    /// out by default.
+    #[arg(long)]
+    all: bool,
     /// Native frames with their source line (DWARF), functions inlined
     /// there as frames of their own.
     #[arg(long)]
@@ -65,6 +70,7 @@ pub(crate) fn flame(args: FlameArgs) -> anyhow::Result<()> {
         lines: args.lines,
         window: args.window,
         threads: args.thread.clone(),
+        working: !args.all,
         ..Default::default()
     });
     let mut selection = Vec::new();

@@ -63,7 +63,8 @@ pub(crate) struct ReportArgs {
     /// idle time in the methods and stacks tables, and jtrace's own threads
     /// (the agent's, in the traced JVM). By default the tables rank working
     /// time, fold idle threads into one line per kind and leave the
-    /// tracer's threads out; JSON has all of it, marked.
+    /// tracer's threads out (so does --html's flame graph); JSON has all
+    /// of it, marked.
     #[arg(long)]
     all: bool,
     /// Full tables: one column per cause and the switches, stacks on one
@@ -144,6 +145,7 @@ fn report_html(args: &ReportArgs, trace: &Path, report: &Report, output: &Path) 
     let fold = flame_fold_options(&jtrace_timeline::CollapsedOptions {
         threads: args.thread.clone(),
         lines: args.lines,
+        working: !args.all,
         ..Default::default()
     });
     let opts = FlameOptions {

@@ -36,10 +36,11 @@ fn record_with(name: &str, opts: &[&str], args: &[&str]) -> PathBuf {
     out
 }
 
-/// `jtrace flame ARGS…` into `html`; its stderr.
+/// `jtrace flame --all ARGS…` into `html` (idle time too: everything the
+/// collapsed export holds); its stderr.
 fn flame(args: &[&Path], extra: &[&str], html: &Path) -> String {
     let o = Command::new(jtrace())
-        .arg("flame")
+        .args(["flame", "--all"])
         .args(args)
         .args(extra)
         .arg("-o")
@@ -325,7 +326,7 @@ fn report_html_has_the_report_tables_and_the_graph() {
     let html = trace.with_extension("html");
     let png = trace.with_extension("png");
     let o = Command::new(jtrace())
-        .args(["report", "--html", "--top", "6", "-o"])
+        .args(["report", "--html", "--all", "--top", "6", "-o"])
         .arg(&html)
         .arg("--png")
         .arg(&png)

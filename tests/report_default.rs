@@ -1,12 +1,16 @@
 //! The default run's report, with nothing selected (no `--methods`): its
 //! first table names each ground-truth scenario's method with its delay in
 //! its cause (from the stacks), a pool's wait for tasks is idle while its
-//! lock time is working, every line fits 120 columns, and `stack_methods`
-//! agrees with the collapsed stacks.
+//! lock time is working (in the flame graph's fold too), every line fits
+//! 120 columns, and `stack_methods` agrees with the collapsed stacks.
 
 mod common;
 
 use common::*;
+use jtrace_merge::idle::can_be_idle;
+use jtrace_merge::stream::StreamOptions;
+use jtrace_merge::Cause;
+use jtrace_timeline::{fold_streaming, CollapsedOptions, Folded};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -206,7 +210,49 @@ fn a_pool_waiting_for_tasks_is_idle_and_its_lock_time_working() {
             .unwrap_or_else(|| panic!("{what}: {summary:?}"));
         assert!(first_method.contains("PoolIdleLock.contend"), "{what}: {first_method}");
         assert_fits(&what, &text);
+        assert_flame_is_working_time(&what, &dir, 4 * IDLE_MS * MS);
     }
+}
+
+/// The flame graph's fold leaves the idle time out by default, and only
+/// that: every cause's time is the whole fold's less what it says it left
+/// out; the pool's wait for tasks (`idle`, ns at least) is gone from the
+/// blocked causes, the lock stays.
+fn assert_flame_is_working_time(what: &str, dir: &Path, idle: u64) {
+    let fold = |working| {
+        let opts = CollapsedOptions {
+            all: true,
+            cpu: true,
+            working,
+            ..Default::default()
+        };
+        fold_streaming(dir, &opts, true, &StreamOptions::default()).unwrap().1
+    };
+    let (all, working) = (fold(false), fold(true));
+    assert_eq!((all.idle_ns, all.tracer_ns), (0, 0), "{what}");
+    assert!(
+        working.idle_ns * 100 >= idle * 85,
+        "{what}: {} ns idle left out",
+        working.idle_ns
+    );
+    let sum = |f: &Folded| f.stacks.values().sum::<u64>();
+    assert_eq!(sum(&all), sum(&working) + working.idle_ns + working.tracer_ns, "{what}");
+    let blocked_in = |f: &Folded, method: &str| -> u64 {
+        (f.stacks.iter())
+            .filter(|(k, _)| k.contains(method))
+            .filter(|(k, _)| Cause::from_name(k.split(';').next().unwrap()).is_some_and(can_be_idle))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let get_task = "java.util.concurrent.ThreadPoolExecutor.getTask";
+    assert!(blocked_in(&all, get_task) * 100 >= idle * 85, "{what}: all");
+    assert_eq!(blocked_in(&working, get_task), 0, "{what}: working");
+    let contend = "PoolIdleLock.contend";
+    assert_eq!(
+        blocked_in(&working, contend),
+        blocked_in(&all, contend),
+        "{what}: the lock"
+    );
 }
 
 #[test]

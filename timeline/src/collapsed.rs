@@ -5,6 +5,7 @@
 
 use crate::export::Exporter;
 use crate::segments::layout_order;
+use jtrace_merge::idle::{blocked_part, idle_rule};
 use jtrace_merge::scale::ShortBlocks;
 use jtrace_merge::stream::{self, StreamOptions};
 use jtrace_merge::tail::{Tail, TailStack};
@@ -36,6 +37,11 @@ pub struct CollapsedOptions {
     pub window: Option<(u64, u64)>,
     /// Only the threads whose name matches this glob, or this tid.
     pub threads: Option<String>,
+    /// Only working time, as the report's default: blocked time under a
+    /// stack that the idle rules (docs/REPORT.md, "Working and idle
+    /// time") call waiting for work, and jtrace's own threads, are left
+    /// out and counted in [`Folded::idle_ns`] and [`Folded::tracer_ns`].
+    pub working: bool,
 }
 
 /// What [`fold_streaming`] folds: the folded stacks, and who ended the
@@ -51,6 +57,11 @@ pub struct Folded {
     /// `thread [tid]` or `thread [tid] in Class.method`: the waker and
     /// the traced method it was in when it woke the thread.
     pub waker_names: Vec<String>,
+    /// With [`CollapsedOptions::working`]: the idle time left out, ns.
+    pub idle_ns: u64,
+    /// With [`CollapsedOptions::working`]: jtrace's own threads' off-CPU
+    /// time left out, ns.
+    pub tracer_ns: u64,
 }
 
 /// Frame standing for "no traced method open" in the collapsed output.
@@ -80,6 +91,12 @@ struct Folder<'a> {
     /// Who ended the waits, when asked for (the flame graph).
     wakers: Option<WakerFold>,
     folded: BTreeMap<String, u64>,
+    /// With `working`: whether each (tid, pair) is idle, decided once.
+    idle: HashMap<(u32, u32), bool>,
+    /// The current thread is jtrace's own, left out (`working`).
+    tracer: bool,
+    idle_ns: u64,
+    tracer_ns: u64,
 }
 
 /// The wakers of the waits, folded as the stacks are.
@@ -135,12 +152,36 @@ impl Folder<'_> {
     /// whatever the traced methods (traced methods are in the stack).
     /// Scaled time (`scaled`) gets the innermost frame [`SCALED_FRAME`].
     fn add_stack(&mut self, t: &ThreadInfo, pair: u32, off: &OffCpu, scaled: bool) {
+        let off = self.working_part(t, pair, off);
+        if off.is_empty() {
+            return;
+        }
         let mut frames = self.stack_frames(t, pair);
         if scaled {
             frames.push(';');
             frames.push_str(SCALED_FRAME);
         }
-        self.add_folded(&frames, off);
+        self.add_folded(&frames, &off);
+    }
+
+    /// `off`, thread `t`'s time under stack `pair`, less its idle part
+    /// when only working time is wanted (counted in `idle_ns`).
+    fn working_part(&mut self, t: &ThreadInfo, pair: u32, off: &OffCpu) -> OffCpu {
+        if !self.opts.working {
+            return *off;
+        }
+        let symbols = &self.symbols;
+        let idle = *(self.idle.entry((t.tid, pair))).or_insert_with(|| idle_rule(t, &symbols.frames(pair)).is_some());
+        if !idle {
+            return *off;
+        }
+        let blocked = blocked_part(off);
+        self.idle_ns += blocked.total();
+        let mut working = OffCpu::default();
+        for (c, ns) in off.nonzero() {
+            working.add(c, ns - blocked.get(c));
+        }
+        working
     }
 
     /// `off` under `frames`, each cause its own folded stack.
@@ -235,7 +276,8 @@ impl Visitor for Folder<'_> {
     fn thread_begin(&mut self, t: &ThreadInfo) {
         self.stack.clear();
         self.tail.begin();
-        self.skip = !self.wanted(t);
+        self.tracer = self.opts.working && t.is_tracer();
+        self.skip = !self.wanted(t) || self.tracer;
         if let Some(w) = &mut self.wakers {
             w.last = None;
         }
@@ -270,6 +312,11 @@ impl Visitor for Folder<'_> {
     }
     fn off_cpu(&mut self, t: &ThreadInfo, depth: usize, iv: &OffCpuInterval) {
         if self.skip {
+            // Without a window a left-out tracer thread's time is taken
+            // whole at its end.
+            if let (true, Some(w)) = (self.tracer, self.window) {
+                self.tracer_ns += clip(iv.start, &iv.split.off, w).total();
+            }
             return;
         }
         self.tail.off_cpu(&iv.split.off);
@@ -300,6 +347,9 @@ impl Visitor for Folder<'_> {
     fn thread_end(&mut self, t: &ThreadInfo, totals: &ThreadTotals) {
         if self.skip {
             self.short.end();
+            if self.tracer && self.window.is_none() {
+                self.tracer_ns += totals.breakdown.off.total();
+            }
             return;
         }
         let short = self.short.end();
@@ -398,6 +448,7 @@ pub fn fold_streaming(
     }
     let mut folded = f.wakers.take().map(|w| w.folded).unwrap_or_default();
     folded.stacks = std::mem::take(&mut f.folded);
+    (folded.idle_ns, folded.tracer_ns) = (f.idle_ns, f.tracer_ns);
     drop(f);
     Ok((trace, folded))
 }
@@ -420,6 +471,10 @@ impl<'a> Folder<'a> {
             skip: false,
             wakers: None,
             folded: BTreeMap::new(),
+            idle: HashMap::new(),
+            tracer: false,
+            idle_ns: 0,
+            tracer_ns: 0,
         }
     }
 

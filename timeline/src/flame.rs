@@ -244,6 +244,14 @@ fn notes(trace: &Trace, folded: &Folded) -> Vec<String> {
     if trace.stacks.pairs.is_empty() {
         notes.push("no stacks were recorded: off-CPU time is under the traced methods only".into());
     }
+    if folded.idle_ns > 0 || folded.tracer_ns > 0 {
+        notes.push(format!(
+            "working time only: {:.1} ms of threads waiting for work (the idle rules of docs/REPORT.md) and \
+             {:.1} ms of jtrace's own threads are left out (--all shows them)",
+            folded.idle_ns as f64 / 1e6,
+            folded.tracer_ns as f64 / 1e6
+        ));
+    }
     notes
 }
 

@@ -86,6 +86,12 @@ pub struct ThreadInfo {
 }
 
 impl ThreadInfo {
+    /// Whether this is one of the threads jtrace's agent runs in the traced
+    /// JVM (the stream grower, the demoter): the tracer's, not the program's.
+    pub fn is_tracer(&self) -> bool {
+        fmt::agent_threads::is_agent_thread(self.display_name()) || fmt::agent_threads::is_agent_thread(&self.comm)
+    }
+
     /// The name to show: the Java name if known, else the kernel's.
     pub fn display_name(&self) -> &str {
         self.java_name.as_deref().unwrap_or(&self.comm)

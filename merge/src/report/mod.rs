@@ -31,7 +31,6 @@ use crate::model::trace::Trace;
 use crate::options::StreamOptions;
 use crate::stream;
 use crate::walk::analyze;
-use jtrace_format::agent_threads::is_agent_thread;
 use left_out::{DemotedJson, ShortDroppedJson, TrivialJson};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -436,7 +435,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             unmatched: info.unmatched,
             cgroup: cgroups.get(&info.tgid).map(|c| c.to_string()),
             container_id: (cgroups.get(&info.tgid)).and_then(|c| container_id::container_of(c).container_id),
-            tracer: is_tracer(info),
+            tracer: info.is_tracer(),
             idle_off_cpu_ns: OffCpu::default(),
             idle_rule: None,
             waiting_for_work: false,
@@ -460,7 +459,7 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
             a += totals.breakdown.off;
             a
         });
-    let tracer = |tid: u32| trace.threads.get(&tid).is_some_and(is_tracer);
+    let tracer = |tid: u32| trace.threads.get(&tid).is_some_and(ThreadInfo::is_tracer);
     let thread_off = |tid: u32| {
         agg.per_thread
             .get(&tid)
@@ -530,11 +529,6 @@ fn finish_report(trace: &Trace, agg: Aggregate, filter: &ReportFilter) -> Report
         summary: summary::summary(&threads),
         threads,
     }
-}
-
-/// One of the threads jtrace's agent runs in the traced JVM.
-fn is_tracer(t: &ThreadInfo) -> bool {
-    is_agent_thread(t.display_name()) || is_agent_thread(&t.comm)
 }
 
 /// Puts each virtual thread right after its carrier (the threads are in tid
