@@ -7,24 +7,25 @@
 use crate::cause::OffCpu;
 use crate::model::event::MethodIdx;
 use crate::visitor::OffCpuInterval;
-use std::collections::{BTreeMap, HashMap};
+use crate::model::tid_map::TidMap;
+use std::collections::BTreeMap;
 
 /// Off-CPU time under each stack pair, per thread; and, when methods were
 /// demoted, per demotion epoch too (how many demotion times came before
 /// the interval), with the part in open recorded calls of demoted methods.
 #[derive(Debug, Default)]
 pub(crate) struct StackTime {
-    pub(crate) by_thread: BTreeMap<u32, HashMap<u32, OffCpu>>,
+    pub(crate) by_thread: BTreeMap<u32, TidMap<OffCpu>>,
     /// Per thread, the time of short blocks without stacks scaled up from
     /// its sampled ones ([`crate::scale`]), by stack pair.
-    pub(crate) scaled: BTreeMap<u32, HashMap<u32, OffCpu>>,
+    pub(crate) scaled: BTreeMap<u32, TidMap<OffCpu>>,
     /// (tid, pair, epoch) → off-CPU time.
-    pub(crate) by_epoch: HashMap<(u32, u32, u32), OffCpu>,
+    pub(crate) by_epoch: TidMap<OffCpu, (u32, u32, u32)>,
     /// (tid, pair, epoch, demoted method) → the part of `by_epoch` spent
     /// in a recorded call of that method (begun before its demotion).
-    pub(crate) in_recorded: HashMap<(u32, u32, u32, MethodIdx), OffCpu>,
+    pub(crate) in_recorded: TidMap<OffCpu, (u32, u32, u32, MethodIdx)>,
     /// (tid, pair if recorded, waker tid) → the woken blocks' time.
-    wakes: HashMap<(u32, Option<u32>, u32), WokenTime>,
+    wakes: TidMap<WokenTime, (u32, Option<u32>, u32)>,
 }
 
 /// The blocks of a thread under one stack that one waker ended.
@@ -53,7 +54,7 @@ impl StackTime {
     }
 
     /// Each thread's time by stack pair, recorded and scaled up.
-    pub(crate) fn all_threads(&self) -> impl Iterator<Item = (&u32, &HashMap<u32, OffCpu>)> {
+    pub(crate) fn all_threads(&self) -> impl Iterator<Item = (&u32, &TidMap<OffCpu>)> {
         self.by_thread.iter().chain(&self.scaled)
     }
 
