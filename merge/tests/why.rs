@@ -552,3 +552,122 @@ fn throttled_and_steal_are_the_threads_own_time() {
         assert!(hops.is_empty(), "{hops:?}");
     }
 }
+
+/// The JDK's read poller as a virtual thread (JDK 25: `SubPoller-0`), one
+/// carrier (tid 40). `reader` parks in a socket read; the poller, unparked
+/// by the platform `MasterPoller`, polls, then yields; `spinner` takes the
+/// carrier for 97 µs; only then does the poller run again and unpark the
+/// reader. With `unpark_while_yielded`, the MasterPoller also unparks the
+/// yielded poller (which blocked on nothing) in the middle of that.
+fn poller_behind_a_spinner(unpark_while_yielded: bool) -> Builder {
+    use jtrace_format::{virtual_thread_tid, JvmBlock, Payload};
+    const CW: u32 = 40;
+    const M: u32 = 50;
+    let (poller, reader, spinner) = (1u64, 2u64, 3u64);
+    let vt = |id: u64| virtual_thread_tid(id).unwrap();
+    let mut b = Builder::default();
+    b.jvm(100, &[(1, "VirtualPoller.receive"), (2, "VirtualPoller.spin")]);
+    b.java_thread(100, CW, 0, "ForkJoinPool-1-worker-1");
+    b.java_thread(100, M, 0, "MasterPoller");
+    // A virtual thread event of `id`, on `tid` (its carrier, or the unparker).
+    let v = |b: &mut Builder, tid: u32, ts: u64, k: u16, id: u64, class: &str| {
+        let block = JvmBlock {
+            arg: id,
+            class: class.into(),
+        };
+        b.j(tid, ts, Payload::Jvm(k, block));
+    };
+    v(&mut b, CW, 100, kind::VTHREAD_START, poller, "SubPoller-0");
+    v(&mut b, CW, 600, kind::VTHREAD_UNMOUNT, poller, "park");
+    v(&mut b, CW, 700, kind::VTHREAD_START, reader, "reader");
+    b.enter(vt(reader), 1100, 1);
+    v(&mut b, CW, 2000, kind::VTHREAD_UNMOUNT, reader, "socket");
+    // MasterPoller, in epoll_wait until an interrupt, unparks the poller.
+    b.switch_out(M, 1000, false, 0);
+    b.wakeup(M, 1900, 0);
+    b.switch_in(M, 1950, 0);
+    v(&mut b, M, 2050, kind::VTHREAD_UNPARK, poller, "");
+    b.switch_out(M, 2060, false, 0);
+    v(&mut b, CW, 2100, kind::VTHREAD_MOUNT, poller, "");
+    v(&mut b, CW, 3000, kind::VTHREAD_UNMOUNT, poller, "yield");
+    v(&mut b, CW, 3100, kind::VTHREAD_START, spinner, "spinner");
+    b.enter(vt(spinner), 3200, 2);
+    if unpark_while_yielded {
+        b.wakeup(M, 49_990, 0);
+        b.switch_in(M, 49_995, 0);
+        v(&mut b, M, 50_000, kind::VTHREAD_UNPARK, poller, "");
+        b.switch_out(M, 50_010, false, 0);
+    }
+    b.exit(vt(spinner), 100_000, 2);
+    v(&mut b, CW, 100_100, kind::VTHREAD_END, spinner, "spinner");
+    v(&mut b, CW, 100_200, kind::VTHREAD_MOUNT, poller, "");
+    v(&mut b, CW, 100_500, kind::VTHREAD_UNPARK, reader, "");
+    v(&mut b, CW, 100_600, kind::VTHREAD_UNMOUNT, poller, "park");
+    v(&mut b, CW, 100_700, kind::VTHREAD_MOUNT, reader, "");
+    b.exit(vt(reader), 101_000, 1);
+    v(&mut b, CW, 101_100, kind::VTHREAD_END, reader, "reader");
+    b.switch_out(CW, 101_200, false, 0);
+    b
+}
+
+/// I/O behind a starved poller: the reader's wait stays `socket`,
+/// answered by the poller; the poller's time after its yield is `carrier`
+/// (runnable, not mounted: not `runqueue`), held by the spinner, whole
+/// (an unpark of the yielded poller ends no block and is not followed).
+#[test]
+fn io_behind_a_poller_that_waits_for_its_carrier() {
+    for unpark_while_yielded in [false, true] {
+        let dir = tempdir(&format!("poller-{unpark_while_yielded}"));
+        poller_behind_a_spinner(unpark_while_yielded).write_unended(&dir, 0, 110_000);
+        for budget in [256 << 20, 0] {
+            let (path, hops, wall) = why(&dir, "VirtualPoller.receive", budget);
+            assert_eq!(wall, 99_900);
+            let receive = Some("VirtualPoller.receive");
+            assert_eq!(
+                path,
+                vec![
+                    seg("reader", receive, "cpu", 900, 0),
+                    seg("MasterPoller", None, "cpu", 50, 2),
+                    seg("SubPoller-0", None, "carrier", 50, 1),
+                    seg("SubPoller-0", None, "cpu", 900, 1),
+                    seg("SubPoller-0", None, "carrier", 97_200, 1),
+                    seg("SubPoller-0", None, "cpu", 300, 1),
+                    seg("reader", receive, "carrier", 200, 0),
+                    seg("reader", receive, "cpu", 300, 0),
+                ],
+                "unpark while yielded: {unpark_while_yielded}, budget {budget}"
+            );
+            assert_eq!(
+                hops,
+                vec![
+                    ("answered_by".into(), "reader".into(), "SubPoller-0".into()),
+                    ("unparked_by".into(), "SubPoller-0".into(), "MasterPoller".into()),
+                ]
+            );
+        }
+        // Who held the carrier: the virtual thread it ran before each mount.
+        let opts = WhyOptions {
+            method: "VirtualPoller.receive".into(),
+            ..Default::default()
+        };
+        let w = explain(&dir, &opts).unwrap().to_json();
+        let holders: Vec<(&str, u64, &str)> = (w.invocations[0].path.iter())
+            .filter(|s| s.state == "carrier")
+            .map(|s| (s.thread.as_str(), s.ns, s.cpu_holder.as_ref().unwrap().thread.as_str()))
+            .collect();
+        assert_eq!(
+            holders,
+            vec![
+                ("SubPoller-0", 50, "reader"),
+                ("SubPoller-0", 97_200, "spinner"),
+                ("reader", 200, "SubPoller-0"),
+            ]
+        );
+        // The root cause sums the poller's carrier waits.
+        let root = w.invocations[0].root_cause.as_ref().unwrap();
+        assert_eq!(
+            (root.thread.as_str(), root.state, root.ns),
+            ("SubPoller-0", "carrier", 97_250)
+        );
+    }
+}

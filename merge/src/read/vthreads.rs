@@ -13,9 +13,13 @@
 //!   over that time;
 //! * while it is unmounted: a switch-out at the unmount with the block the
 //!   agent named ([`jtrace_format::UNMOUNT_PARK`] ...) as the evidence, and
-//!   a switch-in at the next mount. When the carrier that mounts it was
-//!   idle and woken meanwhile, that wakeup stands for the unpark: from it to
-//!   the mount is `runqueue` (waiting for a carrier), and its waker (the
+//!   a switch-in at the next mount. A `Thread.yield`
+//!   ([`jtrace_format::UNMOUNT_YIELD`]) blocks on nothing: the virtual
+//!   thread stays runnable, waiting for a carrier (`carrier`) until it is
+//!   mounted again (the JDK's sub-pollers yield after each poll that found
+//!   events). When the carrier that mounts it was idle and woken
+//!   meanwhile, that wakeup stands for the unpark: from it to the mount is
+//!   `carrier` (waiting for a carrier), and its waker (the
 //!   virtual thread mounted on the waking carrier then, or the waking
 //!   platform thread: the poller, the timer thread) is the waker.
 //!
@@ -422,7 +426,8 @@ fn unmount_cause(reason: &str) -> Option<(Cause, &str)> {
         fmt::UNMOUNT_SOCKET => Cause::Socket,
         fmt::UNMOUNT_WAIT => Cause::Wait,
         fmt::UNMOUNT_MONITOR => Cause::Monitor,
-        fmt::UNMOUNT_YIELD => Cause::Runqueue,
+        // Runnable: the JDK's scheduler, not the kernel's, is the queue.
+        fmt::UNMOUNT_YIELD => Cause::Carrier,
         _ => return None,
     };
     Some((cause, class))

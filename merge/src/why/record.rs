@@ -175,14 +175,19 @@ fn off_rec(
     // for a carrier.
     let waiting = |c: Cause| matches!(c, Cause::Runqueue | Cause::Carrier);
     let blocked: Vec<(Cause, u64)> = split.nonzero().filter(|(c, _)| !waiting(*c)).collect();
-    let rq = split.get(Cause::Runqueue) + split.get(Cause::Carrier);
-    let mut flags = if split.get(Cause::Carrier) > 0 { CARRIER } else { 0 };
+    let carrier = split.get(Cause::Carrier);
+    let rq = split.get(Cause::Runqueue) + carrier;
+    let mut flags = if carrier > 0 { CARRIER } else { 0 };
     let throttled = split.get(Cause::Throttled);
     let (wake_ts, waker) = match wake {
         _ if preempted => {
             flags |= PREEMPTED;
             (start + throttled, 0)
         }
+        // A virtual thread that blocked on nothing (it yielded) waited for
+        // a carrier from its unmount: a wakeup meanwhile (an unpark of a
+        // thread not parked) ended no block and is not followed.
+        Some(_) if blocked.is_empty() && carrier > 0 => (end - rq, 0),
         Some((ts, w)) => {
             flags |= WOKEN;
             (ts, w)
