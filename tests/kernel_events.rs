@@ -11,7 +11,6 @@ use jtrace_format::{fd_kind, Decoder, Payload, Record, Syscall, FILE_HEADER_LEN,
 use jtrace_merge::Meta;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 const MS: u64 = 1_000_000;
@@ -26,9 +25,6 @@ const NR_WRITE: u32 = 1;
 const NR_FSYNC: u32 = 74;
 const NR_OPENAT: u32 = 257;
 const NR_PREAD64: u32 = 17;
-
-/// Block I/O and faults are system-wide effects: keep the tests apart.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Compiles one C program into `dir`.
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
@@ -141,7 +137,7 @@ int main(void) {
 
 #[test]
 fn nanosleep_is_one_blocked_syscall_of_50_ms() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("ksleep");
     let bin = cc(&dir, "sleep50", SLEEP_C);
     let is_sleep = |s: &Syscall| s.nr == NR_NANOSLEEP || s.nr == NR_CLOCK_NANOSLEEP;
@@ -235,7 +231,7 @@ int main(void) {
 
 #[test]
 fn socket_read_shows_the_wait_and_the_four_tuple() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("ksock");
     let bin = cc(&dir, "sock", SOCK_C);
     let check_socket = |out: &str, s: &Syscall| {
@@ -320,7 +316,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn file_write_fsync_fault_and_block_io() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("kfile");
     let bin = cc(&dir, "file", FILE_C);
     let data = dir.join("data.bin");
@@ -443,7 +439,7 @@ int main(void) {
 
 #[test]
 fn futex_wait_is_woken_by_the_releasing_thread() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("kfutex");
     let bin = cc(&dir, "futex", FUTEX_C);
     // Default mode: the futex block recorded at the switch-out.
@@ -493,7 +489,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn default_mode_writes_nothing_for_syscalls_that_do_not_block() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("kpread");
     let bin = cc(&dir, "pread", PREAD_C);
     let data = dir.join("data.bin");
@@ -539,7 +535,7 @@ const STORM_C: &str = include_str!("../bpf/bench/storm.c");
 
 #[test]
 fn drops_are_counted_stored_and_reported() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("kdrops");
     let bin = cc(&dir, "storm", STORM_C);
     let trace = dir.join("t");
@@ -594,7 +590,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn uprobe_on_libc_counts_every_call() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("kuprobe");
     let bin = cc(&dir, "getpid", GETPID_C);
     let trace = dir.join("t");
@@ -679,7 +675,7 @@ int main(void) {
 
 #[test]
 fn record_attaches_to_a_running_process() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_at_a_time();
     let dir = tempdir("krecord");
     let bin = cc(&dir, "loop", LOOP_C);
     // Stops by itself when the process exits (~1 s), well before --duration.

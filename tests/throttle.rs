@@ -26,14 +26,6 @@ use std::time::{Duration, Instant};
 
 const MS: u64 = 1_000_000;
 
-/// The tests spin on the CPUs they measure: one at a time, or each one's
-/// spinners would be the others' run queue.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A cgroup of the CPU controller for one test (v2 where the host's root
 /// cgroup offers the cpu controller, else v1's cpu hierarchy), removed
 /// when dropped.
@@ -147,6 +139,7 @@ fn last_cpu() -> String {
 /// holds the quota and the periods it throttled.
 #[test]
 fn a_cpu_quota_is_throttled_time() {
+    // They spin on the CPUs they measure: one at a time.
     let _serial = one_at_a_time();
     let classes = classes();
     for jdk in [JDK17, JDK25] {

@@ -42,6 +42,8 @@ fn record(jdk: &str, tag: &str, methods: &str, jvm: &[&str], program: &[&str]) -
 /// and `jtrace why` says the carrier was held by the spinner.
 #[test]
 fn a_virtual_thread_behind_a_spinning_one_waits_for_its_carrier() {
+    // Its spinner and the server's load would be each other's delays.
+    let _one = one_at_a_time();
     let (nap, spin) = (10u64, 120u64);
     for jdk in VIRTUAL_THREAD_JDKS {
         let one_carrier = [
@@ -128,6 +130,7 @@ impl Visitor for Walked {
 /// released the monitor.
 #[test]
 fn a_virtual_thread_http_server_names_its_waits() {
+    let _one = one_at_a_time();
     let per_route = 40;
     for jdk in VIRTUAL_THREAD_JDKS {
         let name = jdk_name(jdk);

@@ -34,9 +34,6 @@ impl Visitor for Collect {
     }
 }
 
-/// One JVM of these tests at a time: they measure delays.
-static ONE_JVM: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Records VirtualWork with `args` on `jdk`, its methods traced.
 fn record(jdk: &str, tag: &str, args: &[&str]) -> (PathBuf, Trace) {
     record_with(jdk, tag, None, &[], args)
@@ -45,7 +42,7 @@ fn record(jdk: &str, tag: &str, args: &[&str]) -> (PathBuf, Trace) {
 /// [`record`], with the agent's directives from `config` instead of
 /// `--methods` when given, and the JVM options `jvm`.
 fn record_with(jdk: &str, tag: &str, config: Option<&str>, jvm: &[&str], args: &[&str]) -> (PathBuf, Trace) {
-    let _one = ONE_JVM.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let classes = classes();
     let dir = tempdir(tag);
     let out = dir.join("t.jtrace");

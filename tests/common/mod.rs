@@ -108,6 +108,14 @@ pub fn tempdir(name: &str) -> PathBuf {
     d
 }
 
+/// One test of this binary at a time, for tests that measure delays on
+/// CPUs that the others would load (spinners, JVMs, block I/O): hold the
+/// guard for the test's length. A test that panicked does not poison it.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Directories to remove when the test process exits.
 static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 /// A test of this process panicked (failed): its directories stay.
