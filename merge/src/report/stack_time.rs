@@ -6,8 +6,8 @@
 
 use crate::cause::OffCpu;
 use crate::model::event::MethodIdx;
-use crate::visitor::OffCpuInterval;
 use crate::model::tid_map::TidMap;
+use crate::visitor::OffCpuInterval;
 use std::collections::BTreeMap;
 
 /// Off-CPU time under each stack pair, per thread; and, when methods were
