@@ -44,7 +44,6 @@ pub(crate) fn follow(subtree: CgroupSubtree, owner: &User) -> FollowCgroup {
     let who = owner.clone();
     FollowCgroup {
         subtree,
-        user: (!owner.uid.is_root()).then(|| (owner.uid.as_raw(), owner.gid.as_raw())),
         admit: Box::new(move |pid| who.check_may_trace(pid).map_err(|e| format!("{e:#}"))),
     }
 }

@@ -195,6 +195,9 @@ fn print_stacks(out: &mut impl Write, t: &Trace, lines: bool) -> std::io::Result
             "  binary   {b}: not found with the recorded build id (its frames are unresolved)"
         )?;
     }
+    for (b, why) in &p.refused_binaries {
+        writeln!(out, "  binary   {b}: not read: {why} (its frames are unresolved)")?;
+    }
     for b in &p.stripped_binaries {
         writeln!(
             out,

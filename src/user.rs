@@ -4,6 +4,7 @@
 //! invoking user, with that user's supplementary groups.
 
 use anyhow::{bail, Context};
+use jtrace_symbols::access::Credentials;
 use rustix::process::{Gid, Uid};
 use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 use std::fs::File;
@@ -23,33 +24,17 @@ pub(crate) struct User {
 impl User {
     /// The user who invoked jtrace: when it runs as root, SUDO_UID and
     /// SUDO_GID, with the groups of that account as a login gives them
-    /// (`initgroups`); else (no sudo, or jtrace not root: SUDO_UID left in
-    /// the environment names someone jtrace cannot act as) jtrace's own
-    /// user, group and groups.
+    /// ([`Credentials::sudo_user`]); else (no sudo, or jtrace not root:
+    /// SUDO_UID left in the environment names someone jtrace cannot act
+    /// as) jtrace's own user, group and groups.
     pub(crate) fn invoking() -> anyhow::Result<User> {
-        if !rustix::process::geteuid().is_root() {
-            return User::current();
-        }
-        let parse = |k: &str| -> anyhow::Result<Option<u32>> {
-            match std::env::var(k) {
-                // -1 would mean "unchanged" to setresuid/setresgid.
-                Ok(v) => match v.parse::<u32>() {
-                    Ok(id) if id != u32::MAX => Ok(Some(id)),
-                    _ => bail!("{k}={v} is not a user or group id"),
-                },
-                Err(_) => Ok(None),
-            }
-        };
-        match (parse("SUDO_UID")?, parse("SUDO_GID")?) {
-            (Some(uid), Some(gid)) => {
-                let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
-                Ok(User {
-                    uid,
-                    gid,
-                    groups: account_groups(uid, gid)?,
-                })
-            }
-            _ => User::current(),
+        match Credentials::sudo_user()? {
+            Some(c) => Ok(User {
+                uid: Uid::from_raw(c.uid),
+                gid: Gid::from_raw(c.gid),
+                groups: c.groups.into_iter().map(Gid::from_raw).collect(),
+            }),
+            None => User::current(),
         }
     }
 
@@ -104,19 +89,16 @@ impl User {
                 self.uid.as_raw()
             );
         }
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let who = || format!("uid {}, gid {}", self.uid.as_raw(), self.gid.as_raw());
-                set_thread_groups(&self.groups).with_context(|| format!("cannot take the groups of {}", who()))?;
-                set_thread_res_gid(None, self.gid, None)
-                    .with_context(|| format!("cannot take the group of {}", who()))?;
-                set_thread_res_uid(None, self.uid, None)
-                    .with_context(|| format!("cannot take the identity of {}", who()))?;
-                f()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("a thread acting as uid {} panicked", self.uid.as_raw())))
-        })
+        self.credentials().run_as(f)
+    }
+
+    /// This user's credentials, as the thread that takes them wants them.
+    fn credentials(&self) -> Credentials {
+        Credentials {
+            uid: self.uid.as_raw(),
+            gid: self.gid.as_raw(),
+            groups: self.groups.iter().map(|g| g.as_raw()).collect(),
+        }
     }
 
     /// Opens `path` for reading with this user's rights ([`User::run_as`]):
@@ -192,24 +174,6 @@ impl User {
     }
 }
 
-/// The groups of the account `uid` with primary group `gid`, as
-/// `initgroups` sets them at login; just `gid` for a uid without an account.
-fn account_groups(uid: Uid, gid: Gid) -> anyhow::Result<Vec<Gid>> {
-    let account = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid.as_raw()))
-        .with_context(|| format!("cannot look up the account of uid {}", uid.as_raw()))?;
-    let Some(account) = account else {
-        return Ok(vec![gid]);
-    };
-    let name = std::ffi::CString::new(account.name.as_bytes())
-        .with_context(|| format!("account name {:?} contains a NUL byte", account.name))?;
-    let groups = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid.as_raw()))
-        .with_context(|| format!("cannot list the groups of {}", account.name))?;
-    if groups.is_empty() {
-        bail!("the account {} has no groups", account.name);
-    }
-    Ok(groups.into_iter().map(|g| Gid::from_raw(g.as_raw())).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,11 +188,5 @@ mod tests {
         let none = User::from_proc_status("Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n").unwrap();
         assert!(none.groups.is_empty());
         assert!(User::from_proc_status("Uid:\t0\t0\t0\t0\n").is_none());
-    }
-
-    #[test]
-    fn root_has_its_groups() {
-        let g = account_groups(Uid::ROOT, Gid::ROOT).unwrap();
-        assert!(g.contains(&Gid::ROOT));
     }
 }

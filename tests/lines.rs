@@ -246,9 +246,10 @@ fn blocked_stacks_show_the_programs_source_lines() {
 /// invariant 6; the other attacks are in tests/security.rs): the user's
 /// binary names its debug file by `.gnu_debuglink`, and the user plants a
 /// link there to a root-only debug file (the real one: its CRC matches).
-/// Debug files are opened with the trace owner's rights, so no line comes
-/// from it; the same file readable by the user gives lines, and so does
-/// the link when root owns the trace.
+/// Debug files are opened with the user's rights, so no line comes from
+/// it; the same file readable by the user gives lines. When root owns the
+/// trace, root reads with its own rights, but does not follow the user's
+/// link: a root-only debug file gives lines only where root put it.
 #[test]
 fn debug_files_a_users_trace_names_are_read_with_that_users_rights() {
     use std::os::unix::fs::PermissionsExt;
@@ -302,10 +303,19 @@ fn debug_files_a_users_trace_names_are_read_with_that_users_rights() {
     std::os::unix::fs::chown(&planted, Some(uid), Some(gid)).unwrap();
     assert!(collapsed().contains(&site), "{}", collapsed());
 
-    // A trace root owns is read with root's rights: the link is followed.
+    // A trace root owns is read with root's rights, but a link the user
+    // put is not followed: the root-only debug file is read only when
+    // root put it there.
     std::fs::remove_file(&planted).unwrap();
     std::os::unix::fs::symlink(&secret, &planted).unwrap();
     std::os::unix::fs::chown(&trace, Some(0), Some(0)).unwrap();
+    let c = collapsed();
+    assert!(
+        c.contains("nap_outer") && !c.contains("napper.c"),
+        "root followed the user's link:\n{c}"
+    );
+    std::fs::remove_file(&planted).unwrap();
+    std::fs::copy(&secret, &planted).unwrap();
     assert!(collapsed().contains(&site), "{}", collapsed());
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -20,17 +20,13 @@ const volatile __u32 launcher_tgid = 0;
  * and hierarchy (0: v2; else the v1 hierarchy of the cpu controller).
  * A process that enters the subtree while recording (moved in, or, on
  * v2, cloned into it with CLONE_INTO_CGROUP) is traced from that instant
- * if the invoking user may trace it as far as its credentials tell
- * (follow_any: root; else the same uid and gid, all of them, and a
- * dumpable process), else noted for user space to ask the kernel.
+ * if the viewer may trace it as far as its credentials tell
+ * (viewer_may_trace), else noted for user space to ask the kernel.
  */
 const volatile __u64 follow_cgroup_id = 0;
 const volatile __u32 follow_cgroup_level = 0;
 const volatile __s32 follow_hierarchy = 0;
 const volatile bool follow_v2 = false;
-const volatile bool follow_any = false;
-const volatile __u32 follow_uid = 0;
-const volatile __u32 follow_gid = 0;
 
 /* Deepest cgroup below the followed one that counts (as user space's walk). */
 #define FOLLOW_MAX_DEPTH 64
@@ -97,30 +93,6 @@ static __always_inline bool in_followed_subtree(struct cgroup *c)
 }
 
 /*
- * Whether the invoking user may trace `t` by its credentials alone, as
- * ptrace_may_access decides it for a process of one's own: every uid and
- * gid the user's, and the process dumpable (SUID_DUMP_USER in the low
- * bits of mm->flags, a word or a bitmap by kernel version: read as a word
- * at the field's offset). Anything else is left to user space.
- */
-static __always_inline bool may_follow(struct task_struct *t)
-{
-	const struct cred *c = BPF_CORE_READ(t, real_cred);
-	struct mm_struct *mm = BPF_CORE_READ(t, mm);
-	unsigned long flags = 0;
-
-	if (follow_any)
-		return true;
-	if (BPF_CORE_READ(c, uid.val) != follow_uid || BPF_CORE_READ(c, euid.val) != follow_uid ||
-	    BPF_CORE_READ(c, suid.val) != follow_uid || BPF_CORE_READ(c, gid.val) != follow_gid ||
-	    BPF_CORE_READ(c, egid.val) != follow_gid || BPF_CORE_READ(c, sgid.val) != follow_gid || !mm)
-		return false;
-	if (bpf_probe_read_kernel(&flags, sizeof(flags), (void *)mm + bpf_core_field_offset(struct mm_struct, flags)))
-		return false;
-	return (flags & 3) == 1;
-}
-
-/*
  * Task `t` entered the followed subtree: its process is traced from now on
  * (or noted, for user space to decide), and user space told.
  */
@@ -132,7 +104,7 @@ static __always_inline void cgroup_join(struct task_struct *t, __u64 ts)
 
 	if (tgid_traced(tgid))
 		return;
-	if (may_follow(t)) {
+	if (viewer_may_trace(t)) {
 		if (!trace_tgid(tgid)) {
 			count(&dropped, K_FILTER_FULL);
 			return;

@@ -8,7 +8,8 @@
  * sched_process_exec, where the new credentials and dumpability are
  * final, and leaves the process out from there: its EXEC carries
  * EXEC_LEFT_OUT and it leaves the filter, so neither it nor what it
- * forks is recorded. docs/SECURITY.md, "What a trace reveals".
+ * forks is recorded. tasks.bpf.c asks the same of a process that joins
+ * a followed cgroup. docs/SECURITY.md, "What a trace reveals".
  */
 #ifndef JTRACE_VIEWER_BPF_H
 #define JTRACE_VIEWER_BPF_H
@@ -55,39 +56,67 @@ static __always_inline bool viewer_owns_userns(struct user_namespace *ns)
 	return false;
 }
 
+/* Whether every uid and gid of credentials `c` is the viewer's. */
+static __always_inline bool viewer_ids(const struct cred *c)
+{
+	return BPF_CORE_READ(c, uid.val) == viewer_uid && BPF_CORE_READ(c, euid.val) == viewer_uid &&
+	       BPF_CORE_READ(c, suid.val) == viewer_uid && BPF_CORE_READ(c, gid.val) == viewer_gid &&
+	       BPF_CORE_READ(c, egid.val) == viewer_gid && BPF_CORE_READ(c, sgid.val) == viewer_gid;
+}
+
+/* Whether credentials `c` hold a capability (kernel_cap_t: one u64, or
+ * two u32 before 6.3; 8 bytes either way). Unreadable counts as held. */
+static __always_inline bool holds_caps(const struct cred *c)
+{
+	__u64 caps = 0;
+
+	return bpf_probe_read_kernel(&caps, sizeof(caps), (void *)c + bpf_core_field_offset(struct cred, cap_permitted)) ||
+	       caps;
+}
+
+/* Whether memory `mm` is dumpable (SUID_DUMP_USER in the low bits of
+ * mm->flags, a word or a bitmap by kernel version: read as a word at the
+ * field's offset). */
+static __always_inline bool dumpable(struct mm_struct *mm)
+{
+	unsigned long flags = 0;
+
+	if (bpf_probe_read_kernel(&flags, sizeof(flags), (void *)mm + bpf_core_field_offset(struct mm_struct, flags)))
+		return false;
+	return (flags & 3) == 1;
+}
+
 /*
- * Whether the viewer may trace `t`, as ptrace_may_access answers
- * PTRACE_MODE_READ for a user without capabilities: its objective
- * credentials are all the viewer's (uids and gids), it holds no
- * capability in the initial user namespace, and it is dumpable
- * (SUID_DUMP_USER in the low bits of mm->flags, a word or a bitmap by
- * kernel version: read as a word at the field's offset); or it lives in
- * a user namespace the viewer owns.
+ * Whether the viewer may trace `t`: ptrace_may_access's answer to a user
+ * of the initial user namespace without capabilities asking for
+ * PTRACE_MODE_READ, as far as the task's credentials and memory tell (an
+ * LSM's say is not asked). The one check of both places that decide it
+ * in the kernel: an exec (tasks.bpf.c, which leaves out a process the
+ * viewer may not trace) and a join of the followed cgroup (which traces
+ * a joiner at once only if the viewer may; user space asks the kernel
+ * about the others). Its three steps, as the kernel takes them:
+ *  - every uid and gid the viewer's, or a user namespace the viewer owns
+ *    (ptrace_has_cap on the task's credentials' namespace);
+ *  - dumpable, or memory of a user namespace the viewer owns;
+ *  - no capability in the viewer's (initial) namespace, or a namespace
+ *    the viewer owns (cap_ptrace_access_check).
+ * A task without memory (exiting) is refused.
  */
 static __always_inline bool viewer_may_trace(struct task_struct *t)
 {
 	const struct cred *c = BPF_CORE_READ(t, real_cred);
 	struct user_namespace *ns = BPF_CORE_READ(c, user_ns);
 	struct mm_struct *mm = BPF_CORE_READ(t, mm);
-	unsigned long mm_flags = 0;
-	__u64 caps = 0;
+	bool owned;
 
 	if (!viewer_limited)
 		return true;
-	if (viewer_owns_userns(ns))
-		return true;
-	if (BPF_CORE_READ(c, uid.val) != viewer_uid || BPF_CORE_READ(c, euid.val) != viewer_uid ||
-	    BPF_CORE_READ(c, suid.val) != viewer_uid || BPF_CORE_READ(c, gid.val) != viewer_gid ||
-	    BPF_CORE_READ(c, egid.val) != viewer_gid || BPF_CORE_READ(c, sgid.val) != viewer_gid)
+	owned = viewer_owns_userns(ns);
+	if (!owned && (!viewer_ids(c) || BPF_CORE_READ(ns, level) != 0 || holds_caps(c)))
 		return false;
-	/* kernel_cap_t: one u64, or two u32 before 6.3; 8 bytes either way. */
-	if (bpf_probe_read_kernel(&caps, sizeof(caps), (void *)c + bpf_core_field_offset(struct cred, cap_permitted)) ||
-	    caps)
+	if (!mm)
 		return false;
-	if (!mm || bpf_probe_read_kernel(&mm_flags, sizeof(mm_flags),
-					 (void *)mm + bpf_core_field_offset(struct mm_struct, flags)))
-		return false;
-	return (mm_flags & 3) == 1;
+	return dumpable(mm) || viewer_owns_userns(BPF_CORE_READ(mm, user_ns));
 }
 
 /*

@@ -90,7 +90,8 @@ pub struct RecorderConfig {
     pub pids: Vec<u32>,
     /// A cgroup subtree whose joiners are traced too: a process that
     /// enters it while recording is traced from then on, with those it
-    /// forks ([`crate::FollowCgroup`]; [`crate::KernelRecorder::take_joined`]
+    /// forks, if [`RecorderConfig::viewer`] may trace it
+    /// ([`crate::FollowCgroup`]; [`crate::KernelRecorder::take_joined`]
     /// tells which joined). `pids` are usually its processes at the start.
     pub cgroup: Option<crate::FollowCgroup>,
     /// Size of the BPF ring buffer in bytes: a power of two and a multiple

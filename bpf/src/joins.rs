@@ -4,8 +4,10 @@
 //!
 //! The BPF side (tasks.bpf.c) sees a process enter the subtree on the
 //! tracepoint `cgroup:cgroup_attach_task` (and, on cgroup v2, a clone
-//! into it) and traces it from that instant if the invoking user may trace
-//! it by its credentials alone; either way it notes the join in the map
+//! into it) and traces it from that instant if the trace's viewer
+//! ([`RecorderConfig::viewer`]; none: root, who may trace any) may trace
+//! it by its credentials alone (`viewer_may_trace` in viewer.bpf.h, the
+//! check an exec gets too); either way it notes the join in the map
 //! `cgroup_joins`. The consumer, between two polls of the ring buffer,
 //! takes the notes: a process not traced yet is traced once
 //! [`FollowCgroup::admit`] says the user may (the kernel's own ptrace
@@ -18,6 +20,7 @@
 //! when it is found.
 //!
 //! [`RecorderConfig::cgroup`]: crate::RecorderConfig::cgroup
+//! [`RecorderConfig::viewer`]: crate::RecorderConfig::viewer
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,15 +36,12 @@ use crate::{skel, CgroupSubtree};
 /// How often the subtree is read again where the kernel has no tracepoint.
 pub const RESCAN_EVERY: Duration = Duration::from_millis(250);
 
-/// The cgroup subtree whose joiners the recorder follows, and whose rights
-/// decide which joiners it may trace.
+/// The cgroup subtree whose joiners the recorder follows, and who decides
+/// on a joiner the BPF side leaves undecided (it decides as the recording's
+/// viewer would be answered: [`crate::RecorderConfig::viewer`]).
 pub struct FollowCgroup {
     /// The subtree.
     pub subtree: CgroupSubtree,
-    /// The invoking user's uid and gid: a joiner with exactly these
-    /// credentials (every uid and gid) that is dumpable is traced from the
-    /// instant it joins. `None`: root, who may trace any joiner.
-    pub user: Option<(u32, u32)>,
     /// Asks whether the invoking user may trace process `pid` (a joiner the
     /// BPF side could not decide on): `Err(why)` keeps it out. Called on the
     /// recorder's thread.
@@ -50,10 +50,7 @@ pub struct FollowCgroup {
 
 impl std::fmt::Debug for FollowCgroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FollowCgroup")
-            .field("subtree", &self.subtree)
-            .field("user", &self.user)
-            .finish()
+        f.debug_struct("FollowCgroup").field("subtree", &self.subtree).finish()
     }
 }
 

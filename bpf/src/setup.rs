@@ -91,8 +91,6 @@ pub(crate) fn setup<'o>(
         rodata.follow_cgroup_level = f.subtree.level;
         rodata.follow_hierarchy = f.subtree.hierarchy as i32;
         rodata.follow_v2 = f.subtree.v2;
-        rodata.follow_any = f.user.is_none();
-        (rodata.follow_uid, rodata.follow_gid) = f.user.unwrap_or_default();
     }
     rodata.syscall_mode = cfg.syscalls.bpf_value();
     rodata.wake_bytes = cfg.ringbuf_bytes as u64 / 4;

@@ -20,6 +20,9 @@ use std::ops::Range;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+
 /// The largest file parsed as ELF: 4 GiB. Only the headers and symbol
 /// tables are read (what memory they may take is [`MAX_ELF_READ`]), so
 /// the bound is not what protects memory; it refuses, before anything is
@@ -58,15 +61,58 @@ const LOOKBACK: usize = 64;
 /// it is a regular file. Links are followed, as the thread's user would
 /// follow them (the thread runs as the user who named the path).
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    open_with(path, OFlags::empty())
+}
+
+/// [`open_regular`] for root opening a path others may have put a link
+/// at: a link is followed only if root put it there (root owns it and its
+/// directory, which no one else may write), so no one can lead root
+/// through a link of theirs to another file.
+pub fn open_regular_as_root(path: &Path) -> io::Result<File> {
+    match open_with(path, OFlags::NOFOLLOW) {
+        Err(e) if e.raw_os_error() == Some(Errno::LOOP.raw_os_error()) => open_roots_link(path).map_err(|_| e),
+        r => r,
+    }
+}
+
+/// Opens the link at `path`, following it, if root put it there: through
+/// a descriptor of its directory, so that it is the link checked.
+fn open_roots_link(path: &Path) -> io::Result<File> {
+    use rustix::fs::{fstat, openat, statat, AtFlags, Mode};
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Errno::LOOP.into());
+    };
+    let dir = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let (d, link) = (fstat(&dir)?, statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?);
+    if d.st_uid != 0 || d.st_mode & 0o022 != 0 || link.st_uid != 0 {
+        return Err(Errno::LOOP.into());
+    }
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    regular(File::from(openat(&dir, name, flags, Mode::empty())?))
+}
+
+/// Opens `path` to read, with `extra` open flags, if it is a regular file.
+fn open_with(path: &Path, extra: OFlags) -> io::Result<File> {
+    let flags = OFlags::NONBLOCK | OFlags::NOCTTY | extra;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(flags.bits() as i32)
         .open(path)?;
+    regular(file)
+}
+
+/// `file` if it is a regular file.
+fn regular(file: File) -> io::Result<File> {
     if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, Refused::NotRegular));
     }
     Ok(file)
+}
+
+/// The refusal an open of [`open_regular`] or [`open_regular_as_root`]
+/// failed with, if it was one: the file opened, but it is no regular file.
+pub fn refusal(e: &io::Error) -> Option<&Refused> {
+    e.get_ref()?.downcast_ref::<Refused>()
 }
 
 /// Why a file is not read.
@@ -361,6 +407,33 @@ mod tests {
         assert!(r.exceeded());
         assert_eq!(r.bytes_read(), 0, "nothing read past the bound");
         let _ = std::fs::remove_file(p);
+    }
+
+    /// Root follows its own link in a directory only root may write, not
+    /// another's there, nor its own in a directory anyone may write.
+    #[cfg(feature = "system-tests")]
+    #[test]
+    fn root_follows_only_links_root_put_there() {
+        use std::os::unix::fs::{lchown, symlink, PermissionsExt};
+        let base = std::env::temp_dir().join(format!("jtrace-as-root-{}", std::process::id()));
+        let sealed = base.join("sealed");
+        std::fs::create_dir_all(&sealed).unwrap();
+        let open = base.join("open");
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let target = base.join("target");
+        std::fs::write(&target, b"x").unwrap();
+        for (dir, name, owner) in [(&sealed, "root", 0), (&sealed, "theirs", 65534), (&open, "root", 0)] {
+            let link = dir.join(name);
+            symlink(&target, &link).unwrap();
+            lchown(&link, Some(owner), Some(owner)).unwrap();
+        }
+        assert!(open_regular_as_root(&sealed.join("root")).is_ok());
+        for link in [sealed.join("theirs"), open.join("root")] {
+            let e = open_regular_as_root(&link).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(Errno::LOOP.raw_os_error()), "{}", link.display());
+        }
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -13,20 +13,10 @@ use crate::bounded_read::{open_regular, BoundedRead, Refused};
 use crate::file_bytes::FileBytes;
 use anyhow::{anyhow, bail, Result};
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolFlags};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadRef, SymbolFlags};
 
 const STT_FUNC: u8 = 2;
 const STT_GNU_IFUNC: u8 = 10;
-
-/// The bytes of the file at `path`.
-fn map(path: &Path) -> Result<FileBytes> {
-    map_file(&File::open(path)?)
-}
-
-/// The bytes of an open file (mapped only if no one but root can shorten it).
-fn map_file(file: &File) -> Result<FileBytes> {
-    Ok(FileBytes::of(file)?)
-}
 
 /// The GNU build id of the ELF image `data`, if it has one.
 pub fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
@@ -206,20 +196,50 @@ pub struct SymbolTable {
 impl SymbolTable {
     /// Reads the function symbols of the ELF file at `path`.
     pub fn load(path: &Path) -> Result<SymbolTable> {
-        let m = map(path)?;
-        SymbolTable::parse(&m).map_err(|e| anyhow!("{}: {e}", path.display()))
+        let file = open_regular(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        SymbolTable::load_file(&file, path)
     }
 
     /// Reads the function symbols of the open ELF file `file` (named `name`
-    /// in errors).
+    /// in errors): a regular file of at most
+    /// [`crate::bounded_read::MAX_ELF_FILE`] bytes, mapped
+    /// if only root can change it, else its headers and symbol tables read
+    /// within the bounds of [`crate::bounded_read`] ([`FileBytes`]).
     pub fn load_file(file: &File, name: &Path) -> Result<SymbolTable> {
-        let m = map_file(file)?;
-        SymbolTable::parse(&m).map_err(|e| anyhow!("{}: {e}", name.display()))
+        let named = |e: &dyn std::fmt::Display| anyhow!("{}: {e}", name.display());
+        match FileBytes::of(file).map_err(|e| named(&e))? {
+            FileBytes::Mapped(map) => SymbolTable::parse(&map).map_err(|e| named(&e)),
+            FileBytes::Unmapped(file, _) => {
+                let data = BoundedRead::new(&file).map_err(|e| named(&e))?;
+                let elf = match object::File::parse(&data) {
+                    Ok(elf) => elf,
+                    Err(_) if data.exceeded() => return Err(named(&Refused::TooMuchToRead)),
+                    Err(e) => return Err(named(&format!("not an ELF file: {e}"))),
+                };
+                // The names, read at once rather than one by one.
+                for table in [".dynstr", ".strtab"] {
+                    if let Some((off, size)) = elf.section_by_name(table).and_then(|s| s.file_range()) {
+                        data.preload(off..off.saturating_add(size));
+                    }
+                }
+                let t = SymbolTable::of_elf(&elf);
+                // Tables cut short by the bound would name frames wrongly.
+                match data.exceeded() {
+                    true => Err(named(&Refused::TooMuchToRead)),
+                    false => Ok(t),
+                }
+            }
+        }
     }
 
     /// Reads the function symbols of the ELF image `data`.
     pub fn parse(data: &[u8]) -> Result<SymbolTable> {
         let elf = object::File::parse(data).map_err(|e| anyhow!("not an ELF file: {e}"))?;
+        Ok(SymbolTable::of_elf(&elf))
+    }
+
+    /// The function symbols of the parsed ELF file `elf`.
+    fn of_elf<'d, R: ReadRef<'d>>(elf: &object::File<'d, R>) -> SymbolTable {
         let mut t = SymbolTable {
             build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
             ..Default::default()
@@ -228,23 +248,20 @@ impl SymbolTable {
             let (off, size) = seg.file_range();
             t.segments.push((off, size, seg.address()));
         }
-        add_functions(&elf, &mut t.syms);
-        t.plt = plt_sections(&elf);
+        add_functions(elf, &mut t.syms);
+        t.plt = plt_sections(elf);
         // MiniDebugInfo: an xz-compressed ELF whose .symtab has the local
         // functions the stripped file lost.
         if let Some(sec) = elf.section_by_name(".gnu_debugdata") {
-            if let Ok(xz) = sec.data() {
-                let mut out = Vec::new();
-                if lzma_rs::xz_decompress(&mut std::io::Cursor::new(xz), &mut out).is_ok() {
-                    if let Ok(mini) = object::File::parse(&*out) {
-                        add_functions(&mini, &mut t.syms);
-                    }
+            if let Some(out) = sec.data().ok().and_then(unxz) {
+                if let Ok(mini) = object::File::parse(&*out) {
+                    add_functions(&mini, &mut t.syms);
                 }
             }
         }
         t.syms.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
         t.syms.dedup_by_key(|s| s.start);
-        Ok(t)
+        t
     }
 
     /// Adds the function symbols of `debug`, the file's separate debug
@@ -308,7 +325,7 @@ pub const PLT: &str = "@plt";
 
 /// The PLT sections' (start, size): a thread preempted in a stub (a call
 /// on its way through it) then has its frame named.
-fn plt_sections(elf: &object::File<'_>) -> Vec<(u64, u64)> {
+fn plt_sections<'d, R: ReadRef<'d>>(elf: &object::File<'d, R>) -> Vec<(u64, u64)> {
     [".plt", ".plt.sec", ".plt.got"]
         .iter()
         .filter_map(|name| elf.section_by_name(name))
@@ -317,7 +334,7 @@ fn plt_sections(elf: &object::File<'_>) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn add_functions(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
+fn add_functions<'d, R: ReadRef<'d>>(elf: &object::File<'d, R>, out: &mut Vec<FuncSym>) {
     for sym in elf.symbols().chain(elf.dynamic_symbols()) {
         if sym.is_undefined() || sym.address() == 0 {
             continue;
@@ -335,6 +352,37 @@ fn add_functions(elf: &object::File<'_>, out: &mut Vec<FuncSym>) {
                 name: name.to_string(),
             });
         }
+    }
+}
+
+/// The most bytes a `.gnu_debugdata` decompresses to: 64 MiB (a
+/// distribution's are a few MiB; libjvm's would be 2 MiB).
+const MAX_MINI_DEBUG_INFO: u64 = 64 << 20;
+
+/// The xz-compressed `data` decompressed, if it is at most
+/// [`MAX_MINI_DEBUG_INFO`] bytes (an xz bomb in a user's binary costs
+/// no more).
+fn unxz(data: &[u8]) -> Option<Vec<u8>> {
+    // The decoder's window grows with what it wrote: bounded too.
+    let mut out = Capped(Vec::new());
+    lzma_rs::xz_decompress(&mut std::io::Cursor::new(data), &mut out).ok()?;
+    Some(out.0)
+}
+
+/// A buffer that refuses to grow past [`MAX_MINI_DEBUG_INFO`].
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() as u64 + buf.len() as u64 > MAX_MINI_DEBUG_INFO {
+            return Err(std::io::Error::other("MiniDebugInfo larger than jtrace reads"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

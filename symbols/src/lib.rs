@@ -1,8 +1,11 @@
 //! Symbols: one home for naming code jtrace does not own.
 //!
-//! * [`access`]: whose rights the binaries a trace names are opened with.
-//! * [`file_bytes`]: a file's bytes, mapped only when root alone can
-//!   change it (a mapped file shortened by its owner kills the reader).
+//! * [`access`]: whose rights the binaries a trace names are opened with,
+//!   and the thread that takes a user's identity to open them (the CLI's
+//!   too).
+//! * [`file_bytes`]: how a view reads a binary: a regular file of a
+//!   bounded size, mapped only when root alone can change it (a mapped
+//!   file shortened by its owner kills the reader), else in bounded parts.
 //! * [`bounded_read`]: an ELF file read in bounded parts (its headers,
 //!   symbol tables and notes, at most [`bounded_read::MAX_ELF_READ`]),
 //!   as the recording commands read the files users choose or control.

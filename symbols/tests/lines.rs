@@ -60,6 +60,7 @@ fn load(bin: &Path, roots: &[PathBuf]) -> anyhow::Result<Option<DebugLines>> {
         },
         roots,
         &|p| File::open(p),
+        &Default::default(),
     )
 }
 
@@ -189,6 +190,7 @@ fn no_dwarf_or_another_build_id_gives_no_lines() {
         },
         &[],
         &|p| File::open(p),
+        &Default::default(),
     )
     .unwrap_err();
     assert!(err.to_string().contains("build id"), "{err}");

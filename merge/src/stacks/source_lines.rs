@@ -5,7 +5,7 @@
 //! What has no lines is counted ([`LineProblems`]); a line is never guessed.
 
 use jtrace_symbols::access::BinaryAccess;
-use jtrace_symbols::lines::{Binary, DebugLines, LineFrame, DEBUG_ROOT};
+use jtrace_symbols::lines::{Binary, DebugLines, LineFrame, ReadBudget, DEBUG_ROOT};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -26,6 +26,8 @@ pub(crate) struct SourceLines {
     loaded: HashMap<(String, Vec<u8>), Option<Rc<DebugLines>>>,
     /// Where separate debug files are looked for.
     roots: Vec<PathBuf>,
+    /// What the DWARF of all of them may copy into memory.
+    budget: ReadBudget,
     pub(crate) problems: LineProblems,
 }
 
@@ -40,6 +42,7 @@ impl SourceLines {
         SourceLines {
             loaded: HashMap::new(),
             roots,
+            budget: ReadBudget::default(),
             problems: LineProblems::default(),
         }
     }
@@ -85,7 +88,7 @@ impl SourceLines {
                     recorded: Path::new(recorded),
                     build_id,
                 };
-                match DebugLines::load(&bin, &self.roots, &|p| access.open(p)) {
+                match DebugLines::load(&bin, &self.roots, &|p| access.open(p), &self.budget) {
                     Ok(Some(l)) => return Some(Rc::new(l)),
                     Ok(None) => "no DWARF line info (in it or a debug file)".to_string(),
                     Err(e) => format!("DWARF not read: {e:#}"),

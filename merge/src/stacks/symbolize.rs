@@ -14,11 +14,12 @@ use crate::stacks::source_lines::{LineProblems, SourceLines};
 use crate::stacks::{JvmCode, RawStack, StackPair, Stacks};
 use jtrace_format as fmt;
 use jtrace_symbols::access::BinaryAccess;
+use jtrace_symbols::bounded_read::refusal;
 use jtrace_symbols::codemap::CodeAt;
 use jtrace_symbols::elf::{demangle, SymbolTable, PLT};
 use jtrace_symbols::lines::{build_id_path, SourceLine};
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -122,6 +123,9 @@ pub struct SymbolProblems {
     pub missing_binaries: BTreeSet<String>,
     /// Binaries without function symbols.
     pub stripped_binaries: BTreeSet<String>,
+    /// Binaries found but not read, and why: not a regular file, larger
+    /// than jtrace reads of one, tables past its bounds, not ELF.
+    pub refused_binaries: BTreeMap<String, String>,
     /// Frames labelled unresolved.
     pub unresolved_frames: u64,
     /// Of those, frames in JIT code that was unloaded (or never reported),
@@ -533,6 +537,19 @@ impl<'t> Symbolizer<'t> {
         }
     }
 
+    /// The symbols of the file at `c`, opened with the viewer's rights:
+    /// `Ok(None)` if it cannot be opened, whatever the reason (a file the
+    /// viewer may not open reads as one not there); `Err(why)` if it was
+    /// opened but refused or is no ELF file.
+    fn symbols_of(&self, c: &Path) -> Result<Option<SymbolTable>, String> {
+        let file = match self.access.open(c) {
+            Ok(file) => file,
+            Err(e) if refusal(&e).is_some() => return Err(format!("{}: {e}", c.display())),
+            Err(_) => return Ok(None),
+        };
+        SymbolTable::load_file(&file, c).map(Some).map_err(|e| format!("{e:#}"))
+    }
+
     /// The symbols of the binary recorded at `path` with `build_id`: the
     /// file there (under the sysroot if set) or in the build-id debug
     /// directory, if its build id matches.
@@ -548,8 +565,16 @@ impl<'t> Symbolizer<'t> {
         candidates.push(PathBuf::from(path));
         let debug_root = Path::new("/usr/lib/debug");
         candidates.extend(build_id_path(debug_root, build_id));
-        let load = |c: &PathBuf, build_id: &[u8]| {
-            let t = SymbolTable::load_file(&self.access.open(c).ok()?, c).ok()?;
+        // Why the first file opened was not read, if none is found.
+        let mut refused = None;
+        let mut load = |c: &PathBuf, build_id: &[u8]| {
+            let t = match self.symbols_of(c) {
+                Ok(t) => t?,
+                Err(why) => {
+                    refused.get_or_insert(why);
+                    return None;
+                }
+            };
             let same = build_id.is_empty() || t.build_id.as_deref() == Some(build_id);
             same.then_some(t)
         };
@@ -579,7 +604,12 @@ impl<'t> Symbolizer<'t> {
             }
             Some(f) => Some(Rc::new(f)),
             None => {
-                self.problems.borrow_mut().missing_binaries.insert(path.to_string());
+                let mut p = self.problems.borrow_mut();
+                if let Some(why) = refused {
+                    p.refused_binaries.insert(path.to_string(), why);
+                } else {
+                    p.missing_binaries.insert(path.to_string());
+                }
                 None
             }
         };
