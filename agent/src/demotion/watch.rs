@@ -376,15 +376,8 @@ impl ThreadWatch {
                     i += 2;
                     continue;
                 }
-                self.frames.push(Frame {
-                    id,
-                    entry: ts,
-                    jvm_block: false,
-                    switched: false,
-                });
-            } else if kind != VTHREAD_KIND {
-                self.exit(id, ts);
             }
+            self.method_event(kind, id, ts);
             i += 1;
         }
         for (id, nd) in dropped.iter().copied() {
@@ -403,9 +396,9 @@ impl ThreadWatch {
     /// [`ThreadWatch::observe`] of a block with no gap marked and no
     /// filter; returns the time of its last event. Leaf calls (an entry
     /// and its exit next), the bulk of a hot loop, are summed per run of
-    /// one method before they reach its tally: half the cost per call of
-    /// the general loop, which counts in the probes' per-call cost
-    /// (BENCHMARKS.md, "Per call").
+    /// one method (two compares a call) before they reach its tally: the
+    /// drain counts in the probes' per-call cost (BENCHMARKS.md, "Per
+    /// call").
     fn observe_plain(&mut self, events: &[jlong], base: u64) -> u64 {
         let mut ts = base;
         let mut i = 0;
@@ -426,16 +419,7 @@ impl ThreadWatch {
                 }
             }
             ts += e & BATCH_DELTA_MASK;
-            if kind == ENTRY {
-                self.frames.push(Frame {
-                    id,
-                    entry: ts,
-                    jvm_block: false,
-                    switched: false,
-                });
-            } else if kind != VTHREAD_KIND {
-                self.exit(id, ts);
-            }
+            self.method_event(kind, id, ts);
             i += 1;
         }
         ts
@@ -449,19 +433,24 @@ impl ThreadWatch {
             if k > 0 {
                 ts += e & BATCH_DELTA_MASK;
             }
-            let id = batch_event_method(e) as u32;
-            if e >> BATCH_KIND_SHIFT == ENTRY {
-                self.frames.push(Frame {
-                    id,
-                    entry: ts,
-                    jvm_block: false,
-                    switched: false,
-                });
-            } else if e >> BATCH_KIND_SHIFT != VTHREAD_KIND {
-                self.exit(id, ts);
-            }
+            self.method_event(e >> BATCH_KIND_SHIFT, batch_event_method(e) as u32, ts);
         }
         ts
+    }
+
+    /// A method event not tallied as a leaf call: an entry opens a frame,
+    /// an exit closes one; a virtual thread's mark is neither.
+    fn method_event(&mut self, kind: u64, id: u32, ts: u64) {
+        if kind == ENTRY {
+            self.frames.push(Frame {
+                id,
+                entry: ts,
+                jvm_block: false,
+                switched: false,
+            });
+        } else if kind != VTHREAD_KIND {
+            self.exit(id, ts);
+        }
     }
 
     /// An exit of `id`: closes its frame, and the frames above it (exited
