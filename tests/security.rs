@@ -351,7 +351,8 @@ fn attach_follows_no_planted_link() {
 /// opens binaries with the trace owner's rights, so the function names in
 /// the root-only copy stay unread: its frames are labelled, and info says
 /// the binary was not found. The same path readable by the user is named;
-/// and a trace root owns is read with root's rights.
+/// a trace root owns is read with root's rights, through no link the
+/// user could have put.
 #[test]
 fn binaries_a_users_trace_names_are_read_with_that_users_rights() {
     let u = test_user();
@@ -415,9 +416,15 @@ fn binaries_a_users_trace_names_are_read_with_that_users_rights() {
         "{i}"
     );
 
-    // A trace root owns is read with root's rights: the same link is followed.
+    // A trace root owns is read with root's rights, but not through a
+    // link in a directory the user can write: the binary is read only
+    // where root put it.
     std::os::unix::fs::chown(&out, Some(0), Some(0)).unwrap();
-    assert!(collapsed().contains("secret_nap_4711"));
+    let c = collapsed();
+    assert!(!c.contains("secret_nap_4711"), "root followed the user's link:\n{c}");
+    std::fs::remove_file(&prog).unwrap();
+    std::fs::copy(&secret, &prog).unwrap();
+    assert!(collapsed().contains("secret_nap_4711"), "{}", collapsed());
     let _ = std::fs::remove_dir_all(&base);
 }
 
